@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages t5x.cpp builds and runs with, when missing.
+# Usage: scripts/deps.sh [--data]   (--data adds the corpora for the main job)
+set -euo pipefail
+pkgs=(cmake g++ make ccache pkg-config
+      libdnnl-dev libomp-dev
+      libsentencepiece-dev sentencepiece
+      libmsgpack-dev libmsgpack-cxx-dev nlohmann-json3-dev
+      zlib1g-dev libzstd-dev
+      libprotobuf-dev protobuf-compiler
+      libcli11-dev
+      libopenmpi-dev openmpi-bin
+      libgtest-dev libgmock-dev libbenchmark-dev)
+if [[ "${1:-}" == "--data" ]]; then
+  pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[deps] installing: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,40 @@
+// Dense matrix products on the CPU, through oneDNN's matmul primitive.
+//
+// All matrices are row-major. For one problem:
+//   C[m, n] = alpha * sum_k op(A)[m, k] * op(B)[k, n] + beta * C[m, n]
+// where op(A) = A ([m, k], leading dim lda) or A^T (A stored [k, m]) when
+// trans_a, and likewise for B. The batched form repeats this over `batch`
+// problems whose operands start `stride_*` elements apart (a stride of 0
+// broadcasts that operand over the batch).
+//
+// Threads: uses every OpenMP thread; results are deterministic for a given
+// thread count and shape (oneDNN fixes the reduction order per shape).
+// Errors: throws std::invalid_argument("[gemm] ...") for negative sizes or
+// leading dims smaller than the row length.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype_bf16.h"
+
+namespace t5x::cpu {
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // 0 means densely packed
+};
+
+void gemm_f32(const GemmShape& s, float alpha, const float* a, const float* b,
+              float beta, float* c);
+
+void gemm_batched_f32(const GemmShape& s, int64_t batch, int64_t stride_a,
+                      int64_t stride_b, int64_t stride_c, float alpha,
+                      const float* a, const float* b, float beta, float* c);
+
+// bf16 operands, f32 accumulation and f32 output (AVX512-BF16 / AMX paths).
+void gemm_batched_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
+                       int64_t stride_b, int64_t stride_c, float alpha,
+                       const bfloat16* a, const bfloat16* b, float beta,
+                       float* c);
+
+}  // namespace t5x::cpu
