@@ -1,0 +1,177 @@
+// gemm_f32 / gemm_batched_f32 / gemm_batched_bf16 against naive loops.
+#include "backend/cpu/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace t5x::cpu {
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+// Naive C = alpha * op(A) op(B) + beta * C for one problem, in double.
+template <typename T>
+void naive(const GemmShape& s, float alpha, const T* a, const T* b, float beta, float* c) {
+  int64_t lda = s.lda ? s.lda : (s.trans_a ? s.m : s.k);
+  int64_t ldb = s.ldb ? s.ldb : (s.trans_b ? s.k : s.n);
+  int64_t ldc = s.ldc ? s.ldc : s.n;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < s.k; ++p) {
+        double av = float(s.trans_a ? a[p * lda + i] : a[i * lda + p]);
+        double bv = float(s.trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+        acc += av * bv;
+      }
+      float& out = c[i * ldc + j];
+      out = float(alpha * acc + (beta == 0 ? 0.0 : beta * double(out)));
+    }
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  int64_t pad;  // extra leading-dim padding on every operand
+  float alpha, beta;
+};
+
+class GemmF32 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemmF32, MatchesNaive) {
+  Case t = GetParam();
+  GemmShape s{t.m, t.n, t.k, t.ta, t.tb, 0, 0, 0};
+  int64_t a_rows = t.ta ? t.k : t.m, a_cols = t.ta ? t.m : t.k;
+  int64_t b_rows = t.tb ? t.n : t.k, b_cols = t.tb ? t.k : t.n;
+  if (t.pad) {
+    s.lda = a_cols + t.pad;
+    s.ldb = b_cols + t.pad;
+    s.ldc = t.n + t.pad;
+  }
+  int64_t lda = s.lda ? s.lda : a_cols, ldb = s.ldb ? s.ldb : b_cols,
+          ldc = s.ldc ? s.ldc : t.n;
+  auto a = random_vec(a_rows * lda, 1);
+  auto b = random_vec(b_rows * ldb, 2);
+  auto c = random_vec(t.m * ldc, 3);
+  auto ref = c;
+  gemm_f32(s, t.alpha, a.data(), b.data(), t.beta, c.data());
+  naive(s, t.alpha, a.data(), b.data(), t.beta, ref.data());
+  for (size_t i = 0; i < c.size(); ++i)
+    ASSERT_NEAR(c[i], ref[i], 1e-4f * (1 + std::sqrt(float(t.k)))) << "at " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GemmF32,
+    ::testing::Values(Case{1, 1, 1, false, false, 0, 1.f, 0.f},
+                      Case{7, 5, 3, false, false, 0, 1.f, 0.f},
+                      Case{33, 17, 65, true, false, 0, 1.f, 0.f},
+                      Case{33, 17, 65, false, true, 0, 1.f, 0.f},
+                      Case{31, 29, 47, true, true, 0, 0.5f, 0.f},
+                      Case{64, 48, 80, false, false, 0, 1.f, 1.f},   // accumulate
+                      Case{19, 23, 11, true, false, 3, 2.f, -0.5f},  // padded lds
+                      Case{1, 1024, 512, false, false, 0, 1.f, 0.f},  // decode-shaped
+                      Case{5, 9, 0, false, false, 0, 1.f, 0.5f}));   // empty reduction
+
+TEST(GemmF32, BetaZeroIgnoresNaNInC) {
+  GemmShape s{2, 2, 2};
+  std::vector<float> a{1, 2, 3, 4}, b{5, 6, 7, 8}, c(4, std::nanf(""));
+  gemm_f32(s, 1.f, a.data(), b.data(), 0.f, c.data());
+  EXPECT_EQ(c, (std::vector<float>{19, 22, 43, 50}));
+}
+
+TEST(GemmBatched, StridesAndBroadcast) {
+  // batch 3; B broadcast (stride 0); A with a gap between batches.
+  int64_t batch = 3, m = 9, n = 13, k = 21;
+  for (int which = 0; which < 3; ++which) {
+    GemmShape s{m, n, k, which == 1, which == 2};
+    int64_t sa = which == 1 ? 0 : m * k + 5;   // which==1: A broadcast
+    int64_t sb = which == 1 ? k * n : 0;       // else B broadcast
+    int64_t sc = m * n + 2;
+    auto a = random_vec(std::max<int64_t>(sa * batch, m * k), 10 + which);
+    auto b = random_vec(std::max<int64_t>(sb * batch, k * n), 20 + which);
+    auto c = random_vec(sc * batch, 30);
+    auto ref = c;
+    gemm_batched_f32(s, batch, sa, sb, sc, 1.f, a.data(), b.data(), 1.f, c.data());
+    for (int64_t i = 0; i < batch; ++i)
+      naive(s, 1.f, a.data() + i * sa, b.data() + i * sb, 1.f, ref.data() + i * sc);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t j = 0; j < m * n; ++j)
+        ASSERT_NEAR(c[i * sc + j], ref[i * sc + j], 1e-4f) << which << " " << i << " " << j;
+  }
+}
+
+TEST(GemmBatched, Bf16MatchesF32Reference) {
+  int64_t batch = 4, m = 37, n = 70, k = 129;
+  for (bool tb : {false, true}) {
+    GemmShape s{m, n, k, false, tb};
+    auto af = random_vec(batch * m * k, 5), bf = random_vec(batch * k * n, 6);
+    std::vector<bfloat16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) a[i] = bfloat16(af[i]);
+    for (size_t i = 0; i < bf.size(); ++i) b[i] = bfloat16(bf[i]);
+    std::vector<float> c(batch * m * n, 0.f), ref_exact(c), ref_f32(c);
+    gemm_batched_bf16(s, batch, m * k, k * n, m * n, 1.f, a.data(), b.data(), 0.f, c.data());
+    for (int64_t i = 0; i < batch; ++i) {
+      // Exact on bf16-rounded inputs (f32 accumulation differs only by order).
+      naive(s, 1.f, a.data() + i * m * k, b.data() + i * k * n, 0.f,
+            ref_exact.data() + i * m * n);
+      naive(s, 1.f, af.data() + i * m * k, bf.data() + i * k * n, 0.f,
+            ref_f32.data() + i * m * n);
+    }
+    double max_rounding = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      ASSERT_NEAR(c[i], ref_exact[i], 1e-3f);
+      // Against unrounded f32: bf16 has 8 mantissa bits, so ~2^-8 relative
+      // per term; with |terms| <= 1 over k=129 the error stays well below 0.5.
+      ASSERT_NEAR(c[i], ref_f32[i], 0.25f);
+      max_rounding = std::max(max_rounding, double(std::fabs(c[i] - ref_f32[i])));
+    }
+    EXPECT_GT(max_rounding, 0.0);  // the inputs really were rounded
+  }
+}
+
+TEST(Gemm, RepeatedCallsReuseAndAgree) {
+  GemmShape s{40, 30, 20};
+  auto a = random_vec(800, 1), b = random_vec(600, 2);
+  std::vector<float> c1(1200), c2(1200);
+  gemm_f32(s, 1.f, a.data(), b.data(), 0.f, c1.data());
+  gemm_f32(s, 1.f, a.data(), b.data(), 0.f, c2.data());
+  EXPECT_EQ(c1, c2);
+}
+
+TEST(Gemm, ConcurrentCallersFromThreads) {
+  GemmShape s{64, 64, 64};
+  auto a = random_vec(64 * 64, 1), b = random_vec(64 * 64, 2);
+  std::vector<float> ref(64 * 64);
+  gemm_f32(s, 1.f, a.data(), b.data(), 0.f, ref.data());
+  std::vector<std::vector<float>> out(4, std::vector<float>(64 * 64));
+#pragma omp parallel for num_threads(4)
+  for (int t = 0; t < 4; ++t) gemm_f32(s, 1.f, a.data(), b.data(), 0.f, out[t].data());
+  for (auto& o : out)
+    for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], ref[i], 1e-4f);
+}
+
+TEST(Gemm, RejectsMisuse) {
+  std::vector<float> x(16);
+  EXPECT_THROW(gemm_f32(GemmShape{-1, 2, 2}, 1, x.data(), x.data(), 0, x.data()),
+               std::invalid_argument);
+  GemmShape bad{2, 4, 4};
+  bad.lda = 3;  // rows of A have 4 elements
+  try {
+    gemm_f32(bad, 1, x.data(), x.data(), 0, x.data());
+    FAIL() << "expected a throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[gemm]"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace t5x::cpu
