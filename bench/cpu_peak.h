@@ -1,0 +1,32 @@
+// The machine's theoretical fp32 peak, for reporting GEMM and MFU ratios.
+//
+//   peak = cores x FLOP/cycle/core x clock
+//
+// FLOP/cycle/core: 2 (FMA = mul + add) x SIMD lanes x FMA units. With
+// AVX-512 we assume 2 FMA-512 units (all Xeon Gold 6xxx / Platinum and
+// Sapphire/Emerald Rapids parts): 2 x 16 x 2 = 64. AVX2+FMA: 2 x 8 x 2 = 32.
+// Clock: "cpu MHz" from /proc/cpuinfo (on KVM guests this is the TSC rate,
+// i.e. the nominal clock; turbo/AVX-512 licence clocks are not visible), or
+// BogoMIPS / 2 when that line is missing. measure_fma_gflops() times a loop of
+// independent FMAs so the assumption can be checked on the machine at hand.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace t5x::bench {
+
+struct CpuPeak {
+  int cores = 1;               // threads the measurement uses
+  int flop_per_cycle = 0;      // per core, fp32
+  double clock_ghz = 0;
+  std::string isa;             // "avx512" | "avx2" | "sse"
+  std::string clock_source;    // "cpu MHz" | "BogoMIPS/2"
+  double gflops() const { return cores * flop_per_cycle * clock_ghz; }
+};
+
+CpuPeak detect_cpu_peak(int cores);
+
+// Achieved fp32 GFLOP/s of a register-only FMA loop on `threads` threads.
+double measure_fma_gflops(int threads);
+
+}  // namespace t5x::bench

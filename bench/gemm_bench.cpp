@@ -1,0 +1,145 @@
+// GEMM throughput on T5-shaped products; one JSON object per case per line.
+//
+//   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check]
+//
+// GFLOP/s = 2*m*n*k*batch / seconds. Each case is warmed up (primitive
+// creation, JIT, caches), then timed until both `repeats >= 5` and the total
+// time exceeds --min-time. gflops_min / gflops_median / gflops_max are over
+// those repeats; ratio_* divide by the fp32 peak from cpu_peak.h (for bf16
+// too, so the ratios are comparable).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "cpu_peak.h"
+
+namespace {
+
+using t5x::bfloat16;
+using t5x::cpu::GemmShape;
+
+struct Case {
+  const char* name;
+  const char* dtype;
+  int64_t batch, m, k, n;
+  bool trans_a, trans_b;
+  int64_t stride_b;  // -1: packed per batch, 0: broadcast
+};
+
+// T5.1.1-small dims: embed 512, mlp 1024, heads 6 x kv 64, vocab 32128;
+// 4096 rows = batch 32 x length 128 (or 8 x 512).
+const Case kCases[] = {
+    {"ffn_wi", "f32", 1, 4096, 512, 1024, false, false, -1},
+    {"ffn_wi_dgrad", "f32", 1, 4096, 1024, 512, false, true, -1},
+    {"ffn_wi_wgrad", "f32", 1, 512, 4096, 1024, true, false, -1},
+    {"logits", "f32", 1, 1024, 512, 32128, false, false, -1},
+    {"decode_ffn", "f32", 1, 1, 512, 1024, false, false, -1},
+    {"decode_ffn_b8", "f32", 1, 8, 512, 1024, false, false, -1},
+    {"attn_qk", "f32", 48, 128, 64, 128, false, true, -1},
+    {"ffn_wi", "bf16", 1, 4096, 512, 1024, false, false, -1},
+    {"logits", "bf16", 1, 1024, 512, 32128, false, false, -1},
+    {"decode_ffn", "bf16", 1, 1, 512, 1024, false, false, -1},
+    {"attn_qk", "bf16", 48, 128, 64, 128, false, true, -1},
+};
+
+template <typename T>
+std::vector<T> random_buffer(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(d(gen));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = omp_get_max_threads();
+  double min_time = 1.0;
+  std::string filter;
+  bool fma_check = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+    else if (a == "--min-time" && i + 1 < argc) min_time = std::stod(argv[++i]);
+    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--no-fma-check") fma_check = false;
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  omp_set_num_threads(threads);
+  t5x::bench::CpuPeak peak = t5x::bench::detect_cpu_peak(threads);
+  double fma = fma_check ? t5x::bench::measure_fma_gflops(threads) : 0.0;
+  std::printf(
+      "{\"suite\":\"gemm\",\"machine\":true,\"threads\":%d,\"isa\":\"%s\",\"flop_per_cycle\":%d,"
+      "\"clock_ghz\":%.3f,\"clock_source\":\"%s\",\"peak_gflops\":%.1f,"
+      "\"measured_fma_gflops\":%.1f}\n",
+      threads, peak.isa.c_str(), peak.flop_per_cycle, peak.clock_ghz, peak.clock_source.c_str(),
+      peak.gflops(), fma);
+  std::fflush(stdout);
+
+  for (const Case& c : kCases) {
+    std::string label = std::string(c.name) + "_" + c.dtype;
+    if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+    bool bf16 = std::strcmp(c.dtype, "bf16") == 0;
+    GemmShape s{c.m, c.n, c.k, c.trans_a, c.trans_b};
+    int64_t sa = c.m * c.k, sb = c.stride_b < 0 ? c.k * c.n : c.stride_b, sc = c.m * c.n;
+    size_t na = size_t(sa * c.batch), nb = size_t(std::max<int64_t>(sb * c.batch, c.k * c.n));
+    std::vector<float> out(size_t(sc * c.batch));
+    std::vector<float> af, bfv;
+    std::vector<bfloat16> ah, bh;
+    if (bf16) {
+      ah = random_buffer<bfloat16>(na, 1);
+      bh = random_buffer<bfloat16>(nb, 2);
+    } else {
+      af = random_buffer<float>(na, 1);
+      bfv = random_buffer<float>(nb, 2);
+    }
+    auto once = [&] {
+      if (bf16)
+        t5x::cpu::gemm_batched_bf16(s, c.batch, sa, sb, sc, 1.f, ah.data(), bh.data(), 0.f,
+                                    out.data());
+      else
+        t5x::cpu::gemm_batched_f32(s, c.batch, sa, sb, sc, 1.f, af.data(), bfv.data(), 0.f,
+                                   out.data());
+    };
+    for (int w = 0; w < 3; ++w) once();
+    std::vector<double> secs;
+    double total = 0;
+    while (secs.size() < 5 || (total < min_time && secs.size() < 100000)) {
+      auto t0 = std::chrono::steady_clock::now();
+      once();
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      secs.push_back(dt);
+      total += dt;
+    }
+    std::sort(secs.begin(), secs.end());
+    double flop = 2.0 * double(c.m) * double(c.n) * double(c.k) * double(c.batch);
+    double g_max = flop / secs.front() / 1e9;
+    double g_min = flop / secs.back() / 1e9;
+    double g_med = flop / secs[secs.size() / 2] / 1e9;
+    std::printf(
+        "{\"suite\":\"gemm\",\"case\":\"%s\",\"dtype\":\"%s\",\"shape\":\"[%lldx%lld]x[%lldx%lld]\","
+        "\"batch\":%lld,\"m\":%lld,\"k\":%lld,\"n\":%lld,\"trans_a\":%s,\"trans_b\":%s,"
+        "\"threads\":%d,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
+        "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops\":%.1f,"
+        "\"ratio_median\":%.3f,\"ratio_max\":%.3f}\n",
+        c.name, c.dtype, (long long)c.m, (long long)c.k, (long long)c.k, (long long)c.n,
+        (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n,
+        c.trans_a ? "true" : "false", c.trans_b ? "true" : "false", threads, secs.size(),
+        secs[secs.size() / 2] * 1e3, g_min, g_med, g_max, peak.gflops(), g_med / peak.gflops(),
+        g_max / peak.gflops());
+    std::fflush(stdout);
+  }
+  return 0;
+}
