@@ -1,0 +1,113 @@
+#include "core/random.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace t5x {
+namespace {
+
+inline uint32_t rotl(uint32_t v, int r) { return (v << r) | (v >> (32 - r)); }
+
+}  // namespace
+
+std::array<uint32_t, 2> threefry2x32(const PRNGKey& key, uint32_t x0, uint32_t x1) {
+  static constexpr int kRot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  const uint32_t ks[3] = {key.words[0], key.words[1], key.words[0] ^ key.words[1] ^ 0x1BD11BDAu};
+  x0 += ks[0];
+  x1 += ks[1];
+  for (int block = 0; block < 5; ++block) {
+    const int* rot = kRot[block % 2];
+    for (int r = 0; r < 4; ++r) {
+      x0 += x1;
+      x1 = rotl(x1, rot[r]);
+      x1 ^= x0;
+    }
+    // Key injection after every 4 rounds.
+    x0 += ks[(block + 1) % 3];
+    x1 += ks[(block + 2) % 3] + uint32_t(block + 1);
+  }
+  return {x0, x1};
+}
+
+PRNGKey prng_key(int64_t seed) {
+  PRNGKey k;
+  if (seed >= std::numeric_limits<int32_t>::min() && seed <= std::numeric_limits<int32_t>::max()) {
+    k.words = {0u, uint32_t(int32_t(seed))};
+  } else {
+    uint64_t u = uint64_t(seed);
+    k.words = {uint32_t(u >> 32), uint32_t(u & 0xffffffffu)};
+  }
+  return k;
+}
+
+// JAX's threefry_2x32(key, counts) on a flat count vector: the counts are
+// padded to even length, split into halves (x0 = first half, x1 = second),
+// hashed pairwise and concatenated back.
+void random_bits(const PRNGKey& key, int64_t n, uint32_t* out) {
+  if (n < 0) throw_invalid("random_bits", "negative count " + std::to_string(n));
+  if (n > int64_t(std::numeric_limits<uint32_t>::max()))
+    throw_invalid("random_bits", "more than 2^32-1 words requested: " + std::to_string(n));
+  const int64_t half = (n + 1) / 2;
+#pragma omp parallel for schedule(static) if (half > 16384)
+  for (int64_t i = 0; i < half; ++i) {
+    uint32_t c1 = uint32_t(i + half);  // == n only for the padding slot
+    auto y = threefry2x32(key, uint32_t(i), (i + half < n) ? c1 : 0u);
+    out[i] = y[0];
+    if (i + half < n) out[i + half] = y[1];
+  }
+}
+
+std::vector<uint32_t> random_bits(const PRNGKey& key, int64_t n) {
+  std::vector<uint32_t> r(size_t(std::max<int64_t>(n, 0)));
+  random_bits(key, n, r.data());
+  return r;
+}
+
+std::vector<PRNGKey> split(const PRNGKey& key, int64_t n) {
+  if (n < 0) throw_invalid("split", "negative number of keys " + std::to_string(n));
+  std::vector<uint32_t> bits = random_bits(key, 2 * n);
+  std::vector<PRNGKey> keys(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) keys[size_t(i)].words = {bits[size_t(2 * i)], bits[size_t(2 * i + 1)]};
+  return keys;
+}
+
+PRNGKey fold_in(const PRNGKey& key, uint32_t data) {
+  auto y = threefry2x32(key, 0u, data);
+  PRNGKey k;
+  k.words = {y[0], y[1]};
+  return k;
+}
+
+float erf_inv_f32(float x) {
+  float w = -std::log1p(-x * x);
+  float p;
+  if (w < 5.0f) {
+    w = w - 2.5f;
+    p = 2.81022636e-08f;
+    p = 3.43273939e-07f + p * w;
+    p = -3.5233877e-06f + p * w;
+    p = -4.39150654e-06f + p * w;
+    p = 0.00021858087f + p * w;
+    p = -0.00125372503f + p * w;
+    p = -0.00417768164f + p * w;
+    p = 0.246640727f + p * w;
+    p = 1.50140941f + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0f;
+    p = -0.000200214257f;
+    p = 0.000100950558f + p * w;
+    p = 0.00134934322f + p * w;
+    p = -0.00367342844f + p * w;
+    p = 0.00573950773f + p * w;
+    p = -0.0076224613f + p * w;
+    p = 0.00943887047f + p * w;
+    p = 1.00167406f + p * w;
+    p = 2.83297682f + p * w;
+  }
+  if (std::fabs(x) == 1.0f) return x * std::numeric_limits<float>::infinity();
+  return p * x;
+}
+
+}  // namespace t5x
