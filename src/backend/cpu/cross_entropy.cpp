@@ -1,0 +1,121 @@
+#include "backend/cpu/cross_entropy.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cpu/parallel.h"
+
+namespace t5x::cpu {
+namespace {
+
+struct Smoothing {
+  float confidence, off, normalizing;
+};
+
+Smoothing check(int64_t rows, int64_t vocab, const int32_t* targets,
+                const CrossEntropyOptions& opt) {
+  if (rows < 0 || vocab < 1)
+    throw std::invalid_argument("[cross_entropy] bad shape rows=" + std::to_string(rows) +
+                                " vocab=" + std::to_string(vocab));
+  float ls = opt.label_smoothing;
+  if (!(ls >= 0.f && ls < 1.f) || (ls > 0.f && vocab == 1))
+    throw std::invalid_argument("[cross_entropy] label_smoothing must be in [0, 1) (and "
+                                "vocab > 1 when positive), got " + std::to_string(ls));
+  for (int64_t r = 0; r < rows; ++r)
+    if (targets[r] < 0 || targets[r] >= vocab)
+      throw std::invalid_argument("[cross_entropy] target " + std::to_string(targets[r]) +
+                                  " at row " + std::to_string(r) + " outside [0, " +
+                                  std::to_string(vocab) + ")");
+  Smoothing s;
+  s.confidence = 1.f - ls;
+  s.off = vocab > 1 ? ls / float(vocab - 1) : 0.f;
+  // Same expression as t5x (in f32 there too).
+  s.normalizing = -(s.confidence * std::log(s.confidence) +
+                    float(vocab - 1) * s.off * std::log(s.off + 1e-20f));
+  return s;
+}
+
+// One pass: running max m, sum of exp(x - m), plain sum of x.
+struct RowStats {
+  float lse, sum;
+};
+
+RowStats row_stats(const float* x, int64_t vocab) {
+  constexpr int W = 16;  // independent lanes so the loop vectorises
+  float m[W], l[W], s[W];
+  for (int i = 0; i < W; ++i) {
+    m[i] = -std::numeric_limits<float>::infinity();
+    l[i] = 0.f;
+    s[i] = 0.f;
+  }
+  int64_t v = 0;
+  for (; v + W <= vocab; v += W) {
+    for (int i = 0; i < W; ++i) {
+      float xi = x[v + i];
+      float nm = std::fmax(m[i], xi);
+      l[i] = l[i] * std::exp(m[i] - nm) + std::exp(xi - nm);
+      m[i] = nm;
+      s[i] += xi;
+    }
+  }
+  for (; v < vocab; ++v) {
+    float nm = std::fmax(m[0], x[v]);
+    l[0] = l[0] * std::exp(m[0] - nm) + std::exp(x[v] - nm);
+    m[0] = nm;
+    s[0] += x[v];
+  }
+  float mx = m[0];
+  for (int i = 1; i < W; ++i) mx = std::fmax(mx, m[i]);
+  float total = 0.f, sum = 0.f;
+  for (int i = 0; i < W; ++i) {
+    if (l[i] > 0.f) total += l[i] * std::exp(m[i] - mx);
+    sum += s[i];
+  }
+  return {mx + std::log(total), sum};
+}
+
+}  // namespace
+
+void cross_entropy_forward(int64_t rows, int64_t vocab, const float* logits,
+                           const int32_t* targets, const CrossEntropyOptions& opt,
+                           float* loss, float* z_loss_out, float* lse_out) {
+  Smoothing sm = check(rows, vocab, targets, opt);
+  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* x = logits + r * vocab;
+      RowStats st = row_stats(x, vocab);
+      float xt = x[targets[r]];
+      // -sum_v t_v (x_v - lse) = lse - (c x_t + o (sum_x - x_t)), as sum_v t_v = 1.
+      float xent = st.lse - (sm.confidence * xt + sm.off * (st.sum - xt)) - sm.normalizing;
+      float z = opt.z_loss * st.lse * st.lse;
+      loss[r] = xent + z;
+      if (z_loss_out) z_loss_out[r] = z;
+      if (lse_out) lse_out[r] = st.lse;
+    }
+  });
+}
+
+void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits,
+                            const int32_t* targets, const float* lse, const float* dloss,
+                            const CrossEntropyOptions& opt, float* dlogits) {
+  Smoothing sm = check(rows, vocab, targets, opt);
+  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* x = logits + r * vocab;
+      float* dx = dlogits + r * vocab;
+      float l = lse ? lse[r] : row_stats(x, vocab).lse;
+      float g = dloss[r];
+      float coef = g * (1.f + 2.f * opt.z_loss * l);
+      float off = g * sm.off;
+      int32_t t = targets[r];
+      float xt = x[t];  // read before a possibly aliased dlogits overwrites it
+#pragma omp simd
+      for (int64_t v = 0; v < vocab; ++v) dx[v] = coef * std::exp(x[v] - l) - off;
+      dx[t] = coef * std::exp(xt - l) - g * sm.confidence;
+    }
+  });
+}
+
+}  // namespace t5x::cpu
