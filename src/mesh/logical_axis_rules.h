@@ -1,0 +1,64 @@
+// Logical-axis rules: logical dim names -> mesh axes, with flax/t5x priority
+// semantics (flax linen/spmd.py `logical_to_mesh_axes`; t5x/partitioning.py
+// `standard_logical_axis_rules`). See sharding.md 4.2-4.3.
+//
+// Rules are an ordered list of (logical name, mesh axes) pairs; empty mesh axes
+// mean None (replicated), several axes split the dim over their product, major
+// to minor. Resolution for an array with dim names N:
+//   every named dim starts "unassigned" (an empty name is None at once);
+//   for each rule in order: if its logical name is a dim of N, that dim is still
+//   unassigned, and none of the rule's mesh axes is already used by another dim
+//   of N, the dim takes the rule's mesh axes (possibly None, which blocks any
+//   later rule for that name);
+//   dims still unassigned at the end -> None (flax's default fallback,
+//   "axis is unsharded"). Names no rule mentions are therefore NOT an error by
+//   default; RulesFallback::kRaiseError turns them (and any other dim left
+//   unassigned) into an error, kNoConstraint drops the whole constraint
+//   (flax `RulesFallback`, used by with_logical_constraint).
+// Duplicate non-empty names in one array are an error, as in flax.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/sharding.h"
+
+namespace t5x {
+
+struct AxisRule {
+  std::string logical;                 // e.g. "embed"
+  std::vector<std::string> mesh_axes;  // e.g. {"model"}; empty = None
+  bool operator==(const AxisRule&) const = default;
+};
+using LogicalAxisRules = std::vector<AxisRule>;
+
+enum class RulesFallback { kAxisIsUnsharded, kRaiseError, kNoConstraint };
+
+// Resolves logical names to a PartitionSpec (unassigned dims -> None).
+// Throws std::invalid_argument "[logical_to_mesh_axes] ..." on duplicate names.
+PartitionSpec logical_to_mesh_axes(const std::vector<std::string>& names, const LogicalAxisRules& rules);
+
+// Same, with a fallback for dims no rule assigned: kAxisIsUnsharded -> None;
+// kRaiseError -> throws "[logical_to_mesh_axes] Axis names (...) did not match
+// a rule: 'x' ..."; kNoConstraint -> std::nullopt (leave the array as it is).
+std::optional<PartitionSpec> logical_to_mesh_axes(const std::vector<std::string>& names,
+                                                  const LogicalAxisRules& rules, RulesFallback fallback);
+
+// t5x's presets for (activation_partitioning_dims, parameter_partitioning_dims)
+// in {1,2}x{1,2}, followed by the replicated names (relpos_buckets,
+// abspos_buckets, length, layers, stack, mlp_activations -> None) and then
+// `additional_rules`. Other values throw "[standard_logical_axis_rules] ...".
+//   (1,1): batch->data, vocab->model, embed->None, mlp->model, heads->model,
+//          kv->None, joined_kv->model
+//   (2,1): batch->data, vocab->model, mlp->model, heads->model, kv->None,
+//          joined_kv->model, embed->model
+//   (1,2): as (2,1) but the last rule is embed->data
+//   (2,2): as (2,1) followed by embed->data
+LogicalAxisRules standard_logical_axis_rules(int activation_partitioning_dims = 1,
+                                             int parameter_partitioning_dims = 1,
+                                             const LogicalAxisRules& additional_rules = {});
+
+// "[(batch, data), (embed, None), (x, (data, model))]".
+std::string rules_to_string(const LogicalAxisRules& rules);
+
+}  // namespace t5x

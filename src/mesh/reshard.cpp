@@ -1,0 +1,215 @@
+#include "mesh/reshard.h"
+
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace t5x {
+namespace {
+
+using Dims = std::vector<std::vector<std::string>>;
+
+int64_t prod(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = from; i < v.size() && i < to; ++i) n *= v[i];
+  return n;
+}
+
+size_t common_prefix(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+bool axis_in_use(const Dims& dims, const std::string& x) {
+  for (const auto& d : dims)
+    for (const auto& a : d)
+      if (a == x) return true;
+  return false;
+}
+
+// View of a row-major buffer around dim d: [outer, shape[d], inner] with inner in bytes.
+struct DimView {
+  int64_t outer, len, inner;
+  DimView(const std::vector<int64_t>& shape, int d, size_t esize)
+      : outer(prod(shape, 0, d)), len(shape[d]), inner(prod(shape, d + 1) * int64_t(esize)) {}
+};
+
+// out = piece `m` of k along dim d.
+void take_piece(const char* in, const std::vector<int64_t>& shape, int d, int64_t k, int64_t m, size_t esize,
+                char* out) {
+  DimView v(shape, d, esize);
+  const int64_t chunk = (v.len / k) * v.inner;
+  for (int64_t o = 0; o < v.outer; ++o) std::memcpy(out + o * chunk, in + (o * v.len * v.inner) + m * chunk, chunk);
+}
+
+// `pieces` = k contiguous blocks of shape `piece_shape`; out = their concat along d.
+void concat_pieces(const char* pieces, const std::vector<int64_t>& piece_shape, int d, int64_t k, size_t esize,
+                   char* out) {
+  DimView v(piece_shape, d, esize);
+  const int64_t chunk = v.len * v.inner, block = v.outer * chunk;
+  for (int64_t m = 0; m < k; ++m)
+    for (int64_t o = 0; o < v.outer; ++o)
+      std::memcpy(out + (o * k + m) * chunk, pieces + m * block + o * chunk, chunk);
+}
+
+}  // namespace
+
+const char* reshard_kind_name(ReshardKind k) {
+  switch (k) {
+    case ReshardKind::kSlice: return "slice";
+    case ReshardKind::kAllGather: return "all_gather";
+    case ReshardKind::kAllToAll: return "all_to_all";
+  }
+  return "?";
+}
+
+double ReshardPlan::total_bytes() const {
+  double b = 0;
+  for (const auto& s : steps) b += s.bytes;
+  return b;
+}
+
+int ReshardPlan::count(ReshardKind k) const {
+  int n = 0;
+  for (const auto& s : steps) n += s.kind == k;
+  return n;
+}
+
+std::string ReshardPlan::to_string() const {
+  std::ostringstream os;
+  os << shape_to_string(shape) << ": " << spec_to_string(src) << " -> " << spec_to_string(dst) << "\n";
+  auto dn = [&](int d) { return "dim " + std::to_string(d) + " '" + shape[d].first + "'"; };
+  for (const auto& s : steps) {
+    os << "  " << reshard_kind_name(s.kind) << " over '" << s.axis << "' (" << s.group_size << "): ";
+    if (s.kind == ReshardKind::kAllToAll) os << dn(s.split_dim) << " <- " << dn(s.dim);
+    else os << dn(s.dim);
+    os << ", " << s.bytes << " B/rank -> " << spec_to_string(s.spec_after) << "\n";
+  }
+  return os.str();
+}
+
+ReshardPlan plan_reshard(const MeshDesc& mesh, const NamedShape& shape, const PartitionSpec& src,
+                         const PartitionSpec& dst, size_t elem_size) {
+  validate_partition_spec(mesh, shape, src);
+  validate_partition_spec(mesh, shape, dst);
+  ReshardPlan plan{shape, src, dst, elem_size, {}};
+  Dims cur = src.dims;
+  const Dims& tgt = dst.dims;
+  const int rank = int(shape.size());
+  auto axis_size = [&](const std::string& x) { return mesh.axis_sizes[mesh.axis_index(x)]; };
+  auto removals_done = [&](int d) { return common_prefix(cur[d], tgt[d]) == cur[d].size(); };
+
+  while (cur != tgt) {
+    ReshardStep step;
+    step.local_before = local_shape(mesh, shape, PartitionSpec(cur));
+    const double s_loc = double(prod(step.local_before)) * double(elem_size);
+    bool found = false;
+    // 1. Slices: a dim whose removals are done gains its next target axis, if free.
+    for (int d = 0; d < rank && !found; ++d) {
+      if (!removals_done(d) || cur[d].size() >= tgt[d].size()) continue;
+      const std::string& x = tgt[d][cur[d].size()];
+      if (axis_in_use(cur, x)) continue;
+      step.kind = ReshardKind::kSlice, step.axis = x, step.dim = d;
+      cur[d].push_back(x);
+      found = true;
+    }
+    // 2. All-to-all: the next target axis of dim j sits at the minor end of a dim i that must lose it.
+    for (int j = 0; j < rank && !found; ++j) {
+      if (!removals_done(j) || cur[j].size() >= tgt[j].size()) continue;
+      const std::string& x = tgt[j][cur[j].size()];
+      for (int i = 0; i < rank && !found; ++i) {
+        if (i == j || cur[i].empty() || cur[i].back() != x || removals_done(i)) continue;
+        step.kind = ReshardKind::kAllToAll, step.axis = x, step.dim = i, step.split_dim = j;
+        cur[i].pop_back();
+        cur[j].push_back(x);
+        found = true;
+      }
+    }
+    // 3. All-gather: peel the minor-most axis that has to go.
+    for (int d = 0; d < rank && !found; ++d) {
+      if (removals_done(d)) continue;
+      step.kind = ReshardKind::kAllGather, step.axis = cur[d].back(), step.dim = d;
+      cur[d].pop_back();
+      found = true;
+    }
+    if (!found) throw std::logic_error("[reshard] planner made no progress");
+    step.group_size = axis_size(step.axis);
+    const double k = double(step.group_size);
+    if (step.kind == ReshardKind::kAllGather) step.bytes = s_loc * (k - 1);
+    if (step.kind == ReshardKind::kAllToAll) step.bytes = s_loc * (k - 1) / k;
+    step.spec_after = PartitionSpec(cur);
+    step.local_after = local_shape(mesh, shape, step.spec_after);
+    plan.steps.push_back(std::move(step));
+  }
+  return plan;
+}
+
+void execute_reshard(const ReshardPlan& plan, MeshGroups& groups, const void* in, void* out, CommDtype dtype) {
+  const size_t es = plan.elem_size;
+  if (comm_dtype_size(dtype) != es)
+    throw std::invalid_argument("[reshard] plan element size " + std::to_string(es) + " does not match dtype " +
+                                comm_dtype_name(dtype));
+  const MeshDesc& mesh = groups.mesh().desc();
+  std::vector<int64_t> shape0 = local_shape(mesh, plan.shape, plan.src);
+  std::vector<char> cur(static_cast<const char*>(in), static_cast<const char*>(in) + prod(shape0) * es), next, tmp;
+  for (const auto& s : plan.steps) {
+    Communicator& comm = groups.over({s.axis});
+    const int64_t k = s.group_size, n_before = prod(s.local_before);
+    next.assign(size_t(prod(s.local_after)) * es, 0);
+    switch (s.kind) {
+      case ReshardKind::kSlice:
+        take_piece(cur.data(), s.local_before, s.dim, k, comm.rank(), es, next.data());
+        break;
+      case ReshardKind::kAllGather:
+        tmp.assign(size_t(n_before * k) * es, 0);
+        comm.all_gather(cur.data(), tmp.data(), size_t(n_before), dtype);
+        concat_pieces(tmp.data(), s.local_before, s.dim, k, es, next.data());
+        break;
+      case ReshardKind::kAllToAll: {
+        // Lay the k pieces along split_dim out contiguously, exchange, concat along dim.
+        tmp.assign(cur.size(), 0);
+        const int64_t piece = n_before / k;
+        for (int64_t m = 0; m < k; ++m)
+          take_piece(cur.data(), s.local_before, s.split_dim, k, m, es, tmp.data() + m * piece * es);
+        std::vector<char> recv(cur.size());
+        comm.all_to_all(tmp.data(), recv.data(), size_t(piece), dtype);
+        std::vector<int64_t> piece_shape = s.local_before;
+        piece_shape[s.split_dim] /= k;
+        concat_pieces(recv.data(), piece_shape, s.dim, k, es, next.data());
+        break;
+      }
+    }
+    cur.swap(next);
+  }
+  if (!cur.empty()) std::memcpy(out, cur.data(), cur.size());
+}
+
+void extract_shard(const MeshDesc& mesh, const NamedShape& shape, const PartitionSpec& spec, int64_t device,
+                   const void* global, void* shard, size_t es) {
+  std::vector<int64_t> loc = local_shape(mesh, shape, spec), off = shard_offset(mesh, shape, spec, device);
+  std::vector<int64_t> full(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) full[d] = shape[d].second;
+  const int rank = int(shape.size());
+  const auto* g = static_cast<const char*>(global);
+  auto* o = static_cast<char*>(shard);
+  if (rank == 0) {
+    std::memcpy(o, g, es);
+    return;
+  }
+  if (prod(loc) == 0) return;
+  // Copy rows of the last dim; idx walks the local multi-index of the leading dims.
+  const int64_t row = loc[rank - 1] * int64_t(es);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t r = 0, rows = prod(loc, 0, rank - 1); r < rows; ++r) {
+    int64_t src = 0;
+    for (int d = 0; d < rank; ++d) src = src * full[d] + off[d] + (d < rank - 1 ? idx[d] : 0);
+    std::memcpy(o + r * row, g + src * int64_t(es), row);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++idx[d] < loc[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace t5x
