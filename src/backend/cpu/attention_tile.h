@@ -1,0 +1,66 @@
+// Internal: per-tile pieces of the fused attention (attention.h is the API).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/attention.h"
+
+namespace t5x::cpu::attention_detail {
+
+inline constexpr int64_t kBq = 32;  // queries per tile
+inline constexpr int64_t kBk = 64;  // keys per tile
+// Rows whose max logit / lse lies below this had no allowed key.
+inline constexpr float kFullyMaskedBelow = 0.5f * kAttentionMaskedLogit;
+
+struct Problem {
+  AttentionShape s;
+  AttentionParams p;
+  int64_t group;       // heads per kv head
+  int64_t causal_off;  // kv_length - q_length
+  bool any_mask;
+  Problem(const AttentionShape& shape, const AttentionParams& params)
+      : s(shape), p(params), group(shape.heads / shape.kv_heads),
+        causal_off(shape.kv_length - shape.q_length),
+        any_mask(params.causal || params.q_segment_ids || params.q_mask || params.kv_mask) {}
+
+  // Offset of bias[b?, h, i, 0].
+  int64_t bias_row(int64_t b, int64_t h, int64_t i) const {
+    int64_t hb = p.bias_layout == AttentionBiasLayout::kBatchHeads ? b * s.heads + h : h;
+    return (hb * s.q_length + i) * s.kv_length;
+  }
+  // True when tile [i0, i0+nq) x [j0, ...) is entirely above the causal diagonal.
+  bool causally_masked(int64_t i0, int64_t nq, int64_t j0) const {
+    return p.causal && j0 > i0 + nq - 1 + causal_off;
+  }
+};
+
+struct TileScratch {
+  std::vector<float> qc, doc, kt, vt, s, pm, dp, acc, dk, dv, m, l, lse, delta;
+};
+
+// Thread-local scratch sized for head_dim.
+TileScratch& scratch(int64_t head_dim);
+
+// out/lse rows of queries [i0, i0 + kBq) of (b, h).
+void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b,
+                  int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts);
+
+// The backward recomputes P = exp((logit - lse) - logl) with logl = 0, except
+// for rows with no allowed key: their lse (-1e10 + log(sum)) is not
+// representable in f32, so (max logit, log sum) come from this full-row pass.
+void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h,
+                      int64_t i, float* m, float* logl);
+
+// dk/dv rows [j0, j0 + kBk) of (b, hk).
+void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v,
+                      const float* lse, const float* logl, const float* delta,
+                      const float* dout, int64_t b,
+                      int64_t hk, int64_t j0, float* dk, float* dv, TileScratch& ts);
+
+// dq rows [i0, i0 + kBq) of head h for every batch, and the matching dbias rows.
+void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v,
+                     const float* lse, const float* logl, const float* delta,
+                     const float* dout, int64_t h,
+                     int64_t i0, float* dq, float* dbias, TileScratch& ts);
+
+}  // namespace t5x::cpu::attention_detail
