@@ -1,0 +1,300 @@
+// Distributed tests: run under `mpiexec -np N` (N = 1, 2, 4, 8) by ctest.
+// Every mesh shape with N devices among (1x1) (2x1) (1x2) (2x2) (4x1) (1x4)
+// (4x2) (2x4) is tested: each collective on every axis group, the byte
+// counters against the ring formulas (sharding.md section 0), and resharding
+// between every pair of layouts against the unsharded array.
+// Assertions that could differ between ranks are non-fatal (EXPECT_*), so all
+// ranks keep calling the same collectives and a failure never turns into a hang.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "core/dtype_bf16.h"
+#include "mesh/communicator.h"
+#include "mesh/logical_axis_rules.h"
+#include "mesh/mesh_groups.h"
+#include "mesh/reshard.h"
+
+namespace t5x {
+namespace {
+
+std::shared_ptr<Communicator> g_world;
+
+std::vector<Mesh> meshes_for_world() {
+  std::vector<Mesh> out;
+  const int n = g_world->size();
+  for (auto [d, m] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}, {4, 2}, {2, 4}})
+    if (d * m == n) out.push_back(Mesh({d, m}, {"data", "model"}, g_world->rank()));
+  return out;
+}
+
+const std::vector<std::vector<std::string>> kAxisSets{{"data"}, {"model"}, {"data", "model"}, {"model", "data"}};
+
+// Value of element i of device `dev`'s buffer: small integers, exact in every dtype.
+double value(int64_t dev, size_t i) { return double((dev * 7 + int64_t(i) * 3) % 23) - 11.0; }
+
+template <typename T>
+std::vector<T> buffer(int64_t dev, size_t n) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = T(float(value(dev, i)));
+  return v;
+}
+
+template <typename T>
+double as_double(T v) { return double(float(v)); }
+template <>
+double as_double<double>(double v) { return v; }
+template <>
+double as_double<int64_t>(int64_t v) { return double(v); }
+
+bool near(double got, double want, double rel) { return std::fabs(got - want) <= rel * std::max(1.0, std::fabs(want)); }
+
+template <typename T>
+void check_collectives_typed(Communicator& comm, const std::vector<int64_t>& members, CommDtype dt, const char* tag) {
+  const int k = comm.size(), r = comm.rank();
+  const int64_t dev = members[r];
+  const size_t n = 6;
+  const double es = double(comm_dtype_size(dt));
+  SCOPED_TRACE(std::string(tag) + " " + comm_dtype_name(dt) + " k=" + std::to_string(k));
+  comm.reset_counters();
+
+  // all_reduce: sum, max, min.
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+    std::vector<T> in = buffer<T>(dev, n), out(n);
+    comm.all_reduce(in.data(), out.data(), n, dt, op);
+    for (size_t i = 0; i < n; ++i) {
+      double want = op == ReduceOp::kSum ? 0.0 : value(members[0], i);
+      for (int64_t m : members) {
+        double v = value(m, i);
+        want = op == ReduceOp::kSum ? want + v : op == ReduceOp::kMax ? std::max(want, v) : std::min(want, v);
+      }
+      EXPECT_EQ(as_double(out[i]), want) << "all_reduce op " << int(op) << " i=" << i;
+    }
+  }
+  // In place.
+  {
+    std::vector<T> buf = buffer<T>(dev, n);
+    comm.all_reduce(buf.data(), buf.data(), n, dt);
+    double want = 0;
+    for (int64_t m : members) want += value(m, 0);
+    EXPECT_EQ(as_double(buf[0]), want);
+  }
+  // all_gather: member order.
+  {
+    std::vector<T> in = buffer<T>(dev, n), out(n * k);
+    comm.all_gather(in.data(), out.data(), n, dt);
+    for (int m = 0; m < k; ++m)
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(as_double(out[m * n + i]), value(members[m], i)) << "all_gather";
+  }
+  // reduce_scatter: block r of the sum.
+  {
+    std::vector<T> in = buffer<T>(dev, n * k), out(n);
+    comm.reduce_scatter(in.data(), out.data(), n, dt);
+    for (size_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (int64_t m : members) want += value(m, r * n + i);
+      EXPECT_EQ(as_double(out[i]), want) << "reduce_scatter i=" << i;
+    }
+  }
+  // all_to_all: block j of member i lands in block i of member j.
+  {
+    std::vector<T> in = buffer<T>(dev, n * k), out(n * k);
+    comm.all_to_all(in.data(), out.data(), n, dt);
+    for (int m = 0; m < k; ++m)
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(as_double(out[m * n + i]), value(members[m], r * n + i)) << "all_to_all";
+  }
+  // permute: ring shift by one, then a single pair (others get zeros).
+  {
+    std::vector<std::pair<int, int>> ring;
+    for (int m = 0; m < k; ++m) ring.push_back({m, (m + 1) % k});
+    std::vector<T> in = buffer<T>(dev, n), out(n);
+    comm.permute(in.data(), out.data(), n, dt, ring);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(as_double(out[i]), value(members[(r + k - 1) % k], i)) << "permute ring";
+    comm.permute(in.data(), out.data(), n, dt, {{0, k - 1}});
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_EQ(as_double(out[i]), r == k - 1 ? value(members[0], i) : 0.0) << "permute pair";
+  }
+  // broadcast from the last member.
+  {
+    std::vector<T> buf = buffer<T>(dev, n);
+    comm.broadcast(buf.data(), n, dt, k - 1);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(as_double(buf[i]), value(members[k - 1], i)) << "broadcast";
+  }
+  comm.barrier();
+
+  // Counters against the ring formulas (within 1%).
+  const double S = n * es, kk = k;
+  const auto& c = comm.counters();
+  auto expect_bytes = [&](Collective col, double want) {
+    EXPECT_TRUE(near(c.bytes_of(col), want, 0.01)) << collective_name(col) << " counted " << c.bytes_of(col)
+                                                   << " B, formula " << want << " B";
+  };
+  expect_bytes(Collective::kAllReduce, 4 * 2 * S * (kk - 1) / kk);  // 3 ops + in-place
+  expect_bytes(Collective::kAllGather, S * (kk - 1));
+  expect_bytes(Collective::kReduceScatter, (kk * S) * (kk - 1) / kk);
+  expect_bytes(Collective::kAllToAll, (kk * S) * (kk - 1) / kk);
+  expect_bytes(Collective::kPermute, (k > 1 ? S : 0.0) + (k > 1 && r == 0 ? S : 0.0));
+  expect_bytes(Collective::kBroadcast, (k > 1 && r != k - 2) ? S : 0.0);
+  EXPECT_EQ(c.calls_of(Collective::kAllReduce), 4);
+  EXPECT_EQ(c.calls_of(Collective::kPermute), 2);
+}
+
+TEST(MpiCollectives, WorldIsTheMpiBackend) {
+  EXPECT_EQ(g_world->backend(), g_world->size() > 1 || launched_under_mpi() ? "mpi" : "single");
+  EXPECT_GE(g_world->rank(), 0);
+  EXPECT_LT(g_world->rank(), g_world->size());
+}
+
+TEST(MpiCollectives, EveryCollectiveOnEveryAxisGroup) {
+  for (const Mesh& mesh : meshes_for_world()) {
+    SCOPED_TRACE("mesh " + mesh.to_string());
+    MeshGroups groups(mesh, g_world);
+    for (const auto& axes : kAxisSets) {
+      Communicator& comm = groups.over(axes);
+      std::vector<int64_t> members = mesh.group(axes);
+      ASSERT_EQ(comm.size(), int(members.size()));  // same on every rank
+      EXPECT_EQ(comm.rank(), mesh.rank_in_group(axes, mesh.device_id()));
+      std::string tag = axes.size() == 1 ? axes[0] : axes[0] + "," + axes[1];
+      check_collectives_typed<float>(comm, members, CommDtype::kF32, tag.c_str());
+      check_collectives_typed<double>(comm, members, CommDtype::kF64, tag.c_str());
+      check_collectives_typed<int32_t>(comm, members, CommDtype::kI32, tag.c_str());
+      check_collectives_typed<int64_t>(comm, members, CommDtype::kI64, tag.c_str());
+      check_collectives_typed<bfloat16>(comm, members, CommDtype::kBF16, tag.c_str());
+    }
+  }
+}
+
+TEST(MpiCollectives, AllReduceEqualsReduceScatterThenAllGather) {
+  // sharding.md C0.2, on the whole world, with integer-valued floats so the
+  // result is exact whatever the reduction order.
+  const int k = g_world->size();
+  const size_t n = 1024 * size_t(k);
+  std::vector<float> in(n), ar(n), rs(n / k), ag(n);
+  for (size_t i = 0; i < n; ++i) in[i] = float((g_world->rank() * 131 + int(i) * 17) % 97);
+  g_world->reset_counters();
+  g_world->all_reduce(in.data(), ar.data(), n, CommDtype::kF32);
+  const double ar_bytes = g_world->counters().total_bytes();
+  g_world->reset_counters();
+  g_world->reduce_scatter(in.data(), rs.data(), n / k, CommDtype::kF32);
+  g_world->all_gather(rs.data(), ag.data(), n / k, CommDtype::kF32);
+  EXPECT_EQ(ar, ag);
+  EXPECT_TRUE(near(g_world->counters().total_bytes(), ar_bytes, 1e-12));
+}
+
+TEST(MpiCollectives, ReshardEveryPairOfLayouts) {
+  // sharding.md T1.7 / T3.12: every (src, dst) pair gives the dst shard of the
+  // unsharded array; bytes sent equal the plan's formula bytes (within 1%).
+  for (const Mesh& mesh : meshes_for_world()) {
+    SCOPED_TRACE("mesh " + mesh.to_string());
+    MeshGroups groups(mesh, g_world);
+    for (const NamedShape& shape : {NamedShape{{"b", 16}, {"e", 8}}, NamedShape{{"b", 8}, {"l", 2}, {"e", 8}}}) {
+      int64_t total = 1;
+      for (const auto& dim : shape) total *= dim.second;
+      std::vector<float> global(total);
+      std::iota(global.begin(), global.end(), 0.f);
+      std::vector<PartitionSpec> specs;
+      const std::vector<std::vector<std::string>> options{{}, {"data"}, {"model"}, {"data", "model"}, {"model", "data"}};
+      const size_t last = shape.size() - 1;
+      for (const auto& a : options)
+        for (const auto& b : options) {
+          PartitionSpec p = PartitionSpec::replicated(shape.size());
+          p.dims[0] = a, p.dims[last] = b;
+          try {
+            validate_partition_spec(mesh.desc(), shape, p);
+            specs.push_back(p);
+          } catch (const std::invalid_argument&) {
+          }
+        }
+      for (const auto& src : specs)
+        for (const auto& dst : specs) {
+          ReshardPlan plan = plan_reshard(mesh.desc(), shape, src, dst, sizeof(float));
+          auto ls = local_shape(mesh.desc(), shape, src), ld = local_shape(mesh.desc(), shape, dst);
+          int64_t ns = 1, nd = 1;
+          for (auto v : ls) ns *= v;
+          for (auto v : ld) nd *= v;
+          std::vector<float> in(ns), out(nd, -1.f), want(nd);
+          extract_shard(mesh.desc(), shape, src, mesh.device_id(), global.data(), in.data(), sizeof(float));
+          extract_shard(mesh.desc(), shape, dst, mesh.device_id(), global.data(), want.data(), sizeof(float));
+          groups.reset_counters();
+          execute_reshard(plan, groups, in.data(), out.data(), CommDtype::kF32);
+          EXPECT_EQ(out, want) << plan.to_string();
+          const CommCounters c = groups.total_counters();
+          EXPECT_TRUE(near(c.total_bytes(), plan.total_bytes(), 0.01))
+              << plan.to_string() << " counted " << c.total_bytes();
+          EXPECT_EQ(c.calls_of(Collective::kAllGather), plan.count(ReshardKind::kAllGather));
+          EXPECT_EQ(c.calls_of(Collective::kAllToAll), plan.count(ReshardKind::kAllToAll));
+        }
+    }
+  }
+}
+
+TEST(MpiCollectives, ZeroThreeParameterBytes) {
+  // sharding.md T4.4: under standard rules (1,2) a weight ('embed','mlp') is
+  // split over data x model, so each process holds total/N bytes; gathering it
+  // over 'data' before use (ZeRO-3) moves S_loc*(|data|-1) bytes.
+  for (const Mesh& mesh : meshes_for_world()) {
+    NamedShape w{{"embed", 64}, {"mlp", 32}};
+    PartitionSpec spec = logical_to_mesh_axes({"embed", "mlp"}, standard_logical_axis_rules(1, 2));
+    auto loc = local_shape(mesh.desc(), w, spec);
+    EXPECT_EQ(loc[0] * loc[1] * mesh.num_devices(), 64 * 32);
+    PartitionSpec gathered = logical_to_mesh_axes({"embed", "mlp"}, standard_logical_axis_rules(1, 1));
+    ReshardPlan plan = plan_reshard(mesh.desc(), w, spec, gathered, 4);
+    const double d = double(mesh.axis_size("data"));
+    EXPECT_DOUBLE_EQ(plan.total_bytes(), loc[0] * loc[1] * 4.0 * (d - 1));
+    EXPECT_EQ(plan.count(ReshardKind::kAllGather), 1);
+  }
+}
+
+TEST(MpiCollectives, MisconfiguredGroupsThrowOnEveryRank) {
+  // The check is local, so every rank throws the same error without talking.
+  const int n = g_world->size();
+  std::string err;
+  try {
+    MeshGroups bad(Mesh({n + 1, 1}), g_world);
+  } catch (const std::invalid_argument& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("needs " + std::to_string(n + 1) + " devices but " + std::to_string(n) + " processes are running"),
+            std::string::npos)
+      << err;
+  // ... and the group is still usable afterwards.
+  int32_t one = 1, sum = 0;
+  g_world->all_reduce(&one, &sum, 1, CommDtype::kI32);
+  EXPECT_EQ(sum, n);
+}
+
+}  // namespace
+}  // namespace t5x
+
+// On ranks other than 0: print failed assertions only, tagged with the rank.
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "rank %d: %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  t5x::g_world = t5x::init_communicator(t5x::CommBackend::kAny);
+  if (t5x::g_world->rank() != 0) {
+    // Keep one full report (rank 0); other ranks print only their failures.
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(t5x::g_world->rank()));
+  }
+  int rc = RUN_ALL_TESTS();
+  int32_t mine = rc, any = 0;
+  t5x::g_world->all_reduce(&mine, &any, 1, t5x::CommDtype::kI32, t5x::ReduceOp::kMax);
+  if (any && !rc) std::fprintf(stderr, "rank %d: passed here, but another rank failed\n", t5x::g_world->rank());
+  t5x::g_world.reset();
+  return any ? 1 : 0;
+}
