@@ -1,0 +1,438 @@
+#include "t5x/gin/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "t5x/gin/parser.h"
+
+namespace t5x::gin {
+namespace fs = std::filesystem;
+
+static std::string key_of(std::string_view scope, std::string_view conf, std::string_view param) {
+  std::string k(scope);
+  k += '\x1f';
+  k += conf;
+  k += '\x1f';
+  k += param;
+  return k;
+}
+
+static std::string selector_str(std::string_view scope, std::string_view conf,
+                                std::string_view param) {
+  std::string s;
+  if (!scope.empty()) s = std::string(scope) + "/";
+  return s + std::string(conf) + "." + std::string(param);
+}
+
+static std::string flag_hint(const std::string& name) {
+  return "pass --gin." + name + "=... on the command line, or bind `" + name +
+         " = ...` in a gin file";
+}
+
+Config::Config(const Registry* registry) : registry_(registry) {}
+
+std::optional<std::string> resolve_gin_path(const std::string& path,
+                                            const std::string& including_file,
+                                            const std::vector<std::string>& search_paths,
+                                            std::vector<std::string>* tried) {
+  std::vector<fs::path> candidates;
+  const fs::path p(path);
+  if (p.is_absolute()) {
+    candidates.push_back(p);
+  } else {
+    if (!including_file.empty()) candidates.push_back(fs::path(including_file).parent_path() / p);
+    candidates.push_back(p);
+    for (const std::string& dir : search_paths) candidates.push_back(fs::path(dir) / p);
+  }
+  for (const fs::path& c : candidates) {
+    if (tried) tried->push_back(c.string());
+    std::error_code ec;
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
+  }
+  return std::nullopt;
+}
+
+void Config::parse_file(const std::string& path, const LoadOptions& options) {
+  std::vector<std::string> stack;
+  parse_path(path, "", SourceLocation{}, options, stack);
+}
+
+void Config::parse_string(std::string_view text, const std::string& origin,
+                          const LoadOptions& options) {
+  std::vector<std::string> stack;
+  parse_text(text, origin, options, stack);
+}
+
+void Config::parse_path(const std::string& path, const std::string& including_file,
+                        const SourceLocation& where, const LoadOptions& options,
+                        std::vector<std::string>& stack) {
+  std::vector<std::string> tried;
+  const std::optional<std::string> found =
+      resolve_gin_path(path, including_file, options.search_paths, &tried);
+  if (!found) {
+    std::string list;
+    for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
+    throw GinError(where, "cannot find gin file '" + path + "' (tried " + list + ")",
+                   "check the path, or add its directory with --gin_search_paths=DIR");
+  }
+  std::error_code ec;
+  const std::string id = fs::weakly_canonical(*found, ec).string();
+  if (std::find(stack.begin(), stack.end(), id) != stack.end()) {
+    std::string chain;
+    for (const std::string& s : stack) chain += s + " -> ";
+    throw GinError(where, "include cycle: " + chain + id,
+                   "remove one of the include statements in the cycle");
+  }
+  std::ifstream in(*found, std::ios::binary);
+  if (!in) throw GinError(where, "cannot read gin file '" + *found + "'", "check its permissions");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  files_.push_back(*found);
+  stack.push_back(id);
+  parse_text(buf.str(), *found, options, stack);
+  stack.pop_back();
+}
+
+void Config::parse_text(std::string_view text, const std::string& origin,
+                        const LoadOptions& options, std::vector<std::string>& stack) {
+  // Statements are applied in order so that an include lands where it is
+  // written and later lines override it.
+  const bool is_file = !stack.empty();
+  for (Statement& s : parse_gin(text, origin)) {
+    switch (s.kind) {
+      case Statement::Kind::kImport:
+        if (std::find(imports_.begin(), imports_.end(), s.text) == imports_.end())
+          imports_.push_back(s.text);
+        break;
+      case Statement::Kind::kInclude:
+        parse_path(s.text, is_file ? origin : "", s.where, options, stack);
+        break;
+      case Statement::Kind::kMacro:
+        set_macro(s.name, std::move(s.value), s.where);
+        break;
+      case Statement::Kind::kBinding:
+        bind(s.scope, s.configurable, s.name, std::move(s.value), s.where, options.skip_unknown);
+        break;
+    }
+  }
+}
+
+void Config::bind(const std::string& scope, const std::string& configurable,
+                  const std::string& param, Value value, SourceLocation where, bool skip_unknown) {
+  std::string conf = configurable;
+  if (registry_) {
+    const ConfigurableSpec* spec = registry_->find(configurable, where);
+    if (!spec && !skip_unknown) spec = &registry_->lookup(configurable, where);  // throws
+    if (spec) {
+      registry_->check_param(*spec, param, where);
+      conf = spec->name;
+    }
+  }
+  const std::string k = key_of(scope, conf, param);
+  if (auto it = index_.find(k); it != index_.end()) {
+    Binding& b = bindings_[it->second];
+    b.value = std::move(value);
+    b.where = std::move(where);
+    return;
+  }
+  index_.emplace(k, bindings_.size());
+  bindings_.push_back(Binding{scope, std::move(conf), param, std::move(value), std::move(where)});
+}
+
+void Config::set_macro(const std::string& name, Value value, SourceLocation where) {
+  // A REQUIRED declaration only marks a macro that nothing has set yet, so
+  // model and run files can be given in either order (deliberate extension:
+  // gin would let the later `NAME = %gin.REQUIRED` win).
+  if (value.kind() == ValueKind::kRequired)
+    if (const Macro* m = find_macro(name); m && m->value.kind() != ValueKind::kRequired) return;
+  macros_[name] = Macro{name, std::move(value), std::move(where)};
+}
+
+std::string Config::canonical(std::string_view configurable) const {
+  if (registry_)
+    if (const ConfigurableSpec* spec = registry_->find(configurable)) return spec->name;
+  return std::string(configurable);
+}
+
+const Binding* Config::find(std::string_view scope, std::string_view configurable,
+                            std::string_view param) const {
+  const std::string conf = canonical(configurable);
+  std::string s(scope);
+  while (true) {
+    if (auto it = index_.find(key_of(s, conf, param)); it != index_.end())
+      return &bindings_[it->second];
+    if (s.empty()) return nullptr;
+    const size_t slash = s.rfind('/');
+    s = slash == std::string::npos ? std::string() : s.substr(0, slash);
+  }
+}
+
+const Macro* Config::find_macro(std::string_view name) const {
+  auto it = macros_.find(name);
+  return it == macros_.end() ? nullptr : &it->second;
+}
+
+Value Config::resolve_impl(const Value& v, std::vector<std::string>& stack) const {
+  switch (v.kind()) {
+    case ValueKind::kMacro: {
+      const std::string& name = v.macro_name();
+      const Macro* m = find_macro(name);
+      if (!m)
+        throw GinError(v.where(), "macro '" + name + "' is not defined (used as %" + name + ")",
+                       flag_hint(name));
+      if (m->value.kind() == ValueKind::kRequired)
+        throw GinError(v.where(),
+                       "macro '" + name + "' is required but was not set (declared " +
+                           "%gin.REQUIRED at " + m->where.str() + ")",
+                       flag_hint(name));
+      if (std::find(stack.begin(), stack.end(), name) != stack.end()) {
+        std::string chain;
+        for (const std::string& s : stack) chain += s + " -> ";
+        throw GinError(v.where(), "macro cycle: " + chain + name,
+                       "make one of these macros a value instead of a %reference");
+      }
+      stack.push_back(name);
+      Value out = resolve_impl(m->value, stack);
+      stack.pop_back();
+      return out;
+    }
+    case ValueKind::kList:
+    case ValueKind::kTuple: {
+      std::vector<Value> items;
+      for (const Value& i : v.items()) items.push_back(resolve_impl(i, stack));
+      Value out = v.kind() == ValueKind::kList ? Value::list(std::move(items))
+                                               : Value::tuple(std::move(items));
+      return std::move(out).at(v.where());
+    }
+    case ValueKind::kDict: {
+      std::vector<std::pair<Value, Value>> entries;
+      for (const auto& [k, x] : v.entries())
+        entries.emplace_back(resolve_impl(k, stack), resolve_impl(x, stack));
+      return Value::dict(std::move(entries)).at(v.where());
+    }
+    default:
+      return v;
+  }
+}
+
+Value Config::resolve(const Value& v) const {
+  std::vector<std::string> stack;
+  return resolve_impl(v, stack);
+}
+
+Value Config::macro_value(std::string_view name) const {
+  return resolve(Value::macro(std::string(name)));
+}
+
+Value Config::get_checked(std::string_view scope, std::string_view configurable,
+                          std::string_view param, const Binding** binding) const {
+  const Binding* b = find(scope, configurable, param);
+  *binding = b;
+  const std::string sel = selector_str(scope, canonical(configurable), param);
+  if (!b) {
+    if (registry_)
+      if (const ConfigurableSpec* spec = registry_->find(configurable))
+        if (const ParamSpec* p = spec->param(param); p && p->default_value) return *p->default_value;
+    throw GinError(SourceLocation{}, "no value bound for " + sel,
+                   "bind it in a gin file (`" + sel + " = ...`) or pass --gin." + sel + "=...");
+  }
+  if (b->value.kind() == ValueKind::kRequired)
+    throw GinError(b->where, sel + " is required (gin.REQUIRED) but was not set",
+                   "pass --gin." + sel + "=... or bind it in a gin file");
+  return resolve(b->value);
+}
+
+Value Config::get(std::string_view scope, std::string_view configurable,
+                  std::string_view param) const {
+  const Binding* b = nullptr;
+  return get_checked(scope, configurable, param, &b);
+}
+
+std::optional<Value> Config::get_optional(std::string_view scope, std::string_view configurable,
+                                          std::string_view param) const {
+  if (!find(scope, configurable, param)) {
+    if (registry_)
+      if (const ConfigurableSpec* spec = registry_->find(configurable))
+        if (const ParamSpec* p = spec->param(param); p && p->default_value) return *p->default_value;
+    return std::nullopt;
+  }
+  return get(scope, configurable, param);
+}
+
+template <class T, class F>
+T Config::typed(std::string_view scope, std::string_view configurable, std::string_view param,
+                const char* what, F&& convert) const {
+  const Binding* b = nullptr;
+  Value v = get_checked(scope, configurable, param, &b);
+  try {
+    return convert(v);
+  } catch (const GinError& e) {
+    const std::string sel = selector_str(scope, canonical(configurable), param);
+    std::string msg = sel + ": expected " + what + ", got " + v.describe();
+    // Name the macro when the value came through one (e.g. `= %BATCH_SIZE`).
+    if (b && b->value.kind() == ValueKind::kMacro)
+      msg += " (from %" + b->value.macro_name() + " at " + v.where().str() + ")";
+    throw GinError(b ? b->where : v.where(), msg,
+                   std::string("bind ") + sel + " to a " + what + " value");
+  }
+}
+
+int64_t Config::get_int(std::string_view s, std::string_view c, std::string_view p) const {
+  return typed<int64_t>(s, c, p, "int", [](const Value& v) { return v.as_int(); });
+}
+double Config::get_double(std::string_view s, std::string_view c, std::string_view p) const {
+  return typed<double>(s, c, p, "float", [](const Value& v) { return v.as_double(); });
+}
+std::string Config::get_string(std::string_view s, std::string_view c, std::string_view p) const {
+  return typed<std::string>(s, c, p, "string", [](const Value& v) { return v.as_string(); });
+}
+bool Config::get_bool(std::string_view s, std::string_view c, std::string_view p) const {
+  return typed<bool>(s, c, p, "bool", [](const Value& v) { return v.as_bool(); });
+}
+std::vector<Value> Config::get_list(std::string_view s, std::string_view c,
+                                    std::string_view p) const {
+  return typed<std::vector<Value>>(s, c, p, "list", [](const Value& v) { return v.as_list(); });
+}
+std::vector<std::pair<Value, Value>> Config::get_dict(std::string_view s, std::string_view c,
+                                                      std::string_view p) const {
+  return typed<std::vector<std::pair<Value, Value>>>(s, c, p, "dict",
+                                                     [](const Value& v) { return v.as_dict(); });
+}
+Reference Config::get_reference(std::string_view s, std::string_view c, std::string_view p) const {
+  return typed<Reference>(s, c, p, "configurable reference",
+                          [](const Value& v) { return v.as_reference(); });
+}
+bool Config::is_none(std::string_view s, std::string_view c, std::string_view p) const {
+  return get(s, c, p).is_none();
+}
+
+void Config::collect_missing(const Value& v, const std::string& needed_by,
+                             std::vector<std::string>& stack,
+                             std::vector<MissingMacro>& out) const {
+  if (v.kind() == ValueKind::kMacro) {
+    const std::string& name = v.macro_name();
+    const Macro* m = find_macro(name);
+    const auto seen = [&] {
+      return std::any_of(out.begin(), out.end(), [&](const MissingMacro& x) { return x.name == name; });
+    };
+    if (!m || m->value.kind() == ValueKind::kRequired) {
+      if (!seen())
+        out.push_back(MissingMacro{name, m != nullptr, m ? m->where : SourceLocation{}, v.where(),
+                                   needed_by});
+      return;
+    }
+    if (std::find(stack.begin(), stack.end(), name) != stack.end()) return;  // cycle: resolve() reports
+    stack.push_back(name);
+    collect_missing(m->value, needed_by, stack, out);
+    stack.pop_back();
+    return;
+  }
+  for (const Value& i : v.items()) collect_missing(i, needed_by, stack, out);
+  for (const auto& [k, x] : v.entries()) {
+    collect_missing(k, needed_by, stack, out);
+    collect_missing(x, needed_by, stack, out);
+  }
+}
+
+std::vector<MissingMacro> Config::missing_macros() const {
+  std::vector<MissingMacro> out;
+  std::vector<std::string> stack;
+  for (const Binding& b : bindings_)
+    collect_missing(b.value, selector_str(b.scope, b.configurable, b.param), stack, out);
+  std::sort(out.begin(), out.end(),
+            [](const MissingMacro& a, const MissingMacro& b) { return a.name < b.name; });
+  return out;
+}
+
+void Config::check_complete() const {
+  const std::vector<MissingMacro> missing = missing_macros();
+  if (missing.empty()) return;
+  std::string msg = "missing required gin macro" + std::string(missing.size() > 1 ? "s" : "") + ":";
+  std::string hint = "pass";
+  for (const MissingMacro& m : missing) {
+    msg += "\n  " + m.name + (m.required ? " (gin.REQUIRED at " + m.declared.str() + ")"
+                                         : std::string(" (never defined)")) +
+           ", needed by " + m.needed_by + " at " + m.used.str();
+    hint += " --gin." + m.name + "=...";
+  }
+  throw GinError(missing.front().used, msg, hint);
+}
+
+bool Config::equivalent(const Config& other) const {
+  if (bindings_.size() != other.bindings_.size() || macros_.size() != other.macros_.size())
+    return false;
+  for (const Binding& b : bindings_) {
+    auto it = other.index_.find(key_of(b.scope, b.configurable, b.param));
+    if (it == other.index_.end() || !(other.bindings_[it->second].value == b.value)) return false;
+  }
+  for (const auto& [name, m] : macros_) {
+    const Macro* o = other.find_macro(name);
+    if (!o || !(o->value == m.value)) return false;
+  }
+  return true;
+}
+
+std::string Config::operative_config_str() const {
+  std::string out;
+  for (const std::string& i : imports_) out += i + "\n";
+  if (!imports_.empty()) out += "\n";
+  const std::string rule = "# " + std::string(78, '=') + "\n";
+  if (!macros_.empty()) {
+    out += "# Macros:\n" + rule;
+    for (const auto& [name, m] : macros_) out += name + " = " + m.value.to_gin() + "\n";
+    out += "\n";
+  }
+  std::vector<const Binding*> sorted;
+  for (const Binding& b : bindings_) sorted.push_back(&b);
+  std::sort(sorted.begin(), sorted.end(), [](const Binding* a, const Binding* b) {
+    return std::tie(a->configurable, a->scope, a->param) <
+           std::tie(b->configurable, b->scope, b->param);
+  });
+  std::string section;
+  for (const Binding* b : sorted) {
+    const std::string head = (b->scope.empty() ? "" : b->scope + "/") + b->configurable;
+    if (head != section) {
+      if (!section.empty()) out += "\n";
+      out += "# Parameters for " + head + ":\n" + rule;
+      section = head;
+    }
+    out += selector_str(b->scope, b->configurable, b->param) + " = " + b->value.to_gin() + "\n";
+  }
+  return out;
+}
+
+void Config::write_operative_config(const std::string& model_dir) const {
+  std::error_code ec;
+  fs::create_directories(model_dir, ec);
+  if (ec)
+    throw GinError(SourceLocation{model_dir}, "cannot create model directory: " + ec.message(),
+                   "check --gin.MODEL_DIR and its permissions");
+  const fs::path path = fs::path(model_dir) / "config.gin";
+  const fs::path tmp = fs::path(model_dir) / "config.gin.tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << operative_config_str();
+    if (!out.flush())
+      throw GinError(SourceLocation{tmp.string()}, "cannot write the operative config",
+                     "check free space and permissions of MODEL_DIR");
+  }
+  fs::rename(tmp, path, ec);  // atomic: a reader never sees half a file
+  if (ec)
+    throw GinError(SourceLocation{path.string()}, "cannot write the operative config: " + ec.message(),
+                   "check permissions of MODEL_DIR");
+}
+
+Config parse_config_files_and_bindings(const std::vector<std::string>& files,
+                                       const std::vector<std::string>& bindings,
+                                       const LoadOptions& options, const Registry* registry) {
+  Config config(registry);
+  for (const std::string& f : files) config.parse_file(f, options);
+  for (size_t i = 0; i < bindings.size(); ++i)
+    config.parse_string(bindings[i], "<--gin_bindings #" + std::to_string(i + 1) + ">", options);
+  return config;
+}
+
+}  // namespace t5x::gin

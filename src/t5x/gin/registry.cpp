@@ -1,0 +1,169 @@
+#include "t5x/gin/registry.h"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+#include "t5x/gin/parser.h"
+
+namespace t5x::gin {
+
+const ParamSpec* ConfigurableSpec::param(std::string_view p) const {
+  for (const ParamSpec& s : params)
+    if (s.name == p) return &s;
+  return nullptr;
+}
+
+Registry& Registry::global() {
+  static Registry registry;
+  return registry;
+}
+
+void Registry::add(ConfigurableSpec spec) {
+  if (spec.name.empty()) throw std::invalid_argument("[gin] configurable name is empty");
+  if (specs_.count(spec.name))
+    throw std::invalid_argument("[gin] configurable '" + spec.name + "' is already registered");
+  for (size_t i = 0; i < spec.params.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (spec.params[i].name == spec.params[j].name)
+        throw std::invalid_argument("[gin] configurable '" + spec.name + "' lists parameter '" +
+                                    spec.params[i].name + "' twice");
+  std::string name = spec.name;
+  specs_.emplace(std::move(name), std::move(spec));
+}
+
+void Registry::add(const std::string& name,
+                   const std::vector<std::pair<std::string, std::string>>& params,
+                   const std::string& doc) {
+  ConfigurableSpec spec;
+  spec.name = name;
+  spec.doc = doc;
+  for (const auto& [p, text] : params) {
+    ParamSpec ps;
+    ps.name = p;
+    if (!text.empty())
+      ps.default_value = parse_value(text, SourceLocation{"<default of " + name + "." + p + ">", 1, 1});
+    spec.params.push_back(std::move(ps));
+  }
+  add(std::move(spec));
+}
+
+bool Registry::contains(std::string_view canonical_name) const {
+  return specs_.find(canonical_name) != specs_.end();
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, s] : specs_) out.push_back(n);
+  return out;
+}
+
+static bool dotted_suffix(std::string_view longer, std::string_view shorter) {
+  return longer.size() > shorter.size() && longer.ends_with(shorter) &&
+         longer[longer.size() - shorter.size() - 1] == '.';
+}
+
+const ConfigurableSpec* Registry::find(std::string_view name, const SourceLocation& where) const {
+  if (auto it = specs_.find(name); it != specs_.end()) return &it->second;
+  std::vector<const ConfigurableSpec*> matches;
+  for (const auto& [n, s] : specs_)
+    if (dotted_suffix(n, name) || dotted_suffix(name, n)) matches.push_back(&s);
+  if (matches.size() == 1) return matches[0];
+  if (matches.empty()) return nullptr;
+  std::string list;
+  for (const ConfigurableSpec* s : matches) list += (list.empty() ? "" : ", ") + s->name;
+  throw GinError(where, "configurable name '" + std::string(name) + "' is ambiguous: " + list,
+                 "write the module-qualified name, e.g. '" + matches[0]->name + "'");
+}
+
+const ConfigurableSpec& Registry::lookup(std::string_view name, const SourceLocation& where) const {
+  if (const ConfigurableSpec* s = find(name, where)) return *s;
+  const std::vector<std::string> near = nearest(name);
+  std::string hint;
+  if (!near.empty()) {
+    hint = "did you mean ";
+    for (size_t i = 0; i < near.size(); ++i) hint += (i ? ", " : "") + std::string("'") + near[i] + "'";
+    hint += "?";
+  } else {
+    hint = "no registered configurable is close; registered names include 'network.T5Config', "
+           "'utils.DatasetConfig', 'train_script.train' (see docs/gin.md)";
+  }
+  throw GinError(where, "unknown configurable '" + std::string(name) + "'", hint);
+}
+
+void Registry::check_param(const ConfigurableSpec& spec, std::string_view param,
+                           const SourceLocation& where) const {
+  if (spec.param(param)) return;
+  std::vector<std::string> all;
+  for (const ParamSpec& p : spec.params) all.push_back(p.name);
+  const std::vector<std::string> near = nearest_names(param, all);
+  std::string hint;
+  if (!near.empty()) {
+    hint = "did you mean ";
+    for (size_t i = 0; i < near.size(); ++i) hint += (i ? ", " : "") + std::string("'") + near[i] + "'";
+    hint += "?";
+  } else if (all.empty()) {
+    hint = "'" + spec.name + "' takes no parameters";
+  } else {
+    hint = "known parameters:";
+    for (const std::string& a : all) hint += " " + a;
+  }
+  throw GinError(where, "configurable '" + spec.name + "' has no parameter '" +
+                            std::string(param) + "'", hint);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (same ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+static std::string_view last_component(std::string_view s) {
+  const size_t dot = s.rfind('.');
+  return dot == std::string_view::npos ? s : s.substr(dot + 1);
+}
+
+static std::vector<std::string> closest(std::vector<std::pair<size_t, std::string>> scored,
+                                        size_t k) {
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && out.size() < k; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+std::vector<std::string> nearest_names(std::string_view word,
+                                       const std::vector<std::string>& candidates, size_t k) {
+  const size_t limit = std::max<size_t>(2, word.size() / 2);
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d <= limit) scored.emplace_back(d, c);
+  }
+  return closest(std::move(scored), k);
+}
+
+std::vector<std::string> Registry::nearest(std::string_view name, size_t k) const {
+  const std::string_view tail = last_component(name);
+  const size_t limit_full = std::max<size_t>(2, name.size() / 2);
+  const size_t limit_tail = std::max<size_t>(2, tail.size() / 2);
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& [n, s] : specs_) {
+    const size_t full = edit_distance(name, n);
+    const size_t part = edit_distance(tail, last_component(n));
+    if (full <= limit_full || part <= limit_tail)
+      scored.emplace_back(std::min(full, part), n);
+  }
+  return closest(std::move(scored), k);
+}
+
+}  // namespace t5x::gin

@@ -1,0 +1,179 @@
+// The configurables t5x's gin files bind, under t5x's names, with t5x's
+// parameter names and (where t5x has one) defaults. Sources: t5x/utils.py,
+// t5x/train.py, t5x/eval.py, t5x/infer.py, t5x/trainer.py, t5x/adafactor.py,
+// t5x/optimizers.py, t5x/partitioning.py, t5x/models.py, t5x/decoding.py,
+// t5x/examples/t5/network.py, t5x/examples/decoder_only/network.py, seqio.
+// Behaviour is bound to these names by the layers that own it.
+#include "t5x/gin/registry.h"
+
+namespace t5x::gin {
+namespace {
+
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+void add_model_configurables(Registry& r) {
+  r.add("network.T5Config",
+        {{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
+         {"num_encoder_layers", "6"}, {"num_decoder_layers", "6"}, {"head_dim", "64"},
+         {"mlp_dim", "2048"}, {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
+         {"logits_via_embedding", "False"}, {"float32_attention_logits", "False"}},
+        "T5 encoder-decoder hyperparameters (t5x/examples/t5/network.py)");
+  r.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
+  r.add("network.TransformerConfig",
+        {{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
+         {"num_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},
+         {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
+         {"logits_via_embedding", "False"}},
+        "decoder-only hyperparameters (t5x/examples/decoder_only/network.py)");
+  r.add("network.DecoderWrapper", {{"config", ""}}, "decoder-only network");
+
+  const Params common = {{"module", ""},
+                         {"optimizer_def", ""},
+                         {"decode_fn", ""},
+                         {"feature_converter_cls", ""},
+                         {"label_smoothing", "0.0"},
+                         {"z_loss", "0.0"},
+                         {"loss_normalizing_factor", "None"}};
+  Params encdec = common;
+  encdec.push_back({"input_vocabulary", ""});
+  encdec.push_back({"output_vocabulary", ""});
+  r.add("models.EncoderDecoderModel", encdec, "T5 encoder-decoder model (t5x/models.py)");
+  Params dec = common;
+  dec.push_back({"vocabulary", ""});
+  dec.push_back({"inputs_bidirectional_attention", "False"});
+  r.add("models.DecoderOnlyModel", dec, "decoder-only / prefix-LM model (t5x/models.py)");
+  const Params predict = {{"num_decodes", "1"},
+                          {"decoder_params", "None"},
+                          {"return_all_decodes", "False"},
+                          {"prompt_with_targets", "False"}};
+  r.add("models.EncoderDecoderModel.predict_batch_with_aux", predict);
+  r.add("models.DecoderOnlyModel.predict_batch_with_aux", predict);
+
+  r.add("decoding.beam_search",
+        {{"alpha", "0.6"}, {"max_decode_len", "None"}, {"eos_id", "1"}});
+  r.add("decoding.temperature_sample",
+        {{"temperature", "1.0"}, {"topk", "1"}, {"topp", "0.0"}, {"max_decode_steps", "None"},
+         {"eos_id", "1"}});
+
+  r.add("seqio.SentencePieceVocabulary",
+        {{"sentencepiece_model_file", ""}, {"extra_ids", "0"}, {"normalizer_spec_overrides", "None"},
+         {"reverse_extra_ids", "True"}});
+  r.add("seqio.ByteVocabulary", {{"extra_ids", "0"}});
+}
+
+void add_optimizer_configurables(Registry& r) {
+  r.add("adafactor.Adafactor",
+        {{"learning_rate", "None"}, {"factored", "True"}, {"multiply_by_parameter_scale", "True"},
+         {"beta1", "None"}, {"decay_rate", "0.8"}, {"step_offset", "0"},
+         {"clipping_threshold", "1.0"}, {"weight_decay_rate", "None"},
+         {"min_dim_size_to_factor", "128"}, {"epsilon1", "1e-30"}, {"epsilon2", "1e-3"},
+         {"dtype_momentum", "'float32'"}, {"factor_map", "None"}, {"logical_factor_rules", "None"},
+         {"weight_decay_rate_lr_exponent", "None"}, {"global_norm_clip_threshold", "None"},
+         {"max_parameter_scale", "None"}, {"skip_nan_updates", "False"}},
+        "T5X Adafactor (t5x/adafactor.py)");
+  r.add("adafactor.standard_logical_factor_rules", {});
+  const Params adam = {{"learning_rate", ""}, {"b1", "0.9"},          {"b2", "0.999"},
+                       {"eps", "1e-8"},       {"eps_root", "0.0"},    {"mu_dtype", "None"}};
+  Params adamw = adam;
+  adamw.push_back({"weight_decay", "1e-4"});
+  adamw.push_back({"mask", "None"});
+  r.add("optimizers.adamw", adamw, "optax.adamw wrapped for t5x (t5x/optimizers.py)");
+  r.add("optimizers.adam", adam);
+  r.add("optimizers.sgd", {{"learning_rate", ""}, {"momentum", "None"}, {"nesterov", "False"}});
+  r.add("optimizers.chain", {{"transformations", ""}});
+  r.add("optax.adamw", adamw);
+  r.add("optax.adam", adam);
+  r.add("optax.clip_by_global_norm", {{"max_norm", ""}});
+  r.add("optax.warmup_cosine_decay_schedule",
+        {{"init_value", ""}, {"peak_value", ""}, {"warmup_steps", ""}, {"decay_steps", ""},
+         {"end_value", "0.0"}});
+  r.add("optax.linear_schedule",
+        {{"init_value", ""}, {"end_value", ""}, {"transition_steps", ""},
+         {"transition_begin", "0"}});
+  r.add("optax.cosine_decay_schedule",
+        {{"init_value", ""}, {"decay_steps", ""}, {"alpha", "0.0"}});
+  r.add("utils.create_learning_rate_scheduler",
+        {{"factors", "'constant * linear_warmup * rsqrt_decay'"}, {"base_learning_rate", "0.5"},
+         {"warmup_steps", "1000"}, {"decay_factor", "0.5"}, {"steps_per_decay", "20000"},
+         {"steps_per_cycle", "100000"}, {"step_offset", "0"}, {"min_learning_rate", "1e-8"}},
+        "T5-style factored learning-rate schedule (t5x/utils.py)");
+}
+
+void add_run_configurables(Registry& r) {
+  r.add("utils.DatasetConfig",
+        {{"mixture_or_task_name", ""}, {"task_feature_lengths", ""}, {"split", ""},
+         {"batch_size", ""}, {"shuffle", ""}, {"seed", ""}, {"use_cached", "False"},
+         {"pack", "False"}, {"use_custom_packing_ops", "False"}, {"module", "None"},
+         {"use_memory_cache", "True"}, {"trim_output_features", "True"}});
+  r.add("utils.SaveCheckpointConfig",
+        {{"period", "None"}, {"checkpoint_steps", "None"}, {"dtype", "'float32'"},
+         {"keep", "None"}, {"keep_dataset_checkpoints", "None"}, {"save_dataset", "False"},
+         {"state_transformation_fns", "()"}, {"checkpointer_cls", "None"}});
+  r.add("utils.RestoreCheckpointConfig",
+        {{"path", ""}, {"mode", "'latest'"}, {"assignment_map", "None"}, {"strict", "True"},
+         {"fallback_to_scratch", "False"}, {"dtype", "None"}, {"restore_dataset", "False"},
+         {"state_transformation_fns", "()"}, {"checkpointer_cls", "None"}});
+  r.add("utils.CheckpointConfig", {{"save", "None"}, {"restore", "None"}});
+
+  const Params partitioner = {{"num_partitions", "None"},      {"model_parallel_submesh", "None"},
+                              {"params_on_devices", "True"},   {"backend", "None"},
+                              {"ici_mesh_shape", "None"},      {"dcn_mesh_shape", "None"},
+                              {"logical_axis_rules", "None"},  {"use_cpu_pjit", "False"}};
+  r.add("partitioning.PjitPartitioner", partitioner, "mesh + logical-axis partitioner");
+  r.add("partitioning.ModelBasedPjitPartitioner", partitioner, "deprecated alias of PjitPartitioner");
+  r.add("partitioning.standard_logical_axis_rules",
+        {{"activation_partitioning_dims", "1"}, {"parameter_partitioning_dims", "1"},
+         {"additional_rules", "None"}});
+
+  r.add("trainer.Trainer",
+        {{"num_microbatches", "None"}, {"learning_rate_fn", ""}, {"weight_metrics_computer", "None"}});
+  r.add("trainer.WeightMetricsComputer", {});
+  const Params action = {{"task", ""}, {"metric", "'loss'"}, {"mode", "'max'"},
+                         {"patience", "3"}, {"atol", "0.0"}, {"rtol", "0.0"}};
+  r.add("trainer.EarlyStoppingAction", action);
+  r.add("trainer.TerminateOnNanAction", {{"task", ""}, {"metric", "'loss'"}});
+
+  r.add("seqio.Evaluator",
+        {{"logger_cls", "()"}, {"num_examples", "None"}, {"use_memory_cache", "True"},
+         {"shuffle", "False"}, {"sequence_length", "None"}});
+  r.add("seqio.PyLoggingLogger", {});
+  r.add("seqio.TensorBoardLogger", {});
+  r.add("seqio.JSONLogger", {{"write_n_results", "None"}});
+
+  r.add("gin_utils.summarize_gin_config", {{"model_dir", ""}, {"summary_writer", ""}, {"step", ""}});
+
+  r.add("train_script.train",
+        {{"model", ""}, {"train_dataset_cfg", ""}, {"train_eval_dataset_cfg", "None"},
+         {"infer_eval_dataset_cfg", "None"}, {"checkpoint_cfg", ""}, {"partitioner", ""},
+         {"trainer_cls", ""}, {"model_dir", ""}, {"total_steps", ""}, {"eval_steps", ""},
+         {"eval_period", ""}, {"stats_period", "None"}, {"random_seed", "None"},
+         {"use_hardware_rng", "False"}, {"summarize_config_fn", ""},
+         {"inference_evaluator_cls", "None"}, {"get_dataset_fn", "None"},
+         {"concurrent_metrics", "True"}, {"actions", "None"},
+         {"train_eval_get_dataset_fn", "None"}, {"run_eval_before_training", "False"},
+         {"relative_steps", "None"}, {"gc_period", "0"}, {"use_orbax", "True"}},
+        "the train run mode (t5x/train.py)");
+  r.add("eval_script.evaluate",
+        {{"model", ""}, {"dataset_cfg", ""}, {"restore_checkpoint_cfg", ""}, {"partitioner", ""},
+         {"output_dir", ""}, {"inference_evaluator_cls", ""}, {"summarize_config_fn", "None"},
+         {"train_eval_dataset_cfg", "None"}, {"fallback_init_rng", "None"}, {"use_orbax", "True"}},
+        "the eval run mode (t5x/eval.py)");
+  r.add("infer_script.infer",
+        {{"mode", ""}, {"model", ""}, {"dataset_cfg", ""}, {"restore_checkpoint_cfg", ""},
+         {"partitioner", ""}, {"output_dir", ""}, {"checkpoint_period", ""}, {"shard_id", "0"},
+         {"num_shards", "1"}, {"merge_chunked_results", "True"}, {"write_fn", "None"},
+         {"checkpoint_ds_iter", "True"}, {"output_vocab_feature_name", "'targets'"},
+         {"file_extension", "'jsonl'"}, {"keep_aux_as_numpy", "False"}, {"use_orbax", "True"}},
+        "the infer run mode (t5x/infer.py)");
+}
+
+}  // namespace
+
+void register_t5x_configurables(Registry& registry) {
+  if (registry.contains("network.T5Config")) return;
+  add_model_configurables(registry);
+  add_optimizer_configurables(registry);
+  add_run_configurables(registry);
+}
+
+}  // namespace t5x::gin

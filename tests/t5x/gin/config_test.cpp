@@ -1,0 +1,297 @@
+// Config: override order, scope resolution, lazy macros, includes, typed
+// getters, missing-macro errors and the operative-config round trip.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "t5x/gin/config.h"
+#include "t5x/gin/parser.h"
+#include "test_util.h"
+
+namespace t5x::gin {
+namespace {
+
+using testing::expect_gin_error;
+using testing::TempDir;
+
+// A small registry so these tests do not depend on t5x's names.
+Registry make_registry() {
+  Registry r;
+  r.add("utils.DatasetConfig", {{"batch_size", "32"}, {"split", ""}, {"shuffle", "False"},
+                                {"task_feature_lengths", ""}, {"seed", "None"}});
+  r.add("network.T5Config", {{"emb_dim", ""}, {"mlp_activations", ""}, {"dropout_rate", "0.1"}});
+  r.add("train_script.train", {{"model_dir", ""}, {"total_steps", ""}, {"eval_period", ""},
+                               {"train_dataset_cfg", ""}});
+  r.add("models.EncoderDecoderModel", {{"z_loss", "0.0"}});
+  return r;
+}
+
+TEST(GinConfig, LaterBindingsOverrideEarlier) {
+  Config c(nullptr);
+  c.parse_string("f.x = 1\nf.y = 'a'\nf.x = 2\n", "a.gin");
+  c.parse_string("f.y = 'b'\n", "<--gin.f.y>");
+  EXPECT_EQ(c.get_int("", "f", "x"), 2);
+  EXPECT_EQ(c.get_string("", "f", "y"), "b");
+  EXPECT_EQ(c.find("", "f", "y")->where.file, "<--gin.f.y>");
+  EXPECT_EQ(c.bindings().size(), 2u);
+}
+
+TEST(GinConfig, MostSpecificScopeWins) {
+  Config c(nullptr);
+  c.parse_string(
+      "f.x = 0\n"
+      "train/f.x = 1\n"
+      "train/inner/f.x = 2\n"
+      "f.y = 'global'\n"
+      "inner/f.x = 99\n",  // 'inner' alone is not a prefix of 'train/inner'
+      "s.gin");
+  EXPECT_EQ(c.get_int("", "f", "x"), 0);
+  EXPECT_EQ(c.get_int("train", "f", "x"), 1);
+  EXPECT_EQ(c.get_int("train/inner", "f", "x"), 2);
+  EXPECT_EQ(c.get_int("train/inner/deeper", "f", "x"), 2);
+  EXPECT_EQ(c.get_int("eval", "f", "x"), 0);
+  EXPECT_EQ(c.get_string("train/inner", "f", "y"), "global");
+  EXPECT_EQ(c.get_int("inner", "f", "x"), 99);
+  EXPECT_FALSE(c.has("", "f", "z"));
+}
+
+TEST(GinConfig, MacrosResolveLazilyAndDeeply) {
+  Config c(nullptr);
+  c.parse_string(
+      "f.lengths = %LENGTHS\n"            // used before it is defined
+      "f.list = [%A, (%B, {'k': %A})]\n"
+      "LENGTHS = {'inputs': %IN, 'targets': 114}\n"
+      "A = %B\n"                           // a macro whose value is a macro
+      "B = 7\n",
+      "m.gin");
+  c.parse_string("IN = 512\n", "<cl>");
+  const auto d = c.get_dict("", "f", "lengths");
+  EXPECT_EQ(d[0].second.as_int(), 512);
+  EXPECT_EQ(c.get("", "f", "list").to_gin(), "[7, (7, {'k': 7})]");
+  EXPECT_EQ(c.macro_value("A").as_int(), 7);
+  // The stored binding keeps the macro, as gin prints it.
+  EXPECT_EQ(c.find("", "f", "list")->value.to_gin(), "[%A, (%B, {'k': %A})]");
+}
+
+TEST(GinConfig, MissingMacroErrorNamesUseSiteAndFlag) {
+  Config c(nullptr);
+  c.parse_string("f.x = 1\nf.dir = %MODEL_DIR\n", "run.gin");
+  expect_gin_error([&] { c.get_string("", "f", "dir"); },
+                   {"run.gin:2:9", "macro 'MODEL_DIR' is not defined",
+                    "hint: pass --gin.MODEL_DIR=..."});
+  c.parse_string("MODEL_DIR = %gin.REQUIRED\n", "req.gin");
+  expect_gin_error([&] { c.get_string("", "f", "dir"); },
+                   {"run.gin:2:9", "'MODEL_DIR' is required but was not set", "req.gin:1",
+                    "--gin.MODEL_DIR="});
+  c.parse_string("MODEL_DIR = '/tmp/m'\n", "<--gin.MODEL_DIR>");
+  EXPECT_EQ(c.get_string("", "f", "dir"), "/tmp/m");
+}
+
+TEST(GinConfig, RequiredDoesNotReplaceAnEarlierValue) {
+  Config c(nullptr);
+  c.parse_string("DROPOUT_RATE = 0.0\n", "run.gin");
+  c.parse_string("DROPOUT_RATE = %gin.REQUIRED\nf.rate = %DROPOUT_RATE\n", "model.gin");
+  EXPECT_EQ(c.get_double("", "f", "rate"), 0.0);
+  c.parse_string("DROPOUT_RATE = 0.3\n", "<cl>");  // a real value still overrides
+  EXPECT_EQ(c.get_double("", "f", "rate"), 0.3);
+}
+
+TEST(GinConfig, RequiredParameterAndMacroCycle) {
+  Config c(nullptr);
+  c.parse_string("f.x = %gin.REQUIRED\nf.y = %P\nP = %Q\nQ = %P\n", "r.gin");
+  expect_gin_error([&] { c.get("", "f", "x"); },
+                   {"r.gin:1:1", "f.x is required", "hint: pass --gin.f.x="});
+  expect_gin_error([&] { c.get("", "f", "y"); }, {"macro cycle: P -> Q -> P", "hint:"});
+}
+
+TEST(GinConfig, CheckCompleteListsAllMissingMacros) {
+  Config c(nullptr);
+  c.parse_string(
+      "MODEL_DIR = %gin.REQUIRED\nTRAIN_STEPS = %gin.REQUIRED\n"
+      "t.model_dir = %MODEL_DIR\nt.total_steps = %TRAIN_STEPS\nt.model = %MODEL\n"
+      "t.other = %MODEL_DIR\n",
+      "p.gin");
+  const auto missing = c.missing_macros();
+  ASSERT_EQ(missing.size(), 3u);
+  EXPECT_EQ(missing[0].name, "MODEL");
+  EXPECT_FALSE(missing[0].required);
+  EXPECT_EQ(missing[1].name, "MODEL_DIR");
+  EXPECT_TRUE(missing[1].required);
+  EXPECT_EQ(missing[1].declared.line, 1);
+  EXPECT_EQ(missing[1].used.line, 3);
+  EXPECT_EQ(missing[1].needed_by, "t.model_dir");
+  expect_gin_error([&] { c.check_complete(); },
+                   {"missing required gin macros", "MODEL (never defined)",
+                    "MODEL_DIR (gin.REQUIRED at p.gin:1:1), needed by t.model_dir at p.gin:3",
+                    "hint: pass --gin.MODEL=... --gin.MODEL_DIR=... --gin.TRAIN_STEPS=..."});
+  c.parse_string("MODEL = 1\nMODEL_DIR = 'd'\nTRAIN_STEPS = 3\n", "<cl>");
+  EXPECT_NO_THROW(c.check_complete());
+}
+
+TEST(GinConfig, TypedGettersReportBindingLocation) {
+  const Registry r = make_registry();
+  Config c(&r);
+  c.parse_string(
+      "BATCH = 'many'\n"
+      "utils.DatasetConfig.batch_size = %BATCH\n"
+      "utils.DatasetConfig.split = 3\n"
+      "network.T5Config.mlp_activations = ('gelu', 'linear')\n"
+      "train_script.train.train_dataset_cfg = @train/utils.DatasetConfig()\n",
+      "typed.gin");
+  expect_gin_error([&] { c.get_int("", "utils.DatasetConfig", "batch_size"); },
+                   {"typed.gin:2:1", "utils.DatasetConfig.batch_size: expected int",
+                    "string 'many'", "from %BATCH at typed.gin:1:9", "hint:"});
+  expect_gin_error([&] { c.get_string("", "utils.DatasetConfig", "split"); },
+                   {"typed.gin:3:1", "expected string, got int 3"});
+  const auto acts = c.get_list("", "network.T5Config", "mlp_activations");
+  ASSERT_EQ(acts.size(), 2u);
+  EXPECT_EQ(acts[1].as_string(), "linear");
+  const Reference ref = c.get_reference("", "train_script.train", "train_dataset_cfg");
+  EXPECT_EQ(ref.scope, "train");
+  EXPECT_TRUE(ref.call);
+  // Registry defaults fill unbound parameters; unbound without default errors.
+  EXPECT_EQ(c.get_double("", "network.T5Config", "dropout_rate"), 0.1);
+  EXPECT_FALSE(c.get_bool("train", "utils.DatasetConfig", "shuffle"));
+  EXPECT_TRUE(c.is_none("", "utils.DatasetConfig", "seed"));
+  EXPECT_FALSE(c.get_optional("", "network.T5Config", "emb_dim").has_value());
+  expect_gin_error([&] { c.get_int("", "network.T5Config", "emb_dim"); },
+                   {"no value bound for network.T5Config.emb_dim",
+                    "--gin.network.T5Config.emb_dim=..."});
+}
+
+TEST(GinConfig, RegistryChecksNamesWhileParsing) {
+  const Registry r = make_registry();
+  Config c(&r);
+  expect_gin_error([&] { c.parse_string("\nnetwork.T5Confg.emb_dim = 8\n", "bad.gin"); },
+                   {"bad.gin:2:1", "unknown configurable 'network.T5Confg'",
+                    "did you mean 'network.T5Config'"});
+  expect_gin_error([&] { c.parse_string("network.T5Config:\n  emb_dm = 8\n", "bad.gin"); },
+                   {"bad.gin:2:3", "'network.T5Config' has no parameter 'emb_dm'",
+                    "did you mean 'emb_dim'"});
+  // Short and long module paths name the same registered configurable.
+  c.parse_string("DatasetConfig.batch_size = 8\nt5x.models.EncoderDecoderModel.z_loss = 1e-4\n"
+                 "train.total_steps = 10\n",
+                 "ok.gin");
+  EXPECT_EQ(c.find("", "utils.DatasetConfig", "batch_size")->configurable, "utils.DatasetConfig");
+  EXPECT_EQ(c.get_int("", "DatasetConfig", "batch_size"), 8);
+  EXPECT_DOUBLE_EQ(c.get_double("", "models.EncoderDecoderModel", "z_loss"), 1e-4);
+  EXPECT_EQ(c.get_int("", "train_script.train", "total_steps"), 10);
+  // skip_unknown keeps unknown configurables.
+  LoadOptions skip;
+  skip.skip_unknown = true;
+  c.parse_string("other.Thing.x = 1\n", "skip.gin", skip);
+  EXPECT_EQ(c.get_int("", "other.Thing", "x"), 1);
+}
+
+TEST(GinConfig, IncludesSearchPathsAndCycles) {
+  TempDir dir;
+  dir.write("lib/base.gin", "f.x = 1\nf.y = 'base'\n");
+  dir.write("lib/size.gin", "include 'base.gin'\nf.x = 2\n");   // next to the includer
+  dir.write("sp/other.gin", "f.z = 'found via search path'\n");
+  const std::string top = dir.write("top.gin",
+                                    "include 'lib/size.gin'\ninclude 'other.gin'\nf.y = 'top'\n");
+  LoadOptions opts;
+  opts.search_paths = {(dir.path() / "nothing").string(), (dir.path() / "sp").string()};
+  Config c(nullptr);
+  c.parse_file(top, opts);
+  EXPECT_EQ(c.get_int("", "f", "x"), 2);
+  EXPECT_EQ(c.get_string("", "f", "y"), "top");
+  EXPECT_EQ(c.get_string("", "f", "z"), "found via search path");
+  ASSERT_EQ(c.files().size(), 4u);
+  EXPECT_EQ(std::filesystem::path(c.files()[2]).filename(), "base.gin");
+  // A relative --gin_file is found through the search paths too.
+  LoadOptions root;
+  root.search_paths = {dir.str()};
+  Config c2(nullptr);
+  c2.parse_file("lib/size.gin", root);
+  EXPECT_EQ(c2.get_int("", "f", "x"), 2);
+
+  dir.write("cyc/a.gin", "f.x = 1\ninclude 'b.gin'\n");
+  dir.write("cyc/b.gin", "\n\ninclude 'a.gin'\n");
+  Config c3(nullptr);
+  expect_gin_error([&] { c3.parse_file((dir.path() / "cyc/a.gin").string()); },
+                   {"b.gin:3:1", "include cycle", "a.gin -> ", "b.gin -> ", "hint:"});
+
+  const std::string missing = dir.write("m.gin", "f.x = 1\ninclude 'nope.gin'\n");
+  Config c4(nullptr);
+  expect_gin_error([&] { c4.parse_file(missing); },
+                   {"m.gin:2:1", "cannot find gin file 'nope.gin'", "--gin_search_paths"});
+  Config c5(nullptr);
+  expect_gin_error([&] { c5.parse_file("does/not/exist.gin"); },
+                   {"cannot find gin file 'does/not/exist.gin'", "hint:"});
+}
+
+TEST(GinConfig, ImportsAreKeptAndDeduplicated) {
+  Config c(nullptr);
+  c.parse_string("from __gin__ import dynamic_registration\nimport seqio\nf.x = 1\n", "a.gin");
+  c.parse_string("from __gin__ import dynamic_registration\nfrom t5x import utils\n", "b.gin");
+  ASSERT_EQ(c.imports().size(), 3u);
+  EXPECT_EQ(c.imports()[2], "from t5x import utils");
+}
+
+TEST(GinConfig, OperativeConfigRoundTrips) {
+  const Registry r = make_registry();
+  Config c(&r);
+  c.parse_string(
+      "from __gin__ import dynamic_registration\n"
+      "import __main__ as train_script\n"
+      "MODEL_DIR = %gin.REQUIRED\n"
+      "LENGTHS = {'inputs': 512, 'targets': 114}\n"
+      "RATE = 1e-3\n"
+      "NAME = \"it's \\\"quoted\\\"\\n\"\n"
+      "train_script.train:\n"
+      "  model_dir = %MODEL_DIR\n"
+      "  train_dataset_cfg = @train/utils.DatasetConfig()\n"
+      "  eval_period = [1, (2,), {'a': None, 'b': True}, %RATE, @f]\n"
+      "train/utils.DatasetConfig.task_feature_lengths = %LENGTHS\n"
+      "train/utils.DatasetConfig.split = %NAME\n"
+      "utils.DatasetConfig.batch_size = -3\n"
+      "network.T5Config.mlp_activations = ('relu',)\n"
+      "network.T5Config.dropout_rate = 0.30000000000000004\n",
+      "op.gin");
+  c.parse_string("MODEL_DIR = '/tmp/model'\n", "<--gin.MODEL_DIR>");
+  const std::string text = c.operative_config_str();
+  EXPECT_NE(text.find("from __gin__ import dynamic_registration\n"), std::string::npos);
+  EXPECT_NE(text.find("# Macros:\n"), std::string::npos);
+  EXPECT_NE(text.find("MODEL_DIR = '/tmp/model'\n"), std::string::npos);
+  EXPECT_NE(text.find("# Parameters for train/utils.DatasetConfig:\n"), std::string::npos);
+  EXPECT_NE(text.find("train_script.train.model_dir = %MODEL_DIR\n"), std::string::npos);
+  EXPECT_NE(text.find("train/utils.DatasetConfig.task_feature_lengths = %LENGTHS\n"),
+            std::string::npos);
+
+  Config back(&r);
+  back.parse_string(text, "config.gin");
+  EXPECT_TRUE(back.equivalent(c)) << text;
+  EXPECT_EQ(back.operative_config_str(), text);
+  EXPECT_EQ(back.get_string("train", "utils.DatasetConfig", "split"), "it's \"quoted\"\n");
+
+  // A changed value breaks equivalence (the check can fail).
+  back.parse_string("utils.DatasetConfig.batch_size = 4\n", "<cl>");
+  EXPECT_FALSE(back.equivalent(c));
+
+  TempDir dir;
+  const std::string model_dir = (dir.path() / "model" / "run1").string();
+  c.write_operative_config(model_dir);
+  std::ifstream in(std::filesystem::path(model_dir) / "config.gin");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(model_dir) / "config.gin.tmp"));
+}
+
+TEST(GinConfig, ParseConfigFilesAndBindings) {
+  TempDir dir;
+  const std::string a = dir.write("a.gin", "f.x = 1\nf.y = 2\n");
+  const std::string b = dir.write("b.gin", "f.y = 3\n");
+  const Config c = parse_config_files_and_bindings({a, b}, {"f.x = 10", "f.z = %Z\nZ = 'z'"}, {},
+                                                   nullptr);
+  EXPECT_EQ(c.get_int("", "f", "x"), 10);
+  EXPECT_EQ(c.get_int("", "f", "y"), 3);
+  EXPECT_EQ(c.get_string("", "f", "z"), "z");
+  EXPECT_EQ(c.find("", "f", "x")->where.file, "<--gin_bindings #1>");
+}
+
+}  // namespace
+}  // namespace t5x::gin
