@@ -170,6 +170,20 @@ Array Array::alias() const {
   return r;
 }
 
+Array Array::view_as(Shape shape) const {
+  if (shape.numel() != size())
+    throw_invalid("Array", "view_as " + shape.to_string() + " has " + std::to_string(shape.numel()) +
+                               " elements but the array " + this->shape().to_string() + " has " + std::to_string(size()));
+  if (!is_fully_local()) throw_invalid("Array", "view_as on a sharded array");
+  Array r;
+  r.impl_ = std::make_shared<ArrayImpl>(impl());
+  r.impl_->tag = {};
+  if (sharding().mesh) r.impl_->sharding.spec = PartitionSpec::replicated(size_t(shape.rank()));
+  r.impl_->local_shape = shape;
+  r.impl_->shape = std::move(shape);
+  return r;
+}
+
 Array Array::copy() const {
   Array r(shape(), dtype(), sharding(), device(), false);
   if (nbytes()) std::memcpy(r.raw_data(), raw_data(), nbytes());

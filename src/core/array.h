@@ -110,6 +110,9 @@ class Array {
   Array alias() const;
   // Deep copy of the buffer.
   Array copy() const;
+  // New handle to the same buffer viewed with another global shape of equal
+  // element count (row-major reinterpretation); fully local arrays only.
+  Array view_as(Shape shape) const;
 
   // For ops/ and backends: the shared descriptor.
   ArrayImpl& impl() const;

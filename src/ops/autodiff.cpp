@@ -1,0 +1,250 @@
+#include "ops/autodiff.h"
+
+#include <atomic>
+
+#include "ops/elementwise.h"
+#include "ops/primitive.h"
+
+namespace t5x {
+namespace {
+
+struct Node {
+  std::shared_ptr<Primitive> prim;
+  std::vector<Array> inputs, outputs;  // saved values (null when not needed)
+  std::vector<int64_t> in_slots;       // -1: input not tracked
+  std::vector<int64_t> out_slots;      // -1: output not differentiable
+  std::vector<Shape> in_shapes, out_shapes;
+  std::vector<DType> in_dtypes, out_dtypes;
+};
+
+struct Tape {
+  uint64_t gen = 0;
+  std::vector<Node> nodes;
+  int64_t num_slots = 0;
+};
+
+std::atomic<uint64_t> g_next_gen{1};
+thread_local Tape* t_tape = nullptr;
+thread_local bool t_paused = false;
+
+bool tracked_on(const Array& a, const Tape* t) { return a.valid() && t && a.impl().tag.tape == t->gen; }
+
+// Makes `t` the recording tape of this thread for the scope's lifetime.
+class TapeScope {
+ public:
+  explicit TapeScope(Tape* t) : prev_tape_(t_tape), prev_paused_(t_paused) {
+    t_tape = t;
+    t_paused = false;
+  }
+  ~TapeScope() { restore(); }
+  void restore() {
+    t_tape = prev_tape_;
+    t_paused = prev_paused_;
+  }
+
+ private:
+  Tape* prev_tape_;
+  bool prev_paused_;
+};
+
+Array track(Tape& t, const Array& x) {
+  Array a = x.alias();
+  a.impl().tag = {t.gen, t.num_slots++};
+  return a;
+}
+
+// Walks the tape backwards. `cot` is indexed by slot and seeded by the caller.
+void backward(Tape& t, std::vector<Array>& cot) {
+  bool prev = t_paused;
+  t_paused = true;  // ops inside vjps are not recorded (first-order autodiff)
+  for (size_t i = t.nodes.size(); i-- > 0;) {
+    Node n = std::move(t.nodes[i]);
+    t.nodes[i] = Node{};
+    bool any = false;
+    for (int64_t s : n.out_slots)
+      if (s >= 0 && cot[size_t(s)].valid()) any = true;
+    if (!any) continue;
+    std::vector<Array> cots(n.out_slots.size());
+    for (size_t j = 0; j < n.out_slots.size(); ++j) {
+      int64_t s = n.out_slots[j];
+      if (s >= 0 && cot[size_t(s)].valid()) {
+        cots[j] = std::move(cot[size_t(s)]);
+        cot[size_t(s)] = Array();
+      } else if (is_floating(n.out_dtypes[j])) {
+        cots[j] = Array::zeros(n.out_shapes[j], n.out_dtypes[j]);
+      }
+    }
+    std::vector<bool> needs(n.in_slots.size());
+    for (size_t j = 0; j < needs.size(); ++j) needs[j] = n.in_slots[j] >= 0;
+    std::vector<Array> g = n.prim->vjp(n.inputs, n.outputs, cots, needs);
+    // Release the saved activations of this node before accumulating.
+    n.inputs.clear();
+    n.outputs.clear();
+    cots.clear();
+    n.prim.reset();
+    for (size_t j = 0; j < n.in_slots.size() && j < g.size(); ++j) {
+      int64_t s = n.in_slots[j];
+      if (s < 0 || !g[j].valid()) continue;
+      if (g[j].shape() != n.in_shapes[j] || g[j].dtype() != n.in_dtypes[j])
+        throw std::logic_error("[autodiff] vjp returned " + std::string(dtype_name(g[j].dtype())) +
+                               g[j].shape().to_string() + " for an input of " + dtype_name(n.in_dtypes[j]) +
+                               n.in_shapes[j].to_string());
+      Array& c = cot[size_t(s)];
+      c = c.valid() ? add(c, g[j]) : g[j];
+    }
+  }
+  t.nodes.clear();
+  t_paused = prev;
+}
+
+class Remat : public Primitive {
+ public:
+  explicit Remat(ArrayFn fn) : fn_(std::move(fn)) {}
+  const char* name() const override { return "checkpoint"; }
+  std::vector<Array> forward(const std::vector<Array>& inputs) override {
+    NoGradGuard g;
+    return fn_(inputs);
+  }
+  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&,
+                         const std::vector<Array>& cotangents, const std::vector<bool>& needs) override {
+    std::vector<Array> grads = t5x::vjp(fn_, inputs, cotangents).second;
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!needs[i]) grads[i] = Array();
+    return grads;
+  }
+
+ private:
+  ArrayFn fn_;
+};
+
+}  // namespace
+
+std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs) {
+  std::vector<Array> outs;
+  {
+    NoGradGuard inner;  // ops used inside forward are not recorded separately
+    outs = p->forward(inputs);
+  }
+  Tape* t = t_paused ? nullptr : t_tape;
+  if (!t) return outs;
+  bool any = false;
+  for (const Array& in : inputs)
+    if (tracked_on(in, t)) any = true;
+  if (!any) return outs;
+  Node n;
+  for (const Array& in : inputs) {
+    n.in_slots.push_back(tracked_on(in, t) ? in.impl().tag.slot : -1);
+    n.in_shapes.push_back(in.valid() ? in.shape() : Shape());
+    n.in_dtypes.push_back(in.valid() ? in.dtype() : DType::f32);
+  }
+  if (p->saves_inputs()) n.inputs = inputs;
+  else n.inputs.resize(inputs.size());
+  for (Array& o : outs) {
+    n.out_shapes.push_back(o.shape());
+    n.out_dtypes.push_back(o.dtype());
+    if (is_floating(o.dtype())) {
+      o = track(*t, o);  // fresh handle, even when forward passed an input through
+      n.out_slots.push_back(o.impl().tag.slot);
+    } else {
+      n.out_slots.push_back(-1);
+    }
+  }
+  if (p->saves_outputs()) n.outputs = outs;
+  else n.outputs.resize(outs.size());
+  n.prim = std::move(p);
+  t->nodes.push_back(std::move(n));
+  return outs;
+}
+
+Array apply1(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs) { return t5x::apply(std::move(p), inputs)[0]; }
+
+bool is_recording() { return t_tape != nullptr && !t_paused; }
+
+NoGradGuard::NoGradGuard() : prev_(t_paused) { t_paused = true; }
+NoGradGuard::~NoGradGuard() { t_paused = prev_; }
+
+Array stop_gradient(const Array& x) { return x.alias(); }
+
+ArrayFn checkpoint(ArrayFn fn) {
+  return [fn = std::move(fn)](const std::vector<Array>& xs) { return t5x::apply(std::make_shared<Remat>(fn), xs); };
+}
+
+std::pair<std::vector<Array>, std::vector<Array>> vjp(const ArrayFn& fn, const std::vector<Array>& primals,
+                                                      const std::vector<Array>& cotangents) {
+  Tape tape;
+  tape.gen = g_next_gen.fetch_add(1);
+  std::vector<Array> outs;
+  std::vector<Array> leaves;
+  {
+    TapeScope scope(&tape);
+    for (const Array& p : primals) leaves.push_back(p.valid() && is_floating(p.dtype()) ? track(tape, p) : p);
+    outs = fn(leaves);
+  }
+  if (cotangents.size() != outs.size())
+    throw_invalid("vjp", "got " + std::to_string(cotangents.size()) + " cotangents for " +
+                             std::to_string(outs.size()) + " outputs");
+  std::vector<Array> cot(size_t(tape.num_slots));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!cotangents[i].valid() || !tracked_on(outs[i], &tape)) continue;
+    if (cotangents[i].shape() != outs[i].shape())
+      throw_invalid("vjp", "cotangent " + cotangents[i].shape().to_string() + " for output " +
+                               outs[i].shape().to_string());
+    Array& c = cot[size_t(outs[i].impl().tag.slot)];
+    c = c.valid() ? add(c, cotangents[i]) : cotangents[i];
+  }
+  backward(tape, cot);
+  std::vector<Array> grads(primals.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!tracked_on(leaves[i], &tape)) continue;
+    Array& c = cot[size_t(leaves[i].impl().tag.slot)];
+    grads[i] = c.valid() ? c : Array::zeros(primals[i].shape(), primals[i].dtype());
+  }
+  for (Array& o : outs) o = o.alias();
+  return {outs, grads};
+}
+
+ValueAuxAndGrad value_and_grad_with_aux(const std::function<std::pair<Array, ParamTree>(const ParamTree&)>& fn,
+                                        const ParamTree& params) {
+  Tape tape;
+  tape.gen = g_next_gen.fetch_add(1);
+  ParamTree tracked;
+  std::pair<Array, ParamTree> res;
+  {
+    TapeScope scope(&tape);
+    for (const auto& [k, p] : params) tracked[k] = is_floating(p.dtype()) ? track(tape, p) : p;
+    res = fn(tracked);
+  }
+  const Array& loss = res.first;
+  if (!loss.valid() || loss.rank() != 0 || !is_floating(loss.dtype()))
+    throw_invalid("value_and_grad", "loss must be a scalar floating array, got " +
+                                        (loss.valid() ? std::string(dtype_name(loss.dtype())) + loss.shape().to_string()
+                                                      : std::string("a null array")));
+  std::vector<Array> cot(size_t(tape.num_slots));
+  if (tracked_on(loss, &tape)) cot[size_t(loss.impl().tag.slot)] = Array::ones(Shape{}, loss.dtype());
+  backward(tape, cot);
+  ValueAuxAndGrad out;
+  out.value = loss.alias();
+  for (auto& [k, a] : res.second) out.aux[k] = a.alias();
+  for (const auto& [k, p] : tracked) {
+    if (!tracked_on(p, &tape)) continue;
+    Array& c = cot[size_t(p.impl().tag.slot)];
+    out.grads[k] = c.valid() ? c : Array::zeros(p.shape(), p.dtype());
+  }
+  return out;
+}
+
+ValueAndGrad value_and_grad(const std::function<Array(const ParamTree&)>& fn, const ParamTree& params) {
+  auto r = value_and_grad_with_aux([&](const ParamTree& p) { return std::make_pair(fn(p), ParamTree{}); }, params);
+  return {r.value, r.grads};
+}
+
+void accumulate_grads(ParamTree& accum, const ParamTree& grads) {
+  NoGradGuard g;
+  for (const auto& [k, v] : grads) {
+    auto it = accum.find(k);
+    if (it == accum.end()) accum[k] = v.copy();
+    else it->second = add(it->second, v);
+  }
+}
+
+}  // namespace t5x

@@ -1,0 +1,147 @@
+#include "ops/einsum.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "backend/cpu/gemm.h"
+#include "ops/detail.h"
+#include "ops/elementwise.h"
+#include "ops/primitive.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace t5x {
+using namespace detail;
+
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b,
+                             const std::vector<std::string>& c = {}) {
+  a.insert(a.end(), b.begin(), b.end());
+  a.insert(a.end(), c.begin(), c.end());
+  return a;
+}
+int64_t prod(const Array& x, const std::vector<std::string>& names) {
+  int64_t p = 1;
+  for (const auto& n : names) p *= x.dim(n);
+  return p;
+}
+
+class Einsum : public Primitive {
+ public:
+  explicit Einsum(std::vector<std::string> out) : out_(std::move(out)) {}
+  const char* name() const override { return "einsum"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array &x = in[0], &y = in[1];
+    std::vector<std::string> B, M, N, K;
+    for (const auto& n : out_) {
+      bool ix = x.has_dim(n), iy = y.has_dim(n);
+      (ix && iy ? B : ix ? M : N).push_back(n);
+    }
+    for (const auto& n : x.names())
+      if (y.has_dim(n) && !contains(out_, n)) K.push_back(n);
+    // Operand layouts: [B, M, K] or [B, K, M] (trans_a); [B, K, N] or [B, N, K] (trans_b).
+    Array a = x, b = y;
+    bool ta = false, tb = false;
+    if (x.names() == cat(B, K, M)) ta = true;
+    else if (x.names() != cat(B, M, K)) a = transpose(x, cat(B, M, K));
+    if (y.names() == cat(B, N, K)) tb = true;
+    else if (y.names() != cat(B, K, N)) b = transpose(y, cat(B, K, N));
+    const int64_t nb = prod(x, B), m = prod(x, M), n = prod(y, N), k = prod(x, K);
+    std::vector<Dim> cdims;
+    for (const auto& s : cat(B, M)) cdims.push_back({s, x.dim(s)});
+    for (const auto& s : N) cdims.push_back({s, y.dim(s)});
+    Shape cshape(cdims);
+    Array c = make_output(cshape, DType::f32, {x, y}, /*zero=*/k == 0);
+    if (nb * m * n > 0 && k > 0) {
+      cpu::GemmShape gs;
+      gs.m = m; gs.n = n; gs.k = k; gs.trans_a = ta; gs.trans_b = tb;
+      if (x.dtype() == DType::bf16) {
+        cpu::gemm_batched_bf16(gs, nb, m * k, k * n, m * n, 1.0f, a.data<bfloat16>(), b.data<bfloat16>(), 0.0f,
+                               c.data<float>());
+      } else {
+        Array af = cast(a, DType::f32), bf = cast(b, DType::f32);
+        cpu::gemm_batched_f32(gs, nb, m * k, k * n, m * n, 1.0f, af.data<float>(), bf.data<float>(), 0.0f,
+                              c.data<float>());
+      }
+    }
+    return {transpose(cast(c, x.dtype()), out_)};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    const Array &x = in[0], &y = in[1], &g = cot[0];
+    return {needs[0] ? einsum(g, y, x.names()) : Array(), needs[1] ? einsum(x, g, y.names()) : Array()};
+  }
+
+ private:
+  std::vector<std::string> out_;
+};
+
+}  // namespace
+
+Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& out) {
+  check_local("einsum", {x0, y0});
+  check_same_dtype("einsum", x0, y0);
+  check_floating("einsum", x0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!x0.has_dim(out[i]) && !y0.has_dim(out[i]))
+      throw_invalid("einsum", "output dim '" + out[i] + "' is in neither operand: x " + describe(x0) + ", y " +
+                                  describe(y0));
+    for (size_t j = 0; j < i; ++j)
+      if (out[j] == out[i]) throw_invalid("einsum", "output dim '" + out[i] + "' listed twice");
+  }
+  broadcast_shapes("einsum", x0.shape(), y0.shape());  // size check of same-named dims
+  std::vector<std::string> xs, ys;  // dims summed out before the product
+  for (const auto& n : x0.names())
+    if (!y0.has_dim(n) && !contains(out, n)) xs.push_back(n);
+  for (const auto& n : y0.names())
+    if (!x0.has_dim(n) && !contains(out, n)) ys.push_back(n);
+  Array x = xs.empty() ? x0 : sum(x0, xs);
+  Array y = ys.empty() ? y0 : sum(y0, ys);
+  return apply1(std::make_shared<Einsum>(out), {x, y});
+}
+
+namespace {
+std::vector<std::string> tokens(const std::string& s) {
+  std::istringstream is(s);
+  std::vector<std::string> r;
+  std::string t;
+  while (is >> t) r.push_back(t);
+  return r;
+}
+void check_spec(const std::string& spec, const std::vector<std::string>& listed, const Array& a, const char* what) {
+  std::vector<std::string> names = a.names();
+  bool ok = listed.size() == names.size();
+  for (const auto& n : listed) ok = ok && a.has_dim(n);
+  if (!ok)
+    throw_invalid("einsum", "spec '" + spec + "' lists " + names_to_string(listed) + " for " + what + " but " + what +
+                                " is " + describe(a));
+}
+}  // namespace
+
+Array einsum(const std::string& spec, const Array& x, const Array& y) {
+  size_t arrow = spec.find("->");
+  size_t comma = spec.find(',');
+  if (arrow == std::string::npos || comma == std::string::npos || comma > arrow)
+    throw_invalid("einsum", "spec '" + spec + "' is not of the form 'x dims, y dims -> out dims'");
+  check_spec(spec, tokens(spec.substr(0, comma)), x, "x");
+  check_spec(spec, tokens(spec.substr(comma + 1, arrow - comma - 1)), y, "y");
+  return einsum(x, y, tokens(spec.substr(arrow + 2)));
+}
+
+Array matmul(const Array& x, const Array& y, const std::string& contract) {
+  if (!x.has_dim(contract) || !y.has_dim(contract))
+    throw_invalid("matmul", "contraction dim '" + contract + "' must be in both x " + describe(x) + " and y " +
+                                describe(y));
+  std::vector<std::string> out;
+  for (const auto& n : x.names())
+    if (n != contract) out.push_back(n);
+  for (const auto& n : y.names())
+    if (n != contract && !x.has_dim(n)) out.push_back(n);
+  return einsum(x, y, out);
+}
+
+}  // namespace t5x

@@ -1,0 +1,39 @@
+// Einsum over named dims (Mesh-TensorFlow's mtf.einsum): contraction by name.
+//
+//   einsum(x[batch, length, embed], w[embed, mlp], {"batch", "length", "mlp"})
+//     -> [batch, length, mlp], summing over "embed".
+// Rules, per dim name:
+//   - in both operands and in the output: batch dim (kept, elementwise);
+//   - in both operands, not in the output: contracted (summed);
+//   - in one operand and in the output: free dim;
+//   - in one operand only, not in the output: summed out first.
+// The output lists dims in the requested order. Same-named dims must have
+// equal sizes. The string form spells the operand dims too and checks them:
+//   einsum("batch length embed, embed mlp -> batch length mlp", x, w)
+//
+// Dtypes: both operands share a dtype: f32 (oneDNN f32 GEMM), bf16 (bf16 GEMM
+// with f32 accumulation, rounded to bf16) or f16 (computed in f32). Integer
+// einsum is not supported.
+// Lowering: each operand is transposed (only when needed) to
+// [batch..., free..., contracted...] and the product runs as one
+// backend/cpu gemm_batched call.
+// Errors: "[einsum] output dim 'vocab' is in neither operand",
+// "[einsum] dim 'embed' has size 512 in x[...] but 256 in y[...]",
+// "[einsum] spec lists 'mlp' for y but y is float32[embed=4, hidden=3]".
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/array.h"
+
+namespace t5x {
+
+Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out_dims);
+Array einsum(const std::string& spec, const Array& x, const Array& y);
+
+// matmul(x, y, contract): contracts the one named dim shared by x and y; the
+// output has x's other dims then y's other dims (dims shared and not
+// contracted are batch dims and appear once, in x's position).
+Array matmul(const Array& x, const Array& y, const std::string& contract);
+
+}  // namespace t5x

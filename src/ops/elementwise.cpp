@@ -1,0 +1,391 @@
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+#include "ops/detail.h"
+#include "ops/primitive.h"
+
+namespace t5x {
+using namespace detail;
+
+namespace {
+
+enum class U { Neg, Abs, Sign, Square, Exp, Log, Tanh, Sqrt, Rsqrt, Sigmoid, Relu, Gelu, GeluGrad, Not };
+
+const char* uname(U op) {
+  static const char* n[] = {"neg", "abs", "sign", "square", "exp", "log", "tanh", "sqrt", "rsqrt",
+                            "sigmoid", "relu", "gelu", "gelu_grad", "logical_not"};
+  return n[int(op)];
+}
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+
+template <typename C>
+inline C unary_eval(U op, C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+      case U::Neg: return -x;
+      case U::Abs: return std::fabs(x);
+      case U::Sign: return C((x > 0) - (x < 0));
+      case U::Square: return x * x;
+      case U::Exp: return std::exp(x);
+      case U::Log: return std::log(x);
+      case U::Tanh: return std::tanh(x);
+      case U::Sqrt: return std::sqrt(x);
+      case U::Rsqrt: return C(1) / std::sqrt(x);
+      case U::Sigmoid: return C(1) / (C(1) + std::exp(-x));
+      case U::Relu: return x > 0 ? x : C(0);
+      case U::Gelu: return C(0.5) * x * (C(1) + std::tanh(kGeluC * (x + C(0.044715) * x * x * x)));
+      case U::GeluGrad: {
+        C t = std::tanh(kGeluC * (x + C(0.044715) * x * x * x));
+        return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * kGeluC * (C(1) + C(3 * 0.044715) * x * x);
+      }
+      case U::Not: return x == 0;
+    }
+  } else {
+    switch (op) {
+      case U::Neg: return C(-x);
+      case U::Abs: return x < 0 ? C(-x) : x;
+      case U::Sign: return C((x > 0) - (x < 0));
+      case U::Square: return C(x * x);
+      case U::Relu: return x > 0 ? x : C(0);
+      case U::Not: return C(x == 0);
+      default: return x;
+    }
+  }
+  return x;
+}
+
+Array unary_forward(U op, const Array& x) {
+  Array out = make_output(x.shape(), x.dtype(), {x});
+  const int64_t n = x.local_size();
+  dispatch_dtype(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* a = static_cast<const T*>(x.raw_data());
+    T* o = static_cast<T*>(out.raw_data());
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) o[i] = st<T>(unary_eval<compute_t<T>>(op, ld(a[i])));
+  });
+  return out;
+}
+
+class Unary : public Primitive {
+ public:
+  explicit Unary(U op) : op_(op) {}
+  const char* name() const override { return uname(op_); }
+  bool saves_inputs() const override { return !saves_outputs(); }
+  bool saves_outputs() const override {
+    return op_ == U::Exp || op_ == U::Tanh || op_ == U::Sqrt || op_ == U::Rsqrt || op_ == U::Sigmoid;
+  }
+  std::vector<Array> forward(const std::vector<Array>& in) override { return {unary_forward(op_, in[0])}; }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out,
+                         const std::vector<Array>& cot, const std::vector<bool>& needs) override {
+    if (!needs[0]) return {Array()};
+    const Array& g = cot[0];
+    const Array& x = in[0];
+    const Array& y = out[0];
+    switch (op_) {
+      case U::Neg: return {neg(g)};
+      case U::Abs: return {mul(g, sign(x))};
+      case U::Sign: return {zeros_like(g)};
+      case U::Square: return {mul(g, mul(x, 2.0))};
+      case U::Exp: return {mul(g, y)};
+      case U::Log: return {div(g, x)};
+      case U::Tanh: return {mul(g, sub(scalar_like(y, 1.0), square(y)))};
+      case U::Sqrt: return {div(mul(g, 0.5), y)};
+      case U::Rsqrt: return {mul(g, mul(mul(y, square(y)), -0.5))};
+      case U::Sigmoid: return {mul(g, mul(y, sub(scalar_like(y, 1.0), y)))};
+      case U::Relu: return {where(gt(x, 0.0), g, 0.0)};
+      case U::Gelu: return {mul(g, unary_forward(U::GeluGrad, x))};
+      default: return {Array()};
+    }
+  }
+
+ private:
+  U op_;
+};
+
+Array unary(U op, const Array& x, bool float_only) {
+  check_local(uname(op), {x});
+  if (float_only) check_floating(uname(op), x);
+  else if (x.dtype() == DType::boolean && op != U::Not)
+    throw_invalid(uname(op), "does not accept bool, got " + describe(x));
+  if (op == U::Not && x.dtype() != DType::boolean) throw_invalid(uname(op), "expects bool, got " + describe(x));
+  return apply1(std::make_shared<Unary>(op), {x});
+}
+
+enum class B { Add, Sub, Mul, Div, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+const char* bname(B op) {
+  static const char* n[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+                            "logical_and", "logical_or"};
+  return n[int(op)];
+}
+bool is_cmp(B op) { return op >= B::Eq; }
+
+template <typename C>
+inline C arith(B op, C a, C b) {
+  switch (op) {
+    case B::Add: return C(a + b);
+    case B::Sub: return C(a - b);
+    case B::Mul: return C(a * b);
+    case B::Div:
+      if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : C(a / b);
+      else return a / b;
+    case B::Max: return a > b || a != a ? a : b;  // NaN-propagating
+    case B::Min: return a < b || a != a ? a : b;
+    default: return a;
+  }
+}
+template <typename C>
+inline uint8_t compare(B op, C a, C b) {
+  switch (op) {
+    case B::Eq: return a == b;
+    case B::Ne: return a != b;
+    case B::Lt: return a < b;
+    case B::Le: return a <= b;
+    case B::Gt: return a > b;
+    case B::Ge: return a >= b;
+    case B::And: return (a != 0) && (b != 0);
+    case B::Or: return (a != 0) || (b != 0);
+    default: return 0;
+  }
+}
+
+Array binary_forward(B op, const Array& a, const Array& b, const Shape& out_shape) {
+  DType odt = is_cmp(op) ? DType::boolean : a.dtype();
+  Array out = make_output(out_shape, odt, {a, b});
+  std::array<std::vector<int64_t>, 2> strides = {strides_over(a.shape(), out_shape), strides_over(b.shape(), out_shape)};
+  dispatch_dtype(a.dtype(), [&](auto t) {
+    using T = decltype(t);
+    using C = compute_t<T>;
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    if (is_cmp(op)) {
+      uint8_t* po = static_cast<uint8_t*>(out.raw_data());
+      strided_loop<2>(out_shape.sizes(), strides, [&](int64_t o, std::array<int64_t, 2> in, int64_t len,
+                                                       std::array<int64_t, 2> s) {
+        for (int64_t j = 0; j < len; ++j) po[o + j] = compare<C>(op, ld(pa[in[0] + j * s[0]]), ld(pb[in[1] + j * s[1]]));
+      });
+      return;
+    }
+    T* po = static_cast<T*>(out.raw_data());
+    strided_loop<2>(out_shape.sizes(), strides, [&](int64_t o, std::array<int64_t, 2> in, int64_t len,
+                                                     std::array<int64_t, 2> s) {
+      const T* x = pa + in[0];
+      const T* y = pb + in[1];
+      T* z = po + o;
+      // Unit / zero strides get their own loops so the compiler vectorises them.
+      if (s[0] == 1 && s[1] == 1) {
+        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, ld(x[j]), ld(y[j])));
+      } else if (s[0] == 1 && s[1] == 0) {
+        C yv = ld(y[0]);
+        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, ld(x[j]), yv));
+      } else if (s[0] == 0 && s[1] == 1) {
+        C xv = ld(x[0]);
+        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, xv, ld(y[j])));
+      } else {
+        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, ld(x[j * s[0]]), ld(y[j * s[1]])));
+      }
+    });
+  });
+  return out;
+}
+
+class Binary : public Primitive {
+ public:
+  Binary(B op, Shape out) : op_(op), out_(std::move(out)) {}
+  const char* name() const override { return bname(op_); }
+  bool saves_inputs() const override { return op_ != B::Add && op_ != B::Sub; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    a_shape_ = in[0].shape();
+    b_shape_ = in[1].shape();
+    return {binary_forward(op_, in[0], in[1], out_)};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    const Array& g = cot[0];
+    Array ga, gb;
+    switch (op_) {
+      case B::Add: ga = g; gb = g; break;
+      case B::Sub: ga = g; if (needs[1]) gb = neg(g); break;
+      case B::Mul:
+        if (needs[0]) ga = mul(g, in[1]);
+        if (needs[1]) gb = mul(g, in[0]);
+        break;
+      case B::Div:
+        if (needs[0]) ga = div(g, in[1]);
+        if (needs[1]) gb = neg(div(mul(g, in[0]), square(in[1])));
+        break;
+      case B::Max:
+      case B::Min: {
+        // Share of the gradient going to a: 1 where a wins, 0.5 on ties.
+        Array wins = op_ == B::Max ? gt(in[0], in[1]) : lt(in[0], in[1]);
+        Array tie = eq(in[0], in[1]);
+        Array half = mul(g, 0.5);
+        Array zero = zeros_like(g);
+        if (needs[0]) ga = where(wins, g, where(tie, half, zero));
+        if (needs[1]) gb = where(wins, zero, where(tie, half, g));
+        break;
+      }
+      default: break;
+    }
+    return {needs[0] && ga.valid() ? unbroadcast(ga, a_shape_) : Array(),
+            needs[1] && gb.valid() ? unbroadcast(gb, b_shape_) : Array()};
+  }
+
+ private:
+  B op_;
+  Shape out_, a_shape_, b_shape_;
+};
+
+Array binary(B op, const Array& a, const Array& b) {
+  const char* n = bname(op);
+  check_local(n, {a, b});
+  check_same_dtype(n, a, b);
+  if (op == B::And || op == B::Or) {
+    if (a.dtype() != DType::boolean) throw_invalid(n, "expects bool operands, got " + describe(a));
+  } else if (a.dtype() == DType::boolean && !(op == B::Eq || op == B::Ne)) {
+    throw_invalid(n, "does not accept bool operands, got " + describe(a));
+  }
+  Shape out = broadcast_shapes(n, a.shape(), b.shape());
+  return apply1(std::make_shared<Binary>(op, out), {a, b});
+}
+
+class Where : public Primitive {
+ public:
+  explicit Where(Shape out) : out_(std::move(out)) {}
+  const char* name() const override { return "where"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array &c = in[0], &x = in[1], &y = in[2];
+    x_shape_ = x.shape();
+    y_shape_ = y.shape();
+    Array out = make_output(out_, x.dtype(), {x, y});
+    std::array<std::vector<int64_t>, 3> strides = {strides_over(c.shape(), out_), strides_over(x.shape(), out_),
+                                                   strides_over(y.shape(), out_)};
+    const uint8_t* pc = static_cast<const uint8_t*>(c.raw_data());
+    dispatch_dtype(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* px = static_cast<const T*>(x.raw_data());
+      const T* py = static_cast<const T*>(y.raw_data());
+      T* po = static_cast<T*>(out.raw_data());
+      strided_loop<3>(out_.sizes(), strides, [&](int64_t o, std::array<int64_t, 3> in, int64_t len,
+                                                  std::array<int64_t, 3> s) {
+        for (int64_t j = 0; j < len; ++j)
+          po[o + j] = pc[in[0] + j * s[0]] ? px[in[1] + j * s[1]] : py[in[2] + j * s[2]];
+      });
+    });
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    const Array& g = cot[0];
+    Array zero = scalar_like(g, 0.0);
+    return {Array(), needs[1] ? unbroadcast(where(in[0], g, zero), x_shape_) : Array(),
+            needs[2] ? unbroadcast(where(in[0], zero, g), y_shape_) : Array()};
+  }
+
+ private:
+  Shape out_, x_shape_, y_shape_;
+};
+
+class Cast : public Primitive {
+ public:
+  explicit Cast(DType to) : to_(to) {}
+  const char* name() const override { return "cast"; }
+  bool saves_inputs() const override { return false; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array& x = in[0];
+    from_ = x.dtype();
+    if (from_ == to_) return {x};
+    Array out = make_output(x.shape(), to_, {x});
+    const int64_t n = x.local_size();
+    dispatch_dtype(from_, [&](auto s) {
+      using S = decltype(s);
+      dispatch_dtype(to_, [&](auto d) {
+        using D = decltype(d);
+        const S* a = static_cast<const S*>(x.raw_data());
+        D* o = static_cast<D*>(out.raw_data());
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_same_v<D, uint8_t>) o[i] = ld(a[i]) != 0;
+          else if constexpr (std::is_same_v<D, bfloat16> || std::is_same_v<D, float16>) o[i] = D(float(ld(a[i])));
+          else o[i] = D(ld(a[i]));
+        }
+      });
+    });
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    if (!needs[0] || !is_floating(from_) || !is_floating(to_)) return {Array()};
+    return {cast(cot[0], from_)};
+  }
+
+ private:
+  DType to_, from_ = DType::f32;
+};
+
+}  // namespace
+
+Array neg(const Array& x) { return unary(U::Neg, x, false); }
+Array abs(const Array& x) { return unary(U::Abs, x, false); }
+Array sign(const Array& x) { return unary(U::Sign, x, false); }
+Array square(const Array& x) { return unary(U::Square, x, false); }
+Array exp(const Array& x) { return unary(U::Exp, x, true); }
+Array log(const Array& x) { return unary(U::Log, x, true); }
+Array tanh(const Array& x) { return unary(U::Tanh, x, true); }
+Array sqrt(const Array& x) { return unary(U::Sqrt, x, true); }
+Array rsqrt(const Array& x) { return unary(U::Rsqrt, x, true); }
+Array sigmoid(const Array& x) { return unary(U::Sigmoid, x, true); }
+Array relu(const Array& x) { return unary(U::Relu, x, false); }
+Array gelu(const Array& x) { return unary(U::Gelu, x, true); }
+Array logical_not(const Array& x) { return unary(U::Not, x, false); }
+
+Array add(const Array& a, const Array& b) { return binary(B::Add, a, b); }
+Array sub(const Array& a, const Array& b) { return binary(B::Sub, a, b); }
+Array mul(const Array& a, const Array& b) { return binary(B::Mul, a, b); }
+Array div(const Array& a, const Array& b) { return binary(B::Div, a, b); }
+Array maximum(const Array& a, const Array& b) { return binary(B::Max, a, b); }
+Array minimum(const Array& a, const Array& b) { return binary(B::Min, a, b); }
+Array add(const Array& a, double b) { return binary(B::Add, a, scalar_like(a, b)); }
+Array sub(const Array& a, double b) { return binary(B::Sub, a, scalar_like(a, b)); }
+Array mul(const Array& a, double b) { return binary(B::Mul, a, scalar_like(a, b)); }
+Array div(const Array& a, double b) { return binary(B::Div, a, scalar_like(a, b)); }
+Array maximum(const Array& a, double b) { return binary(B::Max, a, scalar_like(a, b)); }
+Array minimum(const Array& a, double b) { return binary(B::Min, a, scalar_like(a, b)); }
+
+Array eq(const Array& a, const Array& b) { return binary(B::Eq, a, b); }
+Array ne(const Array& a, const Array& b) { return binary(B::Ne, a, b); }
+Array lt(const Array& a, const Array& b) { return binary(B::Lt, a, b); }
+Array le(const Array& a, const Array& b) { return binary(B::Le, a, b); }
+Array gt(const Array& a, const Array& b) { return binary(B::Gt, a, b); }
+Array ge(const Array& a, const Array& b) { return binary(B::Ge, a, b); }
+Array eq(const Array& a, double b) { return binary(B::Eq, a, scalar_like(a, b)); }
+Array ne(const Array& a, double b) { return binary(B::Ne, a, scalar_like(a, b)); }
+Array lt(const Array& a, double b) { return binary(B::Lt, a, scalar_like(a, b)); }
+Array le(const Array& a, double b) { return binary(B::Le, a, scalar_like(a, b)); }
+Array gt(const Array& a, double b) { return binary(B::Gt, a, scalar_like(a, b)); }
+Array ge(const Array& a, double b) { return binary(B::Ge, a, scalar_like(a, b)); }
+Array logical_and(const Array& a, const Array& b) { return binary(B::And, a, b); }
+Array logical_or(const Array& a, const Array& b) { return binary(B::Or, a, b); }
+
+Array where(const Array& cond, const Array& x, const Array& y) {
+  check_local("where", {cond, x, y});
+  if (cond.dtype() != DType::boolean) throw_invalid("where", "cond must be bool, got " + describe(cond));
+  check_same_dtype("where", x, y);
+  Shape out = broadcast_shapes("where", broadcast_shapes("where", x.shape(), y.shape()), cond.shape());
+  return apply1(std::make_shared<Where>(out), {cond, x, y});
+}
+Array where(const Array& cond, const Array& x, double y) { return where(cond, x, scalar_like(x, y)); }
+
+Array cast(const Array& x, DType dtype) {
+  check_local("cast", {x});
+  if (x.dtype() == dtype) return x;
+  return apply1(std::make_shared<Cast>(dtype), {x});
+}
+
+Array scalar_like(const Array& x, double value) { return Array::full(Shape{}, value, x.dtype()); }
+Array zeros_like(const Array& x) { return Array::zeros(x.shape(), x.dtype()); }
+Array ones_like(const Array& x) { return Array::ones(x.shape(), x.dtype()); }
+
+}  // namespace t5x
