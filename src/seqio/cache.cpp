@@ -1,0 +1,181 @@
+#include "seqio/cache.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "seqio/errors.h"
+#include "seqio/task.h"
+#include "seqio/tfrecord.h"
+
+namespace fs = std::filesystem;
+
+namespace seqio {
+
+namespace {
+constexpr const char* kVersion = "t5x.cpp-seqio-0.1";
+
+std::string shard_name(const std::string& split, int i, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), ".tfrecord-%05d-of-%05d", i, n);
+  return split + buf;
+}
+
+void write_json(const fs::path& p, const nlohmann::json& j) {
+  std::ofstream f(p);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (f.fail()) throw DataError(p.string() + ": write failed (hint: is the disk full?)");
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) throw DataError(p.string() + ": missing (hint: the cache is damaged; rerun seqio cache --overwrite)");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(p.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+const char* value_dtype(const FeatureValue& v) {
+  if (std::holds_alternative<Tokens>(v)) return "int32";
+  if (std::holds_alternative<int64_t>(v)) return "int64";
+  if (std::holds_alternative<double>(v)) return "float32";
+  return "string";
+}
+}  // namespace
+
+CacheWriteResult write_cache(const Task& task, const std::string& output_dir, const CacheWriteOptions& opt) {
+  CacheWriteResult res;
+  const fs::path dir = fs::path(output_dir) / task.cache_subdir();
+  res.dir = dir.string();
+  if (fs::exists(dir / "COMPLETED") && !opt.overwrite)
+    throw DataError(dir.string() + ": a completed cache exists (hint: pass --overwrite to replace it)");
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) throw DataError(dir.string() + ": cannot create directory: " + ec.message());
+
+  std::vector<std::string> splits = opt.splits.empty() ? task.splits() : opt.splits;
+  for (const auto& split : splits) {
+    const int n = static_cast<int>(task.source().list_shards(split).size());
+    nlohmann::json features = nlohmann::json::object();
+    features["_seqio_key"] = {{"dtype", "int64"}, {"shape", nlohmann::json::array()}};
+    int64_t examples = 0;
+    std::map<std::string, int64_t> tokens, max_tokens;
+    for (int s = 0; s < n; ++s) {
+      TFRecordWriter w((dir / shard_name(split, s, n)).string());
+      auto ds = task.get_precache_dataset(split, ShardInfo{s, n}, opt.seed, opt.num_threads);
+      Example ex;  // carries "_seqio_key" (PipelineSpec::emit_keys)
+      while (ds->next(ex)) {
+        for (const auto& [k, v] : ex) {
+          if (!features.contains(k)) {
+            nlohmann::json shape = std::holds_alternative<Tokens>(v) ? nlohmann::json::array({nullptr})
+                                                                    : nlohmann::json::array();
+            features[k] = {{"dtype", value_dtype(v)}, {"shape", shape}};
+          }
+          if (auto* t = std::get_if<Tokens>(&v)) {
+            int32_t eos = 1;
+            auto of = task.output_features().find(k);
+            if (of != task.output_features().end() && of->second.vocabulary && of->second.vocabulary->eos_id())
+              eos = *of->second.vocabulary->eos_id();
+            int64_t c = 0;
+            for (int32_t id : *t) c += (id != 0 && id != eos);
+            tokens[k] += c;
+            max_tokens[k] = std::max(max_tokens[k], c);
+          }
+        }
+        w.write(example_to_tf_example(ex));
+        ++examples;
+      }
+      w.close();
+    }
+    nlohmann::json stats = {{"examples", examples}};
+    for (const auto& [k, v] : tokens) {
+      stats[k + "_tokens"] = v;
+      stats[k + "_max_tokens"] = max_tokens[k];
+    }
+    write_json(dir / ("info." + split + ".json"),
+               {{"features", features}, {"num_shards", n}, {"seqio_version", kVersion}});
+    write_json(dir / ("stats." + split + ".json"), stats);
+    res.examples[split] = examples;
+  }
+  std::ofstream(dir / "COMPLETED").close();
+  return res;
+}
+
+std::optional<std::string> find_cache_dir(const Task& task, const std::vector<std::string>& cache_dirs) {
+  for (const auto& d : cache_dirs) {
+    fs::path p = fs::path(d) / task.cache_subdir();
+    if (fs::exists(p / "COMPLETED")) return p.string();
+  }
+  return std::nullopt;
+}
+
+namespace {
+class CachedDataSource : public DataSource {
+ public:
+  explicit CachedDataSource(const fs::path& dir) : dir_(dir) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string f = e.path().filename().string();
+      if (f.rfind("info.", 0) == 0 && f.size() > 10 && f.substr(f.size() - 5) == ".json") {
+        const std::string split = f.substr(5, f.size() - 10);
+        auto info = read_json(e.path());
+        auto stats = read_json(dir / ("stats." + split + ".json"));
+        std::map<std::string, DType> desc;
+        for (auto it = info["features"].begin(); it != info["features"].end(); ++it) {
+          const std::string dt = it.value()["dtype"];
+          const bool seq = !it.value()["shape"].empty();
+          desc[it.key()] = seq ? DType::kInt32 : dtype_from_name(dt);
+        }
+        const int n = info["num_shards"].get<int>();
+        std::vector<std::string> files;
+        for (int s = 0; s < n; ++s) {
+          fs::path p = dir / shard_name(split, s, n);
+          if (!fs::exists(p)) throw DataError(p.string() + ": cache shard missing (hint: rerun seqio cache --overwrite)");
+          files.push_back(p.string());
+        }
+        splits_[split] = std::make_unique<TFExampleDataSource>(
+            std::map<std::string, std::vector<std::string>>{{split, files}}, desc);
+        examples_[split] = stats["examples"].get<int64_t>();
+      }
+    }
+  }
+  std::vector<std::string> splits() const override {
+    std::vector<std::string> s;
+    for (const auto& [k, v] : splits_) s.push_back(k);
+    return s;
+  }
+  std::vector<std::string> list_shards(const std::string& split) const override { return get(split).list_shards(split); }
+  std::unique_ptr<RecordReader> open_shard(const std::string& split, size_t shard) const override {
+    return get(split).open_shard(split, shard);
+  }
+  std::optional<int64_t> num_input_examples(const std::string& split) const override {
+    auto it = examples_.find(split);
+    return it == examples_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
+
+ private:
+  const DataSource& get(const std::string& split) const {
+    auto it = splits_.find(split);
+    if (it == splits_.end()) throw DataError(dir_.string() + ": the cache has no split '" + split + "'");
+    return *it->second;
+  }
+  fs::path dir_;
+  std::map<std::string, std::unique_ptr<TFExampleDataSource>> splits_;
+  std::map<std::string, int64_t> examples_;
+};
+}  // namespace
+
+std::shared_ptr<const DataSource> open_cache_source(const std::string& task_cache_dir) {
+  const fs::path dir(task_cache_dir);
+  if (!fs::exists(dir)) throw DataError(task_cache_dir + ": no cache directory");
+  if (!fs::exists(dir / "COMPLETED"))
+    throw DataError(task_cache_dir + ": cache is incomplete (no COMPLETED marker; was `seqio cache` interrupted?) "
+                    "(hint: rerun seqio cache with --overwrite)");
+  return std::make_shared<CachedDataSource>(dir);
+}
+
+}  // namespace seqio
