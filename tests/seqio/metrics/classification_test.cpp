@@ -1,0 +1,49 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "seqio/metrics/classification.h"
+
+namespace seqio::metrics {
+namespace {
+
+TEST(Classification, AccuracyAndSequenceAccuracy) {
+  const std::vector<std::string> t = {"a", "b", "c", "d"}, p = {"a", "x", "c", "d"};
+  EXPECT_DOUBLE_EQ(accuracy(t, p).at("accuracy"), 75.0);
+  EXPECT_DOUBLE_EQ(sequence_accuracy(t, p).at("sequence_accuracy"), 75.0);
+  EXPECT_DOUBLE_EQ(all_match(t, p).at("exact_match"), 0.0);
+  EXPECT_DOUBLE_EQ(all_match(t, t).at("exact_match"), 100.0);
+  EXPECT_DOUBLE_EQ(sequence_accuracy({"a "}, {"a"}).at("sequence_accuracy"), 0.0);  // exact strings
+}
+
+TEST(Classification, MeanMulticlassF1KnownAnswer) {
+  // Class 0: tp 1 fn 1 -> 2/3; class 1: fp 1 fn 1 -> 0; class 2: tp 1 fp 1 -> 2/3.
+  const auto r = mean_multiclass_f1({"0", "1", "2", "0"}, {"0", "2", "2", "1"}, 3);
+  EXPECT_NEAR(r.at("mean_3class_f1"), 100.0 * 4.0 / 9.0, 1e-12);
+  // An unparsable prediction is wrong (-1); an unused class scores 0.
+  const auto r4 = mean_multiclass_f1({"0", "1"}, {"0", "yes"}, 4);
+  EXPECT_NEAR(r4.at("mean_4class_f1"), 100.0 * 1.0 / 4.0, 1e-12);
+  EXPECT_THROW(mean_multiclass_f1({"zero"}, {"0"}, 2), std::invalid_argument);
+}
+
+TEST(Classification, F1WithInvalid) {
+  // Predictions 2 and "x" become 1 - target: [1, 1, 0, 0] vs [1, 0, 1, 1].
+  const auto r = f1_score_with_invalid({"1", "0", "1", "1"}, {"1", "2", "0", "x"});
+  EXPECT_NEAR(r.at("f1"), 40.0, 1e-12);
+}
+
+TEST(Classification, Correlations) {
+  EXPECT_NEAR(pearson_corrcoef({"1", "2", "3"}, {"2", "4", "6"}).at("pearson_corrcoef"), 100.0, 1e-9);
+  EXPECT_NEAR(pearson_corrcoef({"1", "2", "3"}, {"6", "4", "2"}).at("pearson_corrcoef"), -100.0, 1e-9);
+  EXPECT_NEAR(spearman_corrcoef({"1", "2", "3", "4"}, {"1", "4", "9", "16"}).at("spearman_corrcoef"),
+              100.0, 1e-9);
+  EXPECT_LT(pearson_corrcoef({"1", "2", "3", "4"}, {"1", "4", "9", "16"}).at("pearson_corrcoef"), 99.0);
+  // Ties take the mean rank: x ranks [1, 2.5, 2.5, 4].
+  EXPECT_NEAR(spearman_corrcoef({"1", "2", "2", "3"}, {"1", "2", "3", "4"}).at("spearman_corrcoef"),
+              100.0 * 4.5 / std::sqrt(4.5 * 5.0), 1e-9);
+  EXPECT_TRUE(std::isnan(pearson_corrcoef({"1", "1"}, {"1", "2"}).at("pearson_corrcoef")));
+  EXPECT_THROW(pearson_corrcoef({"1", "one"}, {"1", "2"}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace seqio::metrics
