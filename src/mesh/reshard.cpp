@@ -60,6 +60,7 @@ const char* reshard_kind_name(ReshardKind k) {
     case ReshardKind::kSlice: return "slice";
     case ReshardKind::kAllGather: return "all_gather";
     case ReshardKind::kAllToAll: return "all_to_all";
+    case ReshardKind::kPermute: return "permute";
   }
   return "?";
 }
@@ -81,9 +82,14 @@ std::string ReshardPlan::to_string() const {
   os << shape_to_string(shape) << ": " << spec_to_string(src) << " -> " << spec_to_string(dst) << "\n";
   auto dn = [&](int d) { return "dim " + std::to_string(d) + " '" + shape[d].first + "'"; };
   for (const auto& s : steps) {
-    os << "  " << reshard_kind_name(s.kind) << " over '" << s.axis << "' (" << s.group_size << "): ";
-    if (s.kind == ReshardKind::kAllToAll) os << dn(s.split_dim) << " <- " << dn(s.dim);
-    else os << dn(s.dim);
+    os << "  " << reshard_kind_name(s.kind);
+    if (s.kind == ReshardKind::kPermute) {
+      os << " of " << s.pairs.size() << " pairs";
+    } else {
+      os << " over '" << s.axis << "' (" << s.group_size << "): ";
+      if (s.kind == ReshardKind::kAllToAll) os << dn(s.split_dim) << " <- " << dn(s.dim);
+      else os << dn(s.dim);
+    }
     os << ", " << s.bytes << " B/rank -> " << spec_to_string(s.spec_after) << "\n";
   }
   return os.str();
@@ -99,6 +105,40 @@ ReshardPlan plan_reshard(const MeshDesc& mesh, const NamedShape& shape, const Pa
   const int rank = int(shape.size());
   auto axis_size = [&](const std::string& x) { return mesh.axis_sizes[mesh.axis_index(x)]; };
   auto removals_done = [&](int d) { return common_prefix(cur[d], tgt[d]) == cur[d].size(); };
+
+  if (src != dst && num_shards(mesh, src) == num_shards(mesh, dst)) {
+    auto ra = replicated_axes(mesh, src);
+    if (ra == replicated_axes(mesh, dst)) {
+      // Same tiles, other device order: device t needs the src shard with
+      // t's dst index, from the device with t's coordinates on the replicated axes.
+      ReshardStep step;
+      step.kind = ReshardKind::kPermute;
+      step.group_size = mesh.num_devices();
+      step.local_before = step.local_after = local_shape(mesh, shape, src);
+      step.spec_after = dst;
+      const int64_t n = mesh.num_devices();
+      std::vector<std::vector<int64_t>> src_index(n);
+      for (int64_t d = 0; d < n; ++d) src_index[d] = shard_index(mesh, src, d);
+      for (int64_t t = 0; t < n; ++t) {
+        const auto want = shard_index(mesh, dst, t);
+        for (int64_t s = 0; s < n; ++s) {
+          bool same_replica = true;
+          for (const auto& a : ra) {
+            int i = mesh.axis_index(a);
+            same_replica &= mesh.coord(s, i) == mesh.coord(t, i);
+          }
+          if (same_replica && src_index[s] == want) {
+            step.pairs.push_back({int(s), int(t)});
+            if (s == mesh.device_id && t != s) step.bytes = double(prod(step.local_before)) * double(elem_size);
+            break;
+          }
+        }
+      }
+      if (int64_t(step.pairs.size()) != n) throw std::logic_error("[reshard] permute plan is not a bijection");
+      plan.steps.push_back(std::move(step));
+      return plan;
+    }
+  }
 
   while (cur != tgt) {
     ReshardStep step;
@@ -154,6 +194,13 @@ void execute_reshard(const ReshardPlan& plan, MeshGroups& groups, const void* in
   std::vector<int64_t> shape0 = local_shape(mesh, plan.shape, plan.src);
   std::vector<char> cur(static_cast<const char*>(in), static_cast<const char*>(in) + prod(shape0) * es), next, tmp;
   for (const auto& s : plan.steps) {
+    if (s.kind == ReshardKind::kPermute) {
+      next.assign(cur.size(), 0);
+      groups.over(groups.mesh().axis_names()).permute(cur.data(), next.data(), size_t(prod(s.local_before)),
+                                                      dtype, s.pairs);
+      cur.swap(next);
+      continue;
+    }
     Communicator& comm = groups.over({s.axis});
     const int64_t k = s.group_size, n_before = prod(s.local_before);
     next.assign(size_t(prod(s.local_after)) * es, 0);
@@ -179,6 +226,8 @@ void execute_reshard(const ReshardPlan& plan, MeshGroups& groups, const void* in
         concat_pieces(recv.data(), piece_shape, s.dim, k, es, next.data());
         break;
       }
+      case ReshardKind::kPermute:
+        break;  // handled above
     }
     cur.swap(next);
   }

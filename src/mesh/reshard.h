@@ -11,17 +11,25 @@
 //   kAllToAll   axis x moves from the minor end of dim `dim` to the minor end
 //               of dim `split_dim`: split along split_dim, all-to-all over x,
 //               concat along dim; S_loc*(|x|-1)/|x| bytes.
+//   kPermute    same shard count per dim and same mesh axes in use, but a
+//               different device order (e.g. P(('data','model')) ->
+//               P(('model','data'))): one collective-permute over the whole
+//               mesh; S_loc bytes for a device whose shard comes from another
+//               device, 0 for one that already holds it (GSPMD: "same tile
+//               shape, other device order").
 // Only the minor-most axis of a dim can leave it cheaply (gathering a major
 // axis would leave a non-contiguous shard), so axes are peeled minor first and
 // added major first. Greedy order: free slices first (they shrink what later
 // steps move), then all-to-alls, then all-gathers. The plan is always correct;
 // it is the cheapest for single-axis moves (the cases of sharding.md T1.5,
 // T1.6, T3.12) but not guaranteed optimal when several axes move at once.
-// Bytes are per rank, computed with the ring formulas of sharding.md section 0
-// on the local shard size at that step (all ranks send the same amount).
+// Bytes are those sent by the planning device (mesh.device_id), computed with
+// the formulas of sharding.md section 0 on the local shard size at that step;
+// they are the same on every device except for kPermute.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/sharding.h"
@@ -31,19 +39,20 @@
 
 namespace t5x {
 
-enum class ReshardKind { kSlice, kAllGather, kAllToAll };
+enum class ReshardKind { kSlice, kAllGather, kAllToAll, kPermute };
 const char* reshard_kind_name(ReshardKind k);
 
 struct ReshardStep {
   ReshardKind kind = ReshardKind::kSlice;
-  std::string axis;       // the mesh axis x this step adds, removes or moves
+  std::string axis;       // the mesh axis x this step adds, removes or moves (empty for kPermute)
   int dim = -1;           // dim sliced (kSlice), gathered (kAllGather) or concatenated (kAllToAll)
   int split_dim = -1;     // kAllToAll only: the dim that gains x
-  int64_t group_size = 1;                  // |x|
+  int64_t group_size = 1;                  // |x| (all devices for kPermute)
+  std::vector<std::pair<int, int>> pairs;  // kPermute: (source, destination) device ids
   std::vector<int64_t> local_before;       // local shard shape before the step
   std::vector<int64_t> local_after;        // ... and after
   PartitionSpec spec_after;
-  double bytes = 0;                        // bytes sent per rank
+  double bytes = 0;                        // bytes sent by mesh.device_id
 };
 
 struct ReshardPlan {

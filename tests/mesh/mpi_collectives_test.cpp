@@ -225,6 +225,7 @@ TEST(MpiCollectives, ReshardEveryPairOfLayouts) {
               << plan.to_string() << " counted " << c.total_bytes();
           EXPECT_EQ(c.calls_of(Collective::kAllGather), plan.count(ReshardKind::kAllGather));
           EXPECT_EQ(c.calls_of(Collective::kAllToAll), plan.count(ReshardKind::kAllToAll));
+          EXPECT_EQ(c.calls_of(Collective::kPermute), plan.count(ReshardKind::kPermute));
         }
     }
   }

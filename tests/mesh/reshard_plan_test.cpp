@@ -57,35 +57,41 @@ TEST(ReshardPlan, MovingASplitIsOneAllToAll) {
   EXPECT_DOUBLE_EQ(plan.total_bytes(), s_loc * 3 / 4);
 }
 
-TEST(ReshardPlan, BatchToModelSwapOn2x2) {
-  // Swap which axes split two dims: data<->model. Two all-to-alls would need a
-  // free axis; the planner gathers one axis, moves the other, slices.
-  MeshDesc mesh{{"data", "model"}, {2, 2}, 0};
+TEST(ReshardPlan, DeviceOrderChangeIsOnePermute) {
+  // Same tile counts, other device order (GSPMD: collective-permute). On 2x2,
+  // P(data, model) -> P(model, data): device (d, m) needs the block of (m, d).
+  MeshDesc mesh{{"data", "model"}, {2, 2}, 1};
   NamedShape s{{"b", 8}, {"e", 8}};
   auto plan = plan_reshard(mesh, s, P({kD, kM}), P({kM, kD}), 4);
-  EXPECT_EQ(plan.steps.back().spec_after, P({kM, kD}));
-  EXPECT_EQ(plan.count(ReshardKind::kAllGather), 1);
-  EXPECT_EQ(plan.count(ReshardKind::kAllToAll), 1);
-  EXPECT_EQ(plan.count(ReshardKind::kSlice), 1);
-  // gather of a 16-element shard over 2 (64 B) + all-to-all of 32 elements over 2 (64 B).
-  EXPECT_DOUBLE_EQ(plan.total_bytes(), 16 * 4 * 1 + 32 * 4 * 0.5);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  EXPECT_EQ(plan.steps[0].kind, ReshardKind::kPermute);
+  EXPECT_EQ(plan.steps[0].pairs, (std::vector<std::pair<int, int>>{{0, 0}, {2, 1}, {1, 2}, {3, 3}}));
+  EXPECT_DOUBLE_EQ(plan.total_bytes(), 16 * 4);  // device 1 sends its 16-element shard to device 2
+  mesh.device_id = 3;                             // device 3 keeps its block
+  EXPECT_DOUBLE_EQ(plan_reshard(mesh, s, P({kD, kM}), P({kM, kD}), 4).total_bytes(), 0.0);
 }
 
 TEST(ReshardPlan, MultiAxisOrderChange) {
-  // (data, model) -> (model, data) on one dim: peel model, then data (minor
-  // first); then add model, then data.
+  // (data, model) -> (model, data) on one dim: shard index d*2+m becomes m*2+d.
   MeshDesc mesh{{"data", "model"}, {2, 2}, 0};
   auto plan = plan_reshard(mesh, {{"b", 8}}, P({{"data", "model"}}), P({{"model", "data"}}), 4);
-  ASSERT_EQ(plan.steps.size(), 4u);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  EXPECT_EQ(plan.steps[0].kind, ReshardKind::kPermute);
+  EXPECT_EQ(plan.steps[0].pairs, (std::vector<std::pair<int, int>>{{0, 0}, {2, 1}, {1, 2}, {3, 3}}));
+}
+
+TEST(ReshardPlan, GatherThenMoveWhenTileCountsDiffer) {
+  // P(data, model) -> P(model, None): data is peeled by an all-gather, then
+  // model moves from dim 1 to dim 0 by an all-to-all.
+  MeshDesc mesh{{"data", "model"}, {2, 2}, 0};
+  auto plan = plan_reshard(mesh, {{"b", 8}, {"e", 8}}, P({kD, kM}), P({kM, kN}), 4);
+  ASSERT_EQ(plan.steps.size(), 2u);
   EXPECT_EQ(plan.steps[0].kind, ReshardKind::kAllGather);
-  EXPECT_EQ(plan.steps[0].axis, "model");
-  EXPECT_EQ(plan.steps[1].kind, ReshardKind::kAllGather);
-  EXPECT_EQ(plan.steps[1].axis, "data");
-  EXPECT_EQ(plan.steps[2].kind, ReshardKind::kSlice);
-  EXPECT_EQ(plan.steps[2].axis, "model");
-  EXPECT_EQ(plan.steps[3].axis, "data");
-  // 2 elements gathered over 2 (8 B), then 4 elements over 2 (16 B).
-  EXPECT_DOUBLE_EQ(plan.total_bytes(), 8 + 16);
+  EXPECT_EQ(plan.steps[0].axis, "data");
+  EXPECT_EQ(plan.steps[1].kind, ReshardKind::kAllToAll);
+  EXPECT_EQ(plan.steps[1].axis, "model");
+  // gather of 16 elements over 2 (64 B) + all-to-all of 32 elements over 2 (64 B).
+  EXPECT_DOUBLE_EQ(plan.total_bytes(), 16 * 4 * 1 + 32 * 4 * 0.5);
 }
 
 TEST(ReshardPlan, EveryPairReachesTargetThroughValidSteps) {
@@ -120,7 +126,13 @@ TEST(ReshardPlan, EveryPairReachesTargetThroughValidSteps) {
           const double want = st.kind == ReshardKind::kAllGather  ? s_loc * (k - 1)
                               : st.kind == ReshardKind::kAllToAll ? s_loc * (k - 1) / k
                                                                   : 0.0;
-          EXPECT_DOUBLE_EQ(st.bytes, want);
+          if (st.kind == ReshardKind::kPermute) {
+            EXPECT_EQ(plan.steps.size(), 1u);
+            EXPECT_TRUE(st.bytes == 0.0 || st.bytes == s_loc);
+            EXPECT_EQ(st.pairs.size(), size_t(mesh.num_devices()));
+          } else {
+            EXPECT_DOUBLE_EQ(st.bytes, want);
+          }
           loc = st.local_after;
           cur = st.spec_after;
         }
