@@ -66,6 +66,29 @@ void Config::parse_string(std::string_view text, const std::string& origin,
   parse_text(text, origin, options, stack);
 }
 
+// "did you mean 'x.gin'? " for .gin files next to the tried candidates.
+static std::string similar_files(const std::vector<std::string>& tried) {
+  std::vector<std::string> names;
+  std::string dir_of_match;
+  for (const std::string& t : tried) {
+    const fs::path p(t);
+    std::error_code ec;
+    const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<std::string> here;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".gin") here.push_back(e.path().filename().string());
+    const std::vector<std::string> near = nearest_names(p.filename().string(), here);
+    if (!near.empty()) {
+      std::string s = "did you mean ";
+      for (size_t i = 0; i < near.size(); ++i)
+        s += (i ? ", '" : "'") + (p.parent_path() / near[i]).string() + "'";
+      return s + "? ";
+    }
+  }
+  return {};
+}
+
 void Config::parse_path(const std::string& path, const std::string& including_file,
                         const SourceLocation& where, const LoadOptions& options,
                         std::vector<std::string>& stack) {
@@ -76,7 +99,8 @@ void Config::parse_path(const std::string& path, const std::string& including_fi
     std::string list;
     for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
     throw GinError(where, "cannot find gin file '" + path + "' (tried " + list + ")",
-                   "check the path, or add its directory with --gin_search_paths=DIR");
+                   similar_files(tried) +
+                       "check the path, or add its directory with --gin_search_paths=DIR");
   }
   std::error_code ec;
   const std::string id = fs::weakly_canonical(*found, ec).string();

@@ -143,7 +143,7 @@ static std::vector<std::string> closest(std::vector<std::pair<size_t, std::strin
 
 std::vector<std::string> nearest_names(std::string_view word,
                                        const std::vector<std::string>& candidates, size_t k) {
-  const size_t limit = std::max<size_t>(2, word.size() / 2);
+  const size_t limit = std::max<size_t>(2, word.size() / 3);
   std::vector<std::pair<size_t, std::string>> scored;
   for (const std::string& c : candidates) {
     const size_t d = edit_distance(word, c);

@@ -77,7 +77,7 @@ class Registry {
 // Levenshtein distance, case-insensitive.
 size_t edit_distance(std::string_view a, std::string_view b);
 
-// Up to `k` of `candidates` closest to `word` (distance <= max(2, |word|/2)),
+// Up to `k` of `candidates` closest to `word` (distance <= max(2, |word|/3)),
 // nearest first.
 std::vector<std::string> nearest_names(std::string_view word,
                                        const std::vector<std::string>& candidates,

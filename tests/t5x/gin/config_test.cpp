@@ -218,6 +218,9 @@ TEST(GinConfig, IncludesSearchPathsAndCycles) {
   Config c4(nullptr);
   expect_gin_error([&] { c4.parse_file(missing); },
                    {"m.gin:2:1", "cannot find gin file 'nope.gin'", "--gin_search_paths"});
+  Config c6(nullptr);
+  expect_gin_error([&] { c6.parse_file((dir.path() / "lib/bse.gin").string()); },
+                   {"cannot find gin file", "did you mean '" + (dir.path() / "lib/base.gin").string()});
   Config c5(nullptr);
   expect_gin_error([&] { c5.parse_file("does/not/exist.gin"); },
                    {"cannot find gin file 'does/not/exist.gin'", "hint:"});
