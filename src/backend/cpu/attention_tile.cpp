@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/cpu/small_gemm.h"
+#include "backend/cpu/vec_math.h"
 
 namespace t5x::cpu::attention_detail {
 namespace {
@@ -81,13 +82,14 @@ void probs_and_dlogits(const Problem& pr, TileScratch& ts, int64_t b, int64_t h,
     const float* srow = ts.s.data() + i * kBk;
     float* prow = P + i * kBk;
     float* drow = dP + i * kBk;
-    float l = lse_row[i], ll = logl_row[i], dl = delta_row[i];
-#pragma omp simd
-    for (int64_t j = 0; j < kBk; ++j) {
-      float p = std::exp((srow[j] - l) - ll);
-      prow[j] = p;
-      drow[j] = p * (drow[j] - dl);
+    float dl = delta_row[i];
+    exp_shift_sum(srow, prow, kBk, lse_row[i]);
+    if (logl_row[i] != 0.f) {  // row with no allowed key, see masked_row_stats
+      float f = std::exp(-logl_row[i]);
+      for (int64_t j = 0; j < kBk; ++j) prow[j] *= f;
     }
+#pragma omp simd
+    for (int64_t j = 0; j < kBk; ++j) drow[j] = prow[j] * (drow[j] - dl);
   }
 }
 
@@ -159,17 +161,9 @@ void forward_tile(const Problem& pr, const float* q, const float* k, const float
       logits_tile(pr, ts, b, h, i0, nq, j0, nk);
       for (int64_t i = 0; i < nq; ++i) {
         float* row = S + i * kBk;
-        float mx = kNegInf;
-        for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, row[j]);
-        float nm = std::max(m[i], mx);
+        float nm = std::max(m[i], max_of(row, nk));
         float corr = m[i] == kNegInf ? 0.f : std::exp(m[i] - nm);
-        float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < kBk; ++j) {
-          float p = std::exp(row[j] - nm);
-          row[j] = p;
-          sum += p;
-        }
+        float sum = exp_shift_sum(row, row, kBk, nm);
         l[i] = l[i] * corr + sum;
         m[i] = nm;
         if (corr != 1.f) {

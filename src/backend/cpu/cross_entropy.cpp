@@ -1,11 +1,13 @@
 #include "backend/cpu/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vec_math.h"
 
 namespace t5x::cpu {
 namespace {
@@ -42,38 +44,23 @@ struct RowStats {
   float lse, sum;
 };
 
+// Blocks stay in L1 between the max and the exp-sum, so memory is read once.
 RowStats row_stats(const float* x, int64_t vocab) {
-  constexpr int W = 16;  // independent lanes so the loop vectorises
-  float m[W], l[W], s[W];
-  for (int i = 0; i < W; ++i) {
-    m[i] = -std::numeric_limits<float>::infinity();
-    l[i] = 0.f;
-    s[i] = 0.f;
+  constexpr int64_t kBlock = 2048;
+  float m = -std::numeric_limits<float>::infinity(), l = 0.f, sum = 0.f;
+  for (int64_t v0 = 0; v0 < vocab; v0 += kBlock) {
+    int64_t n = std::min(kBlock, vocab - v0);
+    const float* xb = x + v0;
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += xb[i];
+    sum += s;
+    float nm = std::max(m, max_of(xb, n));
+    if (nm == -std::numeric_limits<float>::infinity()) continue;  // all -inf so far
+    l = l * (m == nm ? 1.f : std::exp(m - nm)) + exp_sum(xb, n, nm);
+    m = nm;
   }
-  int64_t v = 0;
-  for (; v + W <= vocab; v += W) {
-    for (int i = 0; i < W; ++i) {
-      float xi = x[v + i];
-      float nm = std::fmax(m[i], xi);
-      l[i] = l[i] * std::exp(m[i] - nm) + std::exp(xi - nm);
-      m[i] = nm;
-      s[i] += xi;
-    }
-  }
-  for (; v < vocab; ++v) {
-    float nm = std::fmax(m[0], x[v]);
-    l[0] = l[0] * std::exp(m[0] - nm) + std::exp(x[v] - nm);
-    m[0] = nm;
-    s[0] += x[v];
-  }
-  float mx = m[0];
-  for (int i = 1; i < W; ++i) mx = std::fmax(mx, m[i]);
-  float total = 0.f, sum = 0.f;
-  for (int i = 0; i < W; ++i) {
-    if (l[i] > 0.f) total += l[i] * std::exp(m[i] - mx);
-    sum += s[i];
-  }
-  return {mx + std::log(total), sum};
+  return {m + std::log(l), sum};
 }
 
 }  // namespace
@@ -111,8 +98,7 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits,
       float off = g * sm.off;
       int32_t t = targets[r];
       float xt = x[t];  // read before a possibly aliased dlogits overwrites it
-#pragma omp simd
-      for (int64_t v = 0; v < vocab; ++v) dx[v] = coef * std::exp(x[v] - l) - off;
+      exp_affine(x, dx, vocab, l, coef, -off);
       dx[t] = coef * std::exp(xt - l) - g * sm.confidence;
     }
   });

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vec_math.h"
 
 namespace t5x::cpu {
 namespace {
@@ -15,12 +16,6 @@ constexpr int64_t kGrain = 1 << 14;
 
 void check(int64_t n) {
   if (n < 0) throw std::invalid_argument("[gated_gelu] negative size " + std::to_string(n));
-}
-
-// tanh(z) = 1 - 2 / (exp(2z) + 1); vectorises (glibc's libmvec has expf).
-inline float fast_tanh(float z) {
-  z = std::fmin(std::fmax(z, -20.f), 20.f);
-  return 1.f - 2.f / (std::exp(2.f * z) + 1.f);
 }
 
 }  // namespace
@@ -39,12 +34,19 @@ float gelu_tanh_grad(float u) {
 void gated_gelu_forward(int64_t n, const float* h0, const float* h1, float* out) {
   check(n);
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-#pragma omp simd
-    for (int64_t i = b; i < e; ++i) {
-      float u = h0[i];
-      float t = fast_tanh(kSqrt2OverPi * (u + kCoef * u * u * u));
-      out[i] = 0.5f * u * (1.f + t) * h1[i];
+    int64_t i = b;
+#if defined(__AVX512F__)
+    const __m512 c0 = _mm512_set1_ps(kSqrt2OverPi), c1 = _mm512_set1_ps(kCoef),
+                 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
+    for (; i + 16 <= e; i += 16) {
+      __m512 u = _mm512_loadu_ps(h0 + i);
+      __m512 u3 = _mm512_mul_ps(_mm512_mul_ps(u, u), u);
+      __m512 t = tanh512(_mm512_mul_ps(c0, _mm512_fmadd_ps(c1, u3, u)));
+      __m512 g = _mm512_mul_ps(_mm512_mul_ps(half, u), _mm512_add_ps(one, t));
+      _mm512_storeu_ps(out + i, _mm512_mul_ps(g, _mm512_loadu_ps(h1 + i)));
     }
+#endif
+    for (; i < e; ++i) out[i] = gelu_tanh(h0[i]) * h1[i];
   });
 }
 
@@ -52,13 +54,29 @@ void gated_gelu_backward(int64_t n, const float* h0, const float* h1, const floa
                          float* dh0, float* dh1) {
   check(n);
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-#pragma omp simd
-    for (int64_t i = b; i < e; ++i) {
+    int64_t i = b;
+#if defined(__AVX512F__)
+    const __m512 c0 = _mm512_set1_ps(kSqrt2OverPi), c1 = _mm512_set1_ps(kCoef),
+                 c3 = _mm512_set1_ps(3.f * kCoef), half = _mm512_set1_ps(0.5f),
+                 one = _mm512_set1_ps(1.f);
+    for (; i + 16 <= e; i += 16) {
+      __m512 u = _mm512_loadu_ps(h0 + i), v = _mm512_loadu_ps(h1 + i),
+             g = _mm512_loadu_ps(dout + i);
+      __m512 u2 = _mm512_mul_ps(u, u);
+      __m512 t = tanh512(_mm512_mul_ps(c0, _mm512_fmadd_ps(c1, _mm512_mul_ps(u2, u), u)));
+      __m512 dinner = _mm512_mul_ps(c0, _mm512_fmadd_ps(c3, u2, one));
+      __m512 opt = _mm512_add_ps(one, t);
+      __m512 gelu = _mm512_mul_ps(_mm512_mul_ps(half, u), opt);
+      // 0.5 (1 + t) + 0.5 u (1 - t^2) dinner
+      __m512 omt2 = _mm512_fnmadd_ps(t, t, one);
+      __m512 dgelu = _mm512_mul_ps(half, _mm512_fmadd_ps(_mm512_mul_ps(u, omt2), dinner, opt));
+      _mm512_storeu_ps(dh0 + i, _mm512_mul_ps(_mm512_mul_ps(g, v), dgelu));
+      _mm512_storeu_ps(dh1 + i, _mm512_mul_ps(g, gelu));
+    }
+#endif
+    for (; i < e; ++i) {
       float u = h0[i], g = dout[i], v = h1[i];
-      float t = fast_tanh(kSqrt2OverPi * (u + kCoef * u * u * u));
-      float dinner = kSqrt2OverPi * (1.f + 3.f * kCoef * u * u);
-      float gelu = 0.5f * u * (1.f + t);
-      float dgelu = 0.5f * (1.f + t) + 0.5f * u * (1.f - t * t) * dinner;
+      float gelu = gelu_tanh(u), dgelu = gelu_tanh_grad(u);
       dh0[i] = g * v * dgelu;
       dh1[i] = g * gelu;
     }
