@@ -1,0 +1,94 @@
+// Named einsum / matmul against naive loops; vjps; errors.
+#include "harness.h"
+
+namespace t5x {
+namespace {
+using namespace testing;
+
+// Naive einsum by names: loops over the union of dims.
+Array naive_einsum(const Array& x, const Array& y, const std::vector<std::string>& out) {
+  std::vector<Dim> all = x.shape().dims();
+  for (const Dim& d : y.shape().dims())
+    if (!x.has_dim(d.name)) all.push_back(d);
+  std::vector<Dim> od;
+  for (const auto& n : out) od.push_back({n, x.has_dim(n) ? x.dim(n) : y.dim(n)});
+  Shape os(od);
+  std::vector<float> r(size_t(os.numel()), 0.f);
+  std::vector<double> acc(r.size(), 0.0);
+  auto xv = x.to_floats(), yv = y.to_floats();
+  for_each_index(Shape(all), [&](const auto& i) {
+    std::map<std::string, int64_t> xi, yi, oi;
+    for (const Dim& d : x.shape().dims()) xi[d.name] = i.at(d.name);
+    for (const Dim& d : y.shape().dims()) yi[d.name] = i.at(d.name);
+    for (const auto& n : out) oi[n] = i.at(n);
+    acc[size_t(offset(os, oi))] += double(xv[size_t(offset(x.shape(), xi))]) * yv[size_t(offset(y.shape(), yi))];
+  });
+  for (size_t i = 0; i < r.size(); ++i) r[i] = float(acc[i]);
+  return Array::from_floats(os, r);
+}
+
+struct Case {
+  Shape x, y;
+  std::vector<std::string> out;
+};
+
+TEST(Einsum, MatchesNaiveLoopsForManyLayouts) {
+  std::vector<Case> cases = {
+      {Shape{{"batch", 2}, {"length", 3}, {"embed", 4}}, Shape{{"embed", 4}, {"mlp", 5}}, {"batch", "length", "mlp"}},
+      {Shape{{"batch", 2}, {"length", 3}, {"embed", 4}}, Shape{{"mlp", 5}, {"embed", 4}}, {"mlp", "batch", "length"}},
+      {Shape{{"batch", 2}, {"q", 3}, {"heads", 2}, {"kv", 4}}, Shape{{"batch", 2}, {"k", 5}, {"heads", 2}, {"kv", 4}},
+       {"batch", "heads", "q", "k"}},
+      {Shape{{"batch", 2}, {"heads", 2}, {"q", 3}, {"k", 5}}, Shape{{"batch", 2}, {"k", 5}, {"heads", 2}, {"kv", 4}},
+       {"batch", "q", "heads", "kv"}},
+      {Shape{{"embed", 4}, {"length", 3}}, Shape{{"embed", 4}, {"vocab", 6}}, {"length", "vocab"}},
+      {Shape{{"a", 3}, {"x", 2}}, Shape{{"b", 4}, {"y", 2}}, {"a", "b"}},        // sums out x and y first
+      {Shape{{"a", 3}}, Shape{{"b", 4}}, {"b", "a"}},                          // outer product
+      {Shape{{"a", 3}, {"k", 7}}, Shape{{"k", 7}}, {"a"}},                     // matrix-vector
+      {Shape{{"a", 70}, {"k", 64}}, Shape{{"k", 64}, {"b", 33}}, {"a", "b"}},
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(c);
+    Array x = rand_array(cases[c].x, uint32_t(10 + c)), y = rand_array(cases[c].y, uint32_t(20 + c));
+    Array got = einsum(x, y, cases[c].out);
+    expect_close(got, naive_einsum(x, y, cases[c].out), 1e-5);
+    if (x.size() * y.size() < 5000)
+      check_grad([&](const std::vector<Array>& v) { return einsum(v[0], v[1], cases[c].out); }, {x, y});
+  }
+}
+
+TEST(Einsum, StringSpecAndMatmul) {
+  Array x = rand_array(Shape{{"batch", 2}, {"length", 3}, {"embed", 4}}, 1);
+  Array w = rand_array(Shape{{"embed", 4}, {"mlp", 5}}, 2);
+  Array a = einsum("batch length embed, embed mlp -> batch length mlp", x, w);
+  Array b = matmul(x, w, "embed");
+  EXPECT_EQ(a.shape(), (Shape{{"batch", 2}, {"length", 3}, {"mlp", 5}}));
+  EXPECT_TRUE(array_equal(a, b));
+  expect_close(a, naive_einsum(x, w, {"batch", "length", "mlp"}), 1e-5);
+}
+
+TEST(Einsum, Bf16AndF16) {
+  Array x = rand_array(Shape{{"m", 5}, {"k", 16}}, 3);
+  Array y = rand_array(Shape{{"k", 16}, {"n", 7}}, 4);
+  Array ref = einsum(cast(cast(x, DType::bf16), DType::f32), cast(cast(y, DType::bf16), DType::f32), {"m", "n"});
+  Array got = einsum(cast(x, DType::bf16), cast(y, DType::bf16), {"m", "n"});
+  EXPECT_EQ(got.dtype(), DType::bf16);
+  EXPECT_LT(max_abs_diff(cast(got, DType::f32), ref), 0.05);
+  Array h = einsum(cast(x, DType::f16), cast(y, DType::f16), {"m", "n"});
+  EXPECT_EQ(h.dtype(), DType::f16);
+  EXPECT_LT(max_abs_diff(cast(h, DType::f32), einsum(x, y, {"m", "n"})), 0.02);
+}
+
+TEST(Einsum, Misuse) {
+  Array x = rand_array(Shape{{"batch", 2}, {"embed", 4}}, 1);
+  Array w = rand_array(Shape{{"embed", 3}, {"mlp", 5}}, 2);
+  expect_invalid([&] { einsum(x, w, {"batch", "mlp"}); }, {"[einsum]", "'embed'", "4", "3"});
+  Array w4 = rand_array(Shape{{"embed", 4}, {"mlp", 5}}, 2);
+  expect_invalid([&] { einsum(x, w4, {"batch", "vocab"}); }, {"[einsum]", "'vocab'", "neither"});
+  expect_invalid([&] { einsum("batch embed, hidden mlp -> batch mlp", x, w4); }, {"[einsum]", "hidden", "y"});
+  expect_invalid([&] { matmul(x, w4, "length"); }, {"[matmul]", "'length'"});
+  expect_invalid([&] { einsum(x, cast(w4, DType::bf16), {"batch", "mlp"}); }, {"[einsum]", "float32", "bfloat16"});
+  expect_invalid([&] { einsum(cast(x, DType::i32), cast(w4, DType::i32), {"batch", "mlp"}); }, {"[einsum]", "int32"});
+}
+
+}  // namespace
+}  // namespace t5x
