@@ -295,7 +295,7 @@ def bleu_cases(sents, rng):
   from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
   from sacrebleu.tokenizers.tokenizer_intl import TokenizerV14International
   t13, tintl = Tokenizer13a(), TokenizerV14International()
-  texts = sorted(set(preds[:40] + refs[30:32] + UNICODE_BITS + NUMBERS + MARKUP + [
+  texts = sorted(set(preds[:15] + refs[30:32] + UNICODE_BITS + NUMBERS + MARKUP + [
       "a.b,c 1.5 1,5 x-1 1-x 9-", "Hello, world. (It's 2.50$!)", "U.S.A. e.g. etc.",
       "\u00ab\u00bfQu\u00e9?\u00bb \u2014 dijo.", "\u4f60\u597d\uff0c\u4e16\u754c\uff01",
   ]))
@@ -383,29 +383,30 @@ def rouge_cases(sents, rng):
           "examples": examples, "corpus": corpus, "porter": porter_pairs}
 
 
+# t5/evaluation/qa_utils.py normalisation, re-typed (T5 itself needs TensorFlow).
+def _normalize_answer(text, punc_chars, punc_repl):
+  def remove_articles(s):
+    return re.sub(r"\b(a|an|the)\b", " ", s)
+
+  def replace_punctuation(s):
+    to_replace = set(punc_chars)
+    return "".join(punc_repl if ch in to_replace else ch for ch in s)
+
+  text = text.lower()
+  text = replace_punctuation(text)
+  text = remove_articles(text)
+  return " ".join(text.split())
+
+
+def normalize_squad(a):
+  return _normalize_answer(a, string.punctuation, "")
+
+
+def normalize_trivia_qa(a):
+  return _normalize_answer(a, string.punctuation + "\u2018\u2019\u00b4`_", " ").strip()
+
+
 def squad_cases(sents, rng):
-  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-  # t5/evaluation/qa_utils.py, re-typed (T5 itself needs TensorFlow).
-  def _normalize_answer(text, punc_chars, punc_repl):
-    def remove_articles(s):
-      return re.sub(r"\b(a|an|the)\b", " ", s)
-
-    def replace_punctuation(s):
-      to_replace = set(punc_chars)
-      return "".join(punc_repl if ch in to_replace else ch for ch in s)
-
-    text = text.lower()
-    text = replace_punctuation(text)
-    text = remove_articles(text)
-    return " ".join(text.split())
-
-  def normalize_squad(a):
-    return _normalize_answer(a, string.punctuation, "")
-
-  def normalize_trivia_qa(a):
-    return _normalize_answer(a, string.punctuation + "\u2018\u2019\u00b4`_", " ").strip()
-
   def f1(t, p):
     pt, tt = p.split(), t.split()
     common = collections.Counter(pt) & collections.Counter(tt)
@@ -516,6 +517,41 @@ def classification_cases(rng):
       ]}
 
 
+FUZZ_PIECES = (
+    list("aZx059") + list(".,-&;:!?'\"()[]{}/\\<>@#$%^*_+=|~`") +
+    ["&amp;", "&quot;", "&lt;", "&gt;", "<skipped>", "-\n", "\n", "\t", " ", "  ", "\u00a0",
+     "\u3000", "\u2028", "\x1c", "\u200b", "\u00bf", "\u00a1", "\u00ab", "\u00bb", "\u2014",
+     "\u2026", "\u201c", "\u201d", "\u2018", "\u2019", "\u00b4", "\u00b7", "\u3001", "\u3002",
+     "\uff0c", "\u20ac", "\u00a3", "\u00a9", "\u00b0", "\u00b1", "\u00d7", "\u2192", "\u00bd",
+     "\u00b2", "\u0663", "\u216b", "\u00e9", "\u00c9", "\u00df", "\u1e9e", "\u0130", "\u0131",
+     "\u03a3", "\u03c3", "\u03c2", "\u0391", "\u03a9", "\u0436", "\u0416", "\u65e5", "\u0301",
+     "\u0307", "\U0001F600", "\u212a", "\u01c5", "the", "The", "an", "A", "THE", "running",
+     "Relational", "skies", "1,000", "2.5", "x-1", "9-"])
+
+
+def fuzz_cases(rng):
+  """Random strings over awkward pieces: tokenisers and normalisers vs Python."""
+  from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+  from sacrebleu.tokenizers.tokenizer_intl import TokenizerV14International
+  from rouge_score import tokenize as rouge_tokenize
+  from nltk.stem import porter
+  t13, tintl, stemmer = Tokenizer13a(), TokenizerV14International(), porter.PorterStemmer()
+  out = []
+  for _ in range(110):
+    s = "".join(rng.choice(FUZZ_PIECES) for _ in range(rng.randrange(1, 14)))
+    out.append({
+        "text": s,
+        "lower": s.lower(),
+        "13a": t13(s.rstrip()),
+        "intl": tintl(s.rstrip()),
+        "rouge": rouge_tokenize.tokenize(s, None),
+        "rouge_stem": rouge_tokenize.tokenize(s, stemmer),
+        "squad": normalize_squad(s),
+        "trivia_qa": normalize_trivia_qa(s),
+    })
+  return {"cases": out}
+
+
 def _dump(name, obj):
   path = os.path.join(GOLDEN_DIR, name)
   with open(path, "w", encoding="utf-8") as f:
@@ -535,6 +571,7 @@ def write_goldens(text_dir):
     obj["source_text"] = source
     _dump(name, obj)
   _dump("classification.json", classification_cases(random.Random(7)))
+  _dump("fuzz.json", fuzz_cases(random.Random(99)))
 
 def main():
   ap = argparse.ArgumentParser()

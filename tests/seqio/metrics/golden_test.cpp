@@ -178,5 +178,25 @@ TEST(MetricsGolden, ClassificationMatchesSklearnAndScipy) {
   }
 }
 
+TEST(MetricsGolden, FuzzedTextMatchesPythonTokenizersAndNormalisers) {
+  // Random strings over awkward pieces (entities, Unicode spaces,
+  // punctuation, symbols, numbers, final sigma, U+0130, combining marks).
+  const json g = load("fuzz.json");
+  int n = 0;
+  for (const auto& c : g["cases"]) {
+    const std::string text = c["text"];
+    const std::string stripped = unicode::encode(std::u32string(unicode::rstrip(unicode::decode(text))));
+    EXPECT_EQ(unicode::encode(unicode::lower(unicode::decode(text))), c["lower"].get<std::string>()) << text;
+    EXPECT_EQ(tokenize_13a(stripped), c["13a"].get<std::string>()) << text;
+    EXPECT_EQ(tokenize_intl(stripped), c["intl"].get<std::string>()) << text;
+    EXPECT_EQ(rouge_tokenize(text), c["rouge"].get<std::vector<std::string>>()) << text;
+    EXPECT_EQ(rouge_tokenize(text, true), c["rouge_stem"].get<std::vector<std::string>>()) << text;
+    EXPECT_EQ(normalize_squad(text), c["squad"].get<std::string>()) << text;
+    EXPECT_EQ(normalize_trivia_qa(text), c["trivia_qa"].get<std::string>()) << text;
+    ++n;
+  }
+  EXPECT_GE(n, 100);
+}
+
 }  // namespace
 }  // namespace seqio::metrics
