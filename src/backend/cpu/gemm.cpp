@@ -7,6 +7,7 @@
 // beta) and kept in a mutex-guarded map; creating one costs ~0.1-1 ms (JIT).
 #include "backend/cpu/gemm.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 namespace t5x::cpu {
 namespace {
@@ -29,6 +31,7 @@ struct Key {
   int64_t ta, tb;
   int64_t lda, ldb, ldc, sa, sb, sc;
   int64_t alpha_bits, beta_bits;
+  int64_t threads;  // oneDNN partitions work for the thread count at creation
   bool operator==(const Key&) const = default;
 };
 
@@ -123,6 +126,16 @@ std::shared_ptr<Cached> get_or_create(const Key& key) {
   return it->second;
 }
 
+// Below this many FLOPs a product runs single-threaded. T5X_GEMM_SMALL_FLOPS
+// overrides it (0 disables).
+double small_gemm_flops() {
+  static const double v = [] {
+    const char* e = std::getenv("T5X_GEMM_SMALL_FLOPS");
+    return e ? std::atof(e) : 4e6;
+  }();
+  return v;
+}
+
 void check(const GemmShape& s, int64_t batch, int64_t& lda, int64_t& ldb,
            int64_t& ldc) {
   if (s.m < 0 || s.n < 0 || s.k < 0 || batch < 0)
@@ -177,6 +190,17 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
   std::memcpy(&bb, &beta, 4);
   key.alpha_bits = ab;
   key.beta_bits = bb;
+  // Small products (decode steps) run on the calling thread: waking a team
+  // costs more than the work, and a descheduled team member stalls it.
+  double flops = 2.0 * double(s.m) * double(s.n) * double(s.k) * double(batch);
+  int saved_threads = omp_get_max_threads();
+  bool single = flops < small_gemm_flops() && saved_threads > 1;
+  if (single) omp_set_num_threads(1);
+  key.threads = omp_get_max_threads();
+  struct Restore {
+    bool on; int n;
+    ~Restore() { if (on) omp_set_num_threads(n); }
+  } restore{single, saved_threads};
   auto cached = get_or_create(key);
 
   ThreadState& st = thread_state();
