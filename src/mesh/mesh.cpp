@@ -192,4 +192,17 @@ Mesh Mesh::with_device(int64_t device_id) const {
 
 std::string Mesh::to_string() const { return mesh_to_string(*desc_); }
 
+DataLayout data_layout(const Mesh& mesh, int64_t batch_size, const std::vector<std::string>& data_axes) {
+  const int64_t data_size = mesh.axes_size(data_axes);
+  DataLayout l;
+  l.batch_size = batch_size ? batch_size : data_size;
+  if (l.batch_size < 0 || l.batch_size % data_size != 0)
+    fail("Batch size (" + std::to_string(l.batch_size) + ") must be divisible by corresponding data mesh size (" +
+         std::to_string(data_size) + ") of mesh " + mesh.to_string());
+  l.num_shards = data_size;
+  l.shard_id = mesh.rank_in_group(data_axes, mesh.device_id());
+  l.is_first_host_in_replica_set = mesh.group_index(data_axes, mesh.device_id()) == 0;
+  return l;
+}
+
 }  // namespace t5x

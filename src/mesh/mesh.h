@@ -95,6 +95,22 @@ class Mesh {
   std::shared_ptr<const MeshDesc> desc_;
 };
 
+// Which slice of the global batch this process feeds (t5x
+// BasePartitioner.get_data_layout, one device per host). The batch is split
+// over `data_axes` (('replica','data') on a multi-slice mesh): shard_id is the
+// process's index along them (row-major), num_shards their product, and the
+// process whose coordinates on all other axes are 0 is the first host of its
+// replica set. batch_size 0 means "the data mesh size". Errors:
+// "[mesh] Batch size (10) must be divisible by corresponding data mesh size (4)".
+struct DataLayout {
+  int64_t batch_size = 0;
+  int64_t shard_id = 0;
+  int64_t num_shards = 1;
+  bool is_first_host_in_replica_set = true;
+};
+DataLayout data_layout(const Mesh& mesh, int64_t batch_size,
+                       const std::vector<std::string>& data_axes = {"data"});
+
 // "(data=2, model=4)" for a MeshDesc.
 std::string mesh_to_string(const MeshDesc& desc);
 

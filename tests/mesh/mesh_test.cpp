@@ -110,5 +110,26 @@ TEST(Mesh, DescRoundTripAndToString) {
   EXPECT_EQ(m.desc_ptr()->num_devices(), 8);
 }
 
+TEST(Mesh, DataLayoutPerHost) {
+  // sharding.md T4.7: 4 hosts on (replica 2, data 2) get shard ids 0..3.
+  for (int64_t dev = 0; dev < 4; ++dev) {
+    Mesh m({2, 2, 1}, {"replica", "data", "model"}, dev);
+    DataLayout l = data_layout(m, 32, {"replica", "data"});
+    EXPECT_EQ(l.shard_id, dev);
+    EXPECT_EQ(l.num_shards, 4);
+    EXPECT_TRUE(l.is_first_host_in_replica_set);
+  }
+  // (data=2, model=2): model replicas share a shard; only model coord 0 is first.
+  for (int64_t dev = 0; dev < 4; ++dev) {
+    DataLayout l = data_layout(Mesh({2, 2}, {"data", "model"}, dev), 0);
+    EXPECT_EQ(l.batch_size, 2);
+    EXPECT_EQ(l.shard_id, dev / 2);
+    EXPECT_EQ(l.num_shards, 2);
+    EXPECT_EQ(l.is_first_host_in_replica_set, dev % 2 == 0);
+  }
+  std::string e = error_of([] { data_layout(Mesh({4, 2}), 10); });
+  EXPECT_NE(e.find("Batch size (10) must be divisible by corresponding data mesh size (4)"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace t5x
