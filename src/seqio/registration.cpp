@@ -1,0 +1,64 @@
+#include "seqio/registration.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+namespace seqio {
+
+namespace {
+struct Modules {
+  std::mutex mu;
+  std::vector<std::pair<std::string, TaskModuleFn>> queued;
+  size_t run = 0;
+};
+Modules& modules() {
+  static Modules m;
+  return m;
+}
+}  // namespace
+
+bool register_task_module(const char* name, TaskModuleFn fn) {
+  auto& m = modules();
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.queued.emplace_back(name, fn);
+  return true;
+}
+
+std::vector<std::string> load_task_modules() {
+  std::vector<std::pair<std::string, TaskModuleFn>> todo;
+  {
+    auto& m = modules();
+    std::lock_guard<std::mutex> lock(m.mu);
+    todo.assign(m.queued.begin() + static_cast<long>(m.run), m.queued.end());
+    m.run = m.queued.size();
+  }
+  std::vector<std::string> names;
+  for (auto& [name, fn] : todo) {
+    fn();
+    names.push_back(name);
+  }
+  return names;
+}
+
+void load_shared_module(const std::string& path) {
+  if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    const char* e = dlerror();
+    throw std::runtime_error("cannot load task module '" + path + "': " + (e ? e : "unknown error"));
+  }
+  load_task_modules();
+}
+
+std::string data_root() {
+  if (const char* e = std::getenv("SEQIO_DATA_ROOT")) return e;
+#ifdef SEQIO_SOURCE_DIR
+  return SEQIO_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
+}  // namespace seqio
