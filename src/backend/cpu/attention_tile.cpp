@@ -53,12 +53,29 @@ void logits_tile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64
   float* S = ts.s.data();
   std::fill(S, S + nq * kBk, 0.f);
   small_gemm_acc(nq, kBk, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
+  const AttentionParams& p = pr.p;
+  // Per-column facts of this key tile, then a branch-free pass per row.
+  int32_t kv_seg[kBk];
+  uint8_t kv_ok[kBk];
+  if (pr.any_mask)
+    for (int64_t j = 0; j < nk; ++j) {
+      kv_ok[j] = p.kv_mask ? p.kv_mask[b * pr.s.kv_length + j0 + j] != 0 : 1;
+      kv_seg[j] = p.kv_segment_ids ? p.kv_segment_ids[b * pr.s.kv_length + j0 + j] : 0;
+    }
   for (int64_t i = 0; i < nq; ++i) {
     float* row = S + i * kBk;
-    const float* brow = pr.p.bias ? pr.p.bias + pr.bias_row(b, h, i0 + i) + j0 : nullptr;
+    const float* brow = p.bias ? p.bias + pr.bias_row(b, h, i0 + i) + j0 : nullptr;
     if (pr.any_mask) {
+      int64_t qi = b * pr.s.q_length + i0 + i;
+      bool q_ok = !p.q_mask || p.q_mask[qi];
+      int32_t qs = p.q_segment_ids ? p.q_segment_ids[qi] : 0;
+      if (p.q_segment_ids && qs == 0) q_ok = false;
+      // Last allowed key index (relative to j0) under the causal rule.
+      int64_t last = p.causal ? i0 + i + pr.causal_off - j0 : kBk;
+      bool use_seg = p.q_segment_ids != nullptr;
       for (int64_t j = 0; j < nk; ++j) {
-        float mb = allowed(pr, b, i0 + i, j0 + j) ? 0.f : kAttentionMaskedLogit;
+        bool ok = q_ok && kv_ok[j] && j <= last && (!use_seg || kv_seg[j] == qs);
+        float mb = ok ? 0.f : kAttentionMaskedLogit;
         row[j] += brow ? mb + brow[j] : mb;
       }
     } else if (brow) {
