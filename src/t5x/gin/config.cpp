@@ -194,6 +194,29 @@ const Binding* Config::find(std::string_view scope, std::string_view configurabl
   }
 }
 
+std::vector<std::string> Config::bound_params(std::string_view scope,
+                                              std::string_view configurable) const {
+  const std::string conf = canonical(configurable);
+  const std::string sc(scope);
+  std::vector<std::string> out;
+  for (const Binding& b : bindings_) {
+    const bool prefix = b.scope.empty() || b.scope == sc ||
+                        (sc.size() > b.scope.size() && sc.starts_with(b.scope) &&
+                         sc[b.scope.size()] == '/');
+    if (b.configurable == conf && prefix &&
+        std::find(out.begin(), out.end(), b.param) == out.end())
+      out.push_back(b.param);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string join_scope(std::string_view outer, std::string_view inner) {
+  if (outer.empty()) return std::string(inner);
+  if (inner.empty()) return std::string(outer);
+  return std::string(outer) + "/" + std::string(inner);
+}
+
 const Macro* Config::find_macro(std::string_view name) const {
   auto it = macros_.find(name);
   return it == macros_.end() ? nullptr : &it->second;
@@ -300,7 +323,7 @@ T Config::typed(std::string_view scope, std::string_view configurable, std::stri
     if (b && b->value.kind() == ValueKind::kMacro)
       msg += " (from %" + b->value.macro_name() + " at " + v.where().str() + ")";
     throw GinError(b ? b->where : v.where(), msg,
-                   std::string("bind ") + sel + " to a " + what + " value");
+                   "bind " + sel + " to a value of type " + what);
   }
 }
 

@@ -112,6 +112,11 @@ class Config {
   // True when the parameter resolves to None (or is unbound with default None).
   bool is_none(std::string_view scope, std::string_view configurable, std::string_view param) const;
 
+  // Names of the parameters bound for `configurable` as seen from `scope`
+  // (bindings of the scope and its prefixes), sorted.
+  std::vector<std::string> bound_params(std::string_view scope,
+                                        std::string_view configurable) const;
+
   // Resolves every %MACRO in `v` (deeply). Throws GinError for an undefined
   // or REQUIRED macro (at the %NAME use) and for macro cycles.
   Value resolve(const Value& v) const;
@@ -167,6 +172,11 @@ class Config {
   void collect_missing(const Value& v, const std::string& needed_by,
                        std::vector<std::string>& stack, std::vector<MissingMacro>& out) const;
 };
+
+// The scope a referenced configurable runs in: gin nests the reference's
+// scope inside the caller's, so `@train/f()` bound in scope "outer" gives
+// "outer/train". Either part may be empty.
+std::string join_scope(std::string_view outer, std::string_view inner);
 
 // Where a gin path is found: absolute paths as they are; a relative path is
 // tried (1) next to `including_file` when given, (2) against the working

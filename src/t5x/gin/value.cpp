@@ -81,7 +81,7 @@ Value Value::required() { Value v; v.kind_ = ValueKind::kRequired; return v; }
 
 void Value::type_error(const char* expected) const {
   throw GinError(where_, std::string("expected ") + expected + ", got " + describe(),
-                 std::string("write a ") + expected + " value here");
+                 std::string("write a value of type ") + expected + " here");
 }
 
 bool Value::as_bool() const {

@@ -55,6 +55,11 @@ TEST(GinConfig, MostSpecificScopeWins) {
   EXPECT_EQ(c.get_string("train/inner", "f", "y"), "global");
   EXPECT_EQ(c.get_int("inner", "f", "x"), 99);
   EXPECT_FALSE(c.has("", "f", "z"));
+  EXPECT_EQ(c.bound_params("train", "f"), (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(c.bound_params("", "g").empty());
+  EXPECT_EQ(join_scope("outer", "train"), "outer/train");
+  EXPECT_EQ(join_scope("", "train"), "train");
+  EXPECT_EQ(join_scope("outer", ""), "outer");
 }
 
 TEST(GinConfig, MacrosResolveLazilyAndDeeply) {
