@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "seqio/metrics/ngram.h"
 #include "seqio/metrics/unicode.h"
 
 namespace seqio::metrics {
@@ -127,18 +128,11 @@ class Vocab {
   std::unordered_map<std::u32string, std::uint32_t> map_;
 };
 
-using NgramCounts = std::unordered_map<std::string, std::int64_t>;
+using detail::NgramCounts;
 
-// Key = order byte + ids; all orders 1..max in one map as sacrebleu does.
 NgramCounts count_ngrams(const std::vector<std::uint32_t>& toks, int max_order) {
   NgramCounts counts;
-  for (int n = 1; n <= max_order; ++n) {
-    for (std::size_t i = 0; i + n <= toks.size(); ++i) {
-      std::string key(1, static_cast<char>(n));
-      key.append(reinterpret_cast<const char*>(&toks[i]), n * sizeof(std::uint32_t));
-      ++counts[key];
-    }
-  }
+  detail::count_ngrams(toks, 1, max_order, &counts);
   return counts;
 }
 
@@ -174,8 +168,10 @@ BleuScore corpus_bleu(const std::vector<std::string>& predictions,
     throw std::invalid_argument(op + "unknown smooth_method '" + opt.smooth_method +
                                 "' (known: exp, floor, add-k, none)");
   }
-  if (opt.max_ngram_order < 1)
-    throw std::invalid_argument(op + "max_ngram_order must be >= 1");
+  if (opt.max_ngram_order < 1 || opt.max_ngram_order > detail::kMaxNgramOrder)
+    throw std::invalid_argument(op + "max_ngram_order must be in [1, " +
+                                std::to_string(detail::kMaxNgramOrder) + "], got " +
+                                std::to_string(opt.max_ngram_order));
   const int N = opt.max_ngram_order;
 
   auto preprocess = [&](const std::string& text, const std::string& what) {
@@ -217,7 +213,7 @@ BleuScore corpus_bleu(const std::vector<std::string>& predictions,
     sys_len += hyp_len;
     ref_len += closest_len;
     for (auto& [k, v] : count_ngrams(hyp, N)) {
-      const int n = static_cast<unsigned char>(k[0]) - 1;
+      const int n = k.n - 1;
       total[n] += static_cast<double>(v);
       auto it = ref_max.find(k);
       if (it != ref_max.end()) correct[n] += static_cast<double>(std::min(v, it->second));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "seqio/metrics/ngram.h"
 #include "seqio/metrics/porter.h"
 #include "seqio/metrics/unicode.h"
 
@@ -69,18 +70,18 @@ std::vector<std::size_t> lcs_indices(const Ids& ref, const Ids& can) {
 
 RougeScore score_ngrams(const Ids& target, const Ids& pred, int n) {
   auto count = [n](const Ids& toks) {
-    std::map<Ids, int> c;
-    for (std::size_t i = 0; i + n <= toks.size(); ++i) ++c[Ids(toks.begin() + i, toks.begin() + i + n)];
+    detail::NgramCounts c;
+    detail::count_ngrams(std::vector<std::uint32_t>(toks.begin(), toks.end()), n, n, &c);
     return c;
   };
-  auto tc = count(target), pc = count(pred);
+  const auto tc = count(target), pc = count(pred);
   long overlap = 0, tn = 0, pn = 0;
-  for (auto& [g, c] : tc) {
+  for (const auto& [g, c] : tc) {
     tn += c;
     auto it = pc.find(g);
     if (it != pc.end()) overlap += std::min(c, it->second);
   }
-  for (auto& [g, c] : pc) pn += c;
+  for (const auto& [g, c] : pc) pn += c;
   RougeScore s;
   s.precision = static_cast<double>(overlap) / std::max(pn, 1L);
   s.recall = static_cast<double>(overlap) / std::max(tn, 1L);

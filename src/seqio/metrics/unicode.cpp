@@ -114,13 +114,24 @@ bool is_word(char32_t c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
   return in_ranges(unicode_tables::kWord, unicode_tables::kWordSize, c);
 }
+// ASCII classes of \p{P} / \p{S}: P = !"#%&'()*,-./:;?@[\]_{} ; S = $+<=>^`|~
+static bool ascii_punct(char32_t c) {
+  return (c >= 0x21 && c <= 0x2F && c != '$' && c != '+') || c == ':' || c == ';' || c == '?' ||
+         c == '@' || (c >= '[' && c <= ']') || c == '_' || c == '{' || c == '}';
+}
+
 bool is_punct(char32_t c) {
+  if (c < 0x80) return ascii_punct(c);
   return in_ranges(unicode_tables::kPunct, unicode_tables::kPunctSize, c);
 }
 bool is_symbol(char32_t c) {
+  if (c < 0x80)
+    return c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' || c == '`' ||
+           c == '|' || c == '~';
   return in_ranges(unicode_tables::kSymbol, unicode_tables::kSymbolSize, c);
 }
 bool is_number(char32_t c) {
+  if (c < 0x80) return c >= '0' && c <= '9';
   return in_ranges(unicode_tables::kNumber, unicode_tables::kNumberSize, c);
 }
 

@@ -54,5 +54,17 @@ TEST(Unicode, Categories) {
   EXPECT_FALSE(is_word(U'-'));
 }
 
+TEST(Unicode, AsciiClassesMatchRegexModule) {
+  // From Python: regex \p{P}, \p{S}, \p{N} and str.isspace() over ASCII.
+  const std::string punct = "!\"#%&'()*,-./:;?@[\\]_{}", symbol = "$+<=>^`|~";
+  for (char32_t c = 0; c < 0x80; ++c) {
+    const char ch = static_cast<char>(c);
+    EXPECT_EQ(is_punct(c), punct.find(ch) != std::string::npos) << int(c);
+    EXPECT_EQ(is_symbol(c), symbol.find(ch) != std::string::npos) << int(c);
+    EXPECT_EQ(is_number(c), ch >= '0' && ch <= '9') << int(c);
+    EXPECT_EQ(is_space(c), ch == ' ' || (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x1F)) << int(c);
+  }
+}
+
 }  // namespace
 }  // namespace seqio::metrics::unicode
