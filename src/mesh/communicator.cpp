@@ -193,6 +193,15 @@ std::shared_ptr<Communicator> init_communicator(CommBackend backend) {
   static std::mutex mu;
   static std::shared_ptr<Communicator> world_single, world_mpi;
   std::lock_guard<std::mutex> lock(mu);
+  if (backend == CommBackend::kAny && launched_under_mpi() && !mpi_available()) {
+    // N copies each believing it is rank 0 of 1 would silently compute N
+    // unsharded runs; refuse unless the launch is a single process.
+    const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = std::getenv("PMI_SIZE");
+    if (n && std::atoi(n) > 1)
+      fail("launched by mpirun with " + std::string(n) +
+           " processes, but this build has no MPI backend (install libopenmpi-dev and reconfigure)");
+  }
   bool use_mpi = backend == CommBackend::kMpi ||
                  (backend == CommBackend::kAny && launched_under_mpi() && mpi_available());
   if (use_mpi) {

@@ -110,7 +110,8 @@ bool launched_under_mpi();
 bool mpi_available();
 
 // The world group. kAny: MPI when launched under mpirun and the build has MPI,
-// single-process otherwise. kMpi: MPI or an error "[comm] ..." when the build
+// single-process otherwise (an error if mpirun started several processes but
+// the build has no MPI). kMpi: MPI or an error "[comm] ..." when the build
 // lacks it. Repeated calls return the same world group. The MPI backend calls
 // MPI_Init_thread(MPI_THREAD_FUNNELED) once and MPI_Finalize at exit.
 std::shared_ptr<Communicator> init_communicator(CommBackend backend = CommBackend::kAny);

@@ -27,10 +27,26 @@ std::vector<Mesh> meshes_for_world() {
   const int n = g_world->size();
   for (auto [d, m] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}, {4, 2}, {2, 4}})
     if (d * m == n) out.push_back(Mesh({d, m}, {"data", "model"}, g_world->rank()));
+  if (n == 8) out.push_back(Mesh({2, 2, 2}, {"replica", "data", "model"}, g_world->rank()));
   return out;
 }
 
-const std::vector<std::vector<std::string>> kAxisSets{{"data"}, {"model"}, {"data", "model"}, {"model", "data"}};
+// Every single axis, all axes in mesh order and reversed, and for 3-axis
+// meshes a non-adjacent pair.
+std::vector<std::vector<std::string>> axis_sets(const Mesh& mesh) {
+  std::vector<std::vector<std::string>> sets;
+  for (const auto& a : mesh.axis_names()) sets.push_back({a});
+  sets.push_back(mesh.axis_names());
+  sets.push_back({mesh.axis_names().rbegin(), mesh.axis_names().rend()});
+  if (mesh.ndim() == 3) sets.push_back({mesh.axis_names()[2], mesh.axis_names()[0]});
+  return sets;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
 
 // Value of element i of device `dev`'s buffer: small integers, exact in every dtype.
 double value(int64_t dev, size_t i) { return double((dev * 7 + int64_t(i) * 3) % 23) - 11.0; }
@@ -151,12 +167,12 @@ TEST(MpiCollectives, EveryCollectiveOnEveryAxisGroup) {
   for (const Mesh& mesh : meshes_for_world()) {
     SCOPED_TRACE("mesh " + mesh.to_string());
     MeshGroups groups(mesh, g_world);
-    for (const auto& axes : kAxisSets) {
+    for (const auto& axes : axis_sets(mesh)) {
       Communicator& comm = groups.over(axes);
       std::vector<int64_t> members = mesh.group(axes);
       ASSERT_EQ(comm.size(), int(members.size()));  // same on every rank
       EXPECT_EQ(comm.rank(), mesh.rank_in_group(axes, mesh.device_id()));
-      std::string tag = axes.size() == 1 ? axes[0] : axes[0] + "," + axes[1];
+      std::string tag = join(axes);
       check_collectives_typed<float>(comm, members, CommDtype::kF32, tag.c_str());
       check_collectives_typed<double>(comm, members, CommDtype::kF64, tag.c_str());
       check_collectives_typed<int32_t>(comm, members, CommDtype::kI32, tag.c_str());
@@ -164,6 +180,22 @@ TEST(MpiCollectives, EveryCollectiveOnEveryAxisGroup) {
       check_collectives_typed<bfloat16>(comm, members, CommDtype::kBF16, tag.c_str());
     }
   }
+}
+
+TEST(MpiCollectives, Bf16AllReduceAccumulatesInF32) {
+  // sharding.md C0.3: rank 0 holds 256, the others 1. Summing in bf16 (8-bit
+  // mantissa, spacing 2 at 256) would drop every 1; f32 accumulation keeps
+  // them and rounds once at the end.
+  const int k = g_world->size();
+  bfloat16 mine(g_world->rank() == 0 ? 256.f : 1.f), sum, rs_out;
+  g_world->all_reduce(&mine, &sum, 1, CommDtype::kBF16);
+  EXPECT_EQ(sum.bits, bfloat16(256.f + float(k - 1)).bits) << float(sum);
+  if (k >= 3) {
+    EXPECT_NE(float(sum), 256.f);
+  }
+  std::vector<bfloat16> in(k, mine);
+  g_world->reduce_scatter(in.data(), &rs_out, 1, CommDtype::kBF16);
+  EXPECT_EQ(rs_out.bits, sum.bits);
 }
 
 TEST(MpiCollectives, AllReduceEqualsReduceScatterThenAllGather) {
@@ -236,6 +268,7 @@ TEST(MpiCollectives, ZeroThreeParameterBytes) {
   // split over data x model, so each process holds total/N bytes; gathering it
   // over 'data' before use (ZeRO-3) moves S_loc*(|data|-1) bytes.
   for (const Mesh& mesh : meshes_for_world()) {
+    if (mesh.ndim() != 2) continue;  // a 'replica' axis would replicate the weight
     NamedShape w{{"embed", 64}, {"mlp", 32}};
     PartitionSpec spec = logical_to_mesh_axes({"embed", "mlp"}, standard_logical_axis_rules(1, 2));
     auto loc = local_shape(mesh.desc(), w, spec);
