@@ -58,6 +58,8 @@ GinFlags parse_gin_flags(const std::vector<std::string>& args, std::vector<std::
           start = comma + 1;
         }
       } else {
+        const size_t b = value.find_first_not_of(" \t\r\n");
+        value = b == std::string::npos ? std::string() : value.substr(b);  // no stray indent
         flags.bindings.push_back(
             {value, "<--gin_bindings #" + std::to_string(flags.bindings.size() + 1) + ">"});
       }

@@ -15,7 +15,11 @@ const ParamSpec* ConfigurableSpec::param(std::string_view p) const {
 }
 
 Registry& Registry::global() {
-  static Registry registry;
+  static Registry registry = [] {
+    Registry r;
+    register_t5x_configurables(r);
+    return r;
+  }();
   return registry;
 }
 

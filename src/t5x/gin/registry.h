@@ -35,7 +35,9 @@ struct ConfigurableSpec {
 
 class Registry {
  public:
-  // The process-wide registry that the owning code registers into.
+  // The process-wide registry. It starts with t5x's names
+  // (register_t5x_configurables); the code that owns a behaviour adds its
+  // own. Registration is not thread-safe: register before parsing.
   static Registry& global();
 
   // Adds a configurable. Throws std::invalid_argument ("[gin] ...") when the

@@ -36,7 +36,7 @@ TEST(GinFlags, ParsesAndKeepsOtherArgs) {
   const GinFlags f = parse_gin_flags(
       {"train", "--gin_file=a.gin", "--gin_file", "b.gin", "--gin_search_paths=x,y",
        "--gin_search_paths", "z", "--gin.MODEL_DIR=/m", "--gin_bindings=f.x = 1",
-       "--gin_bindings", "f.y = 2", "--tfds_data_dir=/d"},
+       "--gin_bindings", "  f.y = 2", "--tfds_data_dir=/d"},
       &rest);
   EXPECT_EQ(f.files, (std::vector<std::string>{"a.gin", "b.gin"}));
   EXPECT_EQ(f.search_paths, (std::vector<std::string>{"x", "y", "z"}));
@@ -44,6 +44,7 @@ TEST(GinFlags, ParsesAndKeepsOtherArgs) {
   EXPECT_EQ(f.bindings[0].text, "MODEL_DIR = '/m'");
   EXPECT_EQ(f.bindings[0].origin, "<--gin.MODEL_DIR>");
   EXPECT_EQ(f.bindings[1].text, "f.x = 1");
+  EXPECT_EQ(f.bindings[2].text, "f.y = 2");
   EXPECT_EQ(f.bindings[2].origin, "<--gin_bindings #3>");
   EXPECT_EQ(rest, (std::vector<std::string>{"train", "--tfds_data_dir=/d"}));
   expect_gin_error([] { parse_gin_flags({"--gin_file"}); }, {"--gin_file needs a value"});

@@ -60,6 +60,11 @@ TEST(GinRegistry, UnknownNamesSuggestNearest) {
                    {"known parameters:", "period", "keep"});
 }
 
+TEST(GinRegistry, GlobalStartsWithT5xNames) {
+  EXPECT_TRUE(Registry::global().contains("network.T5Config"));
+  EXPECT_TRUE(Registry::global().contains("train_script.train"));
+}
+
 TEST(GinRegistry, DefaultsAndMisuse) {
   Registry r;
   register_t5x_configurables(r);
