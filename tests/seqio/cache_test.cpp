@@ -1,0 +1,118 @@
+// Offline cache: layout, stats, identical examples on read, refusal of an
+// incomplete cache.
+#include "seqio/cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "seqio/errors.h"
+#include "seqio/task.h"
+#include "test_util.h"
+
+namespace seqio {
+namespace {
+
+using testing::TempDir;
+using testing::to_lines;
+namespace fs = std::filesystem;
+
+std::shared_ptr<Task> cached_task(const TempDir& d) {
+  d.write("a-0.txt", "alpha beta\ngamma\n");
+  d.write("a-1.txt", "delta epsilon zeta\n\neta\n");
+  auto src = std::make_shared<TextLineDataSource>(std::map<std::string, std::vector<std::string>>{
+      {"train", {d.file("a-*.txt")}}, {"validation", {d.file("a-1.txt")}}});
+  auto vocab = std::make_shared<ByteVocabulary>();
+  auto tokenize = Preprocessor::Map("tokenize", [](Example ex, const PreprocessContext& c) -> std::optional<Example> {
+    Example out;
+    out["targets"] = c.output_features.at("targets").vocabulary->encode(get_text(ex, "text"));
+    out["targets_pretokenized"] = get_text(ex, "text");
+    return out;
+  });
+  // Post-cache: appends EOS and a token drawn from the example's seed.
+  auto noisy_eos = Preprocessor::Map("noisy_eos", [](Example ex, const PreprocessContext& c) -> std::optional<Example> {
+    auto& t = std::get<Tokens>(ex["targets"]);
+    t.push_back(static_cast<int32_t>(3 + c.seed % 250));
+    t.push_back(1);
+    return ex;
+  });
+  return std::make_shared<Task>("cache:demo", src, OutputFeatures{{"targets", Feature{vocab, true}}},
+                                std::vector<Preprocessor>{tokenize, Preprocessor::CachePlaceholder(), noisy_eos});
+}
+
+TEST(Cache, WritesShardsInfoStatsAndCompleted) {
+  TempDir d("cache");
+  auto t = cached_task(d);
+  auto res = write_cache(*t, d.file("out"), {});
+  EXPECT_EQ(res.dir, d.file("out") + "/cache/demo");
+  EXPECT_EQ(res.examples.at("train"), 5);
+  EXPECT_EQ(res.examples.at("validation"), 3);
+  fs::path dir(res.dir);
+  EXPECT_TRUE(fs::exists(dir / "COMPLETED"));
+  EXPECT_TRUE(fs::exists(dir / "train.tfrecord-00000-of-00002"));
+  EXPECT_TRUE(fs::exists(dir / "train.tfrecord-00001-of-00002"));
+  auto stats = nlohmann::json::parse(std::ifstream(dir / "stats.train.json"));
+  EXPECT_EQ(stats["examples"], 5);
+  EXPECT_EQ(stats["targets_tokens"], 10 + 5 + 18 + 0 + 3);  // bytes of the lines
+  EXPECT_EQ(stats["targets_max_tokens"], 18);
+  auto info = nlohmann::json::parse(std::ifstream(dir / "info.train.json"));
+  EXPECT_EQ(info["num_shards"], 2);
+  EXPECT_EQ(info["features"]["targets"]["dtype"], "int32");
+  EXPECT_EQ(info["features"]["targets"]["shape"], nlohmann::json::array({nullptr}));
+  EXPECT_EQ(info["features"]["targets_pretokenized"]["dtype"], "string");
+  // A second write without overwrite is refused.
+  EXPECT_THROW(write_cache(*t, d.file("out"), {}), DataError);
+  CacheWriteOptions ow;
+  ow.overwrite = true;
+  EXPECT_NO_THROW(write_cache(*t, d.file("out"), ow));
+}
+
+TEST(Cache, ReadingYieldsTheSameExamples) {
+  TempDir d("cache_read");
+  auto t = cached_task(d);
+  write_cache(*t, d.file("out"), {});
+  for (bool shuffle : {false, true}) {
+    DatasetOptions o;
+    o.seed = 5;
+    o.shuffle = shuffle;
+    o.num_epochs = 2;
+    o.sequence_lengths = {{"targets", 12}};
+    auto fly = to_lines(take_all(*t->get_dataset(o)));
+    o.use_cached = true;
+    o.cache_dirs = {d.file("missing"), d.file("out")};
+    auto cached = to_lines(take_all(*t->get_dataset(o)));
+    if (!shuffle) {
+      EXPECT_EQ(cached, fly);
+    } else {
+      std::sort(fly.begin(), fly.end());
+      std::sort(cached.begin(), cached.end());
+      EXPECT_EQ(cached, fly);
+    }
+  }
+}
+
+TEST(Cache, IncompleteCacheIsRefused) {
+  TempDir d("cache_incomplete");
+  auto t = cached_task(d);
+  auto res = write_cache(*t, d.file("out"), {});
+  fs::remove(fs::path(res.dir) / "COMPLETED");
+  DatasetOptions o;
+  o.use_cached = true;
+  o.cache_dirs = {d.file("out")};
+  try {
+    t->get_dataset(o);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no completed cache"), std::string::npos) << e.what();
+  }
+  try {
+    open_cache_source(res.dir);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("cache is incomplete (no COMPLETED marker"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace seqio
