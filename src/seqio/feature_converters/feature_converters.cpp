@@ -333,4 +333,24 @@ std::vector<Example> EncoderFeatureConverter::convert_features(
   return out;
 }
 
+// ---- factory ---------------------------------------------------------------
+
+std::unique_ptr<FeatureConverter> make_feature_converter(std::string_view name,
+                                                         FeatureConverterOptions options,
+                                                         int32_t mask_id) {
+  if (name == "enc_dec" || name == "EncDecFeatureConverter")
+    return std::make_unique<EncDecFeatureConverter>(options);
+  if (name == "lm" || name == "LMFeatureConverter")
+    return std::make_unique<LMFeatureConverter>(options);
+  if (name == "prefix_lm" || name == "PrefixLMFeatureConverter")
+    return std::make_unique<PrefixLMFeatureConverter>(options);
+  if (name == "encoder" || name == "EncoderFeatureConverter") {
+    if (mask_id < 0)
+      throw std::invalid_argument("[make_feature_converter] 'encoder' needs a mask_id >= 0");
+    return std::make_unique<EncoderFeatureConverter>(mask_id, options);
+  }
+  throw std::invalid_argument("[make_feature_converter] unknown converter '" + std::string(name) +
+                              "'; expected enc_dec, lm, prefix_lm or encoder");
+}
+
 }  // namespace seqio

@@ -39,7 +39,9 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "seqio/example.h"
@@ -177,5 +179,12 @@ class EncoderFeatureConverter : public FeatureConverter {
  private:
   int32_t mask_id_;
 };
+
+// Converter by its CLI / config name: "enc_dec", "lm", "prefix_lm", "encoder"
+// (the seqio class names are accepted too). mask_id is used by "encoder" only.
+// Throws std::invalid_argument listing the names for an unknown one.
+std::unique_ptr<FeatureConverter> make_feature_converter(std::string_view name,
+                                                         FeatureConverterOptions options = {},
+                                                         int32_t mask_id = -1);
 
 }  // namespace seqio

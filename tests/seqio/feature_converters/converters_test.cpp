@@ -266,3 +266,20 @@ TEST(Convert, ModelFeatureLengths) {
 
 }  // namespace
 }  // namespace seqio
+
+namespace seqio {
+namespace {
+
+TEST(Factory, ByName) {
+  EXPECT_EQ(make_feature_converter("enc_dec")->name(), "EncDecFeatureConverter");
+  EXPECT_EQ(make_feature_converter("LMFeatureConverter")->name(), "LMFeatureConverter");
+  auto p = make_feature_converter("prefix_lm", {.pack = false});
+  EXPECT_EQ(p->name(), "PrefixLMFeatureConverter");
+  EXPECT_FALSE(p->pack());
+  EXPECT_EQ(make_feature_converter("encoder", {}, 9)->name(), "EncoderFeatureConverter");
+  EXPECT_THROW(make_feature_converter("encoder"), std::invalid_argument);
+  EXPECT_THROW(make_feature_converter("t5"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace seqio
