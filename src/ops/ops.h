@@ -6,5 +6,7 @@
 #include "ops/autodiff.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

@@ -1,0 +1,206 @@
+#include "ops/index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "ops/detail.h"
+#include "ops/einsum.h"
+#include "ops/elementwise.h"
+#include "ops/primitive.h"
+#include "ops/shape.h"
+
+namespace t5x {
+using namespace detail;
+
+namespace {
+
+std::vector<int64_t> index_values(const char* op, const Array& idx) {
+  if (!is_integer(idx.dtype())) throw_invalid(op, "indices must be int32/int64, got " + describe(idx));
+  return idx.to_ints();
+}
+
+// [pre, n, post] view of x around dim a.
+struct Split3 {
+  int64_t pre = 1, n = 1, post = 1;
+};
+Split3 split3(const Shape& s, int a) {
+  Split3 r;
+  for (int d = 0; d < s.rank(); ++d) (d < a ? r.pre : d > a ? r.post : r.n) *= s[d].size;
+  return r;
+}
+
+class Take : public Primitive {
+ public:
+  Take(int axis, Shape out) : axis_(axis), out_(std::move(out)) {}
+  const char* name() const override { return "take"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array &x = in[0], &idx = in[1];
+    x_shape_ = x.shape();
+    Split3 s = split3(x.shape(), axis_);
+    std::vector<int64_t> ids = idx.to_ints();
+    const int64_t ni = int64_t(ids.size());
+    Array out = make_output(out_, x.dtype(), {x});
+    const size_t es = dtype_size(x.dtype());
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    const size_t row = size_t(s.post) * es;
+#pragma omp parallel for collapse(2) schedule(static) if (out.size() > kParallelThreshold)
+    for (int64_t p = 0; p < s.pre; ++p)
+      for (int64_t i = 0; i < ni; ++i)
+        std::memcpy(dst + size_t(p * ni + i) * row, src + size_t(p * s.n + ids[size_t(i)]) * row, row);
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    if (!needs[0]) return {Array(), Array()};
+    Split3 s = split3(x_shape_, axis_);
+    std::vector<int64_t> ids = in[1].to_ints();
+    const int64_t ni = int64_t(ids.size());
+    Array g = cast(cot[0], DType::f32);
+    Array gx = Array::zeros(x_shape_, DType::f32);
+    const float* pg = g.data<float>();
+    float* px = gx.data<float>();
+    // Parallel over pre and post; ids are walked in order, so repeats add up deterministically.
+#pragma omp parallel for collapse(2) schedule(static) if (g.size() > kParallelThreshold)
+    for (int64_t p = 0; p < s.pre; ++p)
+      for (int64_t q0 = 0; q0 < s.post; q0 += 512) {
+        int64_t q1 = std::min(s.post, q0 + 512);
+        for (int64_t i = 0; i < ni; ++i) {
+          float* d = px + (p * s.n + ids[size_t(i)]) * s.post;
+          const float* a = pg + (p * ni + i) * s.post;
+          for (int64_t q = q0; q < q1; ++q) d[q] += a[q];
+        }
+      }
+    return {cast(gx, in[0].dtype()), Array()};
+  }
+
+ private:
+  int axis_;
+  Shape out_, x_shape_;
+};
+
+class TopK : public Primitive {
+ public:
+  TopK(int64_t k, std::string dim) : k_(k), dim_(std::move(dim)) {}
+  const char* name() const override { return "top_k"; }
+  bool saves_inputs() const override { return false; }
+  bool saves_outputs() const override { return true; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array& x0 = in[0];
+    x_shape_ = x0.shape();
+    std::vector<std::string> order = x0.names();
+    order.erase(std::find(order.begin(), order.end(), dim_));
+    order.push_back(dim_);
+    Array x = transpose(x0, order);
+    std::vector<Dim> od = x.shape().dims();
+    od.back().size = k_;
+    Shape os(od);
+    const int64_t n = x.dim(dim_), rows = n ? x.size() / n : 0;
+    Array vals = make_output(os, x.dtype(), {x}), idx = make_output(os, DType::i32, {x});
+    std::vector<float> xv = x.to_floats();
+    std::vector<float> outv(static_cast<size_t>(os.numel()));
+    int32_t* pi = idx.data<int32_t>();
+#pragma omp parallel for schedule(static) if (x.size() > kParallelThreshold)
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<int32_t> perm(static_cast<size_t>(n));
+      std::iota(perm.begin(), perm.end(), 0);
+      const float* row = xv.data() + r * n;
+      std::partial_sort(perm.begin(), perm.begin() + k_, perm.end(), [&](int32_t a, int32_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      });
+      for (int64_t j = 0; j < k_; ++j) {
+        pi[r * k_ + j] = perm[size_t(j)];
+        outv[size_t(r * k_ + j)] = row[perm[size_t(j)]];
+      }
+    }
+    Array v32 = Array::from_floats(os, outv, x.dtype());
+    std::vector<std::string> back;
+    for (const Dim& d : x0.shape().dims()) back.push_back(d.name);
+    return {transpose(v32, back), transpose(idx, back)};
+  }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>& out, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    if (!needs[0]) return {Array()};
+    // d x = sum_j one_hot(idx_j) * g_j, as an einsum over the k entries.
+    const std::string kd = "__top_k";
+    Array oh = one_hot(rename(out[1], {{dim_, kd}}), x_shape_.size(dim_), dim_, cot[0].dtype());
+    return {einsum(oh, rename(cot[0], {{dim_, kd}}), x_shape_.names())};
+  }
+
+ private:
+  int64_t k_;
+  std::string dim_;
+  Shape x_shape_;
+};
+
+}  // namespace
+
+Array iota(const Shape& shape, const std::string& dim, DType dtype) {
+  int a = shape.index(dim);
+  if (a < 0) throw_invalid("iota", "no dim '" + dim + "' in " + shape.to_string());
+  if (dtype == DType::boolean) throw_invalid("iota", "dtype bool is not supported");
+  std::vector<float> v(size_t(shape[a].size));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+  Array line = is_integer(dtype) ? Array::from_ints(Shape{shape[a]}, std::vector<int64_t>(v.begin(), v.end()), dtype)
+                                 : Array::from_floats(Shape{shape[a]}, v, dtype);
+  return broadcast_to(line, shape);
+}
+
+Array one_hot(const Array& indices, int64_t depth, const std::string& name, DType dtype) {
+  check_local("one_hot", {indices});
+  if (!is_integer(indices.dtype())) throw_invalid("one_hot", "indices must be int32/int64, got " + describe(indices));
+  if (indices.has_dim(name)) throw_invalid("one_hot", "new dim '" + name + "' already in indices " + describe(indices));
+  if (depth < 0) throw_invalid("one_hot", "negative depth " + std::to_string(depth));
+  std::vector<Dim> dims = indices.shape().dims();
+  dims.push_back({name, depth});
+  Array out = make_output(Shape(dims), dtype, {indices}, true);
+  std::vector<int64_t> ids = indices.to_ints();
+  dispatch_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    T* p = static_cast<T*>(out.raw_data());
+    T one;
+    if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) one = T(1.0f);
+    else one = T(1);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= 0 && ids[i] < depth) p[int64_t(i) * depth + ids[i]] = one;
+  });
+  return out;
+}
+
+Array take(const Array& x, const Array& indices, const std::string& dim) {
+  check_local("take", {x, indices});
+  int a = require_dim("take", x, dim);
+  std::vector<int64_t> ids = index_values("take", indices);
+  const int64_t n = x.shape()[a].size;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= n)
+      throw_invalid("take", "index " + std::to_string(ids[i]) + " (at flat position " + std::to_string(i) +
+                                ") out of range for dim '" + dim + "' of size " + std::to_string(n));
+  std::vector<Dim> dims;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d == a) {
+      for (const Dim& i : indices.shape().dims()) {
+        if (x.has_dim(i.name) && i.name != dim)
+          throw_invalid("take", "indices dim '" + i.name + "' collides with a dim of x " + describe(x));
+        dims.push_back(i);
+      }
+    } else {
+      dims.push_back(x.shape()[d]);
+    }
+  }
+  return apply1(std::make_shared<Take>(a, Shape(dims)), {x, indices});
+}
+
+std::pair<Array, Array> top_k(const Array& x, int64_t k, const std::string& dim) {
+  check_local("top_k", {x});
+  int a = require_dim("top_k", x, dim);
+  if (x.dtype() == DType::boolean) throw_invalid("top_k", "does not accept bool, got " + describe(x));
+  if (k < 0 || k > x.shape()[a].size)
+    throw_invalid("top_k", "k = " + std::to_string(k) + " outside [0, " + std::to_string(x.shape()[a].size) +
+                               "] for dim '" + dim + "'");
+  auto r = t5x::apply(std::make_shared<TopK>(k, dim), {x});
+  return {r[0], r[1]};
+}
+
+}  // namespace t5x
