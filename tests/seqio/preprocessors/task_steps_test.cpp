@@ -25,7 +25,7 @@ TEST(TaskSteps, C4StyleSpanCorruptionChain) {
   PreprocessContext ctx{of, lengths, /*seed=*/5, /*key=*/0, /*epoch=*/0};
   std::vector<Example> raw;
   for (int i = 0; i < 30; ++i)
-    xs.push_back(Example{{"text", std::string("Document number ") + std::to_string(i) +
+    raw.push_back(Example{{"text", std::string("Document number ") + std::to_string(i) +
                                       " says something about free software and its licence."},
                          {"url", std::string("u")}});
   std::vector<Example> xs = raw;
