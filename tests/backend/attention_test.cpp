@@ -14,6 +14,7 @@ namespace {
 using testing::random_vec;
 
 struct Config {
+  const char* name = "";
   AttentionShape s;
   bool causal = false, bias = false, batch_bias = false, segments = false, q_mask = false,
        kv_mask = false;
@@ -172,8 +173,10 @@ TEST_P(AttentionVsReference, ForwardAndBackward) {
   if (!in.bias.empty()) expect_close(db, r.dbias, 1e-4, "dbias");
 }
 
-Config cfg(int64_t B, int64_t Lq, int64_t Lk, int64_t H, int64_t Hk, int64_t D) {
+Config cfg(const char* name, int64_t B, int64_t Lq, int64_t Lk, int64_t H, int64_t Hk,
+           int64_t D) {
   Config c;
+  c.name = name;
   c.s = AttentionShape{B, Lq, Lk, H, Hk, D};
   return c;
 }
@@ -185,18 +188,20 @@ Config with(Config c, void (*f)(Config&)) {
 INSTANTIATE_TEST_SUITE_P(
     Configs, AttentionVsReference,
     ::testing::Values(
-        cfg(2, 5, 7, 4, 2, 8),                                                    // plain, GQA
-        with(cfg(2, 100, 100, 2, 2, 16), [](Config& c) { c.causal = c.bias = true; }),  // T5 decoder
-        with(cfg(1, 70, 130, 3, 1, 20),                                            // MQA
+        cfg("PlainGqa", 2, 5, 7, 4, 2, 8),
+        with(cfg("T5DecoderCausalBias", 2, 100, 100, 2, 2, 16),
+             [](Config& c) { c.causal = c.bias = true; }),
+        with(cfg("MqaBatchBiasKvMaskScale", 1, 70, 130, 3, 1, 20),
              [](Config& c) { c.bias = c.batch_bias = c.kv_mask = true; c.scale = 0.25f; }),
-        with(cfg(2, 100, 100, 2, 1, 16),                                           // packed
+        with(cfg("PackedSegmentsCausal", 2, 100, 100, 2, 1, 16),
              [](Config& c) { c.causal = c.segments = c.bias = true; }),
-        with(cfg(2, 70, 70, 2, 2, 64),                                             // padded queries
+        with(cfg("PaddedQueriesCausal", 2, 70, 70, 2, 2, 64),
              [](Config& c) { c.causal = c.q_mask = true; }),
-        with(cfg(2, 3, 70, 4, 2, 64), [](Config& c) { c.causal = true; })));      // decode-like
+        with(cfg("DecodeLikeCausal", 2, 3, 70, 4, 2, 64), [](Config& c) { c.causal = true; })),
+    [](const ::testing::TestParamInfo<Config>& info) { return std::string(info.param.name); });
 
 TEST(Attention, FullyMaskedRowIsUniformAverage) {
-  Config c = cfg(1, 100, 100, 1, 1, 4);
+  Config c = cfg("", 1, 100, 100, 1, 1, 4);
   c.causal = c.q_mask = true;  // q row 3 masked; tile 0 also skips kv tile 1 causally
   Inputs in = make_inputs(c, 3);
   std::vector<float> out(in.q.size()), lse(100);
@@ -210,7 +215,7 @@ TEST(Attention, FullyMaskedRowIsUniformAverage) {
 }
 
 TEST(Attention, BackwardMatchesFiniteDifferences) {
-  Config c = cfg(1, 6, 9, 2, 1, 4);
+  Config c = cfg("", 1, 6, 9, 2, 1, 4);
   c.bias = c.causal = true;
   c.scale = 0.5f;
   Inputs in = make_inputs(c, 11);
@@ -232,7 +237,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(Attention, ThreadCountDoesNotChangeResults) {
-  Config c = cfg(2, 70, 70, 4, 2, 16);
+  Config c = cfg("", 2, 70, 70, 4, 2, 16);
   c.bias = c.causal = true;
   Inputs in = make_inputs(c, 5);
   auto run = [&](int threads) {

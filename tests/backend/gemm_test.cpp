@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace t5x::cpu {
@@ -79,7 +80,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{64, 48, 80, false, false, 0, 1.f, 1.f},   // accumulate
                       Case{19, 23, 11, true, false, 3, 2.f, -0.5f},  // padded lds
                       Case{1, 1024, 512, false, false, 0, 1.f, 0.f},  // decode-shaped
-                      Case{5, 9, 0, false, false, 0, 1.f, 0.5f}));   // empty reduction
+                      Case{5, 9, 0, false, false, 0, 1.f, 0.5f}),    // empty reduction
+    [](const ::testing::TestParamInfo<Case>& i) {
+      const Case& c = i.param;
+      return "m" + std::to_string(c.m) + "n" + std::to_string(c.n) + "k" + std::to_string(c.k) +
+             (c.ta ? "Ta" : "") + (c.tb ? "Tb" : "") + (c.pad ? "Pad" : "") +
+             (c.beta != 0.f ? "Beta" : "");
+    });
 
 TEST(GemmF32, BetaZeroIgnoresNaNInC) {
   GemmShape s{2, 2, 2};
