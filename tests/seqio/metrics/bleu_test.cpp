@@ -8,12 +8,12 @@
 namespace seqio::metrics {
 namespace {
 
-TEST(Bleu, IdenticalCorpusScores100) {
+TEST(MetricsBleu, IdenticalCorpusScores100) {
   std::vector<std::string> refs = {"The Program is free software.", "You may copy it, 2 times."};
   EXPECT_DOUBLE_EQ(corpus_bleu(refs, refs).score, 100.0);
 }
 
-TEST(Bleu, ShortSegmentsWithoutFourGramsScoreZero) {
+TEST(MetricsBleu, ShortSegmentsWithoutFourGramsScoreZero) {
   // sacrebleu stops at the first order without any n-gram; log(0) -> 0.
   EXPECT_EQ(corpus_bleu({"yes", "no"}, std::vector<std::string>{"yes", "no"}).score, 0.0);
   BleuOptions eff;
@@ -21,7 +21,7 @@ TEST(Bleu, ShortSegmentsWithoutFourGramsScoreZero) {
   EXPECT_DOUBLE_EQ(corpus_bleu({"yes", "no"}, std::vector<std::string>{"yes", "no"}, eff).score, 100.0);
 }
 
-TEST(Bleu, EmptyPredictionsScoreZeroWithZeroBrevityPenalty) {
+TEST(MetricsBleu, EmptyPredictionsScoreZeroWithZeroBrevityPenalty) {
   const auto s = corpus_bleu({"", "  "}, std::vector<std::string>{"a b c d", "e f g h"});
   EXPECT_EQ(s.score, 0.0);
   EXPECT_EQ(s.sys_len, 0);
@@ -29,7 +29,7 @@ TEST(Bleu, EmptyPredictionsScoreZeroWithZeroBrevityPenalty) {
   EXPECT_EQ(s.bp, 0.0);
 }
 
-TEST(Bleu, BrevityPenaltyKnownAnswer) {
+TEST(MetricsBleu, BrevityPenaltyKnownAnswer) {
   // All n-grams match; 6 prediction vs 7 reference tokens: 100 * exp(1 - 7/6).
   const auto s = corpus_bleu({"the cat sat on the mat"},
                              std::vector<std::string>{"the cat sat on the mat today"});
@@ -37,7 +37,7 @@ TEST(Bleu, BrevityPenaltyKnownAnswer) {
   EXPECT_NEAR(s.score, 84.64817248906144, 1e-9);  // sacrebleu 2.6.0
 }
 
-TEST(Bleu, ExpSmoothingHalvesMissingOrders) {
+TEST(MetricsBleu, ExpSmoothingHalvesMissingOrders) {
   // p = 3/4, 2/3, 1/2 and 0/1 -> 1 / (2 * 1): geometric mean of 75, 66.7, 50, 50.
   const auto s = corpus_bleu({"a b c d"}, std::vector<std::string>{"a b c e"});
   EXPECT_NEAR(s.precisions[3], 50.0, 1e-12);
@@ -47,7 +47,7 @@ TEST(Bleu, ExpSmoothingHalvesMissingOrders) {
   EXPECT_EQ(corpus_bleu({"a b c d"}, std::vector<std::string>{"a b c e"}, none).score, 0.0);
 }
 
-TEST(Bleu, CorpusStatisticsIgnoreExampleOrder) {
+TEST(MetricsBleu, CorpusStatisticsIgnoreExampleOrder) {
   std::vector<std::string> preds = {"the work is free", "a copy of the licence", "you may"};
   std::vector<std::string> refs = {"the work is not free", "a copy of this licence", "you must"};
   const double base = corpus_bleu(preds, refs).score;
@@ -61,23 +61,23 @@ TEST(Bleu, CorpusStatisticsIgnoreExampleOrder) {
   EXPECT_LT(base, 100.0);
 }
 
-TEST(Bleu, ExtraIdenticalReferenceGives100) {
+TEST(MetricsBleu, ExtraIdenticalReferenceGives100) {
   std::vector<std::vector<std::string>> refs = {{"something else entirely", "the work is free"}};
   EXPECT_DOUBLE_EQ(corpus_bleu({"the work is free"}, refs).score, 100.0);
 }
 
-TEST(Bleu, ClosestReferenceLengthPrefersShorterOnTies) {
+TEST(MetricsBleu, ClosestReferenceLengthPrefersShorterOnTies) {
   std::vector<std::vector<std::string>> refs = {{"a b c d e f", "a b c d"}};  // |5-6| = |5-4|
   EXPECT_EQ(corpus_bleu({"a b c d e"}, refs).ref_len, 4);
 }
 
-TEST(Bleu, Tokenize13a) {
+TEST(MetricsBleu, Tokenize13a) {
   EXPECT_EQ(tokenize_13a("In 2007. $5 Hello, world. 1,000.50 x-1 9- &amp; e.g."),
             "In 2007 . $ 5 Hello , world . 1,000.50 x-1 9 - & e . g .");
   EXPECT_EQ(tokenize_13a("co-\noperate<skipped> (a)"), "cooperate ( a )");
 }
 
-TEST(Bleu, TokenizeIntl) {
+TEST(MetricsBleu, TokenizeIntl) {
   EXPECT_EQ(tokenize_intl("In 2007. $5 Hello, world. 1,000.50 e.g."),
             "In 2007 . $ 5 Hello , world . 1,000.50 e . g .");
   // mteval-v14 quirk kept by sacrebleu: a final number keeps its period.
@@ -85,7 +85,7 @@ TEST(Bleu, TokenizeIntl) {
   EXPECT_EQ(tokenize_intl("\u00abQu\u00e9?\u00bb \u20ac5"), "\u00ab Qu\u00e9 ? \u00bb \u20ac 5");
 }
 
-TEST(Bleu, LowercaseOption) {
+TEST(MetricsBleu, LowercaseOption) {
   BleuOptions lc;
   lc.lowercase = true;
   EXPECT_DOUBLE_EQ(corpus_bleu({"THE WORK IS FREE"}, std::vector<std::string>{"the work is free"}, lc).score,
@@ -93,7 +93,7 @@ TEST(Bleu, LowercaseOption) {
   EXPECT_EQ(corpus_bleu({"THE WORK IS FREE"}, std::vector<std::string>{"the work is free"}).score, 0.0);
 }
 
-TEST(Bleu, ErrorsNameTheProblem) {
+TEST(MetricsBleu, ErrorsNameTheProblem) {
   EXPECT_THROW(corpus_bleu({"a"}, std::vector<std::string>{}), std::invalid_argument);
   BleuOptions bad;
   bad.tokenize = "zh";

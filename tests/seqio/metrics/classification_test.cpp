@@ -7,7 +7,7 @@
 namespace seqio::metrics {
 namespace {
 
-TEST(Classification, AccuracyAndSequenceAccuracy) {
+TEST(MetricsClassification, AccuracyAndSequenceAccuracy) {
   const std::vector<std::string> t = {"a", "b", "c", "d"}, p = {"a", "x", "c", "d"};
   EXPECT_DOUBLE_EQ(accuracy(t, p).at("accuracy"), 75.0);
   EXPECT_DOUBLE_EQ(sequence_accuracy(t, p).at("sequence_accuracy"), 75.0);
@@ -16,7 +16,7 @@ TEST(Classification, AccuracyAndSequenceAccuracy) {
   EXPECT_DOUBLE_EQ(sequence_accuracy({"a "}, {"a"}).at("sequence_accuracy"), 0.0);  // exact strings
 }
 
-TEST(Classification, MeanMulticlassF1KnownAnswer) {
+TEST(MetricsClassification, MeanMulticlassF1KnownAnswer) {
   // Class 0: tp 1 fn 1 -> 2/3; class 1: fp 1 fn 1 -> 0; class 2: tp 1 fp 1 -> 2/3.
   const auto r = mean_multiclass_f1({"0", "1", "2", "0"}, {"0", "2", "2", "1"}, 3);
   EXPECT_NEAR(r.at("mean_3class_f1"), 100.0 * 4.0 / 9.0, 1e-12);
@@ -26,13 +26,13 @@ TEST(Classification, MeanMulticlassF1KnownAnswer) {
   EXPECT_THROW(mean_multiclass_f1({"zero"}, {"0"}, 2), std::invalid_argument);
 }
 
-TEST(Classification, F1WithInvalid) {
+TEST(MetricsClassification, F1WithInvalid) {
   // Predictions 2 and "x" become 1 - target: [1, 1, 0, 0] vs [1, 0, 1, 1].
   const auto r = f1_score_with_invalid({"1", "0", "1", "1"}, {"1", "2", "0", "x"});
   EXPECT_NEAR(r.at("f1"), 40.0, 1e-12);
 }
 
-TEST(Classification, Correlations) {
+TEST(MetricsClassification, Correlations) {
   EXPECT_NEAR(pearson_corrcoef({"1", "2", "3"}, {"2", "4", "6"}).at("pearson_corrcoef"), 100.0, 1e-9);
   EXPECT_NEAR(pearson_corrcoef({"1", "2", "3"}, {"6", "4", "2"}).at("pearson_corrcoef"), -100.0, 1e-9);
   EXPECT_NEAR(spearman_corrcoef({"1", "2", "3", "4"}, {"1", "4", "9", "16"}).at("spearman_corrcoef"),

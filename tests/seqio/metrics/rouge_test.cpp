@@ -16,7 +16,7 @@ RougeOptions all_keys() {
   return o;
 }
 
-TEST(Rouge, TokenizerLowercasesAndSplitsOnNonAlphanumerics) {
+TEST(MetricsRouge, TokenizerLowercasesAndSplitsOnNonAlphanumerics) {
   using V = std::vector<std::string>;
   EXPECT_EQ(rouge_tokenize("The quick-brown FOX, 2x!"), (V{"the", "quick", "brown", "fox", "2x"}));
   EXPECT_EQ(rouge_tokenize("caf\u00e9 na\u00efve"), (V{"caf", "na", "ve"}));
@@ -26,7 +26,7 @@ TEST(Rouge, TokenizerLowercasesAndSplitsOnNonAlphanumerics) {
   EXPECT_EQ(rouge_tokenize("running cats ran", true), (V{"run", "cat", "ran"}));
 }
 
-TEST(Rouge, KnownAnswer) {
+TEST(MetricsRouge, KnownAnswer) {
   const auto s = rouge_score_example("the cat sat on the mat", "the cat on the mat", all_keys());
   EXPECT_DOUBLE_EQ(s.at("rouge1").precision, 1.0);
   EXPECT_DOUBLE_EQ(s.at("rouge1").recall, 5.0 / 6.0);
@@ -37,7 +37,7 @@ TEST(Rouge, KnownAnswer) {
   EXPECT_NEAR(s.at("rougeL").fmeasure, 10.0 / 11.0, 1e-15);
 }
 
-TEST(Rouge, LsumUsesSentencesAfterT5Preparation) {
+TEST(MetricsRouge, LsumUsesSentencesAfterT5Preparation) {
   // " . " becomes a line break, so swapped sentences still match fully
   // at summary level while plain LCS sees only half.
   const auto s = rouge_score_example("the cat sat . the dog ran", "the dog ran . the cat sat", all_keys());
@@ -51,27 +51,27 @@ TEST(Rouge, LsumUsesSentencesAfterT5Preparation) {
                    0.5);
 }
 
-TEST(Rouge, IdenticalIs100AndEmptyIs0) {
+TEST(MetricsRouge, IdenticalIs100AndEmptyIs0) {
   const std::vector<std::string> t = {"The licence applies.\nIt is free.", "Copy it"};
   for (const auto& [k, v] : rouge(t, t)) EXPECT_DOUBLE_EQ(v, 100.0) << k;
   for (const auto& [k, v] : rouge(t, {"", ""})) EXPECT_DOUBLE_EQ(v, 0.0) << k;
   EXPECT_TRUE(std::isnan(rouge({}, {}).at("rouge1")));
 }
 
-TEST(Rouge, CorpusValueIsMeanOfExampleF) {
+TEST(MetricsRouge, CorpusValueIsMeanOfExampleF) {
   const std::vector<std::string> t = {"the cat sat on the mat", "a b"};
   const std::vector<std::string> p = {"the cat on the mat", "a b"};
   EXPECT_NEAR(rouge(t, p).at("rouge1"), 100.0 * (10.0 / 11.0 + 1.0) / 2.0, 1e-12);
 }
 
-TEST(Rouge, Errors) {
+TEST(MetricsRouge, Errors) {
   RougeOptions o;
   o.score_keys = {"rougeX"};
   EXPECT_THROW(rouge_score_example("a", "a", o), std::invalid_argument);
   EXPECT_THROW(rouge({"a"}, {}), std::invalid_argument);
 }
 
-TEST(PorterStemmer, NltkExtensions) {
+TEST(MetricsPorter, NltkExtensions) {
   const std::pair<const char*, const char*> cases[] = {
       {"caresses", "caress"}, {"ponies", "poni"},         {"ties", "tie"},
       {"running", "run"},     {"happily", "happili"},     {"generalization", "gener"},

@@ -7,7 +7,7 @@
 namespace seqio::metrics {
 namespace {
 
-TEST(Squad, Normalisation) {
+TEST(MetricsSquad, Normalisation) {
   EXPECT_EQ(normalize_squad("The Quick, Brown fox!"), "quick brown fox");
   EXPECT_EQ(normalize_squad("An apple a day"), "apple day");
   EXPECT_EQ(normalize_squad("theatre"), "theatre");
@@ -21,13 +21,13 @@ TEST(Squad, Normalisation) {
   EXPECT_EQ(normalize_squad("\u00e9a a\u00e9 a"), "\u00e9a a\u00e9");
 }
 
-TEST(Squad, TokenF1KnownAnswer) {
+TEST(MetricsSquad, TokenF1KnownAnswer) {
   EXPECT_NEAR(qa_f1("quick brown fox", "brown fox jumps"), 2.0 / 3.0, 1e-15);
   EXPECT_EQ(qa_f1("quick", ""), 0.0);
   EXPECT_NEAR(qa_f1("a a b", "a b b"), 2.0 / 3.0, 1e-15);  // clipped counts
 }
 
-TEST(Squad, MaxOverReferencesAndMean) {
+TEST(MetricsSquad, MaxOverReferencesAndMean) {
   const std::vector<std::vector<std::string>> t = {{"Paris", "the city of Paris"}, {"42"}};
   const auto r = squad(t, {"city of paris.", "forty two"});
   EXPECT_DOUBLE_EQ(r.at("em"), 50.0);
@@ -40,7 +40,7 @@ TEST(Squad, MaxOverReferencesAndMean) {
   EXPECT_DOUBLE_EQ(empty.at("f1"), 0.0);
 }
 
-TEST(Squad, Errors) {
+TEST(MetricsSquad, Errors) {
   EXPECT_THROW(squad({{"a"}}, {}), std::invalid_argument);
   EXPECT_THROW(squad({{}}, {"a"}), std::invalid_argument);
   EXPECT_TRUE(std::isnan(squad({}, {}).at("em")));

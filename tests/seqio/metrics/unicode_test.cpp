@@ -5,7 +5,7 @@
 namespace seqio::metrics::unicode {
 namespace {
 
-TEST(Unicode, Utf8RoundTrip) {
+TEST(MetricsUnicode, Utf8RoundTrip) {
   const std::string s = "a\u00e9\u20ac\U0001F600";
   const auto u = decode(s);
   ASSERT_EQ(u.size(), 4u);
@@ -13,7 +13,7 @@ TEST(Unicode, Utf8RoundTrip) {
   EXPECT_EQ(encode(u), s);
 }
 
-TEST(Unicode, InvalidUtf8ReportsOffset) {
+TEST(MetricsUnicode, InvalidUtf8ReportsOffset) {
   for (const auto& [bytes, offset] : std::vector<std::pair<std::string, int>>{
            {"ab\xC0\xAF", 2}, {"\xED\xA0\x80", 0}, {"xyz\xE2\x82", 3}, {"\x80", 0}}) {
     try {
@@ -27,13 +27,13 @@ TEST(Unicode, InvalidUtf8ReportsOffset) {
   }
 }
 
-TEST(Unicode, PythonLower) {
+TEST(MetricsUnicode, PythonLower) {
   EXPECT_EQ(encode(lower(decode("\u03a3\u0391\u03a3 \u03a3"))), "\u03c3\u03b1\u03c2 \u03c3");
   EXPECT_EQ(encode(lower(decode("\u0130"))), "i\u0307");
   EXPECT_EQ(encode(lower(decode("\u00c0\u00c9 ABC \u212a"))), "\u00e0\u00e9 abc k");
 }
 
-TEST(Unicode, PythonSplit) {
+TEST(MetricsUnicode, PythonSplit) {
   const auto parts = split(decode("a\u00a0b\u3000c\x1c" "d\u200be"));
   ASSERT_EQ(parts.size(), 4u);  // U+200B is not whitespace in Python
   EXPECT_EQ(encode(parts[3]), "d\u200be");
@@ -41,7 +41,7 @@ TEST(Unicode, PythonSplit) {
   EXPECT_EQ(encode(std::u32string(rstrip(decode("x \u2028")))), "x");
 }
 
-TEST(Unicode, Categories) {
+TEST(MetricsUnicode, Categories) {
   EXPECT_TRUE(is_punct(U'\u00bf'));
   EXPECT_TRUE(is_punct(U','));
   EXPECT_FALSE(is_punct(U'$'));
@@ -54,7 +54,7 @@ TEST(Unicode, Categories) {
   EXPECT_FALSE(is_word(U'-'));
 }
 
-TEST(Unicode, AsciiClassesMatchRegexModule) {
+TEST(MetricsUnicode, AsciiClassesMatchRegexModule) {
   // From Python: regex \p{P}, \p{S}, \p{N} and str.isspace() over ASCII.
   const std::string punct = "!\"#%&'()*,-./:;?@[\\]_{}", symbol = "$+<=>^`|~";
   for (char32_t c = 0; c < 0x80; ++c) {
