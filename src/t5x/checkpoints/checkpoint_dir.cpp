@@ -1,0 +1,387 @@
+#include "t5x/checkpoints/checkpoint_dir.h"
+
+#include <algorithm>
+#include <ctime>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "t5x/checkpoints/file_io.h"
+
+namespace t5x {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMsgpackName = "checkpoint";
+
+bool is_float_dtype(const std::string& d) {
+  return d == "float32" || d == "bfloat16" || d == "float16";
+}
+
+void barrier(const SaveOptions& opt, const std::string& tag) {
+  if (opt.barrier) opt.barrier(tag);
+}
+
+std::vector<std::string> list_names(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path().filename().string());
+  return out;
+}
+
+// std::regex has no escaping helper; prefixes are plain names in practice.
+std::string regex_escape(const std::string& s) {
+  static const std::string special = R"(\^$.|?*+()[]{})";
+  std::string r;
+  for (char c : s) { if (special.find(c) != std::string::npos) r += '\\'; r += c; }
+  return r;
+}
+
+}  // namespace
+
+std::string checkpoint_dir_for_step(const std::string& model_dir, int64_t step,
+                                    const std::string& prefix) {
+  return fileio::join(model_dir, prefix + "_" + std::to_string(step));
+}
+
+std::string dataset_state_file_name(int process_index, int process_count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "train_ds-%03d-of-%03d.json", process_index, process_count);
+  return buf;
+}
+
+SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
+                           const std::vector<SaveLeaf>& leaves, const SaveOptions& opt) {
+  if (opt.process_index < 0 || opt.process_index >= opt.process_count)
+    throw std::invalid_argument("[save_checkpoint] process_index out of range");
+  SaveResult res;
+  res.dir = checkpoint_dir_for_step(model_dir, step, opt.prefix);
+  if (fileio::exists(res.dir)) {  // t5x: an existing final dir means this step is saved
+    res.skipped_existing = true;
+    return res;
+  }
+  const int64_t ts = opt.timestamp >= 0 ? opt.timestamp : int64_t(std::time(nullptr));
+  const std::string tmp = res.dir + ".tmp-" + std::to_string(ts);
+
+  // Validate and prepare leaves (cast "target/" to the save dtype, as t5x).
+  std::set<std::string> seen;
+  for (const auto& l : leaves) {
+    if (!seen.insert(l.path).second)
+      throw std::invalid_argument("[save_checkpoint] duplicate leaf '" + l.path + "'");
+    if (l.partitioned) {
+      if (l.global_shape.size() != l.box.start.size() || l.data.shape != l.box.extent())
+        throw std::invalid_argument("[save_checkpoint] leaf '" + l.path + "': slice " +
+                                    l.box.to_string() + " does not match data shape " +
+                                    l.data.shape_string() + " / global rank");
+    }
+  }
+  auto stored_dtype = [&](const SaveLeaf& l) {
+    bool cast = !opt.save_dtype.empty() && l.path.rfind("target/", 0) == 0 &&
+                is_float_dtype(l.data.dtype) && l.data.dtype != opt.save_dtype;
+    return cast ? opt.save_dtype : l.data.dtype;
+  };
+  auto spec_for = [&](const SaveLeaf& l) {
+    TensorStoreSpec s;
+    s.dtype = stored_dtype(l);
+    s.path = ts_dir_name(l.path);
+    s.shape = l.global_shape;
+    s.chunks = l.chunks.empty() ? l.box.extent() : l.chunks;
+    for (auto& c : s.chunks) c = std::max<int64_t>(1, c);
+    s.compressor = l.compressor ? *l.compressor : opt.compressor;
+    return s;
+  };
+
+  if (opt.process_index == 0) {
+    fileio::make_dirs(tmp);
+  }
+  barrier(opt, "checkpointer:make_dir:" + tmp);
+  if (opt.process_index != 0) fileio::make_dirs(tmp);  // tolerate non-shared fs in tests
+
+  // Phase 1: every process writes the chunks it owns.
+  for (const auto& l : leaves) {
+    if (!l.partitioned || !l.write) continue;
+    TensorStoreSpec s = spec_for(l);
+    ZarrMetadata m;
+    m.shape = s.shape;
+    m.chunks = s.chunks;
+    m.dtype = s.dtype;
+    m.compressor = s.compressor;
+    const std::string adir = fileio::join(tmp, s.path);
+    zarr_write_metadata(adir, m, opt.durable);
+    HostTensor data = s.dtype == l.data.dtype ? HostTensor{} : cast_host_tensor(l.data, s.dtype);
+    const HostTensor& src = s.dtype == l.data.dtype ? l.data : data;
+    res.bytes_written += zarr_write_box(adir, m, src, l.box, {opt.durable, opt.num_threads});
+    if (opt.durable) fileio::fsync_dir(adir);
+  }
+  if (opt.dataset_state_json) {
+    const std::string p = fileio::join(tmp, dataset_state_file_name(opt.process_index, opt.process_count));
+    fileio::write_text(p, *opt.dataset_state_json, opt.durable);
+    res.bytes_written += opt.dataset_state_json->size();
+  }
+  barrier(opt, "checkpointer:tensorstore_write_complete:" + tmp);
+  if (opt.crash_before_msgpack) return res;
+
+  // Phase 2: process 0 writes the msgpack last, then renames into place.
+  if (opt.process_index == 0) {
+    FlatState state;
+    for (const auto& l : leaves) {
+      if (l.partitioned) state[l.path] = spec_for(l);
+      else state[l.path] = stored_dtype(l) == l.data.dtype ? l.data : cast_host_tensor(l.data, stored_dtype(l));
+    }
+    auto bytes = encode_checkpoint_msgpack(state, 3);
+    fileio::write_file(fileio::join(tmp, kMsgpackName), bytes, opt.durable);
+    res.bytes_written += bytes.size();
+    if (opt.durable) fileio::fsync_dir(tmp);
+    std::error_code ec;
+    fs::rename(tmp, res.dir, ec);
+    if (ec) throw CheckpointError("cannot rename '" + tmp + "' to '" + res.dir + "': " + ec.message());
+    if (opt.durable) fileio::fsync_dir(model_dir);
+    if (opt.keep > 0) res.removed_steps = apply_retention(model_dir, opt.keep, opt.prefix);
+  }
+  barrier(opt, "checkpointer:write_complete:" + res.dir);
+  return res;
+}
+
+// ---------------------------------------------------------------- reader
+
+CheckpointReader CheckpointReader::open(const std::string& path) {
+  CheckpointReader r;
+  std::string file;
+  if (fileio::is_dir(path)) {
+    r.dir_ = path;
+    if (fileio::is_dir(fileio::join(path, "state")) &&
+        fileio::exists(fileio::join(fileio::join(path, "state"), kMsgpackName)))
+      r.dir_ = fileio::join(path, "state");
+    file = fileio::join(r.dir_, kMsgpackName);
+  } else {
+    file = path;
+    r.dir_ = fs::path(path).parent_path().string();
+  }
+  auto bytes = fileio::read_file_if_exists(file);
+  if (!bytes)
+    throw CheckpointError("not a complete t5x checkpoint: '" + file +
+                          "' is missing (the msgpack is written last, so the save did not finish)");
+  DecodedCheckpoint d = decode_checkpoint_msgpack(*bytes, file);
+  if (d.version != 0 && d.version < 2)
+    throw CheckpointError(file + ": checkpoint version " + std::to_string(d.version) +
+                          " is too old (t5x restores versions >= 2)");
+  r.version_ = d.version;
+  r.leaves_ = std::move(d.leaves);
+  return r;
+}
+
+std::vector<std::string> CheckpointReader::array_paths() const {
+  std::vector<std::string> out;
+  for (const auto& [p, l] : leaves_)
+    if (std::holds_alternative<HostTensor>(l) || std::holds_alternative<TensorStoreSpec>(l))
+      out.push_back(p);
+  return out;
+}
+
+CheckpointReader::LeafInfo CheckpointReader::info(const std::string& path) const {
+  auto it = leaves_.find(path);
+  if (it == leaves_.end())
+    throw CheckpointError("'" + path + "' is not in checkpoint '" + dir_ + "'");
+  if (auto* t = std::get_if<HostTensor>(&it->second)) return {t->dtype, t->shape, false};
+  if (auto* s = std::get_if<TensorStoreSpec>(&it->second)) {
+    // The .zarray is authoritative (older specs may lack metadata).
+    const std::string adir = fileio::join(dir_, s->path);
+    if (fileio::exists(fileio::join(adir, ".zarray"))) {
+      ZarrMetadata m = zarr_read_metadata(adir);
+      return {m.dtype, m.shape, true};
+    }
+    return {s->dtype, s->shape, true};
+  }
+  throw CheckpointError("'" + path + "' in checkpoint '" + dir_ + "' is not an array");
+}
+
+std::optional<int64_t> CheckpointReader::step() const {
+  auto it = leaves_.find("state/step");
+  if (it == leaves_.end()) return std::nullopt;
+  if (auto* v = std::get_if<int64_t>(&it->second)) return *v;
+  if (auto* t = std::get_if<HostTensor>(&it->second)) {
+    if (t->numel() != 1) return std::nullopt;
+    if (t->dtype == "int32") return t->values<int32_t>()[0];
+    if (t->dtype == "int64") return t->values<int64_t>()[0];
+    if (t->dtype == "uint32") return t->values<uint32_t>()[0];
+  }
+  return std::nullopt;
+}
+
+HostTensor CheckpointReader::read(const std::string& path, const std::optional<IndexBox>& box,
+                                  std::string_view cast_to, int num_threads) const {
+  auto it = leaves_.find(path);
+  if (it == leaves_.end())
+    throw CheckpointError("'" + path + "' is not in checkpoint '" + dir_ + "'");
+  HostTensor out;
+  if (auto* t = std::get_if<HostTensor>(&it->second)) {
+    if (!box) {
+      out = *t;
+    } else {
+      IndexBox b = *box;
+      out = HostTensor::zeros(t->dtype, b.extent());
+      bool bad = b.start.size() != t->shape.size() || b.stop.size() != t->shape.size();
+      for (size_t i = 0; !bad && i < b.start.size(); ++i)
+        bad = b.start[i] < 0 || b.stop[i] > t->shape[i] || b.start[i] > b.stop[i];
+      if (bad)
+          throw std::invalid_argument("[CheckpointReader::read] box " + b.to_string() +
+                                      " outside '" + path + "' " + t->shape_string());
+      copy_box(t->data.data(), IndexBox::full(t->shape), out.data.data(), b, dtype_itemsize(t->dtype));
+    }
+  } else if (auto* s = std::get_if<TensorStoreSpec>(&it->second)) {
+    const std::string adir = fileio::join(dir_, s->path);
+    ZarrMetadata m = zarr_read_metadata(adir);
+    if (!s->shape.empty() && s->shape != m.shape)
+      throw CheckpointError(adir + "/.zarray: shape does not match the msgpack spec of '" + path + "'");
+    out = zarr_read_box(adir, m, box ? *box : IndexBox::full(m.shape), num_threads);
+  } else {
+    throw CheckpointError("'" + path + "' in checkpoint '" + dir_ + "' is not an array");
+  }
+  if (!cast_to.empty() && cast_to != out.dtype) out = cast_host_tensor(out, cast_to);
+  return out;
+}
+
+HostTensor CheckpointReader::read_expect(const std::string& path,
+                                         const std::vector<int64_t>& expected,
+                                         const std::optional<IndexBox>& box,
+                                         std::string_view cast_to, int num_threads) const {
+  LeafInfo li = info(path);
+  if (li.shape != expected) {
+    HostTensor a, b;
+    a.shape = li.shape;
+    b.shape = expected;
+    throw CheckpointError("Shape of `" + path + "` in checkpoint " + a.shape_string() +
+                          " does not match expected " + b.shape_string() + " (checkpoint '" +
+                          dir_ + "')");
+  }
+  return read(path, box, cast_to, num_threads);
+}
+
+std::optional<std::string> CheckpointReader::dataset_state(int process_index, int process_count) const {
+  auto b = fileio::read_file_if_exists(
+      fileio::join(dir_, dataset_state_file_name(process_index, process_count)));
+  if (!b) return std::nullopt;
+  return std::string(b->begin(), b->end());
+}
+
+// ---------------------------------------------------------------- scanning
+
+std::vector<int64_t> all_steps(const std::string& model_dir, const std::string& prefix) {
+  const std::regex re(regex_escape(prefix) + R"(_(\d+)$)");
+  std::vector<int64_t> steps;
+  for (const auto& name : list_names(model_dir)) {
+    std::smatch m;
+    if (std::regex_match(name, m, re) && fileio::is_dir(fileio::join(model_dir, name)))
+      steps.push_back(std::stoll(m[1].str()));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<int64_t> latest_step(const std::string& model_dir, const std::string& prefix) {
+  auto steps = all_steps(model_dir, prefix);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+    if (fileio::exists(fileio::join(checkpoint_dir_for_step(model_dir, *it, prefix), kMsgpackName)))
+      return *it;
+  return std::nullopt;
+}
+
+std::vector<std::string> list_temp_dirs(const std::string& model_dir, const std::string& prefix) {
+  const std::regex re(regex_escape(prefix) + R"(_\d+\.tmp-\d+$)");
+  std::vector<std::string> out;
+  for (const auto& name : list_names(model_dir))
+    if (std::regex_match(name, re)) out.push_back(fileio::join(model_dir, name));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void remove_temp_dirs(const std::string& model_dir, const std::string& prefix) {
+  for (const auto& d : list_temp_dirs(model_dir, prefix)) fileio::remove_all(d);
+}
+
+std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool deep) {
+  try {
+    CheckpointReader r = CheckpointReader::open(ckpt_dir);
+    for (const auto& [path, leaf] : r.leaves()) {
+      const auto* s = std::get_if<TensorStoreSpec>(&leaf);
+      if (!s) continue;
+      const std::string adir = fileio::join(r.dir(), s->path);
+      ZarrMetadata m = zarr_read_metadata(adir);
+      if (!s->shape.empty() && m.shape != s->shape)
+        return adir + "/.zarray: shape differs from the msgpack spec of '" + path + "'";
+      if (deep) {
+        zarr_read_box(adir, m, IndexBox::full(m.shape));
+        continue;
+      }
+      const auto grid = m.grid_shape();
+      int64_t n = 1;
+      for (auto g : grid) n *= g;
+      std::vector<int64_t> idx(grid.size(), 0);
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t rem = k;
+        for (size_t i = grid.size(); i-- > 0;) { idx[i] = rem % grid[i]; rem /= grid[i]; }
+        const std::string cf = fileio::join(adir, m.chunk_key(idx));
+        auto bytes = fileio::read_file_if_exists(cf);
+        if (!bytes) return "missing chunk '" + cf + "' of '" + path + "'";
+        std::string why = quick_check_chunk(m.compressor, *bytes, m.chunk_nbytes());
+        if (!why.empty()) return "damaged chunk '" + cf + "': " + why;
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+std::string StepScan::report() const {
+  std::string s;
+  for (const auto& [dir, why] : skipped) s += "skipped " + dir + ": " + why + "\n";
+  if (!skipped.empty())
+    s += step ? "resuming from step " + std::to_string(*step) + "\n" : "no complete checkpoint found\n";
+  return s;
+}
+
+StepScan latest_valid_step(const std::string& model_dir, bool deep, const std::string& prefix) {
+  StepScan scan;
+  for (const auto& t : list_temp_dirs(model_dir, prefix))
+    scan.skipped.push_back({t, "half-written temporary directory of an interrupted save (ignored)"});
+  auto steps = all_steps(model_dir, prefix);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::string d = checkpoint_dir_for_step(model_dir, *it, prefix);
+    if (auto err = validate_checkpoint(d, deep)) {
+      scan.skipped.push_back({d, *err});
+      continue;
+    }
+    scan.step = *it;
+    break;
+  }
+  return scan;
+}
+
+bool is_pinned(const std::string& ckpt_dir) {
+  return fileio::exists(fileio::join(ckpt_dir, "PINNED"));
+}
+
+void pin_checkpoint(const std::string& ckpt_dir) {
+  fileio::write_text(fileio::join(ckpt_dir, "PINNED"), "", true);
+}
+
+std::vector<int64_t> apply_retention(const std::string& model_dir, int keep, const std::string& prefix) {
+  std::vector<int64_t> removed;
+  if (keep <= 0) return removed;
+  auto steps = all_steps(model_dir, prefix);
+  if (int(steps.size()) <= keep) return removed;
+  for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
+    const std::string d = checkpoint_dir_for_step(model_dir, steps[i], prefix);
+    if (is_pinned(d)) continue;
+    fileio::remove_all(d);
+    removed.push_back(steps[i]);
+  }
+  return removed;
+}
+
+}  // namespace t5x

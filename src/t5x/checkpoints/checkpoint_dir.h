@@ -1,0 +1,150 @@
+// Checkpoint directories of t5x's legacy native format (t5x.md §3.1-3.2):
+// atomic multi-process save, restore of any slice, step listing, retention
+// with PINNED, and detection of half-written or damaged checkpoints.
+//
+//   MODEL_DIR/checkpoint_<step>/            (step not zero-padded)
+//     checkpoint                            msgpack, written last by process 0
+//     target.encoder.layers_0....kernel/    one zarr v2 array per partitioned leaf
+//     train_ds-<p:03>-of-<n:03>.json        data-pipeline position per process (t5x.cpp)
+//     PINNED                                optional: exempt from retention
+//
+// Save protocol (t5x Checkpointer.save): write into
+// `checkpoint_<step>.tmp-<timestamp>` (timestamp identical on all processes),
+// barrier, process 0 writes the msgpack, fsyncs, renames into place, applies
+// retention, barrier. An existing final directory means the save is skipped.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "t5x/checkpoints/msgpack_checkpoint.h"
+#include "t5x/checkpoints/zarr.h"
+
+namespace t5x {
+
+// One leaf of the state to save, as seen by one process.
+struct SaveLeaf {
+  std::string path;        // "target/encoder/layers_0/attention/query/kernel", "state/step"
+  HostTensor data;         // inline: the whole array; partitioned: this process's slice
+  bool partitioned = false;            // false: inline in msgpack (t5x: mesh axes None)
+  std::vector<int64_t> global_shape;   // partitioned only
+  IndexBox box;                        // partitioned only: the global slice `data` holds
+  bool write = true;                   // false for replica copies (replica_id != 0)
+  std::vector<int64_t> chunks;         // partitioned; empty = box extent (per-shard chunks)
+  std::optional<ZarrCompressor> compressor;  // overrides SaveOptions::compressor
+};
+
+struct SaveOptions {
+  std::string prefix = "checkpoint";
+  ZarrCompressor compressor{"gzip", 1};
+  // t5x SaveCheckpointConfig.dtype: cast of "target/" float leaves ("" = keep).
+  std::string save_dtype = "float32";
+  int process_index = 0;
+  int process_count = 1;
+  // Global barrier across processes; tags name the phase. Empty = single process.
+  std::function<void(const std::string& tag)> barrier;
+  int64_t timestamp = -1;        // tmp-dir suffix; -1 = time(nullptr) (broadcast it yourself)
+  bool durable = true;           // fsync files and directories
+  int num_threads = 1;           // chunk encode/write threads per process
+  std::optional<std::string> dataset_state_json;  // this process's pipeline position
+  int keep = 0;                  // retention after the save: newest N (+PINNED); 0 = all
+  // Test hook: stop right after the tensorstore phase (simulates a crash that
+  // leaves the tmp dir behind without the msgpack).
+  bool crash_before_msgpack = false;
+};
+
+struct SaveResult {
+  std::string dir;               // final checkpoint directory
+  bool skipped_existing = false; // it already existed: nothing was written
+  uint64_t bytes_written = 0;    // by this process (chunk files + msgpack + sidecar)
+  std::vector<int64_t> removed_steps;  // by retention (process 0)
+};
+
+// Throws std::invalid_argument "[save_checkpoint] ..." for inconsistent leaves
+// and CheckpointError for I/O failures.
+SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
+                           const std::vector<SaveLeaf>& leaves, const SaveOptions& opt = {});
+
+std::string checkpoint_dir_for_step(const std::string& model_dir, int64_t step,
+                                    const std::string& prefix = "checkpoint");
+std::string dataset_state_file_name(int process_index, int process_count);
+
+class CheckpointReader {
+ public:
+  // `path` is a checkpoint directory or its `checkpoint` file; a directory
+  // with a `state/` subdirectory is read from `state/checkpoint`. Throws
+  // CheckpointError when the msgpack is missing or corrupt.
+  static CheckpointReader open(const std::string& path);
+
+  struct LeafInfo {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    bool in_tensorstore = false;
+  };
+
+  int version() const { return version_; }
+  const std::string& dir() const { return dir_; }
+  const FlatState& leaves() const { return leaves_; }
+  std::vector<std::string> array_paths() const;        // inline arrays and specs
+  bool has(const std::string& path) const { return leaves_.count(path) != 0; }
+  LeafInfo info(const std::string& path) const;        // throws CheckpointError if absent
+  std::optional<int64_t> step() const;                 // "state/step"
+
+  // Reads `box` (default: whole array) of an array leaf; only the chunks that
+  // intersect the box are read. `cast_to` ("float32"/"bfloat16"/"float16",
+  // empty = none) converts floats after reading.
+  HostTensor read(const std::string& path, const std::optional<IndexBox>& box = std::nullopt,
+                  std::string_view cast_to = "", int num_threads = 1) const;
+  // As read(), but first refuses a global shape other than `expected_shape`:
+  // "Shape of `<path>` in checkpoint (a, b) does not match expected (c, d)".
+  HostTensor read_expect(const std::string& path, const std::vector<int64_t>& expected_shape,
+                         const std::optional<IndexBox>& box = std::nullopt,
+                         std::string_view cast_to = "", int num_threads = 1) const;
+
+  std::optional<std::string> dataset_state(int process_index, int process_count) const;
+
+ private:
+  std::string dir_;
+  int version_ = 0;
+  FlatState leaves_;
+};
+
+// ---- Directory scanning, validation and retention ----
+
+// Steps of every `<prefix>_<N>` directory (regex `<prefix>_(\d+)$`), ascending.
+std::vector<int64_t> all_steps(const std::string& model_dir, const std::string& prefix = "checkpoint");
+// Newest step whose directory holds the msgpack file; nullopt if none.
+std::optional<int64_t> latest_step(const std::string& model_dir, const std::string& prefix = "checkpoint");
+// Leftover `<prefix>_<N>.tmp-<T>` directories of interrupted saves.
+std::vector<std::string> list_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
+void remove_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
+
+// Checks one checkpoint directory. Shallow: msgpack parses, every
+// TensorStore leaf has a valid .zarray matching its spec, every chunk file
+// exists with a plausible size (raw: exact; zstd: complete frame; gzip: the
+// trailer's size field). Deep additionally decodes every chunk. Returns the
+// problem (naming the file) or nullopt when the checkpoint is complete.
+std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool deep = false);
+
+struct StepScan {
+  std::optional<int64_t> step;                               // newest valid step
+  std::vector<std::pair<std::string, std::string>> skipped;  // (directory, reason)
+  std::string report() const;  // human-readable lines, empty if nothing was skipped
+};
+// Newest complete checkpoint, skipping (and reporting) temp dirs and damaged
+// checkpoints - the automatic-resume rule.
+StepScan latest_valid_step(const std::string& model_dir, bool deep = false,
+                           const std::string& prefix = "checkpoint");
+
+bool is_pinned(const std::string& ckpt_dir);
+void pin_checkpoint(const std::string& ckpt_dir);  // creates PINNED
+// t5x _remove_old_checkpoints: all but the newest `keep` steps are deleted
+// unless PINNED. Returns the removed steps. keep <= 0 keeps everything.
+std::vector<int64_t> apply_retention(const std::string& model_dir, int keep,
+                                     const std::string& prefix = "checkpoint");
+
+}  // namespace t5x

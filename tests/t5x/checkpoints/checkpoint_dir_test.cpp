@@ -1,0 +1,231 @@
+#include "t5x/checkpoints/checkpoint_dir.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "core/dtype_bf16.h"
+#include "t5x/checkpoints/file_io.h"
+#include "t5x/checkpoints/model_info.h"
+
+namespace t5x {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("t5x_ckptdir_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+HostTensor iota(const std::string& dtype, std::vector<int64_t> shape, float scale = 1.f) {
+  HostTensor t = HostTensor::zeros(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = float(i) * scale - 3.f;
+    if (dtype == "float32") std::memcpy(t.data.data() + 4 * i, &v, 4);
+    else if (dtype == "bfloat16") { uint16_t b = bfloat16::from_float(v); std::memcpy(t.data.data() + 2 * i, &b, 2); }
+    else if (dtype == "int32") { int32_t x = int32_t(i); std::memcpy(t.data.data() + 4 * i, &x, 4); }
+  }
+  return t;
+}
+
+HostTensor slice2d(const HostTensor& t, const IndexBox& b) {
+  HostTensor o = HostTensor::zeros(t.dtype, b.extent());
+  copy_box(t.data.data(), IndexBox::full(t.shape), o.data.data(), b, dtype_itemsize(t.dtype));
+  return o;
+}
+
+// A small train state: partitioned kernels, an inline step and factored slots.
+std::vector<SaveLeaf> state_for_process(const HostTensor& kernel, const HostTensor& emb, int p, int nproc,
+                                        int32_t step) {
+  std::vector<SaveLeaf> leaves;
+  // kernel [8, 12] sharded along dim 1 over nproc processes ("model" axis).
+  const int64_t w = 12 / nproc;
+  IndexBox kb{{0, p * w}, {8, p * w + w}};
+  leaves.push_back({"target/encoder/layers_0/attention/query/kernel", slice2d(kernel, kb), true, {8, 12}, kb});
+  // embedding [6, 4] replicated: every process holds it, only process 0 writes.
+  leaves.push_back({"target/token_embedder/embedding", emb, true, {6, 4}, IndexBox::full({6, 4}), p == 0});
+  leaves.push_back({"state/step", HostTensor::from_values<int32_t>("int32", {}, {step})});
+  leaves.push_back({"state/param_states/encoder/layers_0/attention/query/kernel/v_row",
+                    HostTensor::from_values<float>("float32", {8}, {1, 2, 3, 4, 5, 6, 7, 8})});
+  return leaves;
+}
+
+TEST(CheckpointDir, FourProcessSaveThenRestoreAnySlice) {
+  const std::string model_dir = tmpdir("multi");
+  HostTensor kernel = iota("float32", {8, 12}, 0.5f);
+  HostTensor emb = iota("float32", {6, 4}, 0.25f);
+  const int n = 4;
+  std::barrier sync(n);
+  std::vector<std::thread> threads;
+  std::vector<SaveResult> results(n);
+  for (int p = 0; p < n; ++p) {
+    threads.emplace_back([&, p] {
+      SaveOptions opt;
+      opt.process_index = p;
+      opt.process_count = n;
+      opt.barrier = [&](const std::string&) { sync.arrive_and_wait(); };
+      opt.timestamp = 1700000000;
+      opt.compressor = {"zstd", 1};
+      opt.durable = false;
+      opt.dataset_state_json = "{\"position\": " + std::to_string(100 + p) + "}";
+      results[p] = save_checkpoint(model_dir, 20, state_for_process(kernel, emb, p, n, 20), opt);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(results[0].dir, model_dir + "/checkpoint_20");
+  EXPECT_FALSE(fs::exists(model_dir + "/checkpoint_20.tmp-1700000000"));
+  const std::string adir = model_dir + "/checkpoint_20/target.encoder.layers_0.attention.query.kernel";
+  EXPECT_TRUE(fs::exists(adir + "/0.3"));
+  EXPECT_EQ(zarr_read_metadata(adir).chunks, (std::vector<int64_t>{8, 3}));
+
+  CheckpointReader r = CheckpointReader::open(model_dir + "/checkpoint_20");
+  EXPECT_EQ(r.version(), 3);
+  EXPECT_EQ(r.step(), 20);
+  EXPECT_EQ(r.read("target/encoder/layers_0/attention/query/kernel").data, kernel.data);
+  EXPECT_EQ(r.read("target/token_embedder/embedding").data, emb.data);
+  // Restore on a (2 x 1) layout: rows split instead of columns.
+  IndexBox rows{{4, 0}, {8, 12}};
+  EXPECT_EQ(r.read("target/encoder/layers_0/attention/query/kernel", rows).data, slice2d(kernel, rows).data);
+  EXPECT_EQ(r.read("state/param_states/encoder/layers_0/attention/query/kernel/v_row").values<float>()[7], 8.f);
+  EXPECT_EQ(*r.dataset_state(2, 4), "{\"position\": 102}");
+  EXPECT_EQ(latest_step(model_dir), 20);
+  EXPECT_FALSE(validate_checkpoint(model_dir + "/checkpoint_20", true).has_value());
+}
+
+TEST(CheckpointDir, SaveDtypeCastsTargetOnlyAndRestoreCasts) {
+  const std::string model_dir = tmpdir("cast");
+  HostTensor k = iota("float32", {4, 4}, 0.1f);
+  std::vector<SaveLeaf> leaves;
+  leaves.push_back({"target/k", k, true, {4, 4}, IndexBox::full({4, 4})});
+  leaves.push_back({"target/scale", iota("float32", {4})});
+  leaves.push_back({"state/param_states/k/v", k, true, {4, 4}, IndexBox::full({4, 4})});
+  SaveOptions opt;
+  opt.save_dtype = "bfloat16";
+  opt.durable = false;
+  save_checkpoint(model_dir, 1, leaves, opt);
+  CheckpointReader r = CheckpointReader::open(model_dir + "/checkpoint_1");
+  EXPECT_EQ(r.info("target/k").dtype, "bfloat16");
+  EXPECT_EQ(r.info("target/scale").dtype, "bfloat16");
+  EXPECT_EQ(r.info("state/param_states/k/v").dtype, "float32");
+  EXPECT_EQ(r.read("target/k").data, cast_host_tensor(k, "bfloat16").data);
+  EXPECT_EQ(r.read("target/k", std::nullopt, "float32").data,
+            cast_host_tensor(cast_host_tensor(k, "bfloat16"), "float32").data);
+  try {
+    r.read_expect("target/k", {4, 5});
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("Shape of `target/k` in checkpoint (4, 4) does not match expected (4, 5)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+SaveResult save_simple(const std::string& model_dir, int64_t step, SaveOptions opt = {}) {
+  opt.durable = false;
+  std::vector<SaveLeaf> leaves;
+  leaves.push_back({"target/w", iota("float32", {16, 16}, float(step)), true, {16, 16}, IndexBox::full({16, 16}),
+                    true, {8, 16}});
+  leaves.push_back({"state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(step)})});
+  return save_checkpoint(model_dir, step, leaves, opt);
+}
+
+TEST(CheckpointDir, ExistingStepIsSkipped) {
+  const std::string model_dir = tmpdir("skip");
+  EXPECT_FALSE(save_simple(model_dir, 3).skipped_existing);
+  EXPECT_TRUE(save_simple(model_dir, 3).skipped_existing);
+}
+
+TEST(CheckpointDir, CrashLeavesTmpDirThatResumeIgnores) {
+  const std::string model_dir = tmpdir("crash");
+  save_simple(model_dir, 10);
+  SaveOptions crash;
+  crash.crash_before_msgpack = true;
+  crash.timestamp = 123;
+  save_simple(model_dir, 20, crash);
+  EXPECT_TRUE(fs::exists(model_dir + "/checkpoint_20.tmp-123"));
+  EXPECT_EQ(all_steps(model_dir), std::vector<int64_t>{10});
+  StepScan scan = latest_valid_step(model_dir);
+  EXPECT_EQ(scan.step, 10);
+  ASSERT_EQ(scan.skipped.size(), 1u);
+  EXPECT_NE(scan.skipped[0].first.find("checkpoint_20.tmp-123"), std::string::npos);
+  EXPECT_NE(scan.report().find("half-written"), std::string::npos);
+  remove_temp_dirs(model_dir);
+  EXPECT_TRUE(list_temp_dirs(model_dir).empty());
+}
+
+TEST(CheckpointDir, DamagedCheckpointsFallBackToNewestComplete) {
+  const std::string model_dir = tmpdir("damaged");
+  save_simple(model_dir, 1);
+  save_simple(model_dir, 2);
+  save_simple(model_dir, 3);
+  save_simple(model_dir, 4);
+  // 4: truncated chunk; 3: corrupt msgpack; 2: msgpack missing (renamed by hand).
+  const std::string chunk = model_dir + "/checkpoint_4/target.w/1.0";
+  auto b = fileio::read_file(chunk);
+  b.resize(b.size() - 7);
+  fileio::write_file(chunk, b, false);
+  auto m = fileio::read_file(model_dir + "/checkpoint_3/checkpoint");
+  m.resize(m.size() / 2);
+  fileio::write_file(model_dir + "/checkpoint_3/checkpoint", m, false);
+  fs::remove(model_dir + "/checkpoint_2/checkpoint");
+
+  StepScan scan = latest_valid_step(model_dir);
+  EXPECT_EQ(scan.step, 1);
+  ASSERT_EQ(scan.skipped.size(), 3u);
+  EXPECT_NE(scan.skipped[0].second.find("target.w/1.0"), std::string::npos) << scan.skipped[0].second;
+  EXPECT_NE(scan.skipped[1].second.find("truncated or corrupt"), std::string::npos) << scan.skipped[1].second;
+  EXPECT_NE(scan.skipped[2].second.find("is missing"), std::string::npos) << scan.skipped[2].second;
+  // Restoring the damaged one directly names the chunk file.
+  try {
+    CheckpointReader::open(model_dir + "/checkpoint_4").read("target/w");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(chunk), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(CheckpointReader::open(model_dir + "/checkpoint_3"), CheckpointError);
+}
+
+TEST(CheckpointDir, RetentionKeepsNewestAndPinned) {
+  const std::string model_dir = tmpdir("keep");
+  for (int s : {1, 2, 3}) save_simple(model_dir, s);
+  pin_checkpoint(model_dir + "/checkpoint_1");
+  SaveOptions opt;
+  opt.keep = 2;
+  SaveResult r = save_simple(model_dir, 4, opt);
+  EXPECT_EQ(r.removed_steps, std::vector<int64_t>{2});
+  EXPECT_EQ(all_steps(model_dir), (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(apply_retention(model_dir, 1), std::vector<int64_t>{3});
+  EXPECT_EQ(all_steps(model_dir), (std::vector<int64_t>{1, 4}));
+}
+
+TEST(CheckpointDir, StepRegexIgnoresOtherNames) {
+  const std::string model_dir = tmpdir("names");
+  for (auto n : {"checkpoint_5", "checkpoint_12", "checkpoint_7.tmp-99", "checkpoint_x", "train", "checkpoint_3a"})
+    fs::create_directories(model_dir + "/" + n);
+  EXPECT_EQ(all_steps(model_dir), (std::vector<int64_t>{5, 12}));
+  EXPECT_EQ(list_temp_dirs(model_dir).size(), 1u);
+  EXPECT_FALSE(latest_step(model_dir).has_value());  // none has a msgpack
+}
+
+TEST(ModelInfo, FormatsNamesShapesSpecsAndTotals) {
+  std::vector<ModelInfoEntry> p = {
+      {"decoder/decoder_norm/scale", {768}, {"embed"}, "(None,)"},
+      {"token_embedder/embedding", {32128, 768}, {"vocab", "embed"}, "('model', None)"},
+  };
+  std::vector<ModelInfoEntry> o = {{"state/step", {}, {}, "None", "int32"}};
+  std::string text = format_model_info(p, o);
+  EXPECT_NE(text.find("Variable decoder/decoder_norm/scale size 768      shape (embed=768,)"), std::string::npos) << text;
+  EXPECT_NE(text.find("shape (vocab=32128, embed=768) partition spec ('model', None)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Total number of parameters: 24675072\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Variable state/step size 1 shape () partition spec None"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace t5x

@@ -1,0 +1,218 @@
+#include "t5x/checkpoints/zarr.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/dtype_bf16.h"
+#include "t5x/checkpoints/file_io.h"
+
+namespace t5x {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("t5x_ckpt_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+HostTensor random_tensor(const std::string& dtype, std::vector<int64_t> shape, uint32_t seed) {
+  HostTensor t = HostTensor::zeros(dtype, std::move(shape));
+  std::mt19937 rng(seed);
+  for (auto& b : t.data) b = uint8_t(rng());
+  if (dtype == "bool") for (auto& b : t.data) b &= 1;
+  return t;
+}
+
+// Reference slice of a full tensor (plain loops, independent of copy_box).
+HostTensor slice_ref(const HostTensor& t, const IndexBox& b) {
+  HostTensor o = HostTensor::zeros(t.dtype, b.extent());
+  const size_t isz = dtype_itemsize(t.dtype);
+  const auto& s = t.shape;
+  auto e = b.extent();
+  int64_t k = 0;
+  for (int64_t i = 0; i < e[0]; ++i)
+    for (int64_t j = 0; j < e[1]; ++j, ++k)
+      std::memcpy(o.data.data() + k * isz,
+                  t.data.data() + ((b.start[0] + i) * s[1] + b.start[1] + j) * isz, isz);
+  return o;
+}
+
+TEST(ZarrMetadata, JsonMatchesTensorStoreText) {
+  ZarrMetadata m;
+  m.shape = {4, 6};
+  m.chunks = {2, 3};
+  m.dtype = "bfloat16";
+  // Text written by tensorstore 0.1.86 for this spec (see scripts/golden/ckpt_make_t5x_layout.py).
+  EXPECT_EQ(m.to_json(),
+            R"({"chunks":[2,3],"compressor":{"id":"gzip","level":1},"dimension_separator":".",)"
+            R"("dtype":"bfloat16","fill_value":null,"filters":null,"order":"C","shape":[4,6],"zarr_format":2})");
+  m.dtype = "float32";
+  m.compressor = {};
+  EXPECT_NE(m.to_json().find(R"("compressor":null)"), std::string::npos);
+  EXPECT_NE(m.to_json().find(R"("dtype":"<f4")"), std::string::npos);
+  ZarrMetadata back = ZarrMetadata::from_json(m.to_json(), "x");
+  EXPECT_EQ(back.shape, m.shape);
+  EXPECT_EQ(back.chunks, m.chunks);
+  EXPECT_EQ(back.dtype, "float32");
+  EXPECT_TRUE(back.compressor.id.empty());
+}
+
+TEST(ZarrMetadata, RejectsBadFiles) {
+  EXPECT_THROW(ZarrMetadata::from_json("{\"zarr_format\":2", "f/.zarray"), CheckpointError);
+  EXPECT_THROW(ZarrMetadata::from_json(
+                   R"({"zarr_format":3,"shape":[1],"chunks":[1],"dtype":"<f4","compressor":null})", "f"),
+               CheckpointError);
+  try {
+    ZarrMetadata::from_json(R"({"zarr_format":2,"shape":[1],"chunks":[1],"dtype":"<c8","compressor":null})",
+                            "dir/.zarray");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("dir/.zarray"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("<c8"), std::string::npos);
+  }
+}
+
+TEST(Zarr, ChunkShapeFollowsT5xRule) {
+  // 64 MiB of f32 = 16M elements; [32128, 768] = 24.7M -> halve the largest dim's divisor.
+  auto c = t5x_chunk_shape({32128, 768}, 4);
+  EXPECT_EQ(c, (std::vector<int64_t>{16064, 768}));
+  EXPECT_EQ(t5x_chunk_shape({768, 2048}, 4), (std::vector<int64_t>{768, 2048}));
+  EXPECT_EQ(t5x_chunk_shape({12, 10}, 4, 40), (std::vector<int64_t>{4, 2}));  // 12x10 -> 6x10 -> 6x5 -> 4x5 -> 4x2
+  EXPECT_EQ(t5x_chunk_shape({}, 4), std::vector<int64_t>{});
+}
+
+class ZarrRoundTrip : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(ZarrRoundTrip, AllDtypesAndCodecs) {
+  auto [dtype, codec] = GetParam();
+  const std::string dir = tmpdir("rt_" + dtype + "_" + codec) + "/arr";
+  ZarrMetadata m;
+  m.shape = {5, 7};
+  m.chunks = {2, 3};  // ragged edge chunks
+  m.dtype = dtype;
+  m.compressor = codec == "raw" ? ZarrCompressor{} : ZarrCompressor{codec, 1};
+  HostTensor t = random_tensor(dtype, m.shape, 7);
+  zarr_write_metadata(dir, m, false);
+  zarr_write_box(dir, m, t, IndexBox::full(m.shape), {false, 2});
+  HostTensor back = zarr_read(dir);
+  EXPECT_EQ(back.dtype, dtype);
+  EXPECT_EQ(back.shape, m.shape);
+  EXPECT_TRUE(back.data == t.data);  // bit-exact, bf16 included
+  // 3 x 3 chunk grid
+  EXPECT_TRUE(fs::exists(dir + "/2.2"));
+  EXPECT_FALSE(fs::exists(dir + "/3.0"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dtypes, ZarrRoundTrip,
+    ::testing::Combine(::testing::Values("float32", "bfloat16", "float16", "int32", "int64",
+                                         "uint8", "bool", "float64"),
+                       ::testing::Values("gzip", "zstd", "raw", "zlib")));
+
+TEST(Zarr, ScalarArrayUsesChunkKeyZero) {
+  const std::string dir = tmpdir("scalar") + "/s";
+  ZarrMetadata m;
+  m.dtype = "int32";
+  HostTensor t = HostTensor::from_values<int32_t>("int32", {}, {42});
+  zarr_write_metadata(dir, m, false);
+  zarr_write_box(dir, m, t, IndexBox::full({}), {false, 1});
+  EXPECT_TRUE(fs::exists(dir + "/0"));
+  EXPECT_EQ(zarr_read(dir).values<int32_t>()[0], 42);
+}
+
+TEST(Zarr, ShardedWritesThenSlicedReadsFromOtherChunking) {
+  const std::string dir = tmpdir("sharded") + "/kernel";
+  HostTensor full = random_tensor("float32", {8, 12}, 3);
+  ZarrMetadata m;
+  m.shape = {8, 12};
+  m.chunks = {4, 6};  // per-shard chunks for a 2x2 mesh
+  m.compressor = {"zstd", 1};
+  zarr_write_metadata(dir, m, false);
+  // Four "processes" each write only their quarter.
+  for (int p = 0; p < 4; ++p) {
+    IndexBox b{{(p / 2) * 4, (p % 2) * 6}, {(p / 2) * 4 + 4, (p % 2) * 6 + 6}};
+    zarr_write_box(dir, m, slice_ref(full, b), b, {false, 1});
+  }
+  EXPECT_EQ(zarr_read(dir).data, full.data);
+  // A reader on a (1x3) mesh reads its column slices - not aligned to chunks.
+  ZarrMetadata rm = zarr_read_metadata(dir);
+  for (int p = 0; p < 3; ++p) {
+    IndexBox b{{0, p * 4}, {8, p * 4 + 4}};
+    EXPECT_EQ(zarr_read_box(dir, rm, b).data, slice_ref(full, b).data) << p;
+  }
+  IndexBox odd{{3, 5}, {7, 11}};
+  EXPECT_EQ(zarr_read_box(dir, rm, odd, 2).data, slice_ref(full, odd).data);
+}
+
+TEST(Zarr, MissingChunkReadsAsFillValue) {
+  const std::string dir = tmpdir("missing") + "/a";
+  ZarrMetadata m;
+  m.shape = {4, 4};
+  m.chunks = {2, 4};
+  zarr_write_metadata(dir, m, false);
+  HostTensor top = HostTensor::from_values<float>("float32", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  zarr_write_box(dir, m, top, IndexBox{{0, 0}, {2, 4}}, {false, 1});
+  auto v = zarr_read(dir).values<float>();
+  EXPECT_EQ(v[7], 8.f);
+  EXPECT_EQ(v[8], 0.f);  // fill_value null -> 0
+  m.fill_value = 2.5;
+  zarr_write_metadata(dir, m, false);
+  EXPECT_EQ(zarr_read(dir).values<float>()[15], 2.5f);
+}
+
+TEST(Zarr, UnalignedWriteIsRejected) {
+  const std::string dir = tmpdir("unaligned") + "/a";
+  ZarrMetadata m;
+  m.shape = {4, 4};
+  m.chunks = {2, 2};
+  HostTensor t = HostTensor::zeros("float32", {3, 4});
+  EXPECT_THROW(zarr_write_box(dir, m, t, IndexBox{{0, 0}, {3, 4}}), std::invalid_argument);
+}
+
+TEST(Zarr, TruncatedAndCorruptChunksNameTheFile) {
+  for (std::string codec : {"gzip", "zstd", "raw"}) {
+    const std::string dir = tmpdir("trunc_" + codec) + "/a";
+    ZarrMetadata m;
+    m.shape = {64, 64};
+    m.chunks = {32, 64};
+    m.compressor = codec == "raw" ? ZarrCompressor{} : ZarrCompressor{codec, 1};
+    HostTensor t = random_tensor("float32", m.shape, 11);
+    zarr_write_metadata(dir, m, false);
+    zarr_write_box(dir, m, t, IndexBox::full(m.shape), {false, 1});
+    const std::string chunk = dir + "/1.0";
+    auto bytes = fileio::read_file(chunk);
+    bytes.resize(bytes.size() / 2);
+    fileio::write_file(chunk, bytes, false);
+    try {
+      zarr_read(dir);
+      FAIL() << codec;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(chunk), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(quick_check_chunk(m.compressor, bytes, m.chunk_nbytes()).empty()) << codec;
+    // Rows of the intact chunk still read fine.
+    EXPECT_NO_THROW(zarr_read_box(dir, zarr_read_metadata(dir), IndexBox{{0, 0}, {32, 64}}));
+  }
+}
+
+TEST(Zarr, ReadsBigEndianFiles) {
+  const std::string dir = tmpdir("be") + "/a";
+  fs::create_directories(dir);
+  fileio::write_text(dir + "/.zarray",
+                     R"({"chunks":[2],"compressor":null,"dtype":">i4","fill_value":0,"filters":null,"order":"C","shape":[2],"zarr_format":2})",
+                     false);
+  std::vector<uint8_t> raw = {0, 0, 0, 1, 0, 0, 1, 0};
+  fileio::write_file(dir + "/0", raw, false);
+  auto v = zarr_read(dir).values<int32_t>();
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[1], 256);
+}
+
+}  // namespace
+}  // namespace t5x

@@ -1,0 +1,10 @@
+# ctest driver: write event files + JSONL with t5x.cpp, then read them with tensorboard.
+file(REMOVE_RECURSE ${OUT})
+execute_process(COMMAND ${WRITER} ${OUT} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "writer failed: ${rc}")
+endif()
+execute_process(COMMAND ${PYTHON} ${SCRIPT} ${OUT} ${OUT}/expected.json RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "read_tb_events.py failed: ${rc}")
+endif()
