@@ -92,6 +92,18 @@ LogicalAxisRules standard_logical_axis_rules(int act, int param, const LogicalAx
   return rules;
 }
 
+LogicalAxisRules moe_logical_axis_rules(int act, int param, const LogicalAxisRules& additional_rules) {
+  LogicalAxisRules rules = standard_logical_axis_rules(act, param);
+  rules.push_back({"expert", {"expert"}});
+  rules.push_back({"expert_mlp", {"model"}});
+  rules.push_back({"expert_replicas", {"data"}});
+  rules.push_back({"unmodeled", {}});
+  rules.insert(rules.end(), additional_rules.begin(), additional_rules.end());
+  for (auto& r : rules)
+    if (r.logical == "batch") r.mesh_axes = {"expert", "data"};
+  return rules;
+}
+
 std::string rules_to_string(const LogicalAxisRules& rules) {
   std::string s = "[";
   for (size_t i = 0; i < rules.size(); ++i) {

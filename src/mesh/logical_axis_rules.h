@@ -58,6 +58,15 @@ LogicalAxisRules standard_logical_axis_rules(int activation_partitioning_dims = 
                                              int parameter_partitioning_dims = 1,
                                              const LogicalAxisRules& additional_rules = {});
 
+// t5x contrib/moe standard_logical_axis_rules for the (data, expert, model)
+// mesh: the preset above, then expert->expert, expert_mlp->model,
+// expert_replicas->data, unmodeled->None, then `additional_rules`; finally
+// every 'batch' rule is rewritten to batch->(expert, data) so the batch is
+// split over both axes (expert-major).
+LogicalAxisRules moe_logical_axis_rules(int activation_partitioning_dims = 1,
+                                        int parameter_partitioning_dims = 1,
+                                        const LogicalAxisRules& additional_rules = {});
+
 // "[(batch, data), (embed, None), (x, (data, model))]".
 std::string rules_to_string(const LogicalAxisRules& rules);
 

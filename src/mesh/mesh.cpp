@@ -1,5 +1,6 @@
 #include "mesh/mesh.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -89,6 +90,17 @@ Mesh Mesh::from_partitioner(int64_t num_devices, int64_t device_id, int64_t num_
     fail(what + " does not divide the " + std::to_string(num_devices) +
          " devices; the model-parallel size must be a factor of the device count");
   return Mesh({num_devices / model, model}, {"data", "model"}, device_id);
+}
+
+Mesh Mesh::for_moe(int64_t num_devices, int64_t device_id, int64_t num_expert_partitions, int64_t num_partitions,
+                   std::vector<int64_t> model_parallel_submesh) {
+  if (num_expert_partitions < 1)
+    fail("num_expert_partitions must be >= 1, got " + std::to_string(num_expert_partitions));
+  Mesh base = from_partitioner(num_devices, device_id, num_partitions, std::move(model_parallel_submesh));
+  const int64_t data = base.axis_sizes()[0], model = base.axis_sizes()[1];
+  int64_t expert = std::min(num_expert_partitions, data);
+  while (data % expert != 0) --expert;
+  return Mesh({data / expert, expert, model}, {"data", "expert", "model"}, device_id);
 }
 
 int Mesh::axis_index(const std::string& name) const {

@@ -51,6 +51,13 @@ class Mesh {
   static Mesh from_partitioner(int64_t num_devices, int64_t device_id, int64_t num_partitions,
                                std::vector<int64_t> model_parallel_submesh = {});
 
+  // t5x contrib/moe default_moe_mesh: the (data, model) mesh above with the
+  // largest divisor of |data| that is <= num_expert_partitions factored out of
+  // 'data' into a new 'expert' axis: axes (data, expert, model). Device order
+  // is unchanged (data = data' * |expert| + expert).
+  static Mesh for_moe(int64_t num_devices, int64_t device_id, int64_t num_expert_partitions,
+                      int64_t num_partitions, std::vector<int64_t> model_parallel_submesh = {});
+
   const MeshDesc& desc() const { return *desc_; }
   std::shared_ptr<const MeshDesc> desc_ptr() const { return desc_; }
   int ndim() const { return int(desc_->axis_sizes.size()); }

@@ -121,6 +121,22 @@ TEST(LogicalAxisRules, PresetListsAreExact) {
   EXPECT_THROW(standard_logical_axis_rules(1, 0), std::invalid_argument);
 }
 
+TEST(LogicalAxisRules, MoeRules) {
+  auto rules = moe_logical_axis_rules(1, 1, {{"additional", kModel}, {"batch", kData}});
+  const auto base = standard_logical_axis_rules(1, 1);
+  ASSERT_EQ(rules.size(), base.size() + 4 + 2);
+  EXPECT_EQ(rules[0], (AxisRule{"batch", {"expert", "data"}}));
+  EXPECT_EQ(rules[base.size()], (AxisRule{"expert", {"expert"}}));
+  EXPECT_EQ(rules[base.size() + 2], (AxisRule{"expert_replicas", kData}));
+  EXPECT_EQ(rules.back(), (AxisRule{"batch", {"expert", "data"}}));  // additional rules are rewritten too
+  const std::vector<std::string> ed{"expert", "data"}, ex{"expert"};
+  EXPECT_EQ(logical_to_mesh_axes({"batch", "length", "embed"}, rules), P({ed, kNone, kNone}));
+  // Expert kernels: experts over 'expert', hidden over 'model'.
+  EXPECT_EQ(logical_to_mesh_axes({"expert", "embed", "expert_mlp"}, rules), P({ex, kNone, kModel}));
+  // Dispatched activations: groups keep 'data' once 'expert' is taken by the expert dim.
+  EXPECT_EQ(logical_to_mesh_axes({"expert", "expert_replicas", "unmodeled"}, rules), P({ex, kData, kNone}));
+}
+
 TEST(LogicalAxisRules, ResolvedSpecsValidateOnMesh) {
   // ZeRO-3 (1,2): weights sharded over data x model -> 1/(|data||model|) per device (T4.4).
   MeshDesc mesh{{"data", "model"}, {2, 2}, 0};

@@ -110,6 +110,26 @@ TEST(Mesh, DescRoundTripAndToString) {
   EXPECT_EQ(m.desc_ptr()->num_devices(), 8);
 }
 
+TEST(Mesh, MoeMeshFactorsExpertOutOfData) {
+  Mesh m = Mesh::for_moe(8, 5, 2, 1);
+  EXPECT_EQ(m.axis_names(), (std::vector<std::string>{"data", "expert", "model"}));
+  EXPECT_EQ(m.axis_sizes(), (std::vector<int64_t>{4, 2, 1}));
+  EXPECT_EQ(m.coords(5), (std::vector<int64_t>{2, 1, 0}));
+  // Largest divisor of |data| = 4 that is <= 3 is 2; <= 16 is 4.
+  EXPECT_EQ(Mesh::for_moe(8, 0, 3, 2).axis_sizes(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(Mesh::for_moe(8, 0, 16, 2).axis_sizes(), (std::vector<int64_t>{1, 4, 2}));
+  EXPECT_EQ(Mesh::for_moe(6, 0, 4, 1).axis_sizes(), (std::vector<int64_t>{2, 3, 1}));
+  // The batch over (expert, data): t5x MoE shard_id = data + expert * |data|.
+  for (int64_t dev = 0; dev < 8; ++dev) {
+    Mesh d = Mesh::for_moe(8, dev, 2, 2);  // (data=2, expert=2, model=2)
+    DataLayout l = data_layout(d, 16, {"expert", "data"});
+    EXPECT_EQ(l.shard_id, d.coord("data") + d.coord("expert") * 2);
+    EXPECT_EQ(l.num_shards, 4);
+    EXPECT_EQ(l.is_first_host_in_replica_set, d.coord("model") == 0);
+  }
+  EXPECT_THROW(Mesh::for_moe(8, 0, 0, 1), std::invalid_argument);
+}
+
 TEST(Mesh, DataLayoutPerHost) {
   // sharding.md T4.7: 4 hosts on (replica 2, data 2) get shard ids 0..3.
   for (int64_t dev = 0; dev < 4; ++dev) {
