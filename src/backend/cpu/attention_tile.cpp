@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "backend/cpu/small_gemm.h"
 #include "backend/cpu/vec_math.h"
 
@@ -22,15 +26,60 @@ void load_rows(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64
   }
 }
 
+#if defined(__AVX512F__)
+// In-register transpose of 16 rows of 16 floats.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
+            c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+  }
+}
+#endif
+
 // dst[d * kBk + j] = x[b, j0 + j, h, d]; columns j >= n are zero.
 void load_transposed(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h,
                      int64_t j0, int64_t n, float* dst) {
+#if defined(__AVX512F__)
+  const int64_t row_stride = H * D;
+  const float* base = x + ((b * L + j0) * H + h) * D;
+  for (int64_t jb = 0; jb < kBk; jb += 16) {
+    for (int64_t db = 0; db < D; db += 16) {
+      int64_t dn = std::min<int64_t>(16, D - db);
+      __mmask16 dmask = dn == 16 ? __mmask16(0xffff) : __mmask16((1u << dn) - 1);
+      __m512 r[16];
+      for (int64_t jj = 0; jj < 16; ++jj)
+        r[jj] = jb + jj < n ? _mm512_maskz_loadu_ps(dmask, base + (jb + jj) * row_stride + db)
+                            : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t dd = 0; dd < dn; ++dd) _mm512_storeu_ps(dst + (db + dd) * kBk + jb, r[dd]);
+    }
+  }
+#else
   for (int64_t j = 0; j < n; ++j) {
     const float* src = x + ((b * L + j0 + j) * H + h) * D;
     for (int64_t d = 0; d < D; ++d) dst[d * kBk + j] = src[d];
   }
   for (int64_t d = 0; d < D; ++d)
     for (int64_t j = n; j < kBk; ++j) dst[d * kBk + j] = 0.f;
+#endif
 }
 
 bool allowed(const Problem& pr, int64_t b, int64_t i, int64_t j) {
