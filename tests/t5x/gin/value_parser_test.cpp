@@ -1,7 +1,10 @@
 // Language-level tests: literals, containers, references, statements, and
 // the file:line:column + hint of every malformed-text error.
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <random>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -216,6 +219,47 @@ TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
   expect_gin_error([] { parse_gin("f.x = 012\n", "m.gin"); }, {"leading zeros", "hint:"});
   expect_gin_error([] { parse_gin("f.x = 1 \\ 2\n", "m.gin"); },
                    {"m.gin:1:9", "backslash must end the line", "hint:"});
+}
+
+}  // namespace
+}  // namespace t5x::gin
+
+namespace t5x::gin {
+namespace {
+
+// Malformed input of any shape gives a GinError, never another exception or
+// a crash: random token soup, and every prefix of a real config file.
+TEST(GinParseErrors, ArbitraryTextFailsOnlyWithGinError) {
+  const std::string alphabet = "ab_.:/=@%()[]{},'\"\\#\n  \t-+1e9xTNr";
+  std::mt19937 rng(1234);
+  size_t failures = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    const size_t len = rng() % 40;
+    for (size_t k = 0; k < len; ++k) text += alphabet[rng() % alphabet.size()];
+    try {
+      parse_gin(text, "fuzz.gin");
+    } catch (const GinError& e) {
+      ++failures;
+      EXPECT_EQ(e.where().file, "fuzz.gin") << text;
+      EXPECT_GE(e.where().line, 1) << text;
+      EXPECT_FALSE(e.hint().empty()) << text;
+    }
+  }
+  EXPECT_GT(failures, 1000u);  // most soup is malformed
+
+  std::ifstream in(std::string(T5X_SOURCE_DIR) + "/configs/runs/finetune.gin");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string full = ss.str();
+  ASSERT_GT(full.size(), 1000u);
+  for (size_t n = 0; n <= full.size(); n += 7) {
+    try {
+      parse_gin(std::string_view(full).substr(0, n), "prefix.gin");
+    } catch (const GinError& e) {
+      EXPECT_FALSE(e.hint().empty());
+    }
+  }
 }
 
 }  // namespace
