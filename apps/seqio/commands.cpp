@@ -1,0 +1,215 @@
+#include "commands.h"
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "seqio/cache.h"
+#include "seqio/errors.h"
+#include "seqio/json_io.h"
+#include "seqio/mixture.h"
+#include "seqio/vocabularies.h"
+#ifdef SEQIO_HAVE_FEATURE_CONVERTERS
+#include "seqio/feature_converters/feature_converters.h"
+#endif
+#ifdef SEQIO_HAVE_METRICS
+#include "seqio/metrics/metrics.h"
+#endif
+
+namespace seqio::cli {
+
+SequenceLengths parse_lengths(const std::string& s) {
+  SequenceLengths out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto eq = item.find('=');
+    size_t used = 0;
+    int v = -1;
+    try {
+      if (eq != std::string::npos) v = std::stoi(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+    }
+    if (eq == std::string::npos || eq == 0 || used != item.size() - eq - 1 || v < 0)
+      throw std::invalid_argument("--lengths: '" + item + "' is not NAME=LENGTH (e.g. inputs=512,targets=114)");
+    out[item.substr(0, eq)] = v;
+  }
+  return out;
+}
+
+int cmd_list(std::ostream& out) {
+  for (const auto& name : TaskRegistry::names()) {
+    auto t = TaskRegistry::get(name);
+    out << "task     " << name << "  splits=";
+    auto splits = t->splits();
+    for (size_t i = 0; i < splits.size(); ++i) out << (i ? "," : "") << splits[i];
+    out << "  features=";
+    bool first = true;
+    for (const auto& [k, f] : t->output_features()) {
+      out << (first ? "" : ",") << k << ":" << dtype_name(f.dtype);
+      first = false;
+    }
+    if (t->supports_caching()) out << "  cacheable";
+    out << "\n";
+  }
+  for (const auto& name : MixtureRegistry::names()) {
+    auto m = MixtureRegistry::get(name);
+    out << "mixture  " << name << "  tasks=";
+    bool first = true;
+    for (const auto& t : m->tasks()) {
+      out << (first ? "" : ",") << t->name() << ":" << m->get_rate(*t);
+      first = false;
+    }
+    out << "\n";
+  }
+  return 0;
+}
+
+int cmd_show(const ShowArgs& a, std::ostream& out) {
+  DatasetOptions o = a.options;
+  if (!a.resume_from.empty()) {
+    std::ifstream f(a.resume_from);
+    if (!f) throw DataError(a.resume_from + ": cannot open position file");
+    std::stringstream buf;
+    buf << f.rdbuf();
+    o.resume = position_from_json(buf.str());
+  }
+  auto ds = get_dataset(a.name, o);
+  Example ex;
+  int64_t k = 0;
+  while ((a.n < 0 || k < a.n) && ds->next(ex)) {
+    out << example_to_json_line(ex) << "\n";
+    ++k;
+  }
+  out.flush();
+  if (!a.position_out.empty()) {
+    std::ofstream f(a.position_out);
+    f << position_to_json(ds->position()) << "\n";
+    if (!f) throw DataError(a.position_out + ": cannot write position file");
+  }
+  auto st = ds->stats();
+  for (const auto& [feat, n] : st.trimmed_examples)
+    std::cerr << "seqio: trimmed " << n << " example(s) of '" << feat << "' to its length ("
+              << st.trimmed_tokens[feat] << " tokens removed)\n";
+  if (st.examples_dropped) std::cerr << "seqio: " << st.examples_dropped << " example(s) dropped by filters\n";
+  return 0;
+}
+
+int cmd_convert(const ConvertArgs& a, std::istream& in, std::ostream& out) {
+#ifdef SEQIO_HAVE_FEATURE_CONVERTERS
+  FeatureConverterOptions fo;
+  fo.pack = a.pack;
+  fo.bos_id = a.bos_id;
+  auto conv = make_feature_converter(a.converter, fo, a.mask_id);
+  const SequenceLengths lengths = parse_lengths(a.lengths);
+  const int64_t chunk = conv->packing_window(lengths) * 64;  // whole windows: same output as one call
+  std::vector<Example> batch;
+  ConversionStats stats;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    for (const auto& e : (*conv)(batch, lengths, &stats)) out << example_to_json_line(e) << "\n";
+    batch.clear();
+  };
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) throw line_error("stdin", line_no, "empty line (hint: one JSON object per line)");
+    try {
+      batch.push_back(example_from_json(nlohmann::json::parse(line)));
+    } catch (const std::exception& e) {
+      throw line_error("stdin", line_no, e.what());
+    }
+    if (static_cast<int64_t>(batch.size()) >= chunk) flush();
+  }
+  flush();
+  std::cerr << "seqio: converted " << stats.input_examples << " example(s) into " << stats.output_examples
+            << " row(s)\n";
+  return 0;
+#else
+  (void)a, (void)in, (void)out;
+  throw std::runtime_error("this seqio was built without seqio_feature_converters");
+#endif
+}
+
+int cmd_vocab(const std::string& op, const std::string& spec, std::istream& in, std::ostream& out) {
+  auto vocab = make_vocabulary(spec);
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (op == "encode") {
+      if (auto bad = first_invalid_utf8(line))
+        throw line_error("stdin", line_no, "invalid UTF-8 at column " + std::to_string(*bad + 1));
+      auto ids = vocab->encode(line);
+      for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+      out << "\n";
+    } else {
+      Tokens ids;
+      try {
+        auto first = line.find_first_not_of(" \t");
+        if (first != std::string::npos && line[first] == '[') {
+          ids = nlohmann::json::parse(line).get<Tokens>();
+        } else {
+          ids = PassThroughVocabulary(0).encode(line);
+        }
+      } catch (const std::exception& e) {
+        throw line_error("stdin", line_no, std::string("expected ids as '3 4 5' or [3, 4, 5]: ") + e.what());
+      }
+      out << vocab->decode(ids) << "\n";
+    }
+  }
+  return 0;
+}
+
+int cmd_cache(const CacheArgs& a, std::ostream& out) {
+  auto task = TaskRegistry::get(a.task);
+  if (!task->supports_caching())
+    std::cerr << "seqio: task '" << a.task << "' has no cache placeholder; caching all of its preprocessing\n";
+  CacheWriteOptions o;
+  o.splits = a.splits;
+  o.seed = a.seed;
+  o.num_threads = a.threads;
+  o.overwrite = a.overwrite;
+  auto res = write_cache(*task, a.output, o);
+  nlohmann::json j = {{"dir", res.dir}, {"examples", res.examples}};
+  out << j.dump() << "\n";
+  return 0;
+}
+
+namespace {
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw DataError(path + ": cannot open file");
+  std::vector<std::string> out;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(f, line)) {
+    ++n;
+    if (auto bad = first_invalid_utf8(line))
+      throw line_error(path, n, "invalid UTF-8 at column " + std::to_string(*bad + 1));
+    out.push_back(line);
+  }
+  return out;
+}
+}  // namespace
+
+int cmd_metric(const std::string& name, const std::string& targets_file, const std::string& predictions_file,
+               std::ostream& out) {
+#ifdef SEQIO_HAVE_METRICS
+  auto t = read_lines(targets_file);
+  auto p = read_lines(predictions_file);
+  if (t.size() != p.size())
+    throw DataError(targets_file + " has " + std::to_string(t.size()) + " lines but " + predictions_file + " has " +
+                    std::to_string(p.size()) + " (hint: one example per line in both)");
+  nlohmann::json j = seqio::metrics::compute(name, t, p);
+  out << j.dump() << "\n";
+  return 0;
+#else
+  (void)name, (void)targets_file, (void)predictions_file, (void)out;
+  throw std::runtime_error("this seqio was built without seqio_metrics");
+#endif
+}
+
+}  // namespace seqio::cli

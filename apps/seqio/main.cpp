@@ -1,0 +1,95 @@
+// seqio: list, show, convert, vocab, cache and metric (see docs/seqio.md).
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "commands.h"
+#include "seqio/registration.h"
+
+int main(int argc, char** argv) {
+  using namespace seqio;
+  CLI::App app{"seqio: Tasks, Mixtures, vocabularies, feature converters, caches and metrics"};
+  app.require_subcommand(1);
+  std::vector<std::string> modules;
+  app.add_option("--module", modules, "Shared library defining SEQIO_TASK_MODULEs (repeatable)");
+
+  auto* list = app.add_subcommand("list", "List registered tasks and mixtures");
+
+  cli::ShowArgs show;
+  std::string shard = "0/1", lengths;
+  uint64_t seed = 0;
+  int64_t epochs = 1;
+  bool shuffle = false;
+  auto* sh = app.add_subcommand("show", "Write a task's or mixture's examples as JSONL");
+  sh->add_option("name", show.name, "Task or mixture")->required();
+  sh->add_option("--split", show.options.split, "Split")->capture_default_str();
+  sh->add_option("-n", show.n, "Number of examples (default: all)");
+  sh->add_option("--seed", seed, "Pipeline seed")->capture_default_str();
+  sh->add_flag("--shuffle", shuffle, "Shuffle (per-epoch file order and per-block permutation)");
+  sh->add_option("--shard", shard, "Shard INDEX/COUNT")->capture_default_str();
+  sh->add_option("--start", show.options.start, "Skip this many examples");
+  sh->add_option("--lengths", lengths, "Sequence lengths NAME=N,... (trims)");
+  sh->add_option("--epochs", epochs, "Epochs (0: forever)")->capture_default_str();
+  sh->add_option("--threads", show.options.num_threads, "Preprocessing threads")->capture_default_str();
+  sh->add_option("--block-size", show.options.block_size, "Examples per block")->capture_default_str();
+  sh->add_flag("--use-cached", show.options.use_cached, "Read the offline cache");
+  sh->add_option("--cache-dir", show.options.cache_dirs, "Cache directory (repeatable)");
+  bool continue_on_empty = false;
+  sh->add_flag("--continue-on-empty", continue_on_empty, "Mixtures: go on when a task is exhausted");
+  sh->add_option("--position-out", show.position_out, "Write the resumable position JSON here");
+  sh->add_option("--resume", show.resume_from, "Resume from a position JSON file");
+
+  cli::ConvertArgs conv;
+  auto* cv = app.add_subcommand("convert", "JSONL task features on stdin -> JSONL model features");
+  cv->add_option("--converter", conv.converter, "enc_dec|lm|prefix_lm|encoder")->required();
+  cv->add_flag("--pack", conv.pack, "Pack examples (seqio next-fit)");
+  cv->add_option("--lengths", conv.lengths, "Task feature lengths inputs=N,targets=M")->required();
+  cv->add_option("--bos", conv.bos_id, "BOS id of decoder inputs")->capture_default_str();
+  cv->add_option("--mask-id", conv.mask_id, "Mask id (encoder converter)");
+
+  std::string vocab_op, vocab_spec;
+  auto* vc = app.add_subcommand("vocab", "Encode text lines or decode id lines");
+  vc->add_option("op", vocab_op, "encode|decode")->required()->check(CLI::IsMember({"encode", "decode"}));
+  vc->add_option("--vocab", vocab_spec, "sentencepiece:PATH[:extra_ids=N] | byte[:extra_ids=N] | passthrough:SIZE")
+      ->required();
+
+  cli::CacheArgs cache;
+  auto* ca = app.add_subcommand("cache", "Write a task's preprocessed examples to an offline cache");
+  ca->add_option("task", cache.task, "Task")->required();
+  ca->add_option("--output", cache.output, "Cache directory")->required();
+  ca->add_option("--split", cache.splits, "Split (repeatable; default all)");
+  ca->add_option("--seed", cache.seed, "Seed of the pre-cache preprocessors")->capture_default_str();
+  ca->add_option("--threads", cache.threads, "Threads")->capture_default_str();
+  ca->add_flag("--overwrite", cache.overwrite, "Replace an existing cache");
+
+  std::string metric_name, targets_file, predictions_file;
+  auto* me = app.add_subcommand("metric", "Compute a metric over line-aligned files, print JSON");
+  me->add_option("name", metric_name, "Metric name (bleu, rouge, accuracy, squad, ...)")->required();
+  me->add_option("--targets", targets_file, "One target per line")->required();
+  me->add_option("--predictions", predictions_file, "One prediction per line")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    register_builtin_tasks();
+    load_task_modules();
+    for (const auto& m : modules) load_shared_module(m);
+    if (*list) return cli::cmd_list(std::cout);
+    if (*sh) {
+      show.options.seed = seed;
+      show.options.shuffle = shuffle;
+      show.options.shard = parse_shard_info(shard);
+      if (!lengths.empty()) show.options.sequence_lengths = cli::parse_lengths(lengths);
+      show.options.num_epochs = epochs == 0 ? std::nullopt : std::optional<int64_t>(epochs);
+      show.options.stop_on_empty = !continue_on_empty;
+      return cli::cmd_show(show, std::cout);
+    }
+    if (*cv) return cli::cmd_convert(conv, std::cin, std::cout);
+    if (*vc) return cli::cmd_vocab(vocab_op, vocab_spec, std::cin, std::cout);
+    if (*ca) return cli::cmd_cache(cache, std::cout);
+    if (*me) return cli::cmd_metric(metric_name, targets_file, predictions_file, std::cout);
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "seqio: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
