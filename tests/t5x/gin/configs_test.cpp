@@ -3,11 +3,15 @@
 // macros as t5x's.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "t5x/gin/config.h"
 #include "t5x/gin/flags.h"
+#include "t5x/gin/parser.h"
 #include "test_util.h"
 
 namespace t5x::gin {
@@ -161,6 +165,63 @@ TEST(GinConfigs, T5xStyleCommandLine) {
   expect_gin_error([&] { load_gin_config(typo, &t5x_registry()); },
                    {"<--gin.utils.SaveCheckpointConfig.perod>:1:1", "no parameter 'perod'",
                     "did you mean 'period'"});
+}
+
+// The C++ parser reads every config file and the language corpus exactly as
+// Python gin-config's parser does: testdata/python_gin_statements.tsv was
+// written by gin_python_golden.py (pip gin-config 0.5.0) from the same files.
+TEST(GinConfigs, MatchesPythonGinParser) {
+  const fs::path root(T5X_SOURCE_DIR);
+  std::ifstream in(root / "tests/t5x/gin/testdata/python_gin_statements.tsv");
+  ASSERT_TRUE(in.good());
+  std::map<std::string, std::vector<std::vector<std::string>>> golden;
+  std::vector<std::string> order;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, '\t');) cells.push_back(c);
+    cells.resize(7);
+    if (!golden.count(cells[0])) order.push_back(cells[0]);
+    golden[cells[0]].push_back(cells);
+  }
+  ASSERT_GE(order.size(), 14u);
+  size_t compared = 0;
+  for (const std::string& rel : order) {
+    SCOPED_TRACE(rel);
+    std::ifstream f(root / rel);
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::vector<Statement> st = parse_gin(text.str(), rel);
+    const auto& want = golden[rel];
+    ASSERT_EQ(st.size(), want.size());
+    for (size_t i = 0; i < st.size(); ++i) {
+      const Statement& s = st[i];
+      const auto& w = want[i];
+      SCOPED_TRACE("line " + w[2]);
+      EXPECT_EQ(std::to_string(s.where.line), w[2]);
+      switch (s.kind) {
+        case Statement::Kind::kImport: EXPECT_EQ(w[1], "import"); break;
+        case Statement::Kind::kInclude:
+          EXPECT_EQ(w[1], "include");
+          EXPECT_EQ(s.text, w[6]);
+          break;
+        case Statement::Kind::kMacro:
+          EXPECT_EQ(w[1], "macro");
+          EXPECT_EQ(s.name, w[5]);
+          EXPECT_EQ(s.value.to_gin(), w[6]);
+          break;
+        case Statement::Kind::kBinding:
+          EXPECT_EQ(w[1], "binding");
+          EXPECT_EQ(s.scope, w[3]);
+          EXPECT_EQ(s.configurable, w[4]);
+          EXPECT_EQ(s.name, w[5]);
+          EXPECT_EQ(s.value.to_gin(), w[6]);
+          break;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 390u);
 }
 
 }  // namespace
