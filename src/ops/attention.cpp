@@ -1,0 +1,183 @@
+// dot_product_attention (ops/fused.h): fused kernel path and reference.
+#include "backend/cpu/attention.h"
+#include "ops/detail.h"
+#include "ops/einsum.h"
+#include "ops/elementwise.h"
+#include "ops/fused.h"
+#include "ops/index.h"
+#include "ops/primitive.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace t5x {
+using namespace detail;
+
+namespace {
+
+constexpr const char* kOp = "dot_product_attention";
+
+struct Canon {
+  Array q, k, v;                 // q [b, l, h, d]; k, v [b, kl, h, d]; input dtype
+  Array bias;                    // [h, l, kl] or [b, h, l, kl]; or null
+  Array q_seg, kv_seg;           // int32 [b, l] / [b, kl]
+  Array q_mask, kv_mask;         // bool [b, l] / [b, kl]
+};
+
+Array rename_length(const Array& x, const AttentionOptions& o) {
+  if (x.valid() && !x.has_dim(o.kv_length) && x.has_dim(o.length)) return rename(x, {{o.length, o.kv_length}});
+  return x;
+}
+
+void require_dims(const Array& x, const std::vector<std::string>& names, const char* what) {
+  bool ok = x.rank() == int(names.size());
+  for (const auto& n : names) ok = ok && x.has_dim(n);
+  if (!ok) throw_invalid(kOp, std::string(what) + " must have dims " + names_to_string(names) + ", got " + describe(x));
+}
+
+Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const AttentionOptions& o) {
+  check_local(kOp, {q0, k0, v0, o.bias, o.q_segment_ids, o.kv_segment_ids, o.q_mask, o.kv_mask});
+  check_floating(kOp, q0, "q");
+  check_same_dtype(kOp, q0, k0, "q", "k");
+  check_same_dtype(kOp, q0, v0, "q", "v");
+  Canon c;
+  const std::vector<std::string> qn = {o.batch, o.length, o.heads, o.depth};
+  const std::vector<std::string> kn = {o.batch, o.kv_length, o.heads, o.depth};
+  require_dims(q0, qn, "q");
+  Array k = rename_length(k0, o), v = rename_length(v0, o);
+  require_dims(k, kn, "k");
+  require_dims(v, kn, "v");
+  for (const std::string& d : {o.batch, o.heads, o.depth}) {
+    if (k.dim(d) != q0.dim(d))
+      throw_invalid(kOp, "dim '" + d + "' has size " + std::to_string(q0.dim(d)) + " in q " + describe(q0) + " but " +
+                             std::to_string(k.dim(d)) + " in k " + describe(k));
+  }
+  if (v.shape() != k.shape() && transpose(v, k.names()).shape() != k.shape())
+    throw_invalid(kOp, "v " + describe(v) + " must match k " + describe(k));
+  c.q = transpose(q0, qn);
+  c.k = transpose(k, kn);
+  c.v = transpose(v, kn);
+  const int64_t B = q0.dim(o.batch), H = q0.dim(o.heads), L = q0.dim(o.length), KL = k.dim(o.kv_length);
+  if (o.bias.valid()) {
+    check_floating(kOp, o.bias, "bias");
+    for (const Dim& d : o.bias.shape().dims())
+      if (d.name != o.batch && d.name != o.heads && d.name != o.length && d.name != o.kv_length)
+        throw_invalid(kOp, "bias dim '" + d.name + "' is not one of " +
+                               names_to_string({o.batch, o.heads, o.length, o.kv_length}) + " in " + describe(o.bias));
+    Shape hs{{o.heads, H}, {o.length, L}, {o.kv_length, KL}};
+    Shape bhs{{o.batch, B}, {o.heads, H}, {o.length, L}, {o.kv_length, KL}};
+    c.bias = broadcast_to(cast(o.bias, q0.dtype()), o.bias.has_dim(o.batch) ? bhs : hs);
+  }
+  auto seq = [&](const Array& a, const std::string& len, int64_t n, const char* what, bool ids) -> Array {
+    if (!a.valid()) return a;
+    if (ids ? !is_integer(a.dtype()) : a.dtype() != DType::boolean)
+      throw_invalid(kOp, std::string(what) + (ids ? " must be int32/int64" : " must be bool") + ", got " + describe(a));
+    require_dims(a, {o.batch, len}, what);
+    if (a.dim(o.batch) != B || a.dim(len) != n)
+      throw_invalid(kOp, std::string(what) + " " + describe(a) + " does not match batch=" + std::to_string(B) + ", " +
+                             len + "=" + std::to_string(n));
+    Array t = transpose(a, {o.batch, len});
+    return ids ? cast(t, DType::i32) : t;
+  };
+  if (o.q_segment_ids.valid() != o.kv_segment_ids.valid())
+    throw_invalid(kOp, "q_segment_ids and kv_segment_ids must be given together");
+  c.q_seg = seq(o.q_segment_ids, o.length, L, "q_segment_ids", true);
+  c.kv_seg = seq(rename_length(o.kv_segment_ids, o), o.kv_length, KL, "kv_segment_ids", true);
+  c.q_mask = seq(o.q_mask, o.length, L, "q_mask", false);
+  c.kv_mask = seq(o.kv_mask.valid() ? rename_length(o.kv_mask, o) : o.kv_mask, o.kv_length, KL, "kv_mask", false);
+  return c;
+}
+
+// f32 canonical q, k, v (+ bias) -> out [b, l, h, d].
+class Attention : public Primitive {
+ public:
+  Attention(cpu::AttentionShape s, Canon c, double scale, bool causal) : s_(s), c_(std::move(c)) {
+    p_.causal = causal;
+    p_.scale = float(scale);
+  }
+  const char* name() const override { return kOp; }
+  bool saves_outputs() const override { return true; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    Array out = make_output(in[0].shape(), DType::f32, {in[0]});
+    lse_ = Array(Shape{{"rows", s_.batch * s_.heads * s_.q_length}}, DType::f32, {}, {}, false);
+    cpu::AttentionParams p = params(in);
+    cpu::attention_forward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), out.data<float>(),
+                           lse_.data<float>());
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    Array dq = make_output(in[0].shape(), DType::f32, {in[0]});
+    Array dk = make_output(in[1].shape(), DType::f32, {in[1]});
+    Array dv = make_output(in[2].shape(), DType::f32, {in[2]});
+    Array db;
+    if (in.size() > 3 && in[3].valid() && needs[3]) db = make_output(in[3].shape(), DType::f32, {in[3]});
+    cpu::AttentionParams p = params(in);
+    cpu::attention_backward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
+                            out[0].data<float>(), lse_.data<float>(), cot[0].data<float>(), dq.data<float>(),
+                            dk.data<float>(), dv.data<float>(), db.valid() ? db.data<float>() : nullptr);
+    return {dq, dk, dv, db};
+  }
+
+ private:
+  cpu::AttentionParams params(const std::vector<Array>& in) const {
+    cpu::AttentionParams p = p_;
+    if (in.size() > 3 && in[3].valid()) {
+      p.bias = in[3].data<float>();
+      p.bias_layout = in[3].rank() == 3 ? cpu::AttentionBiasLayout::kHeads : cpu::AttentionBiasLayout::kBatchHeads;
+    }
+    if (c_.q_seg.valid()) {
+      p.q_segment_ids = c_.q_seg.data<int32_t>();
+      p.kv_segment_ids = c_.kv_seg.data<int32_t>();
+    }
+    if (c_.q_mask.valid()) p.q_mask = c_.q_mask.data<uint8_t>();
+    if (c_.kv_mask.valid()) p.kv_mask = c_.kv_mask.data<uint8_t>();
+    return p;
+  }
+  cpu::AttentionShape s_;
+  Canon c_;
+  cpu::AttentionParams p_;
+  Array lse_;
+};
+
+}  // namespace
+
+Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
+  Canon c = canonicalise(q, k, v, o);
+  cpu::AttentionShape s;
+  s.batch = q.dim(o.batch);
+  s.q_length = q.dim(o.length);
+  s.kv_length = c.k.dim(o.kv_length);
+  s.heads = s.kv_heads = q.dim(o.heads);
+  s.head_dim = q.dim(o.depth);
+  std::vector<Array> in = {cast(c.q, DType::f32), cast(c.k, DType::f32), cast(c.v, DType::f32)};
+  if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
+  Array out = apply1(std::make_shared<Attention>(s, c, o.scale, o.causal), in);
+  return transpose(cast(out, q.dtype()), q.names());
+}
+
+Array dot_product_attention_reference(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
+  Canon c = canonicalise(q, k, v, o);
+  Array logits = einsum(c.q, c.k, {o.batch, o.heads, o.length, o.kv_length});
+  if (o.scale != 1.0) logits = mul(logits, o.scale);
+  const int64_t L = q.dim(o.length), KL = c.k.dim(o.kv_length);
+  Array allowed;
+  auto both = [&](const Array& m) { allowed = allowed.valid() ? logical_and(allowed, m) : m; };
+  if (o.causal) {
+    Shape s{{o.length, L}, {o.kv_length, KL}};
+    both(le(iota(s, o.kv_length), add(iota(s, o.length), double(KL - L))));
+  }
+  if (c.q_seg.valid()) {
+    both(eq(c.q_seg, c.kv_seg));
+    both(ne(c.q_seg, 0.0));
+  }
+  if (c.q_mask.valid()) both(c.q_mask);
+  if (c.kv_mask.valid()) both(c.kv_mask);
+  Array bias;
+  if (allowed.valid()) bias = where(allowed, Array::scalar(0.0, q.dtype()), Array::scalar(-1e10, q.dtype()));
+  if (c.bias.valid()) bias = bias.valid() ? add(bias, c.bias) : c.bias;
+  if (bias.valid()) logits = add(logits, bias);
+  Array probs = softmax(logits, o.kv_length);
+  return transpose(einsum(probs, c.v, {o.batch, o.length, o.heads, o.depth}), q.names());
+}
+
+}  // namespace t5x

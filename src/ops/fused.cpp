@@ -1,0 +1,210 @@
+#include "ops/fused.h"
+
+#include <cmath>
+
+#include "backend/cpu/cross_entropy.h"
+#include "backend/cpu/gated_gelu.h"
+#include "backend/cpu/rms_norm.h"
+#include "ops/autodiff.h"
+#include "ops/detail.h"
+#include "ops/einsum.h"
+#include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/primitive.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace t5x {
+using namespace detail;
+
+namespace {
+
+std::vector<std::string> with_last(const Array& x, const std::string& dim) {
+  std::vector<std::string> order;
+  for (const auto& n : x.names())
+    if (n != dim) order.push_back(n);
+  order.push_back(dim);
+  return order;
+}
+
+// f32 x [rows, E] (E last) and scale [E].
+class RmsNorm : public Primitive {
+ public:
+  explicit RmsNorm(float eps) : eps_(eps) {}
+  const char* name() const override { return "rms_norm"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array &x = in[0], &s = in[1];
+    const int64_t e = s.size(), rows = e ? x.size() / e : 0;
+    Array y = make_output(x.shape(), DType::f32, {x});
+    rstd_ = Array(Shape{{"rows", rows}}, DType::f32, {}, {}, false);
+    cpu::rms_norm_forward(rows, e, x.data<float>(), s.data<float>(), eps_, y.data<float>(), rstd_.data<float>());
+    return {y};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>&) override {
+    const Array &x = in[0], &s = in[1];
+    const int64_t e = s.size(), rows = e ? x.size() / e : 0;
+    Array dx = make_output(x.shape(), DType::f32, {x});
+    Array ds = make_output(s.shape(), DType::f32, {s});
+    cpu::rms_norm_backward(rows, e, x.data<float>(), s.data<float>(), rstd_.data<float>(), cot[0].data<float>(), eps_,
+                           dx.data<float>(), ds.data<float>());
+    return {dx, ds};
+  }
+
+ private:
+  float eps_;
+  Array rstd_;
+};
+
+// f32 logits [rows, V] and int32 targets [rows] -> loss, z_loss [rows].
+class XEnt : public Primitive {
+ public:
+  explicit XEnt(cpu::CrossEntropyOptions o) : o_(o) {}
+  const char* name() const override { return "softmax_cross_entropy"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    const Array &l = in[0], &t = in[1];
+    const Shape& ts = t.shape();
+    const int64_t rows = ts.numel(), vocab = l.shape()[l.rank() - 1].size;
+    Array loss = make_output(ts, DType::f32, {l}), z = make_output(ts, DType::f32, {l});
+    lse_ = Array(ts, DType::f32, {}, {}, false);
+    cpu::cross_entropy_forward(rows, vocab, l.data<float>(), t.data<int32_t>(), o_, loss.data<float>(),
+                               z.data<float>(), lse_.data<float>());
+    return {loss, z};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    if (!needs[0]) return {Array(), Array()};
+    const Array &l = in[0], &t = in[1];
+    const int64_t rows = t.size(), vocab = l.shape()[l.rank() - 1].size;
+    Array dl = make_output(l.shape(), DType::f32, {l});
+    cpu::cross_entropy_backward(rows, vocab, l.data<float>(), t.data<int32_t>(), lse_.data<float>(),
+                                cot[0].data<float>(), o_, dl.data<float>());
+    return {dl, Array()};
+  }
+
+ private:
+  cpu::CrossEntropyOptions o_;
+  Array lse_;
+};
+
+class GatedGelu : public Primitive {
+ public:
+  const char* name() const override { return "gated_gelu"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    Array out = make_output(in[0].shape(), DType::f32, {in[0]});
+    cpu::gated_gelu_forward(in[0].size(), in[0].data<float>(), in[1].data<float>(), out.data<float>());
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>&) override {
+    Array d0 = make_output(in[0].shape(), DType::f32, {in[0]}), d1 = make_output(in[0].shape(), DType::f32, {in[0]});
+    cpu::gated_gelu_backward(in[0].size(), in[0].data<float>(), in[1].data<float>(), cot[0].data<float>(),
+                             d0.data<float>(), d1.data<float>());
+    return {d0, d1};
+  }
+};
+
+void check_rms_args(const char* op, const Array& x, const Array& scale, const std::string& dim, double eps) {
+  check_local(op, {x, scale});
+  check_floating(op, x);
+  check_floating(op, scale, "scale");
+  require_dim(op, x, dim);
+  if (scale.rank() != 1 || scale.shape()[0].name != dim || scale.size() != x.dim(dim))
+    throw_invalid(op, "scale must be [" + dim + "=" + std::to_string(x.dim(dim)) + "], got " + describe(scale));
+  if (eps < 0) throw_invalid(op, "eps must be >= 0, got " + std::to_string(eps));
+}
+
+// Targets in logits' order without vocab, as int32.
+Array canonical_targets(const char* op, const Array& logits, const Array& targets, const std::string& vocab,
+                        double label_smoothing) {
+  check_local(op, {logits, targets});
+  check_floating(op, logits, "logits");
+  require_dim(op, logits, vocab, "logits");
+  if (!is_integer(targets.dtype())) throw_invalid(op, "targets must be int32/int64, got " + describe(targets));
+  std::vector<std::string> order;
+  for (const auto& n : logits.names())
+    if (n != vocab) order.push_back(n);
+  bool ok = targets.rank() == int(order.size());
+  for (const auto& n : order) ok = ok && targets.has_dim(n) && targets.dim(n) == logits.dim(n);
+  if (!ok)
+    throw_invalid(op, "targets " + describe(targets) + " must have the dims of logits " + describe(logits) +
+                          " without '" + vocab + "'");
+  if (label_smoothing < 0 || label_smoothing >= 1)
+    throw_invalid(op, "label_smoothing must be in [0, 1), got " + std::to_string(label_smoothing));
+  return cast(transpose(targets, order), DType::i32);
+}
+
+}  // namespace
+
+Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
+  check_rms_args("rms_norm", x, scale, dim, eps);
+  Array xt = cast(transpose(x, with_last(x, dim)), DType::f32);
+  Array y = apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)});
+  return transpose(cast(y, x.dtype()), x.names());
+}
+
+Array rms_norm_reference(const Array& x, const Array& scale, const std::string& dim, double eps) {
+  check_rms_args("rms_norm", x, scale, dim, eps);
+  Array x32 = cast(x, DType::f32);
+  Array y = mul(x32, rsqrt(add(mean(square(x32), {dim}), eps)));
+  return mul(cast(y, x.dtype()), cast(scale, x.dtype()));
+}
+
+CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,
+                                                       double label_smoothing, const std::string& vocab) {
+  const char* op = "softmax_cross_entropy_with_integer_labels";
+  Array t = canonical_targets(op, logits, targets, vocab, label_smoothing);
+  const int64_t V = logits.dim(vocab);
+  auto tv = t.to_ints();
+  for (size_t i = 0; i < tv.size(); ++i)
+    if (tv[i] < 0 || tv[i] >= V)
+      throw_invalid(op, "target " + std::to_string(tv[i]) + " at flat position " + std::to_string(i) +
+                            " outside [0, " + std::to_string(V) + ") of dim '" + vocab + "'");
+  Array l = cast(transpose(logits, with_last(logits, vocab)), DType::f32);
+  cpu::CrossEntropyOptions o;
+  o.z_loss = float(z_loss);
+  o.label_smoothing = float(label_smoothing);
+  auto r = t5x::apply(std::make_shared<XEnt>(o), {l, t});
+  return {r[0], stop_gradient(r[1])};
+}
+
+CrossEntropy softmax_cross_entropy_with_integer_labels_reference(const Array& logits, const Array& targets,
+                                                                 double z_loss, double label_smoothing,
+                                                                 const std::string& vocab) {
+  const char* op = "softmax_cross_entropy_with_integer_labels";
+  Array t = canonical_targets(op, logits, targets, vocab, label_smoothing);
+  const int64_t V = logits.dim(vocab);
+  const double conf = 1.0 - label_smoothing;
+  const double low = V > 1 ? label_smoothing / double(V - 1) : 0.0;
+  const double norm = -(conf * std::log(conf) + double(V - 1) * low * std::log(low + 1e-20));
+  Array l = cast(logits, DType::f32);
+  Array soft = add(mul(one_hot(t, V, vocab), conf - low), low);
+  Array lse = logsumexp(l, {vocab});
+  Array xent = sub(neg(sum(mul(soft, sub(l, lse)), {vocab})), norm);
+  Array zl = mul(square(lse), z_loss);
+  return {add(xent, zl), stop_gradient(zl)};
+}
+
+Array gated_gelu(const Array& h0, const Array& h1) {
+  check_local("gated_gelu", {h0, h1});
+  check_floating("gated_gelu", h0, "h0");
+  check_same_dtype("gated_gelu", h0, h1, "h0", "h1");
+  if (broadcast_shapes("gated_gelu", h0.shape(), h1.shape()).rank() != h0.rank() || h0.rank() != h1.rank())
+    throw_invalid("gated_gelu", "h0 " + describe(h0) + " and h1 " + describe(h1) + " must have the same dims");
+  Array a = cast(h0, DType::f32), b = cast(transpose(h1, h0.names()), DType::f32);
+  return cast(apply1(std::make_shared<GatedGelu>(), {a, b}), h0.dtype());
+}
+
+Array gated_gelu_reference(const Array& h0, const Array& h1) {
+  if (h0.rank() != h1.rank() || broadcast_shapes("gated_gelu", h0.shape(), h1.shape()).rank() != h0.rank())
+    throw_invalid("gated_gelu", "h0 " + describe(h0) + " and h1 " + describe(h1) + " must have the same dims");
+  return mul(gelu(h0), h1);
+}
+
+Array gated_gelu_mlp(const Array& x, const Array& wi_0, const Array& wi_1, const Array& wo, const std::string& embed,
+                     const std::string& mlp) {
+  Array h = gated_gelu(matmul(x, wi_0, embed), matmul(x, wi_1, embed));
+  return matmul(h, wo, mlp);
+}
+
+}  // namespace t5x
