@@ -36,6 +36,26 @@ struct SaveLeaf {
   bool write = true;                   // false for replica copies (replica_id != 0)
   std::vector<int64_t> chunks;         // partitioned; empty = box extent (per-shard chunks)
   std::optional<ZarrCompressor> compressor;  // overrides SaveOptions::compressor
+
+  // An unpartitioned leaf written inline into the msgpack by process 0.
+  static SaveLeaf inline_array(std::string path, HostTensor data) {
+    SaveLeaf l;
+    l.path = std::move(path);
+    l.data = std::move(data);
+    return l;
+  }
+  // A partitioned leaf: `slice` holds `box` of the global array.
+  static SaveLeaf sharded(std::string path, HostTensor slice, std::vector<int64_t> global_shape,
+                          IndexBox box, bool write = true) {
+    SaveLeaf l;
+    l.path = std::move(path);
+    l.data = std::move(slice);
+    l.partitioned = true;
+    l.global_shape = std::move(global_shape);
+    l.box = std::move(box);
+    l.write = write;
+    return l;
+  }
 };
 
 struct SaveOptions {

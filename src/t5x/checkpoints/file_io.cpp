@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -71,7 +72,9 @@ void write_text(const std::string& path, const std::string& text, bool durable) 
 }
 
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes, bool durable) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // pid + per-process counter: unique across processes and threads.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   write_file(tmp, bytes, durable);
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename into", path);
 }

@@ -17,7 +17,7 @@ std::string read_text(const std::string& path);
 // Writes bytes to `path` (truncating). With `durable`, fsyncs the file.
 void write_file(const std::string& path, std::span<const uint8_t> bytes, bool durable);
 void write_text(const std::string& path, const std::string& text, bool durable);
-// Writes to `path.tmp-<pid>` then renames over `path` (atomic replace).
+// Writes to `path.tmp-<pid>-<n>` then renames over `path` (atomic replace).
 void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes, bool durable);
 void fsync_dir(const std::string& dir);
 void make_dirs(const std::string& dir);

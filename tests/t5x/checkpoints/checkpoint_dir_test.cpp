@@ -48,12 +48,12 @@ std::vector<SaveLeaf> state_for_process(const HostTensor& kernel, const HostTens
   // kernel [8, 12] sharded along dim 1 over nproc processes ("model" axis).
   const int64_t w = 12 / nproc;
   IndexBox kb{{0, p * w}, {8, p * w + w}};
-  leaves.push_back({"target/encoder/layers_0/attention/query/kernel", slice2d(kernel, kb), true, {8, 12}, kb});
+  leaves.push_back(SaveLeaf::sharded("target/encoder/layers_0/attention/query/kernel", slice2d(kernel, kb), {8, 12}, kb));
   // embedding [6, 4] replicated: every process holds it, only process 0 writes.
-  leaves.push_back({"target/token_embedder/embedding", emb, true, {6, 4}, IndexBox::full({6, 4}), p == 0});
-  leaves.push_back({"state/step", HostTensor::from_values<int32_t>("int32", {}, {step})});
-  leaves.push_back({"state/param_states/encoder/layers_0/attention/query/kernel/v_row",
-                    HostTensor::from_values<float>("float32", {8}, {1, 2, 3, 4, 5, 6, 7, 8})});
+  leaves.push_back(SaveLeaf::sharded("target/token_embedder/embedding", emb, {6, 4}, IndexBox::full({6, 4}), p == 0));
+  leaves.push_back(SaveLeaf::inline_array("state/step", HostTensor::from_values<int32_t>("int32", {}, {step})));
+  leaves.push_back(SaveLeaf::inline_array("state/param_states/encoder/layers_0/attention/query/kernel/v_row",
+                                          HostTensor::from_values<float>("float32", {8}, {1, 2, 3, 4, 5, 6, 7, 8})));
   return leaves;
 }
 
@@ -103,9 +103,9 @@ TEST(CheckpointDir, SaveDtypeCastsTargetOnlyAndRestoreCasts) {
   const std::string model_dir = tmpdir("cast");
   HostTensor k = iota("float32", {4, 4}, 0.1f);
   std::vector<SaveLeaf> leaves;
-  leaves.push_back({"target/k", k, true, {4, 4}, IndexBox::full({4, 4})});
-  leaves.push_back({"target/scale", iota("float32", {4})});
-  leaves.push_back({"state/param_states/k/v", k, true, {4, 4}, IndexBox::full({4, 4})});
+  leaves.push_back(SaveLeaf::sharded("target/k", k, {4, 4}, IndexBox::full({4, 4})));
+  leaves.push_back(SaveLeaf::inline_array("target/scale", iota("float32", {4})));
+  leaves.push_back(SaveLeaf::sharded("state/param_states/k/v", k, {4, 4}, IndexBox::full({4, 4})));
   SaveOptions opt;
   opt.save_dtype = "bfloat16";
   opt.durable = false;
@@ -130,9 +130,9 @@ TEST(CheckpointDir, SaveDtypeCastsTargetOnlyAndRestoreCasts) {
 SaveResult save_simple(const std::string& model_dir, int64_t step, SaveOptions opt = {}) {
   opt.durable = false;
   std::vector<SaveLeaf> leaves;
-  leaves.push_back({"target/w", iota("float32", {16, 16}, float(step)), true, {16, 16}, IndexBox::full({16, 16}),
-                    true, {8, 16}});
-  leaves.push_back({"state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(step)})});
+  leaves.push_back(SaveLeaf::sharded("target/w", iota("float32", {16, 16}, float(step)), {16, 16}, IndexBox::full({16, 16})));
+  leaves.back().chunks = {8, 16};
+  leaves.push_back(SaveLeaf::inline_array("state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(step)})));
   return save_checkpoint(model_dir, step, leaves, opt);
 }
 
@@ -216,8 +216,8 @@ TEST(CheckpointDir, StepRegexIgnoresOtherNames) {
 
 TEST(ModelInfo, FormatsNamesShapesSpecsAndTotals) {
   std::vector<ModelInfoEntry> p = {
-      {"decoder/decoder_norm/scale", {768}, {"embed"}, "(None,)"},
-      {"token_embedder/embedding", {32128, 768}, {"vocab", "embed"}, "('model', None)"},
+      {"decoder/decoder_norm/scale", {768}, {"embed"}, "(None,)", "float32"},
+      {"token_embedder/embedding", {32128, 768}, {"vocab", "embed"}, "('model', None)", "float32"},
   };
   std::vector<ModelInfoEntry> o = {{"state/step", {}, {}, "None", "int32"}};
   std::string text = format_model_info(p, o);

@@ -70,14 +70,14 @@ int main(int argc, char** argv) {
       std::vector<SaveLeaf> leaves;
       for (const auto& a : arrays) {
         const int64_t half = a.t.shape[0] / 2;
-        SaveLeaf l{a.path, rows(a.t, p * half, (p + 1) * half), true, a.t.shape,
-                   IndexBox{{p * half, 0}, {(p + 1) * half, a.t.shape[1]}}};
+        SaveLeaf l = SaveLeaf::sharded(a.path, rows(a.t, p * half, (p + 1) * half), a.t.shape,
+                                       IndexBox{{p * half, 0}, {(p + 1) * half, a.t.shape[1]}});
         l.compressor = a.c;
         leaves.push_back(l);
       }
-      leaves.push_back({"state/step", step});
-      leaves.push_back({"state/param_states/encoder/v_row", v_row});
-      leaves.push_back({"target/encoder/encoder_norm/scale", inline_bf16});
+      leaves.push_back(SaveLeaf::inline_array("state/step", step));
+      leaves.push_back(SaveLeaf::inline_array("state/param_states/encoder/v_row", v_row));
+      leaves.push_back(SaveLeaf::inline_array("target/encoder/encoder_norm/scale", inline_bf16));
       SaveOptions opt;
       opt.process_index = p;
       opt.process_count = 2;
