@@ -135,6 +135,7 @@ void Config::parse_text(std::string_view text, const std::string& origin,
         parse_path(s.text, is_file ? origin : "", s.where, options, stack);
         break;
       case Statement::Kind::kMacro:
+        if (!options.skip_unknown) check_references(s.value);
         set_macro(s.name, std::move(s.value), s.where);
         break;
       case Statement::Kind::kBinding:
@@ -155,6 +156,7 @@ void Config::bind(const std::string& scope, const std::string& configurable,
       conf = spec->name;
     }
   }
+  if (!skip_unknown) check_references(value);
   const std::string k = key_of(scope, conf, param);
   if (auto it = index_.find(k); it != index_.end()) {
     Binding& b = bindings_[it->second];
@@ -164,6 +166,16 @@ void Config::bind(const std::string& scope, const std::string& configurable,
   }
   index_.emplace(k, bindings_.size());
   bindings_.push_back(Binding{scope, std::move(conf), param, std::move(value), std::move(where)});
+}
+
+void Config::check_references(const Value& v) const {
+  if (!registry_) return;
+  if (v.kind() == ValueKind::kReference) registry_->lookup(v.as_reference().name, v.where());
+  for (const Value& i : v.items()) check_references(i);
+  for (const auto& [k, x] : v.entries()) {
+    check_references(k);
+    check_references(x);
+  }
 }
 
 void Config::set_macro(const std::string& name, Value value, SourceLocation where) {

@@ -45,8 +45,9 @@ struct Macro {
 struct LoadOptions {
   // Directories tried for relative paths, in order (--gin_search_paths).
   std::vector<std::string> search_paths;
-  // Keep bindings of unregistered configurables instead of failing (gin's
-  // skip_unknown). Unknown parameters of known configurables still fail.
+  // Keep bindings of unregistered configurables and @references to them
+  // instead of failing (gin's skip_unknown). Unknown parameters of known
+  // configurables still fail.
   bool skip_unknown = false;
 };
 
@@ -61,8 +62,9 @@ struct MissingMacro {
 
 class Config {
  public:
-  // `registry` checks names while parsing (unknown configurable/param ->
-  // GinError with the nearest names) and supplies defaults to get(). With
+  // `registry` checks names while parsing (unknown configurable, unknown
+  // parameter or unknown @reference -> GinError with the nearest names) and
+  // supplies defaults to get(). With
   // nullptr nothing is checked and names are kept exactly as written.
   explicit Config(const Registry* registry = &Registry::global());
 
@@ -163,6 +165,7 @@ class Config {
                   const SourceLocation& where, const LoadOptions& options,
                   std::vector<std::string>& include_stack);
   std::string canonical(std::string_view configurable) const;
+  void check_references(const Value& v) const;  // @names must be registered
   Value resolve_impl(const Value& v, std::vector<std::string>& stack) const;
   Value get_checked(std::string_view scope, std::string_view configurable, std::string_view param,
                     const Binding** binding) const;

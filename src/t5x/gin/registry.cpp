@@ -89,8 +89,8 @@ const ConfigurableSpec& Registry::lookup(std::string_view name, const SourceLoca
     for (size_t i = 0; i < near.size(); ++i) hint += (i ? ", " : "") + std::string("'") + near[i] + "'";
     hint += "?";
   } else {
-    hint = "no registered configurable is close; registered names include 'network.T5Config', "
-           "'utils.DatasetConfig', 'train_script.train' (see docs/gin.md)";
+    hint = "no registered configurable has a similar name; check the spelling and the module "
+           "prefix (t5x's names are listed in docs/gin.md)";
   }
   throw GinError(where, "unknown configurable '" + std::string(name) + "'", hint);
 }

@@ -25,6 +25,7 @@ Registry make_registry() {
   r.add("train_script.train", {{"model_dir", ""}, {"total_steps", ""}, {"eval_period", ""},
                                {"train_dataset_cfg", ""}});
   r.add("models.EncoderDecoderModel", {{"z_loss", "0.0"}});
+  r.add("f", {});
   return r;
 }
 
@@ -175,6 +176,12 @@ TEST(GinConfig, RegistryChecksNamesWhileParsing) {
   expect_gin_error([&] { c.parse_string("network.T5Config:\n  emb_dm = 8\n", "bad.gin"); },
                    {"bad.gin:2:3", "'network.T5Config' has no parameter 'emb_dm'",
                     "did you mean 'emb_dim'"});
+  expect_gin_error([&] { c.parse_string("X = [1, @utils.DatasetConfg()]\n", "ref.gin"); },
+                   {"ref.gin:1:9", "unknown configurable 'utils.DatasetConfg'",
+                    "did you mean 'utils.DatasetConfig'"});
+  expect_gin_error(
+      [&] { c.parse_string("train_script.train.train_dataset_cfg = {'a': @nope}\n", "ref.gin"); },
+      {"ref.gin:1:46", "unknown configurable 'nope'", "check the spelling"});
   // Short and long module paths name the same registered configurable.
   c.parse_string("DatasetConfig.batch_size = 8\nt5x.models.EncoderDecoderModel.z_loss = 1e-4\n"
                  "train.total_steps = 10\n",
