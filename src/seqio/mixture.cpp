@@ -1,11 +1,13 @@
 #include "seqio/mixture.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 
+#include "seqio/cache.h"
 #include "seqio/errors.h"
 
 namespace seqio {
@@ -259,6 +261,29 @@ void MixtureRegistry::reset() {
   auto& r = mix_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.items.clear();
+}
+
+RateFn mixing_rate_num_examples(std::optional<double> maximum, double scale, double temperature, std::string split,
+                                std::vector<std::string> cache_dirs) {
+  return [=](const Task& task) {
+    std::optional<int64_t> n;
+    if (auto dir = find_cache_dir(task, cache_dirs)) n = open_cache_source(*dir)->num_input_examples(split);
+    if (!n) n = task.source().num_input_examples(split);
+    if (!n) {
+      int64_t count = 0;
+      const auto shards = task.source().list_shards(split);
+      for (size_t s = 0; s < shards.size(); ++s) {
+        auto r = task.source().open_shard(split, s);
+        Example ex;
+        while (r->next(ex)) ++count;
+      }
+      n = count;
+    }
+    double rate = static_cast<double>(*n) * scale;
+    if (maximum) rate = std::min(rate, *maximum);
+    if (temperature != 1.0) rate = std::pow(rate, 1.0 / temperature);
+    return rate;
+  };
 }
 
 std::variant<std::shared_ptr<const Task>, std::shared_ptr<const Mixture>> get_mixture_or_task(const std::string& name) {

@@ -68,6 +68,15 @@ class MixtureRegistry {
   static void reset();
 };
 
+// seqio.utils.mixing_rate_num_examples as a RateFn: n = the task's example
+// count for `split` (the offline cache's stats when a completed cache is
+// found in cache_dirs, else the source's num_input_examples, else counted by
+// reading the source), then n *= scale, n = min(n, maximum) when maximum is
+// set, n = n^(1/temperature) when temperature != 1.
+RateFn mixing_rate_num_examples(std::optional<double> maximum = std::nullopt, double scale = 1.0,
+                                double temperature = 1.0, std::string split = "train",
+                                std::vector<std::string> cache_dirs = {});
+
 // seqio.get_mixture_or_task: mixtures take precedence; unknown ->
 // std::invalid_argument "No Task or Mixture found with name ..." with the
 // closest names.

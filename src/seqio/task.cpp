@@ -20,6 +20,7 @@ Task::Task(std::string name, std::shared_ptr<const DataSource> source, OutputFea
   if (!std::regex_match(name_, kName))
     throw std::invalid_argument("[Task] name '" + name_ + "' must match [\\w\\d.:_#]+");
   if (!source_) throw std::invalid_argument("[Task] '" + name_ + "' has no source");
+  if (source_->splits().empty()) throw std::invalid_argument("[Task] '" + name_ + "': its source has no splits");
   for (size_t i = 0; i < preprocessors_.size(); ++i) {
     const auto& p = preprocessors_[i];
     if (p.kind == Preprocessor::Kind::kCachePlaceholder) {
