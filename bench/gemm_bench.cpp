@@ -6,7 +6,9 @@
 // creation, JIT, caches), then timed until both `repeats >= 5` and the total
 // time exceeds --min-time. gflops_min / gflops_median / gflops_max are over
 // those repeats; ratio_* divide by the fp32 peak from cpu_peak.h (for bf16
-// too, so the ratios are comparable).
+// too, so the ratios are comparable). The first line describes the machine,
+// including the 1-minute load average: other processes on the same cores
+// lower every wall-clock figure.
 #include <omp.h>
 
 #include <algorithm>
@@ -16,6 +18,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "backend/cpu/gemm.h"
 #include "cpu_peak.h"
@@ -56,6 +60,12 @@ std::vector<T> random_buffer(size_t n, uint32_t seed) {
   std::vector<T> v(n);
   for (auto& x : v) x = T(d(gen));
   return v;
+}
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 }  // namespace
@@ -120,31 +130,40 @@ int main(int argc, char** argv) {
                                    out.data());
     };
     for (int w = 0; w < 3; ++w) once();
-    std::vector<double> secs;
+    std::vector<double> secs, cpu_secs;
     double total = 0;
     while (secs.size() < 5 || (total < min_time && secs.size() < 100000)) {
+      double c0 = cpu_seconds();
       auto t0 = std::chrono::steady_clock::now();
       once();
       double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      cpu_secs.push_back(cpu_seconds() - c0);
       secs.push_back(dt);
       total += dt;
     }
     std::sort(secs.begin(), secs.end());
+    std::sort(cpu_secs.begin(), cpu_secs.end());
     double flop = 2.0 * double(c.m) * double(c.n) * double(c.k) * double(c.batch);
     double g_max = flop / secs.front() / 1e9;
     double g_min = flop / secs.back() / 1e9;
     double g_med = flop / secs[secs.size() / 2] / 1e9;
+    // GFLOP per CPU-second of this process: the rate while scheduled, which
+    // other processes on the same cores do not dilute (OpenMP spin-waits
+    // still count as CPU time). Compare with the per-core peak.
+    double g_cpu = flop / cpu_secs[cpu_secs.size() / 2] / 1e9;
+    double core_peak = peak.gflops() / threads;
     std::printf(
         "{\"suite\":\"gemm\",\"case\":\"%s\",\"dtype\":\"%s\",\"shape\":\"[%lldx%lld]x[%lldx%lld]\","
         "\"batch\":%lld,\"m\":%lld,\"k\":%lld,\"n\":%lld,\"trans_a\":%s,\"trans_b\":%s,"
         "\"threads\":%d,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
         "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops\":%.1f,"
-        "\"ratio_median\":%.3f,\"ratio_max\":%.3f}\n",
+        "\"ratio_median\":%.3f,\"ratio_max\":%.3f,\"gflops_per_cpu_s_median\":%.1f,"
+        "\"ratio_per_core_while_running\":%.3f}\n",
         c.name, c.dtype, (long long)c.m, (long long)c.k, (long long)c.k, (long long)c.n,
         (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n,
         c.trans_a ? "true" : "false", c.trans_b ? "true" : "false", threads, secs.size(),
         secs[secs.size() / 2] * 1e3, g_min, g_med, g_max, peak.gflops(), g_med / peak.gflops(),
-        g_max / peak.gflops());
+        g_max / peak.gflops(), g_cpu, g_cpu / core_peak);
     std::fflush(stdout);
   }
   return 0;
