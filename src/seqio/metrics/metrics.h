@@ -19,6 +19,9 @@
 //   f1_score_with_invalid {"f1"}
 //   pearson_corrcoef    {"pearson_corrcoef"}
 //   spearman_corrcoef   {"spearman_corrcoef"}
+//
+// All functions are pure (no shared mutable state) and safe to call from
+// several threads at once.
 #pragma once
 
 #include <map>
