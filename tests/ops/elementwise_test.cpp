@@ -170,5 +170,17 @@ TEST(Elementwise, MisuseNamesOpDimsAndDtypes) {
   expect_invalid([&] { where(x, x, x); }, {"[where]", "bool", "float32"});
 }
 
+TEST(Elementwise, ShardedInputsAreRejectedReplicatedAccepted) {
+  auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data"}, {2}, 0});
+  Array split(Shape{{"batch", 4}, {"embed", 2}}, DType::f32, Sharding{mesh, PartitionSpec({{"data"}, {}})});
+  expect_invalid([&] { add(split, split); }, {"[add]", "sharded inputs not supported yet", "batch=4"});
+  expect_invalid([&] { sum(split, {"batch"}); }, {"[sum]", "sharded inputs not supported yet"});
+  Array rep = Array::ones(Shape{{"batch", 4}, {"embed", 2}}).with_sharding(Sharding{mesh, PartitionSpec::replicated(2)});
+  Array y = mul(rep, 3.0);
+  EXPECT_EQ(y.sharding().mesh, mesh);  // replicated in, replicated out
+  EXPECT_TRUE(y.is_fully_local());
+  EXPECT_EQ(sum(y).item(), 24.0);
+}
+
 }  // namespace
 }  // namespace t5x
