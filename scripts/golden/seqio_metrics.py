@@ -13,7 +13,7 @@ Two jobs:
            t5/evaluation/metrics.py calls them.
 
 Usage (repo root):
-  pip install sacrebleu==2.6.0 rouge-score==0.1.2 nltk scipy scikit-learn regex
+  pip install sacrebleu==2.6.0 rouge-score==0.1.2 nltk scipy scikit-learn regex editdistance
   python3 scripts/golden/seqio_metrics.py tables
   python3 scripts/golden/seqio_metrics.py goldens [--text-dir /usr/share/common-licenses]
 """
@@ -454,9 +454,9 @@ def squad_cases(sents, rng):
     targets.append(answers)
     preds.append(pred)
   targets += [["\u039f\u0394\u03a5\u03a3\u03a3\u0395\u03a5\u03a3"], ["Caf\u00c9"], ["an apple"],
-              ["Stra\u00dfe"], ["the_end"]]
+              ["Stra\u00dfe"], ["the_end"], ["The"]]
   preds += ["\u03bf\u03b4\u03c5\u03c3\u03c3\u03b5\u03c5\u03c2", "caf\u00e9", "apple",
-            "strasse", "end"]
+            "strasse", "end", "a."]
 
   texts = sorted(set([t for ts in targets for t in ts] + preds + [
       "A an THE theatre", "an\u00e9 a\u00e9 the\u0301", "\u03a3\u0391\u03a3 \u03a3 a\u03a3. \u03a3\u03a3",
@@ -464,9 +464,46 @@ def squad_cases(sents, rng):
   ]))
   norm = [{"text": t, "squad": normalize_squad(t), "trivia_qa": normalize_trivia_qa(t)}
           for t in texts]
+  # t5.evaluation.metrics.coqa_f1 (re-typed) and edit_distance (with the
+  # editdistance package T5 uses).
+  import editdistance
+  import numpy as np
+
+  def coqa_tokenize(inp):
+    exclude = set(string.punctuation)
+    text = "".join(ch for ch in inp.lower() if ch not in exclude)
+    text = re.sub(re.compile(r"\b(a|an|the)\b", re.UNICODE), " ", text)
+    return " ".join(text.split()).split()
+
+  def sequence_f1(tt, pt):
+    if not (tt or pt):
+      return int(tt == pt)
+    same = sum((collections.Counter(tt) & collections.Counter(pt)).values())
+    if same == 0:
+      return 0
+    prec, rec = same / len(pt), same / len(tt)
+    return 2 * prec * rec / (prec + rec)
+
+  coqa = 100 * float(np.mean([max(sequence_f1(coqa_tokenize(t), coqa_tokenize(p)) for t in ts)
+                              for ts, p in zip(targets, preds)]))
+
+  def edit(tgts, prds, lower):
+    d = []
+    for pred, target in zip(prds, tgts):
+      if lower:
+        pred, target = pred.lower(), target.lower()
+      d.append(editdistance.distance(re.split("[^\\w]", pred), re.split("[^\\w]", target)))
+    return {"min_edit": float(min(d)), "max_edit": float(max(d)), "mean_edit": float(np.mean(d)),
+            "median_edit": float(np.median(d)), "sum_edit": float(sum(d))}
+
+  first = [t[0] for t in targets]
   return {"examples": [{"targets": t, "prediction": p} for t, p in zip(targets, preds)],
           "expected": {"squad": qa(targets, preds, normalize_squad),
-                       "trivia_qa": qa(targets, preds, normalize_trivia_qa)},
+                       "trivia_qa": qa(targets, preds, normalize_trivia_qa),
+                       "coqa_f1": {"f1": coqa},
+                       "edit_distance_first_target": edit(first, preds, True),
+                       "edit_distance_first_target_cased": edit(first, preds, False),
+                       "edit_distance_first_target_even_count": edit(first[:-1], preds[:-1], True)},
           "normalize": norm}
 
 

@@ -14,6 +14,9 @@
 //   rouge_mean          alias of rouge
 //   squad               {"em","f1"}
 //   trivia_qa           {"em","f1"}
+//   coqa_f1             {"f1"}
+//   edit_distance       {"min_edit","max_edit","mean_edit","median_edit","sum_edit"}
+//                       (word-level distances, not percentages)
 //   mean_multiclass_f1  {"mean_<n>class_f1"}, n = 1 + largest label seen
 //   mean_<N>class_f1    {"mean_<N>class_f1"} with N classes, e.g. mean_3class_f1
 //   f1_score_with_invalid {"f1"}
@@ -30,6 +33,7 @@
 
 #include "seqio/metrics/bleu.h"
 #include "seqio/metrics/classification.h"
+#include "seqio/metrics/edit_distance.h"
 #include "seqio/metrics/rouge.h"
 #include "seqio/metrics/squad.h"
 
@@ -44,7 +48,7 @@ std::map<std::string, double> compute(const std::string& name,
                                       const std::vector<std::string>& predictions);
 
 // Several references per example (targets[example] = its references): squad,
-// trivia_qa, bleu and bleu_intl use them all; the other metrics accept
+// trivia_qa, coqa_f1, bleu and bleu_intl use them all; the other metrics accept
 // exactly one reference per example (std::invalid_argument otherwise).
 std::map<std::string, double> compute(const std::string& name,
                                       const std::vector<std::vector<std::string>>& targets,

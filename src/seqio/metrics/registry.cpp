@@ -71,6 +71,10 @@ const std::map<std::string, Fn>& registry() {
       {"rouge_mean", one("rouge_mean", [](const Strings& t, const Strings& p) { return rouge(t, p); })},
       {"squad", [](const Refs& t, const Strings& p) { return squad(t, p); }},
       {"trivia_qa", [](const Refs& t, const Strings& p) { return trivia_qa(t, p); }},
+      {"coqa_f1", [](const Refs& t, const Strings& p) { return coqa_f1(t, p); }},
+      {"edit_distance", one("edit_distance", [](const Strings& t, const Strings& p) {
+         return edit_distance(t, p);
+       })},
       {"mean_multiclass_f1", one("mean_multiclass_f1", inferred_multiclass_f1)},
       {"f1_score_with_invalid", one("f1_score_with_invalid", f1_score_with_invalid)},
       {"pearson_corrcoef", one("pearson_corrcoef", pearson_corrcoef)},

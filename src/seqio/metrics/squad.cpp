@@ -133,4 +133,27 @@ std::map<std::string, double> trivia_qa(const std::vector<std::vector<std::strin
   return qa_metrics(targets, predictions, true, "[seqio.metrics.trivia_qa] ");
 }
 
+std::map<std::string, double> coqa_f1(const std::vector<std::vector<std::string>>& targets,
+                                      const std::vector<std::string>& predictions) {
+  const std::string op = "[seqio.metrics.coqa_f1] ";
+  if (targets.size() != predictions.size())
+    throw std::invalid_argument(op + "got " + std::to_string(targets.size()) + " targets but " +
+                                std::to_string(predictions.size()) + " predictions; they must match");
+  if (targets.empty()) return {{"f1", std::numeric_limits<double>::quiet_NaN()}};
+  double sum = 0.0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].empty())
+      throw std::invalid_argument(op + "example " + std::to_string(i) + " has no reference answer");
+    const std::string p = normalize_squad(predictions[i]);
+    double best = 0.0;
+    for (const auto& t_raw : targets[i]) {
+      const std::string t = normalize_squad(t_raw);
+      // Normalised text has no surrounding spaces: empty means no tokens.
+      best = std::max(best, (t.empty() && p.empty()) ? 1.0 : qa_f1(t, p));
+    }
+    sum += best;
+  }
+  return {{"f1", 100.0 * sum / targets.size()}};
+}
+
 }  // namespace seqio::metrics

@@ -1,4 +1,4 @@
-// SQuAD v1.1 / TriviaQA exact match and token F1 as T5 computes them
+// SQuAD v1.1 / TriviaQA / CoQA exact match and token F1 as T5 computes them
 // (t5/evaluation/qa_utils.py, t5.evaluation.metrics.squad / trivia_qa):
 // answers are normalised (Python str.lower, punctuation removed, the words
 // a/an/the removed at \b boundaries, whitespace collapsed); each example
@@ -29,5 +29,11 @@ std::map<std::string, double> squad(const std::vector<std::vector<std::string>>&
                                     const std::vector<std::string>& predictions);
 std::map<std::string, double> trivia_qa(const std::vector<std::vector<std::string>>& targets,
                                         const std::vector<std::string>& predictions);
+
+// {"f1"}: t5.evaluation.metrics.coqa_f1. Tokens are normalize_squad(text)
+// split at whitespace; token F1 as above except that an empty target and an
+// empty prediction agree (F1 = 1). Maximum over references, mean x 100.
+std::map<std::string, double> coqa_f1(const std::vector<std::vector<std::string>>& targets,
+                                      const std::vector<std::string>& predictions);
 
 }  // namespace seqio::metrics

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "seqio/metrics/classification.h"
+#include "seqio/metrics/edit_distance.h"
 
 namespace seqio::metrics {
 namespace {
@@ -43,6 +44,23 @@ TEST(MetricsClassification, Correlations) {
               100.0 * 4.5 / std::sqrt(4.5 * 5.0), 1e-9);
   EXPECT_TRUE(std::isnan(pearson_corrcoef({"1", "1"}, {"1", "2"}).at("pearson_corrcoef")));
   EXPECT_THROW(pearson_corrcoef({"1", "one"}, {"1", "2"}), std::invalid_argument);
+}
+
+TEST(MetricsEditDistance, SplitsAtEverySingleNonWordCharacter) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split_non_word("Hello,  w\u00f6rld!"), (V{"Hello", "", "", "w\u00f6rld", ""}));
+  EXPECT_EQ(split_non_word(""), (V{""}));
+  EXPECT_EQ(word_edit_distance({"a", "b"}, {"a", "c", "b"}), 1u);
+  EXPECT_EQ(word_edit_distance({"kitten"}, {}), 1u);
+  // Distances 0, 2 ("the", "dog" vs "a", "cat") and 1 (a trailing "" piece).
+  const auto r = edit_distance({"The dog", "the dog", "cat"}, {"the dog", "a cat", "cat."});
+  EXPECT_DOUBLE_EQ(r.at("min_edit"), 0.0);
+  EXPECT_DOUBLE_EQ(r.at("max_edit"), 2.0);
+  EXPECT_DOUBLE_EQ(r.at("median_edit"), 1.0);
+  EXPECT_DOUBLE_EQ(r.at("sum_edit"), 3.0);
+  EXPECT_DOUBLE_EQ(r.at("mean_edit"), 1.0);
+  EXPECT_DOUBLE_EQ(edit_distance({"The dog"}, {"the dog"}, false).at("sum_edit"), 1.0);
+  EXPECT_THROW(edit_distance({}, {}), std::invalid_argument);
 }
 
 }  // namespace

@@ -144,7 +144,7 @@ TEST(MetricsGolden, PorterStemmerMatchesNltk) {
   EXPECT_GE(n, 1000);
 }
 
-TEST(MetricsGolden, SquadAndTriviaQaMatchT5) {
+TEST(MetricsGolden, QaAndEditDistanceMatchT5) {
   const json g = load("squad.json");
   std::vector<std::vector<std::string>> targets;
   std::vector<std::string> preds;
@@ -157,6 +157,22 @@ TEST(MetricsGolden, SquadAndTriviaQaMatchT5) {
     EXPECT_NEAR(got.at("em"), g["expected"][name]["em"].get<double>(), 1e-9) << name;
     EXPECT_NEAR(got.at("f1"), g["expected"][name]["f1"].get<double>(), 1e-9) << name;
   }
+  const auto coqa = compute("coqa_f1", targets, preds);
+  EXPECT_NEAR(coqa.at("f1"), g["expected"]["coqa_f1"]["f1"].get<double>(), 1e-9);
+
+  // edit_distance against the first reference, as T5 with the editdistance package.
+  std::vector<std::string> first;
+  for (const auto& t : targets) first.push_back(t.at(0));
+  auto check_edit = [&](const char* key, const std::map<std::string, double>& got) {
+    for (const auto& [k, v] : g["expected"][key].items())
+      EXPECT_NEAR(got.at(k), v.get<double>(), 1e-12) << key << " " << k;
+  };
+  check_edit("edit_distance_first_target", compute("edit_distance", first, preds));
+  check_edit("edit_distance_first_target_cased", edit_distance(first, preds, /*lower=*/false));
+  check_edit("edit_distance_first_target_even_count",
+             edit_distance(std::vector<std::string>(first.begin(), first.end() - 1),
+                           std::vector<std::string>(preds.begin(), preds.end() - 1)));
+
   int n = 0;
   for (const auto& t : g["normalize"]) {
     const std::string text = t["text"];

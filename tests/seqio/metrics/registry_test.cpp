@@ -14,7 +14,8 @@ TEST(MetricsRegistry, NamesAreSortedAndAllCompute) {
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   for (const char* want : {"accuracy", "sequence_accuracy", "bleu", "bleu_intl", "rouge", "squad",
                            "trivia_qa", "mean_multiclass_f1", "f1_score_with_invalid",
-                           "pearson_corrcoef", "spearman_corrcoef", "all_match"})
+                           "pearson_corrcoef", "spearman_corrcoef", "all_match", "coqa_f1",
+                           "edit_distance"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   // Perfect predictions score 100 everywhere. Text metrics get sentences
   // (BLEU needs 4-grams, ROUGE-2 bigrams), the others class labels.
@@ -23,7 +24,8 @@ TEST(MetricsRegistry, NamesAreSortedAndAllCompute) {
   for (const auto& n : names) {
     const bool is_text = n.rfind("bleu", 0) == 0 || n.rfind("rouge", 0) == 0;
     const V& t = is_text ? text : labels;
-    for (const auto& [k, v] : compute(n, t, t)) EXPECT_DOUBLE_EQ(v, 100.0) << n << " " << k;
+    const double perfect = n == "edit_distance" ? 0.0 : 100.0;  // distances, not percentages
+    for (const auto& [k, v] : compute(n, t, t)) EXPECT_DOUBLE_EQ(v, perfect) << n << " " << k;
   }
 }
 

@@ -40,6 +40,15 @@ TEST(MetricsSquad, MaxOverReferencesAndMean) {
   EXPECT_DOUBLE_EQ(empty.at("f1"), 0.0);
 }
 
+TEST(MetricsSquad, CoqaF1CountsTwoEmptyAnswersAsAgreement) {
+  // "The" and "a." both normalise to nothing: SQuAD F1 0, CoQA F1 1.
+  EXPECT_DOUBLE_EQ(squad({{"The"}}, {"a."}).at("f1"), 0.0);
+  EXPECT_DOUBLE_EQ(squad({{"The"}}, {"a."}).at("em"), 100.0);
+  EXPECT_DOUBLE_EQ(coqa_f1({{"The"}}, {"a."}).at("f1"), 100.0);
+  EXPECT_DOUBLE_EQ(coqa_f1({{"The"}}, {"cat"}).at("f1"), 0.0);
+  EXPECT_NEAR(coqa_f1({{"quick brown fox", "x"}}, {"brown fox jumps"}).at("f1"), 200.0 / 3.0, 1e-12);
+}
+
 TEST(MetricsSquad, Errors) {
   EXPECT_THROW(squad({{"a"}}, {}), std::invalid_argument);
   EXPECT_THROW(squad({{}}, {"a"}), std::invalid_argument);
