@@ -130,8 +130,11 @@ TEST(SpanCorruption, LengthsSentinelsAndRoundTrip) {
     EXPECT_EQ(tg.size(), 113u);  // 85 noise + 28 sentinels
     // Sentinels count down from vocab_size-1 in both.
     int32_t expect = 358;
-    for (int32_t t : tg)
-      if (t > 258) EXPECT_EQ(t, expect--);
+    for (int32_t t : tg) {
+      if (t > 258) {
+        EXPECT_EQ(t, expect--);
+      }
+    }
     EXPECT_EQ(expect, 358 - 28);
     EXPECT_EQ(tg.front(), 358);    // targets start with <extra_id_0>
     EXPECT_EQ(in.back(), 358 - 27);  // inputs end with the last sentinel
