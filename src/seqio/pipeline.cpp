@@ -2,8 +2,8 @@
 
 #include <deque>
 #include <exception>
+#include <future>
 #include <random>
-#include <thread>
 
 #include "seqio/errors.h"
 
@@ -125,6 +125,11 @@ class TaskDataset : public Dataset {
     if (opt_.start > 0) skip(opt_.start);
   }
 
+  ~TaskDataset() override {
+    for (auto& f : inflight_)
+      if (f.valid()) f.wait();
+  }
+
   bool next(Example& out) override {
     if (!ensure()) return false;
     Block& b = ready_.front();
@@ -174,66 +179,69 @@ class TaskDataset : public Dataset {
     for (;;) {
       while (!ready_.empty() && ready_.front().offset >= ready_.front().out.size()) ready_.pop_front();
       if (!ready_.empty()) return true;
-      if (finished_ || !refill()) return false;
+      if (opt_.num_threads == 1) {
+        Block b;
+        if (!read_block(b)) return false;
+        process(b);
+        push_ready(std::move(b));
+        continue;
+      }
+      // Keep num_threads blocks in flight so that workers preprocess while
+      // the consumer (packing, training) works; results are taken in order.
+      top_up();
+      if (inflight_.empty()) return false;
+      Block b = inflight_.front().get();
+      inflight_.pop_front();
+      push_ready(std::move(b));
+      top_up();
     }
   }
 
-  // Reads up to num_threads blocks and preprocesses them in parallel.
-  bool refill() {
-    std::vector<Block> blocks;
-    while (static_cast<int>(blocks.size()) < opt_.num_threads && !finished_) {
+  void top_up() {
+    while (static_cast<int>(inflight_.size()) < opt_.num_threads) {
       Block b;
+      if (!read_block(b)) break;
+      inflight_.push_back(std::async(std::launch::async, [this, blk = std::move(b)]() mutable {
+        process(blk);
+        return std::move(blk);
+      }));
+    }
+  }
+
+  void push_ready(Block b) {
+    merge(b.stats);
+    if (pending_skip_ > 0) {
+      b.offset = std::min<size_t>(b.out.size(), static_cast<size_t>(pending_skip_));
+      pending_skip_ = 0;
+    }
+    ready_.push_back(std::move(b));
+  }
+
+  // Reads the next block of records (moving to the next epoch when one
+  // ends); false at the end of the stream.
+  bool read_block(Block& b) {
+    while (!finished_) {
+      b = Block{};
       b.epoch = epoch_;
       b.index = next_block_;
       Rec r;
       while (static_cast<int64_t>(b.in.size()) < opt_.block_size && stream_->next(r)) b.in.push_back(std::move(r));
-      if (b.in.empty()) {
-        // End of epoch. An epoch without records ends the stream (avoids
-        // spinning forever on an empty shard with infinite epochs).
-        const bool more = !opt_.num_epochs || epoch_ + 1 < *opt_.num_epochs;
-        if (epoch_records_ == 0 || !more) {
-          finished_ = true;
-          break;
-        }
-        ++epoch_;
-        open_epoch();
-        continue;
+      if (!b.in.empty()) {
+        epoch_records_ += static_cast<int64_t>(b.in.size());
+        ++next_block_;
+        return true;
       }
-      epoch_records_ += static_cast<int64_t>(b.in.size());
-      ++next_block_;
-      blocks.push_back(std::move(b));
-    }
-    if (blocks.empty()) return false;
-    run_parallel(blocks);
-    for (auto& b : blocks) {
-      merge(b.stats);
-      if (pending_skip_ > 0) {
-        b.offset = std::min<size_t>(b.out.size(), static_cast<size_t>(pending_skip_));
-        pending_skip_ = 0;
+      // End of epoch. An epoch without records ends the stream (avoids
+      // spinning forever on an empty shard with infinite epochs).
+      const bool more = !opt_.num_epochs || epoch_ + 1 < *opt_.num_epochs;
+      if (epoch_records_ == 0 || !more) {
+        finished_ = true;
+        break;
       }
-      ready_.push_back(std::move(b));
+      ++epoch_;
+      open_epoch();
     }
-    return true;
-  }
-
-  void run_parallel(std::vector<Block>& blocks) {
-    if (blocks.size() == 1) {
-      process(blocks[0]);
-      return;
-    }
-    std::vector<std::exception_ptr> errors(blocks.size());
-    std::vector<std::thread> threads;
-    for (size_t t = 0; t < blocks.size(); ++t)
-      threads.emplace_back([&, t] {
-        try {
-          process(blocks[t]);
-        } catch (...) {
-          errors[t] = std::current_exception();
-        }
-      });
-    for (auto& th : threads) th.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    return false;
   }
 
   std::string origin(uint64_t key) const {
@@ -347,6 +355,7 @@ class TaskDataset : public Dataset {
   int64_t epoch_ = 0, next_block_ = 0, epoch_records_ = 0, pending_skip_ = 0, records_read_ = 0;
   std::unique_ptr<ShardStream> stream_;
   std::deque<Block> ready_;
+  std::deque<std::future<Block>> inflight_;  // declared after what workers read
   bool finished_ = false;
   StreamPosition pos_;
   PipelineStats stats_;
