@@ -44,7 +44,9 @@ Array normal(const PRNGKey& key, const Shape& shape, DType dtype) {
   const float lo = std::nextafter(-1.0f, 0.0f);
   std::vector<float> u = uniform_f32(key, shape.numel(), lo, 1.0f);
   const float sqrt2 = float(std::sqrt(2.0));
-  for (float& x : u) x = sqrt2 * erf_inv_f32(x);
+  const int64_t n = int64_t(u.size());
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) u[size_t(i)] = sqrt2 * erf_inv_f32(u[size_t(i)]);
   return Array::from_floats(shape, u, dtype);
 }
 
@@ -57,7 +59,9 @@ Array truncated_normal(const PRNGKey& key, double lower, double upper, const Sha
   const float a = std::erf(lo / sqrt2), b = std::erf(hi / sqrt2);
   std::vector<float> u = uniform_f32(key, shape.numel(), a, b);
   const float clip_lo = std::nextafter(lo, INFINITY), clip_hi = std::nextafter(hi, -INFINITY);
-  for (float& x : u) x = std::clamp(sqrt2 * erf_inv_f32(x), clip_lo, clip_hi);
+  const int64_t n = int64_t(u.size());
+#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) u[size_t(i)] = std::clamp(sqrt2 * erf_inv_f32(u[size_t(i)]), clip_lo, clip_hi);
   return Array::from_floats(shape, u, dtype);
 }
 
