@@ -63,7 +63,8 @@ struct ConversionStats {
   // (only non-zero when apply_length_check is false).
   std::map<std::string, int64_t> trimmed_examples;
   std::map<std::string, int64_t> trimmed_tokens;
-  // Non-padding task tokens that reached the output, per task feature.
+  // Non-padding task tokens after validation/trimming, per task feature
+  // (packing may still cut a sequence at an inner 0, as seqio does).
   std::map<std::string, int64_t> tokens;
   void merge(const ConversionStats& o);
 };

@@ -174,6 +174,7 @@ Tokens noise_span_to_unique_sentinel(const Tokens& tokens, const NoiseMask& mask
                                      int32_t vocab_size) {
   check_sizes("noise_span_to_unique_sentinel", tokens, mask);
   Tokens out;
+  out.reserve(tokens.size());
   int32_t span = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const bool prev = i > 0 && mask[i - 1];
