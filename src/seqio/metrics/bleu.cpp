@@ -128,14 +128,6 @@ class Vocab {
   std::unordered_map<std::u32string, std::uint32_t> map_;
 };
 
-using detail::NgramCounts;
-
-NgramCounts count_ngrams(const std::vector<std::uint32_t>& toks, int max_order) {
-  NgramCounts counts;
-  detail::count_ngrams(toks, 1, max_order, &counts);
-  return counts;
-}
-
 double my_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
 
 }  // namespace
@@ -189,14 +181,15 @@ BleuScore corpus_bleu(const std::vector<std::string>& predictions,
   for (std::size_t ex = 0; ex < predictions.size(); ++ex) {
     if (references[ex].empty())
       throw std::invalid_argument(op + "example " + std::to_string(ex) + " has no reference");
-    NgramCounts ref_max;
+    detail::SortedCounts ref_max;
     std::vector<std::int64_t> ref_lens;
     for (std::size_t r = 0; r < references[ex].size(); ++r) {
       auto toks = vocab.ids(preprocess(references[ex][r],
                                        "reference " + std::to_string(r) + " of example " +
                                            std::to_string(ex)));
       ref_lens.push_back(static_cast<std::int64_t>(toks.size()));
-      for (auto& [k, v] : count_ngrams(toks, N)) ref_max[k] = std::max(ref_max[k], v);
+      auto counts = detail::sorted_ngram_counts(toks, 1, N);
+      ref_max = r == 0 ? std::move(counts) : detail::max_merge(ref_max, counts);
     }
     auto hyp = vocab.ids(preprocess(predictions[ex], "prediction " + std::to_string(ex)));
     const auto hyp_len = static_cast<std::int64_t>(hyp.size());
@@ -212,11 +205,13 @@ BleuScore corpus_bleu(const std::vector<std::string>& predictions,
     }
     sys_len += hyp_len;
     ref_len += closest_len;
-    for (auto& [k, v] : count_ngrams(hyp, N)) {
-      const int n = k.n - 1;
-      total[n] += static_cast<double>(v);
-      auto it = ref_max.find(k);
-      if (it != ref_max.end()) correct[n] += static_cast<double>(std::min(v, it->second));
+    // Merge-join the sorted hypothesis counts with the reference maxima.
+    std::size_t j = 0;
+    for (const auto& [k, v] : detail::sorted_ngram_counts(hyp, 1, N)) {
+      total[k.n - 1] += static_cast<double>(v);
+      while (j < ref_max.size() && ref_max[j].first < k) ++j;
+      if (j < ref_max.size() && ref_max[j].first == k)
+        correct[k.n - 1] += static_cast<double>(std::min(v, ref_max[j].second));
     }
   }
 

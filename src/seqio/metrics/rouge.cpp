@@ -41,17 +41,25 @@ class Interner {
   std::unordered_map<std::string, int> map_;
 };
 
-std::vector<std::vector<int>> lcs_table(const Ids& ref, const Ids& can) {
-  std::vector<std::vector<int>> t(ref.size() + 1, std::vector<int>(can.size() + 1, 0));
+// Dynamic-programming table of LCS lengths, (|ref|+1) x (|can|+1), row-major.
+struct LcsTable {
+  std::size_t cols;
+  std::vector<int> v;
+  int at(std::size_t i, std::size_t j) const { return v[i * cols + j]; }
+};
+
+LcsTable lcs_table(const Ids& ref, const Ids& can) {
+  LcsTable t{can.size() + 1, std::vector<int>((ref.size() + 1) * (can.size() + 1), 0)};
   for (std::size_t i = 1; i <= ref.size(); ++i)
     for (std::size_t j = 1; j <= can.size(); ++j)
-      t[i][j] = ref[i - 1] == can[j - 1] ? t[i - 1][j - 1] + 1 : std::max(t[i - 1][j], t[i][j - 1]);
+      t.v[i * t.cols + j] = ref[i - 1] == can[j - 1] ? t.at(i - 1, j - 1) + 1
+                                                      : std::max(t.at(i - 1, j), t.at(i, j - 1));
   return t;
 }
 
 // Indices into `ref` of one LCS, with rouge-score's tie-breaking.
 std::vector<std::size_t> lcs_indices(const Ids& ref, const Ids& can) {
-  auto t = lcs_table(ref, can);
+  const LcsTable t = lcs_table(ref, can);
   std::vector<std::size_t> out;
   std::size_t i = ref.size(), j = can.size();
   while (i > 0 && j > 0) {
@@ -59,7 +67,7 @@ std::vector<std::size_t> lcs_indices(const Ids& ref, const Ids& can) {
       out.push_back(i - 1);
       --i;
       --j;
-    } else if (t[i][j - 1] > t[i - 1][j]) {
+    } else if (t.at(i, j - 1) > t.at(i - 1, j)) {
       --j;
     } else {
       --i;
@@ -70,16 +78,15 @@ std::vector<std::size_t> lcs_indices(const Ids& ref, const Ids& can) {
 
 RougeScore score_ngrams(const Ids& target, const Ids& pred, int n) {
   auto count = [n](const Ids& toks) {
-    detail::NgramCounts c;
-    detail::count_ngrams(std::vector<std::uint32_t>(toks.begin(), toks.end()), n, n, &c);
-    return c;
+    return detail::sorted_ngram_counts(std::vector<std::uint32_t>(toks.begin(), toks.end()), n, n);
   };
   const auto tc = count(target), pc = count(pred);
   long overlap = 0, tn = 0, pn = 0;
+  std::size_t j = 0;
   for (const auto& [g, c] : tc) {
     tn += c;
-    auto it = pc.find(g);
-    if (it != pc.end()) overlap += std::min(c, it->second);
+    while (j < pc.size() && pc[j].first < g) ++j;
+    if (j < pc.size() && pc[j].first == g) overlap += std::min(c, pc[j].second);
   }
   for (const auto& [g, c] : pc) pn += c;
   RougeScore s;
@@ -92,7 +99,7 @@ RougeScore score_ngrams(const Ids& target, const Ids& pred, int n) {
 RougeScore score_lcs(const Ids& target, const Ids& pred) {
   RougeScore s;
   if (target.empty() || pred.empty()) return s;
-  const double lcs = lcs_table(target, pred).back().back();
+  const double lcs = lcs_table(target, pred).v.back();
   s.precision = lcs / pred.size();
   s.recall = lcs / target.size();
   s.fmeasure = fmeasure(s.precision, s.recall);
