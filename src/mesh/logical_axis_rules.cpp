@@ -1,5 +1,7 @@
 #include "mesh/logical_axis_rules.h"
 
+#include "mesh/partition_spec.h"
+
 #include <set>
 #include <stdexcept>
 
@@ -90,6 +92,22 @@ LogicalAxisRules standard_logical_axis_rules(int act, int param, const LogicalAx
     rules.push_back({n, none});
   rules.insert(rules.end(), additional_rules.begin(), additional_rules.end());
   return rules;
+}
+
+Sharding logical_sharding(std::shared_ptr<const MeshDesc> mesh,
+                          const std::vector<std::pair<std::string, int64_t>>& shape,
+                          const LogicalAxisRules& rules) {
+  if (!mesh) throw std::invalid_argument("[logical_sharding] no mesh given");
+  std::vector<std::string> names;
+  for (const auto& d : shape) names.push_back(d.first);
+  PartitionSpec spec = logical_to_mesh_axes(names, rules);
+  try {
+    validate_partition_spec(*mesh, shape, spec);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (spec " + spec_to_string(spec) +
+                                " from the logical-axis rules)");
+  }
+  return Sharding{std::move(mesh), std::move(spec)};
 }
 
 LogicalAxisRules moe_logical_axis_rules(int act, int param, const LogicalAxisRules& additional_rules) {

@@ -17,8 +17,11 @@
 //   (flax `RulesFallback`, used by with_logical_constraint).
 // Duplicate non-empty names in one array are an error, as in flax.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/sharding.h"
@@ -57,6 +60,15 @@ std::optional<PartitionSpec> logical_to_mesh_axes(const std::vector<std::string>
 LogicalAxisRules standard_logical_axis_rules(int activation_partitioning_dims = 1,
                                              int parameter_partitioning_dims = 1,
                                              const LogicalAxisRules& additional_rules = {});
+
+// Sharding of an array whose dim names are its logical axis names: resolves
+// them with `rules`, validates the spec on `mesh` (errors as in
+// validate_partition_spec, prefixed with the rules' outcome) and binds both.
+// Example: [batch=8, length=16, embed=512] under standard rules (2,2) on
+// (data=2, model=4) -> P('data', None, 'model').
+Sharding logical_sharding(std::shared_ptr<const MeshDesc> mesh,
+                          const std::vector<std::pair<std::string, int64_t>>& shape,
+                          const LogicalAxisRules& rules);
 
 // t5x contrib/moe standard_logical_axis_rules for the (data, expert, model)
 // mesh: the preset above, then expert->expert, expert_mlp->model,

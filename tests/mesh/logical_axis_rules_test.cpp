@@ -121,6 +121,23 @@ TEST(LogicalAxisRules, PresetListsAreExact) {
   EXPECT_THROW(standard_logical_axis_rules(1, 0), std::invalid_argument);
 }
 
+TEST(LogicalAxisRules, LogicalShardingBindsMeshAndSpec) {
+  auto mesh = std::make_shared<const MeshDesc>(MeshDesc{{"data", "model"}, {2, 4}, 3});
+  Sharding s = logical_sharding(mesh, {{"batch", 8}, {"length", 16}, {"embed", 512}},
+                                standard_logical_axis_rules(2, 2));
+  EXPECT_EQ(s.spec, P({kData, kNone, kModel}));
+  EXPECT_EQ(s.mesh, mesh);
+  EXPECT_FALSE(s.is_single_device());
+  try {
+    logical_sharding(mesh, {{"batch", 8}, {"mlp", 6}}, standard_logical_axis_rules());
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("dim 1 'mlp' of size 6 is not divisible by 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("spec P('data', 'model') from the logical-axis rules"), std::string::npos) << m;
+  }
+}
+
 TEST(LogicalAxisRules, MoeRules) {
   auto rules = moe_logical_axis_rules(1, 1, {{"additional", kModel}, {"batch", kData}});
   const auto base = standard_logical_axis_rules(1, 1);
