@@ -145,6 +145,22 @@ TEST(GemmBatched, Bf16MatchesF32Reference) {
   }
 }
 
+TEST(GemmBatched, Bf16BroadcastAndAccumulate) {
+  // A broadcast over the batch (stride 0), beta = 1, alpha = 0.5.
+  int64_t batch = 3, m = 5, n = 33, k = 40;
+  GemmShape s{m, n, k, false, false};
+  auto af = random_vec(m * k, 41), bf = random_vec(batch * k * n, 42);
+  std::vector<bfloat16> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) a[i] = bfloat16(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) b[i] = bfloat16(bf[i]);
+  auto c = random_vec(batch * m * n, 43);
+  auto ref = c;
+  gemm_batched_bf16(s, batch, 0, k * n, m * n, 0.5f, a.data(), b.data(), 1.f, c.data());
+  for (int64_t i = 0; i < batch; ++i)
+    naive(s, 0.5f, a.data(), b.data() + i * k * n, 1.f, ref.data() + i * m * n);
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], 1e-4f);
+}
+
 TEST(Gemm, RepeatedCallsReuseAndAgree) {
   GemmShape s{40, 30, 20};
   auto a = random_vec(800, 1), b = random_vec(600, 2);

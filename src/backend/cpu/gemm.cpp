@@ -66,6 +66,7 @@ ThreadState& thread_state() {
   return st;
 }
 
+constexpr size_t kMaxCachedPrimitives = 2048;
 std::mutex g_mu;
 std::unordered_map<Key, std::shared_ptr<Cached>, KeyHash>& cache() {
   static std::unordered_map<Key, std::shared_ptr<Cached>, KeyHash> c;
@@ -122,6 +123,10 @@ std::shared_ptr<Cached> get_or_create(const Key& key) {
                                 e.what());
   }
   std::lock_guard<std::mutex> lock(g_mu);
+  // Shapes that change every step (e.g. a growing kv length in decoding)
+  // would grow the map without bound; start over past a cap. Callers still
+  // hold their shared_ptr, so in-flight primitives stay alive.
+  if (cache().size() >= kMaxCachedPrimitives) cache().clear();
   auto [it, inserted] = cache().emplace(key, c);
   return it->second;
 }
