@@ -43,7 +43,8 @@ std::map<std::string, double> pearson_corrcoef(const std::vector<std::string>& t
 std::map<std::string, double> spearman_corrcoef(const std::vector<std::string>& targets,
                                                 const std::vector<std::string>& predictions);
 
-// Parsing helpers shared with the registry: nullopt-like failure via bool.
+// Parsers shared with the registry; false when `text` (whitespace trimmed)
+// is not an integer / a number.
 bool parse_int_label(const std::string& text, long long* value);
 bool parse_double(const std::string& text, double* value);
 
