@@ -418,6 +418,32 @@ Array where(const Array& cond, const Array& x, const Array& y) {
   return apply1(std::make_shared<Where>(out), {cond, x, y});
 }
 Array where(const Array& cond, const Array& x, double y) { return where(cond, x, scalar_like(x, y)); }
+Array where(const Array& cond, double x, const Array& y) { return where(cond, scalar_like(y, x), y); }
+
+Array clip(const Array& x, double lo, double hi) {
+  if (lo > hi) throw_invalid("clip", "lo " + std::to_string(lo) + " > hi " + std::to_string(hi));
+  return minimum(maximum(x, lo), hi);
+}
+
+namespace {
+template <typename Pred>
+Array float_mask(const char* op, const Array& x, Pred pred) {
+  check_local(op, {x});
+  check_floating(op, x);
+  Array out = make_output(x.shape(), DType::boolean, {x});
+  uint8_t* o = out.data<uint8_t>();
+  const int64_t n = x.local_size();
+  dispatch_dtype(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* a = static_cast<const T*>(x.raw_data());
+    for (int64_t i = 0; i < n; ++i) o[i] = pred(float(ld(a[i])));
+  });
+  return out;
+}
+}  // namespace
+
+Array isnan(const Array& x) { return float_mask("isnan", x, [](float v) { return v != v; }); }
+Array isfinite(const Array& x) { return float_mask("isfinite", x, [](float v) { return std::isfinite(v); }); }
 
 Array cast(const Array& x, DType dtype) {
   check_local("cast", {x});

@@ -78,6 +78,14 @@ Array logical_or(const Array& a, const Array& b);
 // Output dims: x's, then y's new ones, then cond's new ones.
 Array where(const Array& cond, const Array& x, const Array& y);
 Array where(const Array& cond, const Array& x, double y);
+Array where(const Array& cond, double x, const Array& y);
+
+// minimum(maximum(x, lo), hi).
+Array clip(const Array& x, double lo, double hi);
+
+// Floating x -> bool masks (no gradient).
+Array isnan(const Array& x);
+Array isfinite(const Array& x);
 
 // Dtype conversion (floats round to nearest even; float -> int truncates;
 // anything -> bool is x != 0). Gradient flows between floating dtypes only.

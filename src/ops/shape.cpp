@@ -389,6 +389,32 @@ Array stack(const std::vector<Array>& xs, const std::string& name, int axis) {
   return concat(parts, name);
 }
 
+Array expand_dims(const Array& x, const std::string& name, int axis) {
+  if (x.has_dim(name)) throw_invalid("expand_dims", "dim '" + name + "' already in " + describe(x));
+  int r = x.rank();
+  if (axis < 0) axis += r + 1;
+  if (axis < 0 || axis > r) throw_invalid("expand_dims", "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+  std::vector<Dim> dims = x.shape().dims();
+  dims.insert(dims.begin() + axis, Dim{name, 1});
+  return reshape(x, Shape(dims));
+}
+
+Array squeeze(const Array& x, const std::string& name) {
+  int a = require_dim("squeeze", x, name);
+  if (x.shape()[a].size != 1)
+    throw_invalid("squeeze", "dim '" + name + "' has size " + std::to_string(x.shape()[a].size) + ", not 1, in " + describe(x));
+  std::vector<Dim> dims = x.shape().dims();
+  dims.erase(dims.begin() + a);
+  return reshape(x, Shape(dims));
+}
+
+std::vector<Array> unstack(const Array& x, const std::string& dim) {
+  int a = require_dim("unstack", x, dim);
+  std::vector<Array> r;
+  for (int64_t i = 0; i < x.shape()[a].size; ++i) r.push_back(squeeze(slice(x, dim, i, 1), dim));
+  return r;
+}
+
 namespace {
 std::vector<int64_t> clamp_starts(const char* op, const Shape& big, const Shape& small,
                                   const std::map<std::string, int64_t>& starts) {

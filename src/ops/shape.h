@@ -44,6 +44,13 @@ Array concat(const std::vector<Array>& xs, const std::string& dim);
 // inserted at position `axis` (0 = first; -1 = last).
 Array stack(const std::vector<Array>& xs, const std::string& name, int axis = 0);
 
+// Adds a dim `name` of size 1 at position `axis` (-1 = last); a view.
+Array expand_dims(const Array& x, const std::string& name, int axis = -1);
+// Removes dim `name`, which must have size 1; a view.
+Array squeeze(const Array& x, const std::string& name);
+// The slices of x along dim, each with dim removed (inverse of stack).
+std::vector<Array> unstack(const Array& x, const std::string& dim);
+
 // Sizes `sizes` (by dim name; unnamed dims keep their full extent) starting at
 // `starts` (by dim name; default 0). Starts are clamped so the window fits,
 // as in lax.dynamic_slice.

@@ -170,6 +170,37 @@ TEST(Elementwise, MisuseNamesOpDimsAndDtypes) {
   expect_invalid([&] { where(x, x, x); }, {"[where]", "bool", "float32"});
 }
 
+TEST(Elementwise, ClipMasksAndScalarWhere) {
+  Array x = Array::from_vector<float>(Shape{{"n", 5}}, {-3, -0.5f, 0.5f, 3, NAN});
+  auto c = clip(x, -1, 1).to_floats();
+  EXPECT_EQ(std::vector<float>(c.begin(), c.begin() + 4), (std::vector<float>{-1, -0.5f, 0.5f, 1}));
+  EXPECT_EQ(isnan(x).to_ints(), (std::vector<int64_t>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(isfinite(div(x, Array::from_vector<float>(Shape{{"n", 5}}, {1, 0, 1, 1, 1}))).to_ints(),
+            (std::vector<int64_t>{1, 0, 1, 1, 0}));
+  Array y = where(gt(x, 0.0), 7.0, x);
+  EXPECT_EQ(y.to_floats()[0], -3.f);
+  EXPECT_EQ(y.to_floats()[3], 7.f);
+}
+
+// Every 16-bit result equals the f32 computation on the rounded inputs,
+// rounded once (the documented "compute in f32, round back" rule).
+TEST(Elementwise, SixteenBitDtypesRoundOnce) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Array a = rand_array(kBLE, 30, 0.5, 2, dt), b = rand_array(Shape{{"embed", 4}}, 31, 0.5, 2, dt);
+    Array a32 = cast(a, DType::f32), b32 = cast(b, DType::f32);
+    std::vector<std::pair<Array, Array>> pairs = {
+        {add(a, b), add(a32, b32)}, {sub(a, b), sub(a32, b32)}, {mul(a, b), mul(a32, b32)},
+        {div(a, b), div(a32, b32)}, {maximum(a, b), maximum(a32, b32)}, {log(a), log(a32)},
+        {rsqrt(a), rsqrt(a32)}, {square(a), square(a32)}, {sum(a, {"length"}), sum(a32, {"length"})},
+        {max(a, {"batch"}), max(a32, {"batch"})}, {log_softmax(a, "embed"), log_softmax(a32, "embed")}};
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      EXPECT_EQ(pairs[i].first.dtype(), dt) << i;
+      EXPECT_TRUE(array_equal(pairs[i].first, cast(pairs[i].second, dt))) << "case " << i;
+    }
+  }
+}
+
 TEST(Elementwise, ShardedInputsAreRejectedReplicatedAccepted) {
   auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data"}, {2}, 0});
   Array split(Shape{{"batch", 4}, {"embed", 2}}, DType::f32, Sharding{mesh, PartitionSpec({{"data"}, {}})});

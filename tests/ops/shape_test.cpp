@@ -93,3 +93,24 @@ TEST(ShapeOps, Misuse) {
 
 }  // namespace
 }  // namespace t5x
+
+namespace t5x {
+namespace {
+using namespace testing;
+
+TEST(ShapeOps, ExpandSqueezeUnstack) {
+  Array x = rand_array(Shape{{"batch", 2}, {"embed", 3}}, 9);
+  Array e = expand_dims(x, "length", 1);
+  EXPECT_EQ(e.shape(), (Shape{{"batch", 2}, {"length", 1}, {"embed", 3}}));
+  EXPECT_TRUE(array_equal(squeeze(e, "length"), x));
+  auto parts = unstack(x, "batch");
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].shape(), (Shape{{"embed", 3}}));
+  EXPECT_TRUE(array_equal(stack(parts, "batch"), x));
+  check_grad([](const std::vector<Array>& v) { return mul(unstack(v[0], "embed")[2], 3.0); }, {x});
+  expect_invalid([&] { squeeze(x, "embed"); }, {"[squeeze]", "'embed'", "3"});
+  expect_invalid([&] { expand_dims(x, "embed"); }, {"[expand_dims]", "'embed'"});
+}
+
+}  // namespace
+}  // namespace t5x
