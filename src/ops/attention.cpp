@@ -21,6 +21,7 @@ struct Canon {
   Array bias;                    // [h, l, kl] or [b, h, l, kl]; or null
   Array q_seg, kv_seg;           // int32 [b, l] / [b, kl]
   Array q_mask, kv_mask;         // bool [b, l] / [b, kl]
+  bool grouped = false;          // k, v carry kv_heads instead of heads
 };
 
 Array rename_length(const Array& x, const AttentionOptions& o) {
@@ -41,12 +42,17 @@ Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const Atte
   check_same_dtype(kOp, q0, v0, "q", "v");
   Canon c;
   const std::vector<std::string> qn = {o.batch, o.length, o.heads, o.depth};
-  const std::vector<std::string> kn = {o.batch, o.kv_length, o.heads, o.depth};
-  require_dims(q0, qn, "q");
   Array k = rename_length(k0, o), v = rename_length(v0, o);
+  c.grouped = k.has_dim(o.kv_heads);
+  const std::string& kh = c.grouped ? o.kv_heads : o.heads;
+  const std::vector<std::string> kn = {o.batch, o.kv_length, kh, o.depth};
+  require_dims(q0, qn, "q");
   require_dims(k, kn, "k");
   require_dims(v, kn, "v");
-  for (const std::string& d : {o.batch, o.heads, o.depth}) {
+  if (c.grouped && (k.dim(o.kv_heads) == 0 || q0.dim(o.heads) % k.dim(o.kv_heads) != 0))
+    throw_invalid(kOp, "'" + o.kv_heads + "' = " + std::to_string(k.dim(o.kv_heads)) + " in k " + describe(k) +
+                           " must divide '" + o.heads + "' = " + std::to_string(q0.dim(o.heads)) + " in q");
+  for (const std::string& d : {o.batch, c.grouped ? o.batch : o.heads, o.depth}) {
     if (k.dim(d) != q0.dim(d))
       throw_invalid(kOp, "dim '" + d + "' has size " + std::to_string(q0.dim(d)) + " in q " + describe(q0) + " but " +
                              std::to_string(k.dim(d)) + " in k " + describe(k));
@@ -147,7 +153,8 @@ Array dot_product_attention(const Array& q, const Array& k, const Array& v, cons
   s.batch = q.dim(o.batch);
   s.q_length = q.dim(o.length);
   s.kv_length = c.k.dim(o.kv_length);
-  s.heads = s.kv_heads = q.dim(o.heads);
+  s.heads = q.dim(o.heads);
+  s.kv_heads = c.grouped ? c.k.dim(o.kv_heads) : s.heads;
   s.head_dim = q.dim(o.depth);
   std::vector<Array> in = {cast(c.q, DType::f32), cast(c.k, DType::f32), cast(c.v, DType::f32)};
   if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
@@ -157,6 +164,17 @@ Array dot_product_attention(const Array& q, const Array& k, const Array& v, cons
 
 Array dot_product_attention_reference(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
   Canon c = canonicalise(q, k, v, o);
+  if (c.grouped) {  // repeat each kv head for its group of query heads
+    const int64_t H = q.dim(o.heads), G = c.k.dim(o.kv_heads);
+    auto expand = [&](const Array& x) {
+      Shape b{{o.batch, x.dim(o.batch)}, {o.kv_length, x.dim(o.kv_length)}, {o.kv_heads, G}, {"__group", H / G},
+              {o.depth, x.dim(o.depth)}};
+      Shape r{{o.batch, x.dim(o.batch)}, {o.kv_length, x.dim(o.kv_length)}, {o.heads, H}, {o.depth, x.dim(o.depth)}};
+      return reshape(broadcast_to(x, b), r);
+    };
+    c.k = expand(c.k);
+    c.v = expand(c.v);
+  }
   Array logits = einsum(c.q, c.k, {o.batch, o.heads, o.length, o.kv_length});
   if (o.scale != 1.0) logits = mul(logits, o.scale);
   const int64_t L = q.dim(o.length), KL = c.k.dim(o.kv_length);

@@ -35,11 +35,15 @@ Array rms_norm_reference(const Array& x, const Array& scale, const std::string& 
 // Shapes (dim names configurable below; any dim order):
 //   q [batch, length, heads, kv]; k, v [batch, kv_length, heads, kv] (if k and v
 //   use `length` instead of `kv_length` they are renamed); output: q's dims.
+//   Grouped-query / multi-query attention: k and v may carry `kv_heads=G`
+//   instead of `heads`, G dividing heads; query head h reads kv head
+//   h / (heads / G) (no copy of k, v in the fused path).
 //   bias: dims within {batch, heads, length, kv_length}, e.g. T5's relative
 //   position bias [heads, length, kv_length]; broadcast by name; differentiable.
 // dtypes: q, k, v share a floating dtype (the kernel computes in f32); ids int32/int64.
 struct AttentionOptions {
   std::string batch = "batch", length = "length", kv_length = "kv_length", heads = "heads", depth = "kv";
+  std::string kv_heads = "kv_heads";
   Array bias;
   bool causal = false;
   Array q_segment_ids, kv_segment_ids;  // both or neither

@@ -145,6 +145,27 @@ TEST(Fused, AttentionPaddingMasksAndCrossAttention) {
   expect_invalid([&] { dot_product_attention(q, k, v, bad); }, {"[dot_product_attention]", "together"});
 }
 
+TEST(Fused, GroupedQueryAttention) {
+  const Shape qs{{"batch", 2}, {"length", 4}, {"heads", 4}, {"kv", 3}};
+  const Shape ks{{"batch", 2}, {"kv_length", 5}, {"kv_heads", 2}, {"kv", 3}};
+  Array q = rand_array(qs, 21), k = rand_array(ks, 22), v = rand_array(ks, 23);
+  // Explicitly repeated kv heads: query head h reads kv head h / 2.
+  auto expand = [](const Array& x) {
+    Array idx = Array::from_vector<int32_t>(Shape{{"heads", 4}}, {0, 0, 1, 1});
+    return transpose(take(x, idx, "kv_heads"), {"batch", "kv_length", "heads", "kv"});
+  };
+  AttentionOptions o;
+  o.causal = true;
+  Array want = dot_product_attention(q, expand(k), expand(v), o);
+  expect_close(dot_product_attention(q, k, v, o), want, 1e-5);
+  expect_close(dot_product_attention_reference(q, k, v, o), want, 1e-5);
+  expect_same_vjp([&](const auto& a) { return dot_product_attention(a[0], a[1], a[2], o); },
+                  [&](const auto& a) { return dot_product_attention_reference(a[0], a[1], a[2], o); }, {q, k, v});
+  expect_invalid([&] { dot_product_attention(q, rand_array(Shape{{"batch", 2}, {"kv_length", 5}, {"kv_heads", 3}, {"kv", 3}}, 1),
+                                             rand_array(Shape{{"batch", 2}, {"kv_length", 5}, {"kv_heads", 3}, {"kv", 3}}, 2)); },
+                 {"[dot_product_attention]", "'kv_heads' = 3", "divide"});
+}
+
 TEST(Fused, CrossEntropyMatchesT5xFormula) {
   const Shape ls{{"batch", 2}, {"length", 3}, {"vocab", 7}};
   Array logits = rand_array(ls, 8, -3, 3);
