@@ -47,6 +47,13 @@ class TapeScope {
   bool prev_paused_;
 };
 
+// Pauses recording; restores the previous state even when an exception unwinds.
+struct PauseScope {
+  bool prev = t_paused;
+  PauseScope() { t_paused = true; }
+  ~PauseScope() { t_paused = prev; }
+};
+
 Array track(Tape& t, const Array& x) {
   Array a = x.alias();
   a.impl().tag = {t.gen, t.num_slots++};
@@ -55,8 +62,7 @@ Array track(Tape& t, const Array& x) {
 
 // Walks the tape backwards. `cot` is indexed by slot and seeded by the caller.
 void backward(Tape& t, std::vector<Array>& cot) {
-  bool prev = t_paused;
-  t_paused = true;  // ops inside vjps are not recorded (first-order autodiff)
+  PauseScope pause;  // ops inside vjps are not recorded (first-order autodiff)
   for (size_t i = t.nodes.size(); i-- > 0;) {
     Node n = std::move(t.nodes[i]);
     t.nodes[i] = Node{};
@@ -94,7 +100,6 @@ void backward(Tape& t, std::vector<Array>& cot) {
     }
   }
   t.nodes.clear();
-  t_paused = prev;
 }
 
 class Remat : public Primitive {

@@ -149,6 +149,15 @@ TEST(Autodiff, CheckpointPassesGradToEveryArgument) {
   check_grad([&](const std::vector<Array>& v) { return f(v)[0]; }, {a, b});
 }
 
+TEST(Autodiff, ErrorsInsideFnLeaveNoTapeBehind) {
+  ParamTree p = {{"w", Array::ones(Shape{{"n", 2}})}};
+  EXPECT_THROW(value_and_grad([](const ParamTree& q) { return add(q.at("w"), Array::ones(Shape{{"n", 3}})); }, p),
+               std::invalid_argument);
+  EXPECT_FALSE(is_recording());
+  auto vg = value_and_grad([](const ParamTree& q) { return sum(square(q.at("w"))); }, p);
+  EXPECT_EQ(vg.grads.at("w").to_floats(), (std::vector<float>{2, 2}));
+}
+
 TEST(Autodiff, LossMustBeScalar) {
   ParamTree p = {{"w", Array::ones(Shape{{"n", 2}})}};
   expect_invalid([&] { value_and_grad([](const ParamTree& q) { return q.at("w"); }, p); },

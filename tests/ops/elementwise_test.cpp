@@ -22,6 +22,7 @@ TEST(Elementwise, UnaryMatchesReferenceAndGradients) {
   std::vector<UnaryCase> cases = {
       {"neg", neg, [](double x) { return -x; }, -2, 2},
       {"abs", abs, [](double x) { return std::fabs(x); }, -2, 2},
+      {"sign", sign, [](double x) { return double((x > 0) - (x < 0)); }, -2, 2},
       {"square", square, [](double x) { return x * x; }, -2, 2},
       {"exp", exp, [](double x) { return std::exp(x); }, -2, 2},
       {"log", log, [](double x) { return std::log(x); }, 0.5, 3},
@@ -43,7 +44,8 @@ TEST(Elementwise, UnaryMatchesReferenceAndGradients) {
     }
     // Keep relu / abs away from the kink for finite differences.
     Array x = rand_array(kBLE, 2, c.lo, c.hi);
-    if (std::string(c.name) == "relu" || std::string(c.name) == "abs") x = add(x, mul(sign(x), 0.1));
+    const std::string n = c.name;
+    if (n == "relu" || n == "abs" || n == "sign") x = add(x, mul(sign(x), 0.1));
     check_grad([&](const std::vector<Array>& v) { return c.op(v[0]); }, {x});
   }
 }
