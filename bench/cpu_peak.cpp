@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <time.h>
+
 namespace t5x::bench {
 namespace {
 
@@ -82,10 +84,17 @@ __attribute__((noinline)) static float fma_loop(int64_t iters) {
 constexpr int kFlopPerIter = 8 * 2;
 #endif
 
-double measure_fma_gflops(int threads) {
+static double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+FmaRate measure_fma_gflops(int threads) {
   const int64_t iters = 20'000'000;
   volatile float sink = 0;
   fma_loop(iters / 20);  // warm up the clock
+  double c0 = cpu_seconds();
   auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads)
   {
@@ -94,7 +103,9 @@ double measure_fma_gflops(int threads) {
     sink = sink + r;
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return double(iters) * kFlopPerIter * threads / s / 1e9;
+  double cpu = cpu_seconds() - c0;
+  double flop = double(iters) * kFlopPerIter * threads;
+  return {flop / s / 1e9, flop / cpu / 1e9};
 }
 
 }  // namespace t5x::bench

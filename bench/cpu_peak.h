@@ -26,7 +26,14 @@ struct CpuPeak {
 
 CpuPeak detect_cpu_peak(int cores);
 
-// Achieved fp32 GFLOP/s of a register-only FMA loop on `threads` threads.
-double measure_fma_gflops(int threads);
+// Achieved fp32 GFLOP/s of a register-only FMA loop on `threads` threads:
+// per wall-clock second, and per CPU-second of the process (the per-core
+// rate while scheduled, which checks the FLOP/cycle x clock assumption even
+// when other processes share the cores).
+struct FmaRate {
+  double gflops = 0;             // wall clock, all threads
+  double gflops_per_cpu_s = 0;   // per core while running
+};
+FmaRate measure_fma_gflops(int threads);
 
 }  // namespace t5x::bench

@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   }
   omp_set_num_threads(threads);
   t5x::bench::CpuPeak peak = t5x::bench::detect_cpu_peak(threads);
-  double fma = fma_check ? t5x::bench::measure_fma_gflops(threads) : 0.0;
+  t5x::bench::FmaRate fma;
+  if (fma_check) fma = t5x::bench::measure_fma_gflops(threads);
   // Other processes sharing the cores make every figure lower: say so.
   double load1 = 0;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -99,9 +100,10 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"suite\":\"gemm\",\"machine\":true,\"loadavg_1min\":%.2f,\"threads\":%d,\"isa\":\"%s\",\"flop_per_cycle\":%d,"
       "\"clock_ghz\":%.3f,\"clock_source\":\"%s\",\"peak_gflops\":%.1f,"
-      "\"measured_fma_gflops\":%.1f}\n",
+      "\"measured_fma_gflops\":%.1f,\"measured_fma_gflops_per_cpu_s\":%.1f,"
+      "\"core_peak_gflops\":%.1f}\n",
       load1, threads, peak.isa.c_str(), peak.flop_per_cycle, peak.clock_ghz, peak.clock_source.c_str(),
-      peak.gflops(), fma);
+      peak.gflops(), fma.gflops, fma.gflops_per_cpu_s, peak.gflops() / threads);
   std::fflush(stdout);
 
   for (const Case& c : kCases) {
@@ -158,12 +160,13 @@ int main(int argc, char** argv) {
         "\"threads\":%d,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
         "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops\":%.1f,"
         "\"ratio_median\":%.3f,\"ratio_max\":%.3f,\"gflops_per_cpu_s_median\":%.1f,"
-        "\"ratio_per_core_while_running\":%.3f}\n",
+        "\"ratio_per_core_while_running\":%.3f,\"ratio_vs_measured_fma_while_running\":%.3f}\n",
         c.name, c.dtype, (long long)c.m, (long long)c.k, (long long)c.k, (long long)c.n,
         (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n,
         c.trans_a ? "true" : "false", c.trans_b ? "true" : "false", threads, secs.size(),
         secs[secs.size() / 2] * 1e3, g_min, g_med, g_max, peak.gflops(), g_med / peak.gflops(),
-        g_max / peak.gflops(), g_cpu, g_cpu / core_peak);
+        g_max / peak.gflops(), g_cpu, g_cpu / core_peak,
+        fma.gflops_per_cpu_s > 0 ? g_cpu / fma.gflops_per_cpu_s : 0.0);
     std::fflush(stdout);
   }
   return 0;
