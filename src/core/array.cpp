@@ -170,6 +170,29 @@ Array Array::alias() const {
   return r;
 }
 
+Array Array::local_view() const {
+  Array r;
+  r.impl_ = std::make_shared<ArrayImpl>(impl());
+  r.impl_->tag = {};
+  r.impl_->sharding = {};
+  r.impl_->shape = local_shape();
+  return r;
+}
+
+Array Array::from_local(const Array& local, Shape global, Sharding sharding) {
+  Shape ls = local_shape_of(global, sharding);
+  if (ls != local.shape())
+    throw_invalid("Array", "from_local: local array " + local.shape().to_string() + " is not the shard " +
+                               ls.to_string() + " of " + global.to_string());
+  Array r;
+  r.impl_ = std::make_shared<ArrayImpl>(local.impl());
+  r.impl_->tag = {};
+  r.impl_->shape = std::move(global);
+  r.impl_->sharding = std::move(sharding);
+  r.impl_->local_shape = std::move(ls);
+  return r;
+}
+
 Array Array::view_as(Shape shape) const {
   if (shape.numel() != size())
     throw_invalid("Array", "view_as " + shape.to_string() + " has " + std::to_string(shape.numel()) +

@@ -110,6 +110,12 @@ class Array {
   Array alias() const;
   // Deep copy of the buffer.
   Array copy() const;
+  // The local shard as a single-device array of shape local_shape() (same
+  // buffer, no autodiff tag): what a sharded lowering computes on.
+  Array local_view() const;
+  // Wraps `local` (its shape must equal local_shape_of(global, sharding)) as
+  // the local shard of a global array (same buffer).
+  static Array from_local(const Array& local, Shape global, Sharding sharding);
   // New handle to the same buffer viewed with another global shape of equal
   // element count (row-major reinterpretation); fully local arrays only.
   Array view_as(Shape shape) const;

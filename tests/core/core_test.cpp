@@ -83,6 +83,15 @@ TEST(CoreArray, LocalShardShapeFollowsPartitionSpec) {
   Array r(Shape{{"batch", 8}}, DType::f32, Sharding{mesh, PartitionSpec::replicated(1)});
   EXPECT_TRUE(r.is_fully_local());
   EXPECT_THROW(Array(Shape{{"batch", 6}}, DType::f32, Sharding{mesh, PartitionSpec({{"model"}})}), std::invalid_argument);
+  // Local view and back, sharing the buffer.
+  Array lv = a.local_view();
+  EXPECT_EQ(lv.shape(), (Shape{{"batch", 4}, {"embed", 4}}));
+  EXPECT_TRUE(lv.is_fully_local());
+  EXPECT_TRUE(lv.same_buffer(a));
+  Array g = Array::from_local(lv, a.shape(), s);
+  EXPECT_EQ(g.shape(), a.shape());
+  EXPECT_EQ(g.local_shape(), a.local_shape());
+  EXPECT_THROW(Array::from_local(lv, Shape{{"batch", 8}, {"embed", 8}}, s), std::invalid_argument);
 }
 
 TEST(CoreArray, LiveBytesCounter) {
