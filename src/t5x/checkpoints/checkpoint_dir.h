@@ -145,7 +145,7 @@ void remove_temp_dirs(const std::string& model_dir, const std::string& prefix = 
 
 // Checks one checkpoint directory. Shallow: msgpack parses, every
 // TensorStore leaf has a valid .zarray matching its spec, every chunk file
-// exists with a plausible size (raw: exact; zstd: complete frame; gzip: the
+// exists (when fill_value is null, as t5x writes it) with a plausible size (raw: exact; zstd: complete frame; gzip: the
 // trailer's size field). Deep additionally decodes every chunk. Returns the
 // problem (naming the file) or nullopt when the checkpoint is complete.
 std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool deep = false);

@@ -192,6 +192,16 @@ TEST(CheckpointDir, DamagedCheckpointsFallBackToNewestComplete) {
   EXPECT_THROW(CheckpointReader::open(model_dir + "/checkpoint_3"), CheckpointError);
 }
 
+TEST(CheckpointDir, MissingChunkIsReportedWhenFillValueIsNull) {
+  const std::string model_dir = tmpdir("missing_chunk");
+  save_simple(model_dir, 1);
+  const std::string chunk = model_dir + "/checkpoint_1/target.w/0.0";
+  fs::remove(chunk);
+  auto err = validate_checkpoint(model_dir + "/checkpoint_1");
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("missing chunk '" + chunk + "'"), std::string::npos) << *err;
+}
+
 TEST(CheckpointDir, RetentionKeepsNewestAndPinned) {
   const std::string model_dir = tmpdir("keep");
   for (int s : {1, 2, 3}) save_simple(model_dir, s);
