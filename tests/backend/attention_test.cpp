@@ -197,7 +197,10 @@ INSTANTIATE_TEST_SUITE_P(
              [](Config& c) { c.causal = c.segments = c.bias = true; }),
         with(cfg("PaddedQueriesCausal", 2, 70, 70, 2, 2, 64),
              [](Config& c) { c.causal = c.q_mask = true; }),
-        with(cfg("DecodeLikeCausal", 2, 3, 70, 4, 2, 64), [](Config& c) { c.causal = true; })),
+        with(cfg("DecodeLikeCausal", 2, 3, 70, 4, 2, 64), [](Config& c) { c.causal = true; }),
+        // The first 30 queries see no key at all (uniform rows) next to normal rows.
+        with(cfg("MoreQueriesThanKeysCausal", 1, 100, 70, 2, 2, 8),
+             [](Config& c) { c.causal = c.bias = true; })),
     [](const ::testing::TestParamInfo<Config>& info) { return std::string(info.param.name); });
 
 TEST(Attention, FullyMaskedRowIsUniformAverage) {

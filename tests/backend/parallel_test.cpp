@@ -17,6 +17,20 @@ TEST(Parallel, ForCoversRangeOnce) {
   }
 }
 
+TEST(Parallel, NestedCallsRunOnTheCallingThread) {
+  // Inside a parallel region the body gets the whole range in one call.
+  std::vector<int> calls(4, 0);
+#pragma omp parallel for num_threads(2)
+  for (int t = 0; t < 4; ++t) {
+    parallel_for(100, 1, [&](int64_t b, int64_t e) {
+      if (b == 0 && e == 100) calls[size_t(t)]++;
+      else calls[size_t(t)] += 100;
+    });
+  }
+  for (int n : calls) EXPECT_EQ(n, 1);
+  EXPECT_EQ(num_threads(), omp_get_max_threads());
+}
+
 TEST(Parallel, ChunksHaveFixedBoundaries) {
   EXPECT_EQ(num_chunks(10, 4), 3);
   EXPECT_EQ(num_chunks(0, 4), 0);
