@@ -165,8 +165,6 @@ int cmd_vocab(const std::string& op, const std::string& spec, std::istream& in, 
 
 int cmd_cache(const CacheArgs& a, std::ostream& out) {
   auto task = TaskRegistry::get(a.task);
-  if (!task->supports_caching())
-    std::cerr << "seqio: task '" << a.task << "' has no cache placeholder; caching all of its preprocessing\n";
   CacheWriteOptions o;
   o.splits = a.splits;
   o.seed = a.seed;

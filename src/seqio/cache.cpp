@@ -48,6 +48,9 @@ const char* value_dtype(const FeatureValue& v) {
 }  // namespace
 
 CacheWriteResult write_cache(const Task& task, const std::string& output_dir, const CacheWriteOptions& opt) {
+  if (!task.supports_caching())
+    throw DataError("task '" + task.name() + "' has no CacheDatasetPlaceholder, so there is nothing to cache "
+                    "(hint: add Preprocessor::CachePlaceholder() after the deterministic steps)");
   CacheWriteResult res;
   const fs::path dir = fs::path(output_dir) / task.cache_subdir();
   res.dir = dir.string();

@@ -1,7 +1,8 @@
 // Offline cache (seqio/scripts/cache_tasks_main.py + _CachedDataSource).
 //
 // write_cache runs a task's pre-cache preprocessors (those before its
-// CacheDatasetPlaceholder; all of them when there is none) over each split,
+// CacheDatasetPlaceholder; a task without one is refused, as seqio skips it)
+// over each split,
 // one cache shard per source shard (as seqio's one Beam element per source
 // shard), and writes under `<output_dir>/<task name, ':' -> '/'>/`:
 //   <split>.tfrecord-SSSSS-of-NNNNN   tf.train.Example records
@@ -41,8 +42,8 @@ struct CacheWriteResult {
   std::map<std::string, int64_t> examples;     // per split
 };
 
-// Throws DataError when the directory exists with a completed cache and
-// overwrite is false, or on I/O failure.
+// Throws DataError when the task has no cache placeholder, when the
+// directory holds a completed cache and overwrite is false, or on I/O failure.
 CacheWriteResult write_cache(const Task& task, const std::string& output_dir, const CacheWriteOptions& opt);
 
 // First `<dir>/<task subdir>` holding COMPLETED, or nullopt.

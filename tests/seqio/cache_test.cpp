@@ -92,6 +92,13 @@ TEST(Cache, ReadingYieldsTheSameExamples) {
   }
 }
 
+TEST(Cache, TaskWithoutPlaceholderIsRefused) {
+  auto src = std::make_shared<InMemoryDataSource>(std::map<std::string, std::vector<Example>>{{"train", {}}});
+  Task t("no_placeholder", src, OutputFeatures{{"targets", Feature{std::make_shared<ByteVocabulary>()}}});
+  TempDir d("cache_none");
+  EXPECT_THROW(write_cache(t, d.file("out"), {}), DataError);
+}
+
 TEST(Cache, IncompleteCacheIsRefused) {
   TempDir d("cache_incomplete");
   auto t = cached_task(d);
