@@ -157,13 +157,14 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"suite\":\"gemm\",\"case\":\"%s\",\"dtype\":\"%s\",\"shape\":\"[%lldx%lld]x[%lldx%lld]\","
         "\"batch\":%lld,\"m\":%lld,\"k\":%lld,\"n\":%lld,\"trans_a\":%s,\"trans_b\":%s,"
-        "\"threads\":%d,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
+        "\"threads\":%d,\"threads_used\":%d,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
         "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops\":%.1f,"
         "\"ratio_median\":%.3f,\"ratio_max\":%.3f,\"gflops_per_cpu_s_median\":%.1f,"
         "\"ratio_per_core_while_running\":%.3f,\"ratio_vs_measured_fma_while_running\":%.3f}\n",
         c.name, c.dtype, (long long)c.m, (long long)c.k, (long long)c.k, (long long)c.n,
         (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n,
-        c.trans_a ? "true" : "false", c.trans_b ? "true" : "false", threads, secs.size(),
+        c.trans_a ? "true" : "false", c.trans_b ? "true" : "false", threads,
+        t5x::cpu::gemm_threads_for(s, c.batch), secs.size(),
         secs[secs.size() / 2] * 1e3, g_min, g_med, g_max, peak.gflops(), g_med / peak.gflops(),
         g_max / peak.gflops(), g_cpu, g_cpu / core_peak,
         fma.gflops_per_cpu_s > 0 ? g_cpu / fma.gflops_per_cpu_s : 0.0);

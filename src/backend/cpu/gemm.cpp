@@ -136,7 +136,7 @@ std::shared_ptr<Cached> get_or_create(const Key& key) {
 double small_gemm_flops() {
   static const double v = [] {
     const char* e = std::getenv("T5X_GEMM_SMALL_FLOPS");
-    return e ? std::atof(e) : 4e6;
+    return e ? std::atof(e) : 16e6;
   }();
   return v;
 }
@@ -223,6 +223,11 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
 }
 
 }  // namespace
+
+int gemm_threads_for(const GemmShape& s, int64_t batch) {
+  double flops = 2.0 * double(s.m) * double(s.n) * double(s.k) * double(batch);
+  return flops < small_gemm_flops() ? 1 : omp_get_max_threads();
+}
 
 void gemm_f32(const GemmShape& s, float alpha, const float* a, const float* b,
               float beta, float* c) {

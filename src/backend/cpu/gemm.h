@@ -7,7 +7,7 @@
 // problems whose operands start `stride_*` elements apart (a stride of 0
 // broadcasts that operand over the batch).
 //
-// Threads: uses every OpenMP thread, except products under 4 MFLOP (decode
+// Threads: uses every OpenMP thread, except products under 16 MFLOP (decode
 // steps), which run on the calling thread (env T5X_GEMM_SMALL_FLOPS sets the
 // cut-off; 0 disables it). Results are deterministic for a given thread count
 // and shape (oneDNN fixes the reduction order per shape). Callable from
@@ -41,5 +41,9 @@ void gemm_batched_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
                        int64_t stride_b, int64_t stride_c, float alpha,
                        const bfloat16* a, const bfloat16* b, float beta,
                        float* c);
+
+// OpenMP threads a call with this shape and batch would use (1 below the
+// small-product cut-off, else omp_get_max_threads()).
+int gemm_threads_for(const GemmShape& s, int64_t batch);
 
 }  // namespace t5x::cpu
