@@ -4,8 +4,9 @@
 //   C[m, n] = alpha * sum_k op(A)[m, k] * op(B)[k, n] + beta * C[m, n]
 // where op(A) = A ([m, k], leading dim lda) or A^T (A stored [k, m]) when
 // trans_a, and likewise for B. The batched form repeats this over `batch`
-// problems whose operands start `stride_*` elements apart (a stride of 0
-// broadcasts that operand over the batch).
+// problems whose operands start `stride_*` elements apart (stride_a or
+// stride_b of 0 broadcasts that operand over the batch; C needs its own
+// slice per problem).
 //
 // Threads: uses every OpenMP thread, except products under 16 MFLOP (decode
 // steps), which run on the calling thread (env T5X_GEMM_SMALL_FLOPS sets the
@@ -14,8 +15,9 @@
 // several threads at once. Primitives are cached per (dtype, shape,
 // transposes, leading dims, batch strides, alpha, beta, threads).
 // bf16 goes through AVX512-BF16 / AMX when the CPU has them (~4x f32 here).
-// Errors: throws std::invalid_argument("[gemm] ...") for negative sizes or
-// leading dims smaller than the row length.
+// Errors: throws std::invalid_argument("[gemm] ...") for negative sizes,
+// leading dims smaller than the row length, stride_c == 0 with batch > 1, or
+// a problem oneDNN rejects. k == 0 gives C = beta * C.
 #pragma once
 #include <cstdint>
 
