@@ -1,0 +1,114 @@
+#include "t5x/checkpoints/hf_convert.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/checkpoints/file_io.h"
+
+namespace t5x {
+
+namespace {
+
+bool is_float(const std::string& d) { return d == "float32" || d == "bfloat16" || d == "float16"; }
+
+HostTensor maybe_cast(HostTensor t, const std::string& dtype) {
+  if (dtype.empty() || t.dtype == dtype || !is_float(t.dtype)) return t;
+  return cast_host_tensor(t, dtype);
+}
+
+// Expected HF shapes from config.json, to refuse mismatched files early.
+void check_against_config(const NamedTensors& hf, const HfT5Config& c, const std::string& where) {
+  const int64_t inner = c.num_heads * c.d_kv;
+  std::string bad;
+  for (const auto& [name, t] : hf) {
+    std::vector<int64_t> want;
+    if (name == "shared.weight" || name == "lm_head.weight") want = {c.vocab_size, c.d_model};
+    else if (name.find("relative_attention_bias") != std::string::npos)
+      want = {c.relative_attention_num_buckets, c.num_heads};
+    else if (name.ends_with(".q.weight") || name.ends_with(".k.weight") || name.ends_with(".v.weight"))
+      want = {inner, c.d_model};
+    else if (name.ends_with(".o.weight")) want = {c.d_model, inner};
+    else if (name.ends_with("wi.weight") || name.ends_with("wi_0.weight") || name.ends_with("wi_1.weight"))
+      want = {c.d_ff, c.d_model};
+    else if (name.ends_with("wo.weight")) want = {c.d_model, c.d_ff};
+    else if (name.ends_with("layer_norm.weight")) want = {c.d_model};
+    else continue;
+    if (t.shape != want) {
+      HostTensor w;
+      w.shape = want;
+      bad += "\n  " + name + " " + t.shape_string() + " (config.json implies " + w.shape_string() + ")";
+    }
+  }
+  if (!bad.empty()) throw CheckpointError(where + ": tensor shapes disagree with config.json:" + bad);
+}
+
+}  // namespace
+
+HfExportResult export_hf_t5(const std::string& ckpt_dir, const std::string& out_dir,
+                            const std::string& dtype) {
+  CheckpointReader r = CheckpointReader::open(ckpt_dir);
+  NamedTensors params;
+  for (const auto& p : r.array_paths()) {
+    if (p.rfind("target/", 0) != 0) continue;
+    params.emplace_back(p.substr(7), maybe_cast(r.read(p), dtype));
+  }
+  if (params.empty()) throw CheckpointError(ckpt_dir + ": checkpoint has no target/ parameters");
+  std::vector<NamedShape> shapes;
+  for (const auto& [n, t] : params) shapes.push_back({n, t.shape});
+  HfExportResult res;
+  res.config = infer_hf_t5_config(shapes);
+  NamedTensors hf = t5x_params_to_hf(params);
+  for (const auto& [n, t] : hf) res.num_params += t.numel();
+  res.num_tensors = int64_t(hf.size());
+  fileio::make_dirs(out_dir);
+  write_safetensors(fileio::join(out_dir, "model.safetensors"), hf, {{"format", "pt"}});
+  fileio::write_text(fileio::join(out_dir, "config.json"), res.config.to_json(), true);
+  return res;
+}
+
+std::string import_hf_t5(const std::string& hf_dir, const std::string& model_dir,
+                         const HfImportOptions& opt) {
+  const std::string cfg_path = fileio::join(hf_dir, "config.json");
+  HfT5Config cfg = HfT5Config::from_json(fileio::read_text(cfg_path), cfg_path);
+  NamedTensors hf;
+  const std::string index = fileio::join(hf_dir, "model.safetensors.index.json");
+  if (fileio::exists(index)) {
+    nlohmann::json j;
+    try { j = nlohmann::json::parse(fileio::read_text(index)); } catch (const std::exception& e) {
+      throw CheckpointError(index + ": invalid JSON (" + e.what() + ")");
+    }
+    std::set<std::string> files;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) files.insert(it.value());
+    for (const auto& f : files) {
+      SafetensorsFile sf = read_safetensors(fileio::join(hf_dir, f));
+      for (auto& nt : sf.tensors) hf.push_back(std::move(nt));
+    }
+  } else {
+    SafetensorsFile sf = read_safetensors(fileio::join(hf_dir, "model.safetensors"));
+    hf = std::move(sf.tensors);
+  }
+  check_against_config(hf, cfg, hf_dir);
+  NamedTensors params = hf_params_to_t5x(hf, cfg);
+  std::vector<SaveLeaf> leaves;
+  for (auto& [name, t] : params) {
+    HostTensor v = maybe_cast(std::move(t), opt.dtype);
+    std::vector<int64_t> shape = v.shape;
+    SaveLeaf l = SaveLeaf::sharded("target/" + name, std::move(v), shape, IndexBox::full(shape));
+    l.chunks = t5x_chunk_shape(shape, dtype_itemsize(l.data.dtype));
+    leaves.push_back(std::move(l));
+  }
+  leaves.push_back(SaveLeaf::inline_array(
+      "state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(opt.step)})));
+  SaveOptions so;
+  so.compressor = opt.compressor;
+  so.save_dtype = "";
+  so.durable = opt.durable;
+  fileio::make_dirs(model_dir);
+  SaveResult r = save_checkpoint(model_dir, opt.step, leaves, so);
+  if (r.skipped_existing)
+    throw CheckpointError(r.dir + " already exists; choose another step or directory");
+  return r.dir;
+}
+
+}  // namespace t5x

@@ -1,0 +1,106 @@
+#include "t5x/checkpoints/hf_convert.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "t5_test_shapes.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/checkpoints/file_io.h"
+
+namespace t5x {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("t5x_hfconv_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+NamedTensors save_tiny(const std::string& model_dir, bool gated, bool tied) {
+  auto params = testing_util::random_params(testing_util::t5_param_shapes(40, 8, 4, 3, 16, 2, 2, gated, tied));
+  std::vector<SaveLeaf> leaves;
+  for (const auto& [n, t] : params)
+    leaves.push_back(SaveLeaf::sharded("target/" + n, t, t.shape, IndexBox::full(t.shape)));
+  leaves.push_back(SaveLeaf::inline_array("state/step", HostTensor::from_values<int32_t>("int32", {}, {100})));
+  leaves.push_back(SaveLeaf::inline_array("state/param_states/encoder/encoder_norm/scale/v",
+                                          HostTensor::zeros("float32", {8})));
+  SaveOptions opt;
+  opt.durable = false;
+  save_checkpoint(model_dir, 100, leaves, opt);
+  return params;
+}
+
+void expect_same_target(const std::string& ckpt, const NamedTensors& params) {
+  CheckpointReader r = CheckpointReader::open(ckpt);
+  for (const auto& [n, t] : params) EXPECT_EQ(r.read("target/" + n), t) << n;
+}
+
+TEST(HfConvert, ExportThenImportIsBitwise) {
+  const std::string base = tmpdir("rt");
+  NamedTensors params = save_tiny(base + "/model", true, false);
+  HfExportResult ex = export_hf_t5(base + "/model/checkpoint_100", base + "/hf");
+  EXPECT_EQ(ex.num_tensors, int64_t(params.size()));
+  EXPECT_EQ(ex.config.feed_forward_proj, "gated-gelu");
+  SafetensorsFile sf = read_safetensors(base + "/hf/model.safetensors");
+  EXPECT_EQ(sf.metadata.at("format"), "pt");
+  ASSERT_NE(sf.find("lm_head.weight"), nullptr);
+  EXPECT_EQ(sf.find("lm_head.weight")->shape, (std::vector<int64_t>{40, 8}));
+  auto cfg = nlohmann::json::parse(fileio::read_text(base + "/hf/config.json"));
+  EXPECT_EQ(cfg["d_kv"], 3);
+  EXPECT_EQ(cfg["num_layers"], 2);
+
+  HfImportOptions io;
+  io.step = 5;
+  io.durable = false;
+  std::string ck = import_hf_t5(base + "/hf", base + "/imported", io);
+  EXPECT_EQ(ck, base + "/imported/checkpoint_5");
+  expect_same_target(ck, params);
+  EXPECT_EQ(CheckpointReader::open(ck).step(), 5);
+  EXPECT_THROW(import_hf_t5(base + "/hf", base + "/imported", io), CheckpointError);  // exists
+}
+
+TEST(HfConvert, TiedReluAndShardedIndex) {
+  const std::string base = tmpdir("tied");
+  NamedTensors params = save_tiny(base + "/model", false, true);
+  export_hf_t5(base + "/model/checkpoint_100", base + "/hf");
+  // Re-split the export into two shards with an index, as large HF models are.
+  SafetensorsFile sf = read_safetensors(base + "/hf/model.safetensors");
+  EXPECT_EQ(sf.find("lm_head.weight"), nullptr);
+  NamedTensors a(sf.tensors.begin(), sf.tensors.begin() + 10), b(sf.tensors.begin() + 10, sf.tensors.end());
+  fs::remove(base + "/hf/model.safetensors");
+  write_safetensors(base + "/hf/model-00001-of-00002.safetensors", a, {{"format", "pt"}});
+  write_safetensors(base + "/hf/model-00002-of-00002.safetensors", b, {{"format", "pt"}});
+  nlohmann::json idx;
+  for (auto& [n, t] : a) idx["weight_map"][n] = "model-00001-of-00002.safetensors";
+  for (auto& [n, t] : b) idx["weight_map"][n] = "model-00002-of-00002.safetensors";
+  fileio::write_text(base + "/hf/model.safetensors.index.json", idx.dump(), false);
+  HfImportOptions io;
+  io.durable = false;
+  expect_same_target(import_hf_t5(base + "/hf", base + "/imported", io), params);
+}
+
+TEST(HfConvert, ImportRefusesShapesThatDisagreeWithConfig) {
+  const std::string base = tmpdir("bad");
+  save_tiny(base + "/model", true, false);
+  export_hf_t5(base + "/model/checkpoint_100", base + "/hf");
+  auto cfg = nlohmann::json::parse(fileio::read_text(base + "/hf/config.json"));
+  cfg["d_ff"] = 32;
+  fileio::write_text(base + "/hf/config.json", cfg.dump(), false);
+  try {
+    import_hf_t5(base + "/hf", base + "/imported");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("encoder.block.0.layer.1.DenseReluDense.wi_0.weight (16, 8)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace t5x
