@@ -1,6 +1,7 @@
 // Autodiff: value_and_grad over a param tree, stop_gradient, microbatch
 // accumulation, activation release during backward, remat equality.
 #include "harness.h"
+#include "ops/fused.h"
 #include "ops/primitive.h"
 
 namespace t5x {
@@ -156,6 +157,31 @@ TEST(Autodiff, ErrorsInsideFnLeaveNoTapeBehind) {
   EXPECT_FALSE(is_recording());
   auto vg = value_and_grad([](const ParamTree& q) { return sum(square(q.at("w"))); }, p);
   EXPECT_EQ(vg.grads.at("w").to_floats(), (std::vector<float>{2, 2}));
+}
+
+TEST(Autodiff, SgdOnATinyT5StyleBlockReducesLoss) {
+  // rms_norm -> gated-GELU MLP -> logits -> cross-entropy, 30 SGD steps.
+  ParamTree p = {{"norm/scale", Array::ones(Shape{{"embed", 8}})},
+                 {"wi_0", mul(rand_array(Shape{{"embed", 8}, {"mlp", 16}}, 1), 0.3)},
+                 {"wi_1", mul(rand_array(Shape{{"embed", 8}, {"mlp", 16}}, 2), 0.3)},
+                 {"wo", mul(rand_array(Shape{{"mlp", 16}, {"embed", 8}}, 3), 0.3)},
+                 {"logits", mul(rand_array(Shape{{"embed", 8}, {"vocab", 5}}, 4), 0.3)}};
+  Array x = rand_array(Shape{{"batch", 4}, {"length", 3}, {"embed", 8}}, 5);
+  Array targets = Array::from_vector<int32_t>(Shape{{"batch", 4}, {"length", 3}}, {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1});
+  auto loss_fn = [&](const ParamTree& q) {
+    Array h = rms_norm(x, q.at("norm/scale"));
+    h = add(x, gated_gelu_mlp(h, q.at("wi_0"), q.at("wi_1"), q.at("wo")));
+    Array logits = einsum(h, q.at("logits"), {"batch", "length", "vocab"});
+    return mean(softmax_cross_entropy_with_integer_labels(logits, targets, 1e-4).loss);
+  };
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    auto vg = value_and_grad(loss_fn, p);
+    if (step == 0) first = vg.value.item();
+    last = vg.value.item();
+    for (auto& [k, v] : p) v = sub(v, mul(vg.grads.at(k), 0.5));
+  }
+  EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
 }
 
 TEST(Autodiff, LossMustBeScalar) {
