@@ -148,6 +148,7 @@ class Attention : public Primitive {
 }  // namespace
 
 Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
+  if (!fused_kernels_enabled()) return dot_product_attention_reference(q, k, v, o);
   Canon c = canonicalise(q, k, v, o);
   cpu::AttentionShape s;
   s.batch = q.dim(o.batch);

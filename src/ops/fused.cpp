@@ -1,5 +1,6 @@
 #include "ops/fused.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "backend/cpu/cross_entropy.h"
@@ -16,6 +17,13 @@
 
 namespace t5x {
 using namespace detail;
+
+namespace {
+std::atomic<bool> g_fused{true};
+}  // namespace
+
+void set_fused_kernels_enabled(bool enabled) { g_fused.store(enabled); }
+bool fused_kernels_enabled() { return g_fused.load(); }
 
 namespace {
 
@@ -137,6 +145,7 @@ Array canonical_targets(const char* op, const Array& logits, const Array& target
 }  // namespace
 
 Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
+  if (!fused_kernels_enabled()) return rms_norm_reference(x, scale, dim, eps);
   check_rms_args("rms_norm", x, scale, dim, eps);
   Array xt = cast(transpose(x, with_last(x, dim)), DType::f32);
   Array y = apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)});
@@ -152,6 +161,8 @@ Array rms_norm_reference(const Array& x, const Array& scale, const std::string& 
 
 CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,
                                                        double label_smoothing, const std::string& vocab) {
+  if (!fused_kernels_enabled())
+    return softmax_cross_entropy_with_integer_labels_reference(logits, targets, z_loss, label_smoothing, vocab);
   const char* op = "softmax_cross_entropy_with_integer_labels";
   Array t = canonical_targets(op, logits, targets, vocab, label_smoothing);
   const int64_t V = logits.dim(vocab);
@@ -186,6 +197,7 @@ CrossEntropy softmax_cross_entropy_with_integer_labels_reference(const Array& lo
 }
 
 Array gated_gelu(const Array& h0, const Array& h1) {
+  if (!fused_kernels_enabled()) return gated_gelu_reference(h0, h1);
   check_local("gated_gelu", {h0, h1});
   check_floating("gated_gelu", h0, "h0");
   check_same_dtype("gated_gelu", h0, h1, "h0", "h1");

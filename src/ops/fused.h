@@ -11,6 +11,12 @@
 
 namespace t5x {
 
+// Process-wide switch (default on): when off, every fused op below runs its
+// `*_reference` decomposition instead of the backend kernel (debugging,
+// backends without a kernel). Thread-safe to read; set it before running ops.
+void set_fused_kernels_enabled(bool enabled);
+bool fused_kernels_enabled();
+
 // ---------------------------------------------------------------- RMSNorm
 // T5 "LayerNorm" (t5x/examples/t5/layers.py LayerNorm; Zhang & Sennrich 2019):
 //   y = x * rsqrt(mean_dim(x^2) + eps) * scale, computed in f32, cast to x's dtype.

@@ -145,6 +145,20 @@ TEST(Fused, AttentionPaddingMasksAndCrossAttention) {
   expect_invalid([&] { dot_product_attention(q, k, v, bad); }, {"[dot_product_attention]", "together"});
 }
 
+TEST(Fused, SwitchRoutesToTheDecomposition) {
+  Array x = rand_array(Shape{{"batch", 2}, {"embed", 8}}, 41), s = rand_array(Shape{{"embed", 8}}, 42);
+  Array h1 = rand_array(Shape{{"batch", 2}, {"embed", 8}}, 43);
+  ASSERT_TRUE(fused_kernels_enabled());
+  Array fused = rms_norm(x, s), fg = gated_gelu(x, h1);
+  set_fused_kernels_enabled(false);
+  Array plain = rms_norm(x, s), pg = gated_gelu(x, h1);
+  set_fused_kernels_enabled(true);
+  EXPECT_TRUE(array_equal(plain, rms_norm_reference(x, s)));
+  EXPECT_TRUE(array_equal(pg, gated_gelu_reference(x, h1)));
+  expect_close(fused, plain, 1e-5);
+  expect_close(fg, pg, 1e-5);
+}
+
 TEST(Fused, GroupedQueryAttention) {
   const Shape qs{{"batch", 2}, {"length", 4}, {"heads", 4}, {"kv", 3}};
   const Shape ks{{"batch", 2}, {"kv_length", 5}, {"kv_heads", 2}, {"kv", 3}};
