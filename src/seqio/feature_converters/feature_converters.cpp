@@ -41,7 +41,10 @@ void ConversionStats::merge(const ConversionStats& o) {
   for (const auto& [k, v] : o.tokens) tokens[k] += v;
 }
 
-FeatureConverter::FeatureConverter(FeatureConverterOptions options) : options_(options) {}
+FeatureConverter::FeatureConverter(FeatureConverterOptions options) : options_(std::move(options)) {
+  if (options_.pack && !options_.passthrough_features.empty())
+    throw std::invalid_argument("[FeatureConverter] packing is incompatible with passthrough features");
+}
 FeatureConverter::~FeatureConverter() = default;
 
 int64_t FeatureConverter::packing_window(const SequenceLengths& task_lengths) const {
@@ -58,7 +61,16 @@ std::vector<Example> FeatureConverter::operator()(const std::vector<Example>& ds
                                                   const SequenceLengths& task_lengths,
                                                   ConversionStats* stats) const {
   const std::string tag = "[" + name() + "] ";
-  const std::vector<std::string> features = task_features();
+  const std::vector<std::string> own = task_features();
+  const std::vector<std::string>& passthrough = options_.passthrough_features;
+  std::vector<std::string> features = own;
+  features.insert(features.end(), passthrough.begin(), passthrough.end());
+  auto is_passthrough = [&](const std::string& k) {
+    return std::find(passthrough.begin(), passthrough.end(), k) != passthrough.end();
+  };
+  SequenceLengths own_lengths;
+  for (const auto& [k, v] : task_lengths)
+    if (!is_passthrough(k)) own_lengths[k] = v;
   // 1. The lengths must name exactly the task features.
   std::vector<std::string> missing, extra;
   for (const auto& f : features)
@@ -79,10 +91,10 @@ std::vector<Example> FeatureConverter::operator()(const std::vector<Example>& ds
   // 2. Input validation: presence, dtype/rank, length.
   ConversionStats local;
   local.input_examples = static_cast<int64_t>(ds.size());
-  std::vector<Example> task_ds;
+  std::vector<Example> task_ds, passthrough_ds;
   task_ds.reserve(ds.size());
   for (size_t i = 0; i < ds.size(); ++i) {
-    Example x;
+    Example x, pass;
     for (const auto& f : features) {
       auto it = ds[i].find(f);
       if (it == ds[i].end())
@@ -108,16 +120,29 @@ std::vector<Example> FeatureConverter::operator()(const std::vector<Example>& ds
         local.trimmed_tokens[f] += static_cast<int64_t>(tok.size()) - L;
         tok.resize(static_cast<size_t>(L));
       }
-      x[f] = std::move(tok);
+      if (is_passthrough(f)) {
+        tok.resize(static_cast<size_t>(L), 0);
+        pass[f] = std::move(tok);
+      } else {
+        x[f] = std::move(tok);
+      }
     }
     task_ds.push_back(std::move(x));
+    passthrough_ds.push_back(std::move(pass));
   }
 
-  // 3. Convert.
-  std::vector<Example> out = convert_features(task_ds, task_lengths);
+  // 3. Convert; passthrough features ride along (unpacked: one row per example).
+  std::vector<Example> out = convert_features(task_ds, own_lengths);
+  if (!passthrough.empty()) {
+    if (out.size() != passthrough_ds.size())
+      throw std::logic_error(tag + "passthrough features need one output row per example");
+    for (size_t i = 0; i < out.size(); ++i)
+      for (auto& [k, v] : passthrough_ds[i]) out[i][k] = std::move(v);
+  }
 
   // 4. Output validation: exactly the model features, each of its length.
-  const SequenceLengths model_lengths = get_model_feature_lengths(task_lengths);
+  SequenceLengths model_lengths = get_model_feature_lengths(own_lengths);
+  for (const auto& k : passthrough) model_lengths[k] = task_lengths.at(k);
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i].size() != model_lengths.size())
       throw std::logic_error(tag + "output row " + std::to_string(i) +
@@ -131,7 +156,7 @@ std::vector<Example> FeatureConverter::operator()(const std::vector<Example>& ds
     }
   }
   local.output_examples = static_cast<int64_t>(out.size());
-  for (const auto& f : features)
+  for (const auto& f : own)
     for (const auto& x : task_ds)
       local.tokens[f] += static_cast<int64_t>(
           std::count_if(get_tokens(x, f).begin(), get_tokens(x, f).end(),

@@ -53,6 +53,11 @@ struct FeatureConverterOptions {
   bool pack = true;                 // seqio's default
   bool apply_length_check = true;
   int32_t bos_id = 0;
+  // seqio passthrough_features: int32 token features copied to the output,
+  // trimmed/padded to their own task length. Unpacked only (with pack the
+  // constructor throws, as seqio raises "Packing is incompatible with
+  // pass-through features"). Their lengths go in task_feature_lengths.
+  std::vector<std::string> passthrough_features = {};
 };
 
 // What a conversion saw and did (seqio logs nothing of this; we report it).
@@ -78,7 +83,8 @@ class FeatureConverter {
   // seqio TASK_FEATURES (names only; all are int32 rank 1).
   virtual std::vector<std::string> task_features() const = 0;
   // seqio get_model_feature_lengths: model feature -> length, including the
-  // packing features when pack() is set.
+  // packing features when pack() is set. Passthrough features are not listed
+  // here; they keep their task length.
   virtual SequenceLengths get_model_feature_lengths(const SequenceLengths& task_lengths) const = 0;
 
   // Validates, converts and checks the output (see the header comment).
@@ -97,7 +103,8 @@ class FeatureConverter {
   const FeatureConverterOptions& options() const { return options_; }
 
  protected:
-  // Examples hold exactly the task features, valid and within length.
+  // Examples hold exactly the task features (no passthrough), valid and
+  // within length; task_lengths has no passthrough keys either.
   virtual std::vector<Example> convert_features(const std::vector<Example>& ds,
                                                 const SequenceLengths& task_lengths) const = 0;
   // utils::trim_and_pack_dataset or utils::trim_and_pad_dataset per pack().

@@ -283,3 +283,30 @@ TEST(Factory, ByName) {
 
 }  // namespace
 }  // namespace seqio
+
+namespace seqio {
+namespace {
+
+// Expected values from seqio 0.0.20 run on the same inputs.
+TEST(Passthrough, CopiedAndPaddedUnpacked) {
+  FeatureConverterOptions o{.pack = false, .passthrough_features = {"idx"}};
+  Example x{{"inputs", Tokens{7, 8, 1}}, {"targets", Tokens{3, 1}}, {"idx", Tokens{5, 6}}};
+  auto a = EncDecFeatureConverter(o)({x}, {{"inputs", 4}, {"targets", 3}, {"idx", 4}});
+  ASSERT_EQ(a[0].size(), 5u);
+  EXPECT_EQ(get_tokens(a[0], "idx"), (Tokens{5, 6, 0, 0}));
+  EXPECT_EQ(get_tokens(a[0], "encoder_input_tokens"), (Tokens{7, 8, 1, 0}));
+  auto p = PrefixLMFeatureConverter(o)({x}, {{"inputs", 4}, {"targets", 3}, {"idx", 3}});
+  EXPECT_EQ(get_tokens(p[0], "decoder_target_tokens"), (Tokens{7, 8, 1, 3, 1, 0, 0}));
+  EXPECT_EQ(get_tokens(p[0], "decoder_loss_weights"), (Tokens{0, 0, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(get_tokens(p[0], "decoder_causal_attention"), (Tokens{1, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(get_tokens(p[0], "idx"), (Tokens{5, 6, 0}));
+  // Its length is required, checked, and packing refuses it.
+  const EncDecFeatureConverter c(o);
+  EXPECT_THROW(c({x}, {{"inputs", 4}, {"targets", 3}}), std::invalid_argument);
+  EXPECT_THROW(c({x}, {{"inputs", 4}, {"targets", 3}, {"idx", 1}}), std::invalid_argument);
+  EXPECT_THROW(LMFeatureConverter({.pack = true, .passthrough_features = {"idx"}}),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace seqio
