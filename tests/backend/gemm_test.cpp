@@ -161,6 +161,30 @@ TEST(GemmBatched, Bf16BroadcastAndAccumulate) {
   for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], ref[i], 1e-4f);
 }
 
+TEST(GemmBatched, Bf16OutputIsRoundedF32Result) {
+  int64_t batch = 2, m = 17, n = 40, k = 64;
+  GemmShape s{m, n, k, true, false};  // A stored [k, m]
+  auto af = random_vec(batch * k * m, 51), bf = random_vec(batch * k * n, 52);
+  std::vector<bfloat16> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) a[i] = bfloat16(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) b[i] = bfloat16(bf[i]);
+  std::vector<float> ref(batch * m * n, 0.f);
+  std::vector<bfloat16> c(ref.size());
+  gemm_batched_bf16_out_bf16(s, batch, k * m, k * n, m * n, 1.f, a.data(), b.data(), 0.f, c.data());
+  gemm_batched_bf16(s, batch, k * m, k * n, m * n, 1.f, a.data(), b.data(), 0.f, ref.data());
+  int exact = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    // One rounding of the f32 result: within half a bf16 ulp (2^-9 relative).
+    ASSERT_NEAR(float(c[i]), ref[i], std::fabs(ref[i]) * (1.f / 256) + 1e-6f) << i;
+    exact += bfloat16(ref[i]).bits == c[i].bits;
+  }
+  EXPECT_GT(exact, int(c.size()) * 9 / 10);  // same rounding almost everywhere
+  // k == 0 with beta: C = beta * C in bf16.
+  std::vector<bfloat16> c2(4, bfloat16(3.f));
+  gemm_batched_bf16_out_bf16(GemmShape{2, 2, 0}, 1, 0, 0, 0, 1.f, a.data(), b.data(), 0.5f, c2.data());
+  EXPECT_EQ(float(c2[0]), 1.5f);
+}
+
 TEST(Gemm, RepeatedCallsReuseAndAgree) {
   GemmShape s{40, 30, 20};
   auto a = random_vec(800, 1), b = random_vec(600, 2);

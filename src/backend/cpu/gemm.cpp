@@ -26,7 +26,7 @@ using dnnl::memory;
 
 struct Key {
   // All 8-byte fields so the struct has no padding and hashes bytewise.
-  int64_t dtype;  // 0 = f32, 1 = bf16
+  int64_t dtype;  // 0 = f32, 1 = bf16 -> f32, 2 = bf16 -> bf16
   int64_t m, n, k, batch_a, batch_b, batch;
   int64_t ta, tb;
   int64_t lda, ldb, ldc, sa, sb, sc;
@@ -98,7 +98,8 @@ std::shared_ptr<Cached> get_or_create(const Key& key) {
   bool batched = key.batch > 1;
   c->a_md = operand_md(dt, batched, key.batch_a, key.sa, key.m, key.k, key.ta, key.lda);
   c->b_md = operand_md(dt, batched, key.batch_b, key.sb, key.k, key.n, key.tb, key.ldb);
-  c->c_md = operand_md(memory::data_type::f32, batched, key.batch, key.sc, key.m, key.n,
+  auto c_dt = key.dtype == 2 ? memory::data_type::bf16 : memory::data_type::f32;
+  c->c_md = operand_md(c_dt, batched, key.batch, key.sc, key.m, key.n,
                        false, key.ldc);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -161,23 +162,26 @@ void check(const GemmShape& s, int64_t batch, int64_t& lda, int64_t& ldb,
 }
 
 // C = beta * C for the k == 0 case (oneDNN rejects empty reductions).
-void scale_c(const GemmShape& s, int64_t batch, int64_t sc, int64_t ldc, float beta,
-             float* c) {
+template <typename T>
+void scale_c(const GemmShape& s, int64_t batch, int64_t sc, int64_t ldc, float beta, T* c) {
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < s.m; ++i) {
-      float* row = c + b * sc + i * ldc;
-      for (int64_t j = 0; j < s.n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+      T* row = c + b * sc + i * ldc;
+      for (int64_t j = 0; j < s.n; ++j) row[j] = T(beta == 0.0f ? 0.0f : beta * float(row[j]));
     }
 }
 
 void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
-         int64_t sc, float alpha, const void* a, const void* b, float beta, float* c) {
+         int64_t sc, float alpha, const void* a, const void* b, float beta, void* c) {
   int64_t lda, ldb, ldc;
   check(s, batch, lda, ldb, ldc);
   if (batch == 0 || s.m == 0 || s.n == 0) return;
   if (batch > 1 && sc == 0)
     throw std::invalid_argument("[gemm] stride_c must be non-zero when batch > 1");
-  if (s.k == 0) return scale_c(s, batch, sc, ldc, beta, c);
+  if (s.k == 0) {
+    if (dtype == 2) return scale_c(s, batch, sc, ldc, beta, static_cast<bfloat16*>(c));
+    return scale_c(s, batch, sc, ldc, beta, static_cast<float*>(c));
+  }
 
   Key key{};
   key.dtype = dtype;
@@ -244,6 +248,13 @@ void gemm_batched_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
                        int64_t stride_b, int64_t stride_c, float alpha,
                        const bfloat16* a, const bfloat16* b, float beta, float* c) {
   run(1, s, batch, stride_a, stride_b, stride_c, alpha, a, b, beta, c);
+}
+
+void gemm_batched_bf16_out_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
+                                int64_t stride_b, int64_t stride_c, float alpha,
+                                const bfloat16* a, const bfloat16* b, float beta,
+                                bfloat16* c) {
+  run(2, s, batch, stride_a, stride_b, stride_c, alpha, a, b, beta, c);
 }
 
 }  // namespace t5x::cpu

@@ -44,6 +44,13 @@ void gemm_batched_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
                        const bfloat16* a, const bfloat16* b, float beta,
                        float* c);
 
+// bf16 operands and bf16 output (f32 accumulation, one rounding at the end,
+// as XLA's bf16 dot): for bf16 activations without a separate cast pass.
+void gemm_batched_bf16_out_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
+                                int64_t stride_b, int64_t stride_c, float alpha,
+                                const bfloat16* a, const bfloat16* b, float beta,
+                                bfloat16* c);
+
 // OpenMP threads a call with this shape and batch would use (1 below the
 // small-product cut-off, else omp_get_max_threads()).
 int gemm_threads_for(const GemmShape& s, int64_t batch);
