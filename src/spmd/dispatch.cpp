@@ -1,0 +1,89 @@
+#include "spmd/dispatch.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+
+#include "core/error.h"
+#include "ops/elementwise.h"
+#include "spmd/einsum.h"
+#include "spmd/elementwise.h"
+#include "spmd/index.h"
+#include "spmd/reduce.h"
+
+namespace t5x::spmd {
+namespace {
+
+std::atomic<bool> g_installed{false};
+
+using Unary = Array (*)(const Array&);
+const std::map<std::string_view, Unary>& unary_ops() {
+  static const std::map<std::string_view, Unary> m = {
+      {"neg", t5x::neg},     {"abs", t5x::abs},         {"sign", t5x::sign},       {"square", t5x::square},
+      {"exp", t5x::exp},     {"log", t5x::log},         {"tanh", t5x::tanh},       {"sqrt", t5x::sqrt},
+      {"rsqrt", t5x::rsqrt}, {"sigmoid", t5x::sigmoid}, {"relu", t5x::relu},       {"gelu", t5x::gelu},
+      {"isnan", t5x::isnan}, {"isfinite", t5x::isfinite}, {"logical_not", t5x::logical_not}};
+  return m;
+}
+
+using ScalarFn = Array (*)(const Array&, double);
+const std::map<std::string_view, ScalarFn>& scalar_ops() {
+  static const std::map<std::string_view, ScalarFn> m = {
+      {"add_scalar", t5x::add},         {"sub_scalar", t5x::sub},         {"mul_scalar", t5x::mul},
+      {"div_scalar", t5x::div},         {"maximum_scalar", t5x::maximum}, {"minimum_scalar", t5x::minimum}};
+  return m;
+}
+
+void need(std::string_view op, const std::vector<Array>& in, size_t n) {
+  if (in.size() != n)
+    throw_invalid("spmd", "op '" + std::string(op) + "' expects " + std::to_string(n) + " inputs, got " +
+                              std::to_string(in.size()));
+}
+
+}  // namespace
+
+std::vector<Array> dispatch(std::string_view op, const std::vector<Array>& in, const OpArgs& args) {
+  if (auto it = unary_ops().find(op); it != unary_ops().end()) {
+    need(op, in, 1);
+    return {spmd::unary(in[0], it->second)};
+  }
+  if (auto it = scalar_ops().find(op); it != scalar_ops().end()) {
+    need(op, in, 1);
+    ScalarFn f = it->second;
+    double s = args.scalar;
+    return {spmd::unary(in[0], [f, s](const Array& v) { return f(v, s); })};
+  }
+  if (op == "cast") {
+    need(op, in, 1);
+    DType dt = args.dtype;
+    return {spmd::unary(in[0], [dt](const Array& v) { return t5x::cast(v, dt); })};
+  }
+  if (op == "add") return need(op, in, 2), std::vector<Array>{spmd::add(in[0], in[1])};
+  if (op == "sub") return need(op, in, 2), std::vector<Array>{spmd::sub(in[0], in[1])};
+  if (op == "mul") return need(op, in, 2), std::vector<Array>{spmd::mul(in[0], in[1])};
+  if (op == "div") return need(op, in, 2), std::vector<Array>{spmd::div(in[0], in[1])};
+  if (op == "maximum") return need(op, in, 2), std::vector<Array>{spmd::maximum(in[0], in[1])};
+  if (op == "minimum") return need(op, in, 2), std::vector<Array>{spmd::minimum(in[0], in[1])};
+  if (op == "where") return need(op, in, 3), std::vector<Array>{spmd::where(in[0], in[1], in[2])};
+  if (op == "sum") return need(op, in, 1), std::vector<Array>{spmd::sum(in[0], args.dims)};
+  if (op == "mean") return need(op, in, 1), std::vector<Array>{spmd::mean(in[0], args.dims)};
+  if (op == "max") return need(op, in, 1), std::vector<Array>{spmd::max(in[0], args.dims)};
+  if (op == "min") return need(op, in, 1), std::vector<Array>{spmd::min(in[0], args.dims)};
+  if (op == "logsumexp") return need(op, in, 1), std::vector<Array>{spmd::logsumexp(in[0], args.dims)};
+  if (op == "softmax") return need(op, in, 1), std::vector<Array>{spmd::softmax(in[0], args.dim)};
+  if (op == "log_softmax") return need(op, in, 1), std::vector<Array>{spmd::log_softmax(in[0], args.dim)};
+  if (op == "einsum") return need(op, in, 2), std::vector<Array>{spmd::einsum(in[0], in[1], args.dims)};
+  if (op == "one_hot") return need(op, in, 1), std::vector<Array>{spmd::one_hot(in[0], args.k, args.name, args.dims, args.dtype)};
+  if (op == "take") return need(op, in, 2), std::vector<Array>{spmd::take(in[0], in[1], args.dim)};
+  if (op == "top_k") {
+    need(op, in, 1);
+    auto [v, i] = spmd::top_k(in[0], args.k, args.dim);
+    return {v, i};
+  }
+  throw_invalid("spmd", "no sharded lowering for op '" + std::string(op) + "'; reshard its inputs to replicated first");
+}
+
+void install() { g_installed = true; }
+bool installed() { return g_installed; }
+
+}  // namespace t5x::spmd

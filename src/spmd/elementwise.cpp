@@ -1,0 +1,47 @@
+#include "spmd/elementwise.h"
+
+#include "ops/elementwise.h"
+#include "spmd/local.h"
+#include "spmd/lower.h"
+
+namespace t5x::spmd {
+
+Array elementwise(const char* op, const std::vector<Array>& xs, const LocalFn& fn) {
+  if (!lower::any_split(xs)) return fn(xs);
+  lower::check_meshes(op, xs);
+  lower::Assignment a;
+  for (const auto& x : xs) lower::absorb(a, x.shape(), spec_of(x));
+  std::vector<Array> locals;
+  Shape out_shape;
+  for (const auto& x : xs) locals.push_back(lower::prepare(x, a));
+  Array y = fn(locals);
+  // Global output shape: local dims with global sizes.
+  std::vector<Dim> dims;
+  for (const Dim& d : y.shape().dims()) {
+    int64_t size = d.size;
+    for (const auto& x : xs)
+      if (x.has_dim(d.name)) size = x.dim(d.name);
+    dims.push_back({d.name, size});
+  }
+  return lower::finish(y, Shape(std::move(dims)), a);
+}
+
+Array add(const Array& a, const Array& b) { return elementwise("add", {a, b}, [](const auto& v) { return t5x::add(v[0], v[1]); }); }
+Array sub(const Array& a, const Array& b) { return elementwise("sub", {a, b}, [](const auto& v) { return t5x::sub(v[0], v[1]); }); }
+Array mul(const Array& a, const Array& b) { return elementwise("mul", {a, b}, [](const auto& v) { return t5x::mul(v[0], v[1]); }); }
+Array div(const Array& a, const Array& b) { return elementwise("div", {a, b}, [](const auto& v) { return t5x::div(v[0], v[1]); }); }
+Array maximum(const Array& a, const Array& b) {
+  return elementwise("maximum", {a, b}, [](const auto& v) { return t5x::maximum(v[0], v[1]); });
+}
+Array minimum(const Array& a, const Array& b) {
+  return elementwise("minimum", {a, b}, [](const auto& v) { return t5x::minimum(v[0], v[1]); });
+}
+Array where(const Array& c, const Array& x, const Array& y) {
+  // The plain op orders the output as x, y, cond; pass them in that order.
+  return elementwise("where", {x, y, c}, [](const auto& v) { return t5x::where(v[2], v[0], v[1]); });
+}
+Array unary(const Array& x, const std::function<Array(const Array&)>& f) {
+  return elementwise("unary", {x}, [&](const auto& v) { return f(v[0]); });
+}
+
+}  // namespace t5x::spmd

@@ -1,0 +1,54 @@
+#include "spmd/params.h"
+
+#include "mesh/partition_spec.h"
+#include "spmd/context.h"
+#include "spmd/local.h"
+#include "spmd/reshard.h"
+
+namespace t5x::spmd {
+
+PartitionSpec param_spec(const Shape& shape, const LogicalAxisRules& rules) {
+  PartitionSpec spec = logical_to_mesh_axes(shape.names(), rules);
+  const Mesh& m = context().mesh();
+  for (auto& d : spec.dims) {
+    std::vector<std::string> keep;
+    for (auto& a : d)
+      for (const auto& n : m.axis_names())
+        if (n == a) keep.push_back(a);
+    d = keep;
+  }
+  validate_partition_spec(m.desc(), named_shape(shape), spec);
+  return spec;
+}
+
+std::map<std::string, PartitionSpec> param_specs(const std::map<std::string, Shape>& shapes,
+                                                 const LogicalAxisRules& rules) {
+  std::map<std::string, PartitionSpec> out;
+  for (const auto& [k, s] : shapes) out[k] = param_spec(s, rules);
+  return out;
+}
+
+ParamTree shard_params(const ParamTree& full, const LogicalAxisRules& rules) {
+  ParamTree out;
+  for (const auto& [k, p] : full) out[k] = shard(p, param_spec(p.shape(), rules));
+  return out;
+}
+
+ParamTree gather_params(const ParamTree& sharded) {
+  ParamTree out;
+  for (const auto& [k, p] : sharded) out[k] = gather(p);
+  return out;
+}
+
+ParamBytes param_bytes(const std::map<std::string, Shape>& shapes, DType dtype, const LogicalAxisRules& rules,
+                       int slots_per_param) {
+  ParamBytes b;
+  const double es = double(dtype_size(dtype)), copies = double(1 + slots_per_param);
+  for (const auto& [k, s] : shapes) {
+    b.unsharded += double(s.numel()) * es * copies;
+    b.per_process += double(local_shape_of(s, context().sharding(param_spec(s, rules))).numel()) * es * copies;
+  }
+  return b;
+}
+
+}  // namespace t5x::spmd

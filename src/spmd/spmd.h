@@ -1,0 +1,14 @@
+// Umbrella header of the spmd layer (docs/spmd.md): context, differentiable
+// collectives, local views, resharding, sharded op lowerings, parameter
+// partitioning and the op-layer dispatch.
+#pragma once
+#include "spmd/collectives.h"
+#include "spmd/context.h"
+#include "spmd/dispatch.h"
+#include "spmd/einsum.h"
+#include "spmd/elementwise.h"
+#include "spmd/index.h"
+#include "spmd/local.h"
+#include "spmd/params.h"
+#include "spmd/reduce.h"
+#include "spmd/reshard.h"
