@@ -1,0 +1,374 @@
+#include "t5x/optim/adafactor.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <numeric>
+
+#include "t5x/optim/buffers.h"
+#include "t5x/optim/grad_utils.h"
+#include "t5x/optim/reduce_walker.h"
+
+namespace t5x {
+
+using optim_detail::ConstFloatView;
+using optim_detail::FloatView;
+using optim_detail::ReduceWalker;
+
+namespace {
+
+const char* kOp = "Adafactor";
+
+Array placeholder(const Array& like) {
+  return optim_detail::zeros_like_sharded(Shape{{"unused", 1}}, like, /*replicated=*/true);
+}
+
+Shape drop_dims(const Shape& s, const std::vector<int>& drop) {
+  std::vector<Dim> out;
+  for (int d = 0; d < s.rank(); ++d)
+    if (std::find(drop.begin(), drop.end(), d) == drop.end()) out.push_back(s[d]);
+  return Shape(out);
+}
+
+std::string rule_to_string(const FactorRule& r) {
+  std::string s = "(";
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (i) s += ", ";
+    s += r[i] == FactorDim::kRow ? "ROW" : r[i] == FactorDim::kColumn ? "COLUMN" : r[i] == FactorDim::kBatch ? "BATCH" : "NONE";
+  }
+  return s + ")";
+}
+
+}  // namespace
+
+LogicalFactorRules standard_logical_factor_rules() {
+  using F = FactorDim;
+  return {{"vocab", F::kColumn},        {"embed", F::kRow},          {"mlp", F::kColumn},
+          {"heads", F::kColumn},        {"kv", F::kColumn},          {"joined_kv", F::kColumn},
+          {"relpos_buckets", F::kNone}, {"layers", F::kBatch},       {"stack", F::kBatch},
+          {"q_wi_fused", F::kColumn},   {"o_wo_fused", F::kColumn},  {"multiquery_heads", F::kColumn},
+          {"kv_fused", F::kColumn},     {"layer_norm_scale", F::kNone}};
+}
+
+FactorDim factor_dim_from_name(const std::string& name) {
+  std::string n = name;
+  for (char& c : n) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "row") return FactorDim::kRow;
+  if (n == "col" || n == "column") return FactorDim::kColumn;
+  if (n == "batch") return FactorDim::kBatch;
+  if (n == "none" || n == "unfactorized") return FactorDim::kNone;
+  throw_invalid(kOp, "unknown factor dim '" + name + "' (expected row, col, column, batch, none, unfactorized)");
+}
+
+Adafactor::Adafactor(AdafactorConfig config) : config_(std::move(config)) {
+  if (!config_.factored && config_.factor_map)
+    throw_invalid(kOp, "factored is false but factorization rules (factor_map) were given");
+  if (config_.beta1 && (*config_.beta1 < 0 || *config_.beta1 >= 1))
+    throw_invalid(kOp, "beta1 must be in [0, 1), got " + std::to_string(*config_.beta1));
+  if (config_.clipping_threshold && *config_.clipping_threshold <= 0)
+    throw_invalid(kOp, "clipping_threshold must be > 0");
+  if (!is_floating(config_.dtype_momentum)) throw_invalid(kOp, "dtype_momentum must be a floating dtype");
+}
+
+FactorPlan Adafactor::plan(const std::string& path, const Shape& shape) const {
+  const int rank = shape.rank();
+  FactorPlan p;
+  std::vector<int> all(static_cast<size_t>(rank));
+  std::iota(all.begin(), all.end(), 0);
+  p.averaging_dims = all;
+  if (!config_.factored) return p;
+
+  std::optional<FactorRule> rule;
+  if (config_.logical_factor_rules) {
+    // t5x set_param_axes: rules from the logical axis names.
+    FactorRule r;
+    for (const auto& name : shape.names()) {
+      const auto& rules = *config_.logical_factor_rules;
+      auto it = std::find_if(rules.begin(), rules.end(), [&](const auto& kv) { return kv.first == name; });
+      if (it == rules.end())
+        throw_invalid(kOp, "no factor rule for logical axis '" + name + "' of param '" + path + "' " +
+                               shape.to_string() + "; add it to logical_factor_rules");
+      r.push_back(it->second);
+    }
+    auto has = [&](FactorDim f) { return std::find(r.begin(), r.end(), f) != r.end(); };
+    if (has(FactorDim::kRow) && has(FactorDim::kColumn) && has(FactorDim::kNone))
+      throw_invalid(kOp, "incomplete adafactor spec " + rule_to_string(r) + " for '" + path + "' " + shape.to_string());
+    if (!has(FactorDim::kRow) || !has(FactorDim::kColumn))
+      for (auto& f : r)
+        if (f == FactorDim::kRow || f == FactorDim::kColumn) f = FactorDim::kNone;
+    rule = r;
+  } else if (config_.factor_map) {
+    const FactorRule* r = config_.factor_map->find(path);
+    if (!r) throw_invalid(kOp, "no factor rule found for parameter: " + path);
+    rule = *r;
+  }
+
+  bool heuristic = !rule;
+  if (rule) {
+    if (int(rule->size()) != rank)
+      throw_invalid(kOp, "factorization rule " + rule_to_string(*rule) + " has incorrect rank for param of rank " +
+                             std::to_string(rank) + ": " + path + " " + shape.to_string());
+    std::vector<int> rows, cols, batch;
+    for (int d = 0; d < rank; ++d) {
+      FactorDim f = (*rule)[size_t(d)];
+      if (f == FactorDim::kRow) rows.push_back(d);
+      if (f == FactorDim::kColumn) cols.push_back(d);
+      if (f == FactorDim::kBatch) batch.push_back(d);
+    }
+    if (rank <= 2 && batch.empty()) {
+      heuristic = true;  // t5x ignores explicit rules for plain matrices / vectors
+    } else {
+      p.averaging_dims.clear();
+      for (int d = 0; d < rank; ++d)
+        if (std::find(batch.begin(), batch.end(), d) == batch.end()) p.averaging_dims.push_back(d);
+      if (rows.empty() != cols.empty())
+        throw_invalid(kOp, "factor rule " + rule_to_string(*rule) + " for '" + path +
+                               "' needs both ROW and COLUMN dims (or neither)");
+      p.factored = !rows.empty();
+      p.row_dims = rows;
+      p.col_dims = cols;
+    }
+  }
+  if (heuristic) {
+    if (rank > 2)
+      throw_invalid(kOp, "a parameter with rank strictly higher than 2 must have an explicit factorization rule: " +
+                             path + " " + shape.to_string() + " (set logical_factor_rules or factor_map)");
+    if (rank < 2) return p;
+    // Stable order by size: the larger dim is COLUMN, the other ROW.
+    int big = shape[1].size >= shape[0].size ? 1 : 0;
+    int small = 1 - big;
+    if (shape[small].size < config_.min_dim_size_to_factor) return p;
+    p.factored = true;
+    p.row_dims = {small};
+    p.col_dims = {big};
+  }
+  return p;
+}
+
+OptimizerState Adafactor::init(const ParamTree& params) const {
+  OptimizerState st;
+  for (const auto& [path, param] : params) {
+    if (!is_floating(param.dtype()))
+      throw_invalid(kOp, "param '" + path + "' has non-floating dtype " + dtype_name(param.dtype()));
+    FactorPlan fp = plan(path, param.shape());
+    std::vector<std::string> none(1, "");
+    for (const char* s : {"v_row", "v_col", "v", "m"}) {
+      st.slots[path + "/" + s] = placeholder(param);
+      st.slot_axes[path + "/" + s] = none;
+    }
+    if (fp.factored) {
+      Shape vr = drop_dims(param.shape(), fp.col_dims), vc = drop_dims(param.shape(), fp.row_dims);
+      st.slots[path + "/v_row"] = optim_detail::zeros_like_sharded(vr, param, true);
+      st.slots[path + "/v_col"] = optim_detail::zeros_like_sharded(vc, param, true);
+      st.slot_axes[path + "/v_row"] = std::vector<std::string>(size_t(vr.rank()), "");
+      st.slot_axes[path + "/v_col"] = std::vector<std::string>(size_t(vc.rank()), "");
+    } else {
+      st.slots[path + "/v"] = optim_detail::zeros_like_sharded(param.shape(), param, false);
+      st.slot_axes[path + "/v"] = param.names();
+    }
+    if (config_.beta1) {
+      st.slots[path + "/m"] = optim_detail::zeros_like_sharded(param.shape(), param, false, config_.dtype_momentum);
+      st.slot_axes[path + "/m"] = param.names();
+    }
+  }
+  return st;
+}
+
+void Adafactor::apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                               double learning_rate) const {
+  for (const auto& [path, param] : params) {
+    auto it = grads.find(path);
+    if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
+    if (it->second.shape() != param.shape())
+      throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
+                             " but the param is " + param.shape().to_string());
+    if (!param.is_fully_local())
+      throw_invalid(kOp, "param '" + path + "' is sharded; Adafactor needs the full param on each process "
+                         "(replicate it, or gather before the update)");
+  }
+  float grad_scale = 1.0f;
+  if (config_.global_norm_clip_threshold && *config_.global_norm_clip_threshold != 0) {
+    // t5x: scale = thr * min(1/thr, 1/global_norm), in float32.
+    const float thr = float(*config_.global_norm_clip_threshold);
+    const float gn = float(global_norm(grads));
+    grad_scale = thr * std::min(float(1.0 / *config_.global_norm_clip_threshold), 1.0f / gn);
+  }
+  for (auto& [path, param] : params)
+    update_param(path, param, state, grads.at(path), grad_scale, float(learning_rate), state.step);
+  state.step += 1;
+}
+
+void Adafactor::update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
+                             float grad_scale, float lr, int64_t step) const {
+  const AdafactorConfig& c = config_;
+  auto slot = [&](const char* name) -> Array& {
+    auto it = state.slots.find(path + "/" + name);
+    if (it == state.slots.end())
+      throw_invalid(kOp, "state has no slot '" + path + "/" + name + "'; was it created by this optimizer's init()?");
+    return it->second;
+  };
+  const FactorPlan fp = plan(path, param.shape());
+  const int rank = param.rank();
+  const auto sizes = param.shape().sizes();
+  auto in = [](const std::vector<int>& v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); };
+
+  // Layouts: 0 = per-batch (averaging dims removed), 1 = v_row, 2 = v_col,
+  // 3 = v_row's row-mean (rows and cols removed).
+  std::array<std::vector<bool>, ReduceWalker::kTargets> keep;
+  for (auto& k : keep) k.assign(size_t(rank), true);
+  for (int d = 0; d < rank; ++d) {
+    if (in(fp.averaging_dims, d)) keep[0][size_t(d)] = false;
+    if (in(fp.col_dims, d)) keep[1][size_t(d)] = keep[3][size_t(d)] = false;
+    if (in(fp.row_dims, d)) keep[2][size_t(d)] = keep[3][size_t(d)] = false;
+  }
+  ReduceWalker walk(sizes, keep);
+  const int64_t nb = walk.reduced_size(0);
+  const double n_avg = double(walk.size()) / double(nb);
+
+  // Hyper-parameters as float32, as t5x computes them.
+  float wd = 0.0f;
+  bool use_wd = c.weight_decay_rate.has_value();
+  if (c.weight_decay_rate_lr_exponent && *c.weight_decay_rate_lr_exponent != 0) {
+    wd = float(c.weight_decay_rate.value_or(1.0)) * std::pow(lr, float(*c.weight_decay_rate_lr_exponent));
+    use_wd = true;
+  } else if (use_wd) {
+    wd = float(*c.weight_decay_rate);
+  }
+  const float t = float(step - c.step_offset) + 1.0f;
+  const float decay = 1.0f - std::pow(t, -float(c.decay_rate));
+  const float mixing = 1.0f - decay;
+  const float eps1 = float(c.epsilon1);
+  const bool skip_nan = c.skip_nan_updates;  // keep old values where new ones are NaN
+
+  bool use_scale = c.multiply_by_parameter_scale;
+  if (c.multiply_by_parameter_scale_map) {
+    const bool* v = c.multiply_by_parameter_scale_map->find(path);
+    if (!v) throw_invalid(kOp, "multiply_by_parameter_scale map has no rule for parameter: " + path);
+    use_scale = *v;
+  }
+
+  FloatView p(param);
+  ConstFloatView g(grad);
+  const float* pp = p.data();
+  const float* gp = g.data();
+  auto grad_at = [&](int64_t i) { return grad_scale == 1.0f ? gp[i] : gp[i] * grad_scale; };
+
+  // Pass 1: parameter RMS and squared-gradient statistics.
+  std::vector<double> psum(size_t(nb), 0.0);
+  std::vector<double> rsum, csum;
+  float* v = nullptr;
+  float *vrow = nullptr, *vcol = nullptr;
+  std::unique_ptr<FloatView> vview, vrview, vcview;
+  if (fp.factored) {
+    vrview = std::make_unique<FloatView>(slot("v_row"));
+    vcview = std::make_unique<FloatView>(slot("v_col"));
+    if (vrview->size() != walk.reduced_size(1) || vcview->size() != walk.reduced_size(2))
+      throw_invalid(kOp, "factored slots of '" + path + "' do not match the param " + param.shape().to_string());
+    vrow = vrview->data();
+    vcol = vcview->data();
+    rsum.assign(size_t(walk.reduced_size(1)), 0.0);
+    csum.assign(size_t(walk.reduced_size(2)), 0.0);
+  } else {
+    vview = std::make_unique<FloatView>(slot("v"));
+    if (vview->size() != walk.size())
+      throw_invalid(kOp, "slot '" + path + "/v' does not match the param " + param.shape().to_string());
+    v = vview->data();
+  }
+  walk.run([&](int64_t i, const auto& off) {
+    const float pv = pp[i];
+    psum[size_t(off[0])] += double(pv * pv);
+    const float gv = grad_at(i);
+    const float g2 = gv * gv + eps1;
+    if (fp.factored) {
+      rsum[size_t(off[1])] += double(g2);
+      csum[size_t(off[2])] += double(g2);
+    } else {
+      const float nv = decay * v[i] + mixing * g2;
+      if (!(skip_nan && std::isnan(nv))) v[i] = nv;
+    }
+  });
+
+  std::vector<float> scale(size_t(nb), lr);
+  if (use_scale) {
+    for (int64_t b = 0; b < nb; ++b) {
+      float ps = std::sqrt(float(psum[size_t(b)] / n_avg));
+      ps = std::max(ps, float(c.epsilon2));
+      if (c.max_parameter_scale) ps = std::min(ps, float(*c.max_parameter_scale));
+      scale[size_t(b)] = lr * ps;
+    }
+  }
+
+  // Factored second moment: update v_row / v_col, then the row-mean normaliser.
+  std::vector<float> rc_mean, col_factor;
+  if (fp.factored) {
+    const double ncols = double(walk.size()) / double(walk.reduced_size(1));
+    const double nrows = double(walk.size()) / double(walk.reduced_size(2));
+    auto ema = [&](float& s, double mean) {
+      const float ns = decay * s + mixing * float(mean);
+      if (!(skip_nan && std::isnan(ns))) s = ns;
+    };
+    for (size_t j = 0; j < rsum.size(); ++j) ema(vrow[j], rsum[j] / ncols);
+    for (size_t j = 0; j < csum.size(); ++j) ema(vcol[j], csum[j] / nrows);
+    std::vector<double> rcs(size_t(walk.reduced_size(3)), 0.0);
+    walk.run([&](int64_t, const auto& off) { rcs[size_t(off[3])] += double(vrow[off[1]]); });
+    rc_mean.resize(rcs.size());
+    for (size_t k = 0; k < rcs.size(); ++k) rc_mean[k] = float(rcs[k] / (nrows * ncols));
+    col_factor.resize(csum.size());
+    for (size_t j = 0; j < csum.size(); ++j) col_factor[j] = 1.0f / std::sqrt(vcol[j]);
+  }
+  auto y_at = [&](int64_t i, const auto& off) {
+    const float gv = grad_at(i);
+    if (fp.factored) {
+      const float rf = 1.0f / std::sqrt(vrow[off[1]] / rc_mean[size_t(off[3])]);
+      return gv * rf * col_factor[size_t(off[2])];
+    }
+    return gv * (1.0f / std::sqrt(v[i]));
+  };
+
+  // Pass 2: update RMS for clipping.
+  std::vector<float> denom(size_t(nb), 1.0f);
+  if (c.clipping_threshold) {
+    std::vector<double> ysum(size_t(nb), 0.0);
+    walk.run([&](int64_t i, const auto& off) {
+      const float y = y_at(i, off);
+      ysum[size_t(off[0])] += double(y * y);
+    });
+    for (int64_t b = 0; b < nb; ++b)
+      denom[size_t(b)] =
+          std::max(1.0f, std::sqrt(float(ysum[size_t(b)] / n_avg)) / float(*c.clipping_threshold));
+  }
+
+  // Pass 3: apply.
+  std::unique_ptr<FloatView> mview;
+  float* m = nullptr;
+  float b1 = 0, one_minus_b1 = 0;
+  if (c.beta1) {
+    mview = std::make_unique<FloatView>(slot("m"));
+    if (mview->size() != walk.size())
+      throw_invalid(kOp, "slot '" + path + "/m' does not match the param " + param.shape().to_string());
+    m = mview->data();
+    b1 = float(*c.beta1);
+    one_minus_b1 = float(1.0 - *c.beta1);
+  }
+  const float keep_w = float(1.0 - double(wd));
+  float* pw = p.data();
+  walk.run([&](int64_t i, const auto& off) {
+    float y = y_at(i, off);
+    if (c.clipping_threshold) y = y / denom[size_t(off[0])];
+    float u = scale[size_t(off[0])] * y;
+    if (m) {
+      const float nm = b1 * m[i] + one_minus_b1 * u;
+      if (!(skip_nan && std::isnan(nm))) m[i] = nm;
+      u = nm;
+    }
+    const float np = use_wd ? keep_w * pw[i] - u : pw[i] - u;
+    if (!(skip_nan && std::isnan(np))) pw[i] = np;
+  });
+  p.commit();
+  if (vview) vview->commit();
+  if (vrview) vrview->commit();
+  if (vcview) vcview->commit();
+  if (mview) mview->commit();
+}
+
+}  // namespace t5x

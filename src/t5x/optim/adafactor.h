@@ -1,0 +1,135 @@
+// Adafactor as implemented in t5x (t5x/adafactor.py), not optax's variant.
+// Paper: Shazeer & Stern 2018, "Adafactor: Adaptive Learning Rates with
+// Sublinear Memory Cost" (arXiv:1804.04235), Alg. 4/5 plus update clipping
+// (sec. 6) and relative step size (sec. 8).
+//
+// Per parameter p with gradient g (all float32), step t = state.step - step_offset:
+//   [optional] g *= thr * min(1/thr, 1/global_norm(all grads))   (global_norm_clip_threshold)
+//   decay  = 1 - (t + 1)^-decay_rate,  mixing = 1 - decay
+//   scale  = lr * clip(max(eps2, RMS(p)), max_parameter_scale)   (multiply_by_parameter_scale)
+//   g2     = g*g + eps1
+//   factored:   v_row = decay*v_row + mixing*mean(g2 over COL dims)
+//               v_col = decay*v_col + mixing*mean(g2 over ROW dims)
+//               y = g * (v_row / mean(v_row over ROW dims))^-1/2 * v_col^-1/2
+//   unfactored: v = decay*v + mixing*g2;  y = g * v^-1/2
+//   y /= max(1, RMS(y) / clipping_threshold)
+//   u = scale * y;  [beta1] m = beta1*m + (1-beta1)*u; u = m
+//   p = (1 - weight_decay_rate) * p - u      (weight decay is NOT scaled by lr)
+// RMS / means run over the "averaging dims": all dims except BATCH dims, so
+// stacked / scanned params get one scale per layer.
+//
+// Which dims are ROW / COLUMN / BATCH (t5x `_parse_rule`, `set_param_axes`):
+//   - logical_factor_rules set (the model gins set
+//     standard_logical_factor_rules()): each dim's logical name (its Array
+//     dim name) maps to ROW / COLUMN / BATCH / NONE. A param with ROW,
+//     COLUMN and NONE dims is an error; one lacking ROW or COLUMN is not
+//     factored (BATCH kept). A rank <= 2 param without BATCH dims falls back
+//     to the heuristic regardless of its rule.
+//   - else factor_map (regex -> rule, first match of a search on the path).
+//   - else the heuristic: rank <= 2 only (higher rank throws); factor the
+//     two largest dims when the second largest is >= min_dim_size_to_factor;
+//     the larger is COLUMN (v_row drops it), the smaller ROW; ties keep order
+//     (the earlier dim is ROW).
+//
+// State ("state/param_states/<path>/<slot>", t5x naming): v_row (param dims
+// minus COLUMN dims), v_col (minus ROW dims) or v (param shape); m when
+// beta1 is set (dtype_momentum). Unused slots are zeros of shape [unused=1],
+// as t5x's jnp.zeros((1,)). Axes: v and m shard like the param; v_row, v_col
+// and placeholders are replicated (t5x derive_logical_axes).
+//
+// Limits: params must be fully local (single process or replicated); the
+// RMS and row/col means of a sharded param need cross-shard sums, which this
+// layer does not do. Misuse throws std::invalid_argument "[Adafactor] ...".
+#pragma once
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "t5x/optim/optimizer.h"
+
+namespace t5x {
+
+enum class FactorDim { kNone, kBatch, kRow, kColumn };
+using FactorRule = std::vector<FactorDim>;  // one entry per param dim
+using LogicalFactorRules = std::vector<std::pair<std::string, FactorDim>>;
+
+// t5x adafactor.standard_logical_factor_rules(): vocab COL, embed ROW,
+// mlp COL, heads COL, kv COL, joined_kv COL, relpos_buckets NONE,
+// layers BATCH, stack BATCH, q_wi_fused COL, o_wo_fused COL,
+// multiquery_heads COL, kv_fused COL, layer_norm_scale NONE.
+LogicalFactorRules standard_logical_factor_rules();
+
+// "row", "col" / "column", "batch", "none" / "unfactorized" (any case);
+// throws "[Adafactor] unknown factor dim 'x'".
+FactorDim factor_dim_from_name(const std::string& name);
+
+// t5x HParamMap: ordered (regex, value) rules; the first regex found
+// anywhere in the '/'-joined param path (Python re.search) wins.
+template <typename T>
+struct HParamMap {
+  std::vector<std::pair<std::string, T>> rules;
+  // Value for `path`, or nullptr when no rule matches.
+  const T* find(const std::string& path) const;
+};
+
+struct AdafactorConfig {
+  bool factored = true;
+  bool multiply_by_parameter_scale = true;
+  // Per-path override of multiply_by_parameter_scale (t5x passes an
+  // HParamMap instead of the bool); a path no rule matches is an error.
+  std::optional<HParamMap<bool>> multiply_by_parameter_scale_map;
+  std::optional<double> beta1;  // momentum; none by default
+  double decay_rate = 0.8;
+  int64_t step_offset = 0;
+  std::optional<double> clipping_threshold = 1.0;
+  std::optional<double> weight_decay_rate;
+  int64_t min_dim_size_to_factor = 128;
+  double epsilon1 = 1e-30;
+  double epsilon2 = 1e-3;
+  DType dtype_momentum = DType::f32;
+  std::optional<HParamMap<FactorRule>> factor_map;
+  std::optional<LogicalFactorRules> logical_factor_rules;
+  // weight_decay_rate = (weight_decay_rate or 1) * lr^exponent when set.
+  std::optional<double> weight_decay_rate_lr_exponent;
+  std::optional<double> global_norm_clip_threshold;
+  std::optional<double> max_parameter_scale;
+  bool skip_nan_updates = false;  // keep the old value where the new one is NaN
+};
+
+// How one parameter is treated (t5x `_parse_rule` + `_factored_dims`).
+struct FactorPlan {
+  std::vector<int> averaging_dims;  // dims RMS / clipping average over
+  bool factored = false;
+  std::vector<int> row_dims;  // reduced for v_col
+  std::vector<int> col_dims;  // reduced for v_row
+};
+
+class Adafactor : public Optimizer {
+ public:
+  explicit Adafactor(AdafactorConfig config = {});
+  std::string name() const override { return "adafactor.Adafactor"; }
+  const AdafactorConfig& config() const { return config_; }
+
+  OptimizerState init(const ParamTree& params) const override;
+  void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                      double learning_rate) const override;
+
+  // The factorization of a param with this shape at this path.
+  FactorPlan plan(const std::string& path, const Shape& shape) const;
+
+ private:
+  void update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
+                    float grad_scale, float lr, int64_t step) const;
+  AdafactorConfig config_;
+};
+
+template <typename T>
+const T* HParamMap<T>::find(const std::string& path) const {
+  for (const auto& [re, value] : rules)
+    if (std::regex_search(path, std::regex(re))) return &value;
+  return nullptr;
+}
+
+}  // namespace t5x

@@ -1,0 +1,114 @@
+#include "t5x/optim/adamw.h"
+
+#include <cmath>
+
+#include "t5x/optim/buffers.h"
+#include "t5x/optim/grad_utils.h"
+
+namespace t5x {
+
+using optim_detail::ConstFloatView;
+using optim_detail::FloatView;
+
+namespace {
+const char* kOp = "AdamW";
+
+Array count_scalar() { return Array::from_ints(Shape{}, {0}, DType::i32); }
+
+void bump(Array& count) { count.data<int32_t>()[0] += 1; }
+}  // namespace
+
+AdamW::AdamW(AdamWConfig config) : config_(std::move(config)) {
+  if (config_.b1 < 0 || config_.b1 >= 1 || config_.b2 < 0 || config_.b2 >= 1)
+    throw_invalid(kOp, "b1 and b2 must be in [0, 1)");
+  if (!is_floating(config_.mu_dtype)) throw_invalid(kOp, "mu_dtype must be a floating dtype");
+}
+
+OptimizerState AdamW::init(const ParamTree& params) const {
+  OptimizerState st;
+  const std::string pre = adam_prefix();
+  st.slots[pre + "count"] = count_scalar();
+  st.slot_axes[pre + "count"] = {};
+  for (const auto& [path, p] : params) {
+    if (!is_floating(p.dtype()))
+      throw_invalid(kOp, "param '" + path + "' has non-floating dtype " + dtype_name(p.dtype()));
+    st.slots[pre + "mu/" + path] = optim_detail::zeros_like_sharded(p.shape(), p, false, config_.mu_dtype);
+    st.slots[pre + "nu/" + path] = optim_detail::zeros_like_sharded(p.shape(), p, false, DType::f32);
+    st.slot_axes[pre + "mu/" + path] = p.names();
+    st.slot_axes[pre + "nu/" + path] = p.names();
+  }
+  if (config_.lr_is_schedule) {
+    st.slots[schedule_count_key()] = count_scalar();
+    st.slot_axes[schedule_count_key()] = {};
+  }
+  return st;
+}
+
+void AdamW::apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                           double learning_rate) const {
+  const AdamWConfig& c = config_;
+  const std::string pre = adam_prefix();
+  for (const auto& [path, p] : params) {
+    auto it = grads.find(path);
+    if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
+    if (it->second.shape() != p.shape())
+      throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
+                             " but the param is " + p.shape().to_string());
+    if (!state.slots.count(pre + "mu/" + path) || !state.slots.count(pre + "nu/" + path))
+      throw_invalid(kOp, "state has no mu/nu for '" + path + "' under '" + pre +
+                             "'; was it created by this optimizer's init()?");
+  }
+  auto cit = state.slots.find(pre + "count");
+  if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + pre + "count'");
+  ParamTree clipped;
+  const ParamTree* g_in = &grads;
+  if (c.clip_global_norm) {
+    clipped = clip_by_global_norm(grads, *c.clip_global_norm);
+    g_in = &clipped;
+  }
+  // Bias corrections as optax computes them: 1 - b^count in float32.
+  bump(cit->second);
+  const int count = cit->second.data<int32_t>()[0];
+  const float b1 = float(c.b1), b2 = float(c.b2);
+  const float bc1 = 1.0f - float(std::pow(double(b1), count));
+  const float bc2 = 1.0f - float(std::pow(double(b2), count));
+  const float one_minus_b1 = float(1.0 - c.b1), one_minus_b2 = float(1.0 - c.b2);
+  const float eps = float(c.eps), eps_root = float(c.eps_root), wd_all = float(c.weight_decay);
+  const float step_size = -float(learning_rate);
+
+  for (auto& [path, param] : params) {
+    float wd = wd_all;
+    if (c.weight_decay_mask) {
+      const bool* m = c.weight_decay_mask->find(path);
+      if (m && !*m) wd = 0.0f;
+    }
+    FloatView p(param), mu(state.slots.at(pre + "mu/" + path)), nu(state.slots.at(pre + "nu/" + path));
+    ConstFloatView g(g_in->at(path));
+    float* pp = p.data();
+    float* mp = mu.data();
+    float* np = nu.data();
+    const float* gp = g.data();
+    const int64_t n = param.local_size();
+    for (int64_t i = 0; i < n; ++i) {
+      const float gv = gp[i];
+      mp[i] = one_minus_b1 * gv + b1 * mp[i];
+      np[i] = one_minus_b2 * (gv * gv) + b2 * np[i];
+      const float mu_hat = mp[i] / bc1;
+      const float nu_hat = np[i] / bc2;
+      float u = mu_hat / (std::sqrt(nu_hat + eps_root) + eps);
+      if (wd != 0.0f) u = u + wd * pp[i];
+      pp[i] = pp[i] + u * step_size;
+    }
+    p.commit();
+    mu.commit();
+    nu.commit();
+  }
+  if (c.lr_is_schedule) {
+    auto sit = state.slots.find(schedule_count_key());
+    if (sit == state.slots.end()) throw_invalid(kOp, "state has no '" + schedule_count_key() + "'");
+    bump(sit->second);
+  }
+  state.step += 1;
+}
+
+}  // namespace t5x

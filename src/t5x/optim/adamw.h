@@ -1,0 +1,61 @@
+// AdamW as optax.adamw (optax/_src/alias.py) behind t5x's OptaxWrapper
+// (t5x/optimizers.py): chain(scale_by_adam(b1, b2, eps, eps_root),
+// add_decayed_weights(weight_decay), scale_by_learning_rate(lr)).
+// Paper: Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization".
+//
+// Per param p, grad g, float32, count c (int32) before the update:
+//   mu = (1-b1)*g + b1*mu;      nu = (1-b2)*g*g + b2*nu;     c' = c + 1
+//   u  = (mu / (1 - b1^c')) / (sqrt(nu / (1 - b2^c') + eps_root) + eps)
+//   u += weight_decay * p   (params not matched by `mask` are not decayed)
+//   p += -lr * u            (lr from the caller: schedule(c), as optax)
+// With `clip_global_norm`, the grads first go through
+// optax.clip_by_global_norm, as chain(clip_by_global_norm(x), adamw(...)) in
+// t5x's base_wmt_from_scratch_adamw.gin.
+//
+// State keys (flax state dict of the optax state; EmptyStates are dropped
+// by OptaxWrapper.state_dict):
+//   plain:            "0/count", "0/mu/<path>", "0/nu/<path>" [+ "2/count"]
+//   clip_global_norm: "1/0/count", "1/0/mu/<path>", "1/0/nu/<path>" [+ "1/2/count"]
+// "2/count" (ScaleByScheduleState) exists when the learning rate is a
+// schedule (`lr_is_schedule`, the usual t5x gin), as in optax.
+// Axes: mu / nu shard like their params; counts are replicated scalars
+// (t5x OptaxStatePartitionRules). Works on local shards (elementwise); only
+// clip_global_norm needs fully local grads.
+#pragma once
+#include <optional>
+
+#include "t5x/optim/adafactor.h"
+#include "t5x/optim/optimizer.h"
+
+namespace t5x {
+
+struct AdamWConfig {
+  double b1 = 0.9;
+  double b2 = 0.999;
+  double eps = 1e-8;
+  double eps_root = 0.0;
+  double weight_decay = 1e-4;
+  // optax `mask`: regex -> decay? (first match on the path; unmatched = decay).
+  std::optional<HParamMap<bool>> weight_decay_mask;
+  DType mu_dtype = DType::f32;
+  bool lr_is_schedule = true;
+  std::optional<double> clip_global_norm;
+};
+
+class AdamW : public Optimizer {
+ public:
+  explicit AdamW(AdamWConfig config = {});
+  std::string name() const override { return "optimizers.adamw"; }
+  const AdamWConfig& config() const { return config_; }
+  OptimizerState init(const ParamTree& params) const override;
+  void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                      double learning_rate) const override;
+  // "0/" or "1/0/": where scale_by_adam's state sits in the chain.
+  std::string adam_prefix() const { return config_.clip_global_norm ? "1/0/" : "0/"; }
+  std::string schedule_count_key() const { return config_.clip_global_norm ? "1/2/count" : "2/count"; }
+
+ private:
+  AdamWConfig config_;
+};
+
+}  // namespace t5x

@@ -1,0 +1,90 @@
+#include "t5x/optim/grad_utils.h"
+
+#include <cmath>
+
+#include "ops/shape.h"
+#include "t5x/optim/buffers.h"
+
+namespace t5x {
+
+using optim_detail::ConstFloatView;
+
+double global_norm(const ParamTree& grads) {
+  double total = 0.0;
+  for (const auto& [k, g] : grads) {
+    if (!g.is_fully_local())
+      throw_invalid("global_norm", "'" + k + "' is sharded; the global norm needs a cross-shard sum");
+    ConstFloatView v(g);
+    const float* p = v.data();
+    double s = 0.0;
+    for (int64_t i = 0; i < g.local_size(); ++i) s += double(p[i]) * double(p[i]);
+    total += s;
+  }
+  return std::sqrt(total);
+}
+
+ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm) {
+  const float norm = float(global_norm(grads));
+  ParamTree out;
+  const bool keep = norm < float(max_norm);
+  for (const auto& [k, g] : grads) {
+    if (keep) {
+      out[k] = g;
+      continue;
+    }
+    Array r(g.shape(), DType::f32, g.sharding());
+    ConstFloatView v(g);
+    float* o = r.data<float>();
+    for (int64_t i = 0; i < g.local_size(); ++i) o[i] = (v.data()[i] / norm) * float(max_norm);
+    out[k] = g.dtype() == DType::f32 ? r : Array::from_floats(g.shape(), r.to_floats(), g.dtype());
+  }
+  return out;
+}
+
+std::map<std::string, Array> get_microbatch(const std::map<std::string, Array>& batch, int64_t index,
+                                            int64_t num_microbatches, const std::string& batch_dim) {
+  if (num_microbatches <= 0) throw_invalid("get_microbatch", "num_microbatches must be positive");
+  if (index < 0 || index >= num_microbatches)
+    throw_invalid("get_microbatch", "index " + std::to_string(index) + " out of range for " +
+                                        std::to_string(num_microbatches) + " microbatches");
+  std::map<std::string, Array> out;
+  for (const auto& [k, a] : batch) {
+    if (!a.has_dim(batch_dim))
+      throw_invalid("get_microbatch", "feature '" + k + "' " + a.shape().to_string() + " has no dim '" + batch_dim + "'");
+    const int64_t b = a.dim(batch_dim);
+    if (b % num_microbatches != 0)
+      throw_invalid("get_microbatch", "batch size " + std::to_string(b) + " of '" + k +
+                                          "' is not divisible by num_microbatches " + std::to_string(num_microbatches));
+    const int64_t m = b / num_microbatches;
+    out[k] = slice(a, batch_dim, index * m, m);
+  }
+  return out;
+}
+
+GradAccumulator::GradAccumulator(const ParamTree& params) {
+  for (const auto& [k, p] : params) sum_[k] = Array(p.shape(), DType::f32, p.sharding());
+}
+
+void GradAccumulator::add(const ParamTree& grads) {
+  for (auto& [k, acc] : sum_) {
+    auto it = grads.find(k);
+    if (it == grads.end()) throw_invalid("GradAccumulator", "no gradient for '" + k + "'");
+    if (it->second.local_shape() != acc.local_shape())
+      throw_invalid("GradAccumulator", "gradient for '" + k + "' has shape " + it->second.shape().to_string() +
+                                           ", expected " + acc.shape().to_string());
+    ConstFloatView v(it->second);
+    float* a = acc.data<float>();
+    for (int64_t i = 0; i < acc.local_size(); ++i) a[i] += v.data()[i];
+  }
+  ++count_;
+}
+
+ParamTree accumulate_grads_microbatched(const ParamTree& params, int64_t num_microbatches,
+                                        const std::function<ParamTree(int64_t)>& grad_fn) {
+  if (num_microbatches <= 1) return grad_fn(0);
+  GradAccumulator acc(params);
+  for (int64_t i = 0; i < num_microbatches; ++i) acc.add(grad_fn(i));
+  return acc.sum();
+}
+
+}  // namespace t5x

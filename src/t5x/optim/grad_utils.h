@@ -1,0 +1,53 @@
+// Gradient utilities: global norm, optax.clip_by_global_norm, and t5x's
+// microbatch gradient accumulation (trainer.accumulate_grads_microbatched).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/array.h"
+#include "ops/autodiff.h"
+
+namespace t5x {
+
+// sqrt(sum over all arrays of sum(g^2)) (optax.global_norm). Sums in float64.
+// Arrays must be fully local: "[global_norm] 'x' is sharded ..." otherwise.
+double global_norm(const ParamTree& grads);
+
+// optax.clip_by_global_norm(max_norm): if global_norm < max_norm the grads
+// are unchanged, else every g becomes (g / global_norm) * max_norm (float32,
+// in that order). Returns new arrays; the inputs are not modified.
+ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm);
+
+// Batch slice used for microbatch `index` of `num_microbatches`
+// (t5x get_microbatch): rows [index*m, (index+1)*m) of dim `batch_dim`,
+// m = batch / num_microbatches. Throws "[get_microbatch] ..." when the batch
+// does not divide evenly or an array lacks `batch_dim`.
+std::map<std::string, Array> get_microbatch(const std::map<std::string, Array>& batch, int64_t index,
+                                            int64_t num_microbatches, const std::string& batch_dim = "batch");
+
+// Float32 sum of per-microbatch gradients, as t5x's trainer: the
+// accumulator starts as float32 zeros shaped like each param and adds each
+// microbatch's grads; there is no division (t5x losses are sums over tokens,
+// so the sum of microbatch grads is the full-batch gradient).
+class GradAccumulator {
+ public:
+  explicit GradAccumulator(const ParamTree& params);
+  // Adds one microbatch's grads (any floating dtype; same keys and shapes).
+  // Throws "[GradAccumulator] ..." on a missing key or shape mismatch.
+  void add(const ParamTree& grads);
+  int64_t count() const { return count_; }
+  const ParamTree& sum() const { return sum_; }
+
+ private:
+  ParamTree sum_;
+  int64_t count_ = 0;
+};
+
+// t5x accumulate_grads_microbatched for num_microbatches > 1: runs
+// grad_fn(microbatch index) for every microbatch and sums the grads in
+// float32. With num_microbatches <= 1 returns grad_fn(0) unchanged.
+ParamTree accumulate_grads_microbatched(const ParamTree& params, int64_t num_microbatches,
+                                        const std::function<ParamTree(int64_t)>& grad_fn);
+
+}  // namespace t5x

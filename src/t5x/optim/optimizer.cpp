@@ -1,0 +1,76 @@
+#include "t5x/optim/optimizer.h"
+
+#include "ops/elementwise.h"
+
+namespace t5x {
+
+namespace {
+const std::string kTarget = "target/";
+const std::string kSlots = "state/param_states/";
+const std::string kStep = "state/step";
+}  // namespace
+
+std::map<std::string, Array> state_dict(const ParamTree& params, const OptimizerState& state) {
+  std::map<std::string, Array> out;
+  for (const auto& [k, v] : params) out[kTarget + k] = v;
+  out[kStep] = Array::from_ints(Shape{}, {state.step}, DType::i32);
+  for (const auto& [k, v] : state.slots) out[kSlots + k] = v;
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> state_dict_logical_axes(const ParamTree& params,
+                                                                       const OptimizerState& state) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [k, v] : params) out[kTarget + k] = v.names();
+  out[kStep] = {};
+  for (const auto& [k, v] : state.slots) {
+    auto it = state.slot_axes.find(k);
+    out[kSlots + k] = it != state.slot_axes.end() ? it->second : std::vector<std::string>(size_t(v.rank()), "");
+  }
+  return out;
+}
+
+namespace {
+Status load_one(const std::map<std::string, Array>& dict, const std::string& key, Array& dst) {
+  auto it = dict.find(key);
+  if (it == dict.end())
+    return NotFoundError("optimizer state dict has no '" + key +
+                         "'; was the checkpoint written with another optimizer or model? "
+                         "(restore with strict=false to re-initialize missing entries)");
+  const Array& src = it->second;
+  if (src.local_shape().sizes() != dst.local_shape().sizes())
+    return InvalidArgumentError("optimizer state dict entry '" + key + "' has shape " + src.shape().to_string() +
+                                " but the model expects " + dst.shape().to_string());
+  Array v = src.dtype() == dst.dtype() ? src : cast(src, dst.dtype());
+  std::memcpy(dst.raw_data(), v.raw_data(), dst.nbytes());
+  return Status();
+}
+}  // namespace
+
+Status load_state_dict(const std::map<std::string, Array>& dict, ParamTree& params, OptimizerState& state) {
+  size_t used = 0;
+  for (auto& [k, v] : params) {
+    T5X_RETURN_IF_ERROR(load_one(dict, kTarget + k, v));
+    ++used;
+  }
+  auto st = dict.find(kStep);
+  if (st == dict.end()) return NotFoundError("optimizer state dict has no 'state/step'");
+  state.step = int64_t(st->second.item());
+  ++used;
+  for (auto& [k, v] : state.slots) {
+    T5X_RETURN_IF_ERROR(load_one(dict, kSlots + k, v));
+    ++used;
+  }
+  if (used != dict.size()) {
+    for (const auto& [k, v] : dict) {
+      bool known = k == kStep || (k.rfind(kTarget, 0) == 0 && params.count(k.substr(kTarget.size()))) ||
+                   (k.rfind(kSlots, 0) == 0 && state.slots.count(k.substr(kSlots.size())));
+      if (!known)
+        return InvalidArgumentError("optimizer state dict has an unexpected entry '" + k +
+                                    "' (not a parameter or slot of this optimizer)");
+    }
+  }
+  return Status();
+}
+
+}  // namespace t5x

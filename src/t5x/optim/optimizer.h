@@ -1,0 +1,75 @@
+// Common optimizer interface and t5x's optimizer state-dict layout.
+//
+// t5x keeps the train state as a nested dict (t5x/optimizers.py
+// OptimizerDef.state_dict):
+//   target/<param path>                     the parameters
+//   state/step                              int32 step counter
+//   state/param_states/<...>                the optimizer's slots
+// Adafactor (t5x/adafactor.py) keys slots as "<param path>/{v_row,v_col,v,m}"
+// (unused ones are zeros of shape [1]); optax optimizers behind OptaxWrapper
+// key them as the flax state dict of the optax state, e.g. "0/count",
+// "0/mu/<param path>", "0/nu/<param path>" for optax.adamw.
+//
+// Each slot carries its logical axis names for partitioning
+// (Optimizer.derive_logical_axes in t5x): slots shaped like their parameter
+// (v, m, mu, nu) get the parameter's dim names, so they shard like it;
+// factored statistics (v_row, v_col), placeholders and counters are
+// replicated: every entry of their axes is "" (= None). Feed them to
+// mesh/logical_axis_rules.h `logical_to_mesh_axes`.
+//
+// Updates run in place on the local buffers of params and state, as t5x
+// donates the train state to the step; copy them first to keep old values.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/array.h"
+#include "core/error.h"
+#include "ops/autodiff.h"
+
+namespace t5x {
+
+struct OptimizerState {
+  int64_t step = 0;                     // "state/step"
+  std::map<std::string, Array> slots;   // keys below "state/param_states/"
+  // Logical axes per slot key (same keys as `slots`): one name per dim,
+  // "" = replicated dim. Scalars have an empty list.
+  std::map<std::string, std::vector<std::string>> slot_axes;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // t5x / gin name, e.g. "adafactor.Adafactor", "optimizers.adamw".
+  virtual std::string name() const = 0;
+  // Fresh state for `params` (slots zero, step 0). Slots shaped like a param
+  // take its sharding; replicated slots take a replicated spec on its mesh.
+  virtual OptimizerState init(const ParamTree& params) const = 0;
+  // One update with the given learning rate (t5x passes
+  // learning_rate_fn(state.step)). `grads` must hold every key of `params`
+  // with the same shape. Writes params and state in place; step += 1.
+  // Errors: "[<optimizer>] ..." std::invalid_argument on missing grads,
+  // shape mismatches, or a state that does not belong to these params.
+  virtual void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                              double learning_rate) const = 0;
+};
+
+// The flat t5x state dict: "target/<path>" -> param, "state/step" -> int32
+// scalar, "state/param_states/<key>" -> slot. Arrays are shared, not copied.
+std::map<std::string, Array> state_dict(const ParamTree& params, const OptimizerState& state);
+
+// Logical axes for every key of state_dict(params, state): params keep
+// their dim names, slots use state.slot_axes, "state/step" is a scalar ({}).
+std::map<std::string, std::vector<std::string>> state_dict_logical_axes(const ParamTree& params,
+                                                                       const OptimizerState& state);
+
+// Inverse of state_dict for a restore: copies the values of `dict` into
+// `params` and `state` (both from init(), so shapes are known). Every param
+// and slot key must be present with the same shape; dtypes are converted.
+// Extra keys are an error too (strict restore). Errors name the key and hint
+// at the optimizer that wrote the checkpoint.
+Status load_state_dict(const std::map<std::string, Array>& dict, ParamTree& params, OptimizerState& state);
+
+}  // namespace t5x
