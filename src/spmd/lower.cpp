@@ -46,15 +46,33 @@ void absorb(Assignment& a, const Shape& shape, const PartitionSpec& spec) {
 
 Array prepare(const Array& x, const Assignment& a) {
   PartitionSpec target = spec_for(x.shape(), a);
-  Array loc = reshard_local(to_local(x), x.shape(), spec_of(x), target);
   Axes mine = used_axes(target), extra;
   for (const auto& ax : used(a))
     if (std::find(mine.begin(), mine.end(), ax) == mine.end()) extra.push_back(ax);
   extra = nontrivial(extra);
-  // Group over the extra axes in mesh order (any order sums the same).
+  auto in = [](const Axes& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+  // An axis x must be varying over but is split over (minor-most on a dim)
+  // is gathered into a varying value: all_gather, whose vjp reduce-scatters
+  // (the ZeRO-3 weight gather), rather than all-gather + pvary (all-reduce).
+  Array loc = to_local(x);
+  PartitionSpec src = spec_of(x);
+  Axes gathered;
+  for (bool again = true; again;) {
+    again = false;
+    for (int i = 0; i < x.rank(); ++i) {
+      auto& d = src.dims[size_t(i)];
+      if (d.empty() || !in(extra, d.back())) continue;
+      loc = all_gather(loc, x.shape()[i].name, {d.back()});
+      gathered.push_back(d.back());
+      d.pop_back();
+      again = true;
+    }
+  }
+  loc = reshard_local(loc, x.shape(), src, target);
+  // Group over the remaining extra axes in mesh order (any order sums the same).
   Axes ordered;
   for (const auto& n : context().mesh().axis_names())
-    if (std::find(extra.begin(), extra.end(), n) != extra.end()) ordered.push_back(n);
+    if (in(extra, n) && !in(gathered, n)) ordered.push_back(n);
   return ordered.empty() ? loc : pvary(loc, ordered);
 }
 
