@@ -45,7 +45,7 @@ struct Problem {
 };
 
 struct TileScratch {
-  std::vector<float> qc, doc, kt, vt, s, pm, dp, acc, dk, dv, m, l, lse, delta;
+  std::vector<float> qc, doc, kt, vt, s, pm, dp, acc, dk, dv, m, l;
   const float* kt_ptr = nullptr;  // current key tile [head_dim, kBk]
   const float* vt_ptr = nullptr;  // current value tile [head_dim, kBk]
 };
