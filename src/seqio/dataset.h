@@ -34,7 +34,9 @@
 //  * Positions: position() after k outputs is {emitted k, epoch, block,
 //    offset}; DatasetOptions::resume restarts there reading only one block
 //    ahead; DatasetOptions::start = k gives the same tail by skipping k
-//    outputs (preprocessing them).
+//    outputs (preprocessing them). A position is only meaningful under the
+//    same data and options (num_threads excepted): block_size and the seed
+//    define the order.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -296,13 +296,18 @@ TEST(Pipeline, PreprocessorErrorsNameRecordOrigin) {
            if (get_text(ex, "text") == "two") throw std::invalid_argument("bad word");
            return ex;
          })});
-  try {
-    take_all(*t.get_dataset(opts(1, false)));
-    FAIL();
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("preprocessor 'explode', record 2 of " + d.file("a.txt") + ": bad word"),
-              std::string::npos)
-        << e.what();
+  for (int threads : {1, 3}) {
+    auto o = opts(1, false);
+    o.block_size = 1;
+    o.num_threads = threads;
+    try {
+      take_all(*t.get_dataset(o));
+      FAIL();
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("preprocessor 'explode', record 2 of " + d.file("a.txt") + ": bad word"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
