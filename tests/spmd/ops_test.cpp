@@ -205,3 +205,45 @@ TEST(SpmdOps, ShardingConstraintFollowsRules) {
 
 }  // namespace
 }  // namespace t5x::testing_spmd
+
+namespace t5x::testing_spmd {
+namespace {
+
+// The op-layer dispatcher routes by op name to the same lowerings.
+TEST(SpmdDispatch, RoutesOpsByName) {
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    SCOPED_TRACE(mesh_name(*ctx));
+    LogicalAxisRules rules = standard_logical_axis_rules(2, 2);
+    Array x = randn(act(), 31), w = randn(Shape{{"embed", 4}, {"mlp", 4}}, 32);
+    Array xs = spmd::shard(x, spmd::param_spec(x.shape(), rules)), ws = spmd::shard(w, spmd::param_spec(w.shape(), rules));
+    NoGradGuard g;
+    spmd::OpArgs e;
+    e.dims = {"batch", "length", "mlp"};
+    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("einsum", {xs, ws}, e)[0]), einsum(x, w, e.dims)), 1e-5);
+    spmd::OpArgs s;
+    s.dims = {"embed"};
+    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("sum", {xs}, s)[0]), sum(x, {"embed"})), 1e-5);
+    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("exp", {xs}, {})[0]), exp(x)), 1e-6);
+    spmd::OpArgs m;
+    m.scalar = 3.0;
+    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("mul_scalar", {xs}, m)[0]), mul(x, 3.0)), 1e-6);
+    spmd::OpArgs sm;
+    sm.dim = "embed";
+    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("softmax", {xs}, sm)[0]), softmax(x, "embed")), 1e-5);
+    EXPECT_THROW(spmd::dispatch("conv2d", {xs}, {}), std::invalid_argument);
+    // Collectives take local arrays; a sharded global one is misuse.
+    if (!xs.is_fully_local()) {
+      try {
+        spmd::all_gather(xs, "batch", {"data"});
+        ADD_FAILURE() << "no error";
+      } catch (const std::invalid_argument& err) {
+        EXPECT_NE(std::string(err.what()).find("[all_gather] expects a local array"), std::string::npos) << err.what();
+      }
+    }
+    EXPECT_FALSE(spmd::installed());
+  }
+}
+
+}  // namespace
+}  // namespace t5x::testing_spmd
