@@ -294,6 +294,7 @@ TEST(Pipeline, PreprocessorErrorsNameRecordOrigin) {
   Task t("origin", src, byte_features(),
          {Preprocessor::Map("explode", [](Example ex, const PreprocessContext&) -> std::optional<Example> {
            if (get_text(ex, "text") == "two") throw std::invalid_argument("bad word");
+           ex["targets"] = Tokens{5};
            return ex;
          })});
   for (int threads : {1, 3}) {
