@@ -51,14 +51,6 @@ void attention_forward(const AttentionShape& s, const AttentionParams& p, const 
   check(s, p);
   Problem pr(s, p);
   int64_t q_tiles = (s.q_length + kBq - 1) / kBq;
-  // Each key tile is read by every query tile (and head of its group):
-  // transpose it once when it is read more than once.
-  std::vector<float> kt_all;
-  if (q_tiles * pr.group > 1) {
-    kt_all.resize(size_t(attention_detail::transposed_size(s)));
-    attention_detail::transpose_all(pr, k, kt_all.data());
-    pr.kt_all = kt_all.data();
-  }
   int64_t tasks = s.batch * s.heads * q_tiles;
   parallel_for_chunks(tasks, 1, [&](int64_t t, int64_t, int64_t) {
     int64_t qt = t % q_tiles, bh = t / q_tiles;
@@ -74,12 +66,6 @@ void attention_backward(const AttentionShape& s, const AttentionParams& p, const
   check(s, p);
   if (lse == nullptr) throw std::invalid_argument("[attention] backward needs lse from forward");
   Problem pr(s, p);
-  std::vector<float> kt_all(size_t(attention_detail::transposed_size(s)));
-  std::vector<float> vt_all(kt_all.size());
-  attention_detail::transpose_all(pr, k, kt_all.data());
-  attention_detail::transpose_all(pr, v, vt_all.data());
-  pr.kt_all = kt_all.data();
-  pr.vt_all = vt_all.data();
   // Delta[b, h, i] = dout_i . out_i, shared by both passes.
   std::vector<float> delta(size_t(s.batch * s.heads * s.q_length));
   parallel_for(s.batch * s.q_length, 64, [&](int64_t b0, int64_t e0) {

@@ -8,7 +8,6 @@
 #include <immintrin.h>
 #endif
 
-#include "backend/cpu/parallel.h"
 #include "backend/cpu/small_gemm.h"
 #include "backend/cpu/vec_math.h"
 
@@ -83,26 +82,6 @@ void load_transposed(const float* x, int64_t L, int64_t H, int64_t D, int64_t b,
 #endif
 }
 
-void use_key_tile(const Problem& pr, const float* k, int64_t b, int64_t hk, int64_t j0,
-                  int64_t nk, TileScratch& ts) {
-  if (pr.kt_all) {
-    ts.kt_ptr = pr.kt_all + pr.tile_offset(b, hk, j0);
-  } else {
-    load_transposed(k, pr.s.kv_length, pr.s.kv_heads, pr.s.head_dim, b, hk, j0, nk, ts.kt.data());
-    ts.kt_ptr = ts.kt.data();
-  }
-}
-
-void use_value_tile(const Problem& pr, const float* v, int64_t b, int64_t hk, int64_t j0,
-                    int64_t nk, TileScratch& ts) {
-  if (pr.vt_all) {
-    ts.vt_ptr = pr.vt_all + pr.tile_offset(b, hk, j0);
-  } else {
-    load_transposed(v, pr.s.kv_length, pr.s.kv_heads, pr.s.head_dim, b, hk, j0, nk, ts.vt.data());
-    ts.vt_ptr = ts.vt.data();
-  }
-}
-
 bool allowed(const Problem& pr, int64_t b, int64_t i, int64_t j) {
   const AttentionParams& p = pr.p;
   if (p.causal && j > i + pr.causal_off) return false;
@@ -122,7 +101,7 @@ void logits_tile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64
   const int64_t D = pr.s.head_dim;
   float* S = ts.s.data();
   std::fill(S, S + nq * kBk, 0.f);
-  small_gemm_acc(nq, kBk, D, ts.qc.data(), D, 1, ts.kt_ptr, kBk, S, kBk);
+  small_gemm_acc(nq, kBk, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
   const AttentionParams& p = pr.p;
   // Per-column facts of this key tile, then a branch-free pass per row.
   int32_t kv_seg[kBk];
@@ -164,7 +143,7 @@ void probs_and_dlogits(const Problem& pr, TileScratch& ts, int64_t b, int64_t h,
   float* P = ts.pm.data();
   float* dP = ts.dp.data();
   std::fill(dP, dP + nq * kBk, 0.f);
-  small_gemm_acc(nq, kBk, D, ts.doc.data(), D, 1, ts.vt_ptr, kBk, dP, kBk);
+  small_gemm_acc(nq, kBk, D, ts.doc.data(), D, 1, ts.vt.data(), kBk, dP, kBk);
   for (int64_t i = 0; i < nq; ++i) {
     const float* srow = ts.s.data() + i * kBk;
     float* prow = P + i * kBk;
@@ -210,20 +189,6 @@ void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t
   *logl = float(std::log(sum));
 }
 
-int64_t transposed_size(const AttentionShape& s) {
-  return s.batch * s.kv_heads * ((s.kv_length + kBk - 1) / kBk) * s.head_dim * kBk;
-}
-
-void transpose_all(const Problem& pr, const float* x, float* dst) {
-  const AttentionShape& s = pr.s;
-  parallel_for_chunks(s.batch * s.kv_heads * pr.kv_tiles, 1, [&](int64_t t, int64_t, int64_t) {
-    int64_t jt = t % pr.kv_tiles, bh = t / pr.kv_tiles;
-    int64_t hk = bh % s.kv_heads, b = bh / s.kv_heads, j0 = jt * kBk;
-    load_transposed(x, s.kv_length, s.kv_heads, s.head_dim, b, hk, j0,
-                    std::min(kBk, s.kv_length - j0), dst + pr.tile_offset(b, hk, j0));
-  });
-}
-
 TileScratch& scratch(int64_t head_dim) {
   thread_local TileScratch ts;
   size_t qd = size_t(kBq * head_dim), kd = size_t(kBk * head_dim), qk = size_t(kBq * kBk);
@@ -258,7 +223,7 @@ void forward_tile(const Problem& pr, const float* q, const float* k, const float
         skipped = true;  // so are all later tiles
         break;
       }
-      use_key_tile(pr, k, b, hk, j0, nk, ts);
+      load_transposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
       logits_tile(pr, ts, b, h, i0, nq, j0, nk);
       for (int64_t i = 0; i < nq; ++i) {
         float* row = S + i * kBk;
@@ -296,8 +261,8 @@ void backward_kv_tile(const Problem& pr, const float* q, const float* k, const f
                       int64_t hk, int64_t j0, float* dk, float* dv, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nk = std::min(kBk, s.kv_length - j0);
-  use_key_tile(pr, k, b, hk, j0, nk, ts);
-  use_value_tile(pr, v, b, hk, j0, nk, ts);
+  load_transposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+  load_transposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
   std::fill(ts.dk.begin(), ts.dk.begin() + nk * D, 0.f);
   std::fill(ts.dv.begin(), ts.dv.begin() + nk * D, 0.f);
   for (int64_t g = 0; g < pr.group; ++g) {
@@ -346,8 +311,8 @@ void backward_q_tile(const Problem& pr, const float* q, const float* k, const fl
     for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
       int64_t nk = std::min(kBk, s.kv_length - j0);
       if (may_skip && pr.causally_masked(i0, nq, j0)) break;
-      use_key_tile(pr, k, b, hk, j0, nk, ts);
-      use_value_tile(pr, v, b, hk, j0, nk, ts);
+      load_transposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+      load_transposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
       probs_and_dlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
       const float* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
       small_gemm_acc(nq, D, nk, ts.dp.data(), kBk, 1, krows, s.kv_heads * D, acc, D);

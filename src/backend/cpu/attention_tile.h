@@ -18,20 +18,10 @@ struct Problem {
   int64_t group;       // heads per kv head
   int64_t causal_off;  // kv_length - q_length
   bool any_mask;
-  int64_t kv_tiles;
-  // Optional key/value tiles transposed once up front ([batch, kv_heads,
-  // kv_tile, head_dim, kBk]); when null, tiles are transposed on use.
-  const float* kt_all = nullptr;
-  const float* vt_all = nullptr;
   Problem(const AttentionShape& shape, const AttentionParams& params)
       : s(shape), p(params), group(shape.heads / shape.kv_heads),
         causal_off(shape.kv_length - shape.q_length),
-        any_mask(params.causal || params.q_segment_ids || params.q_mask || params.kv_mask),
-        kv_tiles((shape.kv_length + kBk - 1) / kBk) {}
-
-  int64_t tile_offset(int64_t b, int64_t hk, int64_t j0) const {
-    return ((b * s.kv_heads + hk) * kv_tiles + j0 / kBk) * s.head_dim * kBk;
-  }
+        any_mask(params.causal || params.q_segment_ids || params.q_mask || params.kv_mask) {}
 
   // Offset of bias[b?, h, i, 0].
   int64_t bias_row(int64_t b, int64_t h, int64_t i) const {
@@ -46,14 +36,7 @@ struct Problem {
 
 struct TileScratch {
   std::vector<float> qc, doc, kt, vt, s, pm, dp, acc, dk, dv, m, l;
-  const float* kt_ptr = nullptr;  // current key tile [head_dim, kBk]
-  const float* vt_ptr = nullptr;  // current value tile [head_dim, kBk]
 };
-
-// Size in floats of one transposed copy of k or v (see Problem::kt_all).
-int64_t transposed_size(const AttentionShape& s);
-// dst = every [head_dim, kBk] tile of x ([batch, kv_length, kv_heads, head_dim]).
-void transpose_all(const Problem& pr, const float* x, float* dst);
 
 // Thread-local scratch sized for head_dim.
 TileScratch& scratch(int64_t head_dim);
