@@ -22,7 +22,8 @@ std::vector<float> uniform_f32(const PRNGKey& key, int64_t n, float lo, float hi
 #pragma omp parallel for schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
     float f = bits_to_unit_float(bits[size_t(i)]);
-    float v = f * range + lo;
+    // Fused multiply-add, as XLA:CPU emits it: bit-exact with jax in every build type.
+    float v = std::fma(f, range, lo);
     out[size_t(i)] = v < lo ? lo : v;
   }
   return out;
