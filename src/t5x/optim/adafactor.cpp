@@ -19,6 +19,10 @@ namespace {
 
 const char* kOp = "Adafactor";
 
+// jnp.maximum / jnp.minimum propagate NaN (std::max / std::min do not).
+float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::max(a, b); }
+float nan_min(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::min(a, b); }
+
 Array placeholder(const Array& like) {
   return optim_detail::zeros_like_sharded(Shape{{"unused", 1}}, like, /*replicated=*/true);
 }
@@ -292,8 +296,8 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   if (use_scale) {
     for (int64_t b = 0; b < nb; ++b) {
       float ps = std::sqrt(float(psum[size_t(b)] / n_avg));
-      ps = std::max(ps, float(c.epsilon2));
-      if (c.max_parameter_scale) ps = std::min(ps, float(*c.max_parameter_scale));
+      ps = nan_max(ps, float(c.epsilon2));
+      if (c.max_parameter_scale) ps = nan_min(ps, float(*c.max_parameter_scale));
       scale[size_t(b)] = lr * ps;
     }
   }
@@ -335,7 +339,7 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     });
     for (int64_t b = 0; b < nb; ++b)
       denom[size_t(b)] =
-          std::max(1.0f, std::sqrt(float(ysum[size_t(b)] / n_avg)) / float(*c.clipping_threshold));
+          nan_max(1.0f, std::sqrt(float(ysum[size_t(b)] / n_avg)) / float(*c.clipping_threshold));
   }
 
   // Pass 3: apply.
