@@ -1,10 +1,12 @@
 #include "spmd/einsum.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "mesh/mesh.h"
 #include "mesh/partition_spec.h"
 #include "ops/einsum.h"
 #include "spmd/context.h"
@@ -126,7 +128,22 @@ Choice evaluate(const Array& x, const Array& y, const Shape& out, const Assignme
   return c;
 }
 
+Choice search(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec);
+
+// Layout choices depend only on shapes, layouts, dtype size and the mesh, so
+// they are memoised (a training step repeats the same einsums).
 Choice choose(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec) {
+  thread_local std::map<std::string, Choice> cache;
+  std::string key = mesh_to_string(context().mesh().desc()) + x.shape().to_string() + spec_to_string(spec_of(x)) +
+                    y.shape().to_string() + spec_to_string(spec_of(y)) + out.to_string() +
+                    (out_spec ? spec_to_string(*out_spec) : "-") + std::to_string(dtype_size(x.dtype()));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  Choice c = search(x, y, out, out_spec);
+  if (cache.size() > 4096) cache.clear();
+  return cache[key] = c;
+}
+
+Choice search(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec) {
   std::vector<std::string> names = x.names();
   for (const auto& n : y.names())
     if (!x.has_dim(n)) names.push_back(n);

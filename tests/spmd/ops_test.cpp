@@ -100,6 +100,15 @@ std::vector<OpCase> cases() {
                  return S(s, [&] { return spmd::top_k(p.at("l"), 2, "vocab").second; },
                           [&] { return top_k(p.at("l"), 2, "vocab").second; });
                }, false});
+  // Cross-entropy with a split vocab: logsumexp (max + sum all-reduces) minus
+  // the target logit through a one-hot built locally in the vocab layout.
+  c.push_back({"cross_entropy_vocab", {{"l", logits}, {"ids", ids}}, [=](const ParamTree& p, bool s) {
+                 const Array &l = p.at("l"), &t = p.at("ids");
+                 if (!s) return sub(logsumexp(l, {"vocab"}), sum(mul(l, one_hot(t, 8, "vocab")), {"vocab"}));
+                 spmd::Axes vocab_axes = spmd::spec_of(l).dims[2];
+                 Array target = spmd::one_hot(t, 8, "vocab", vocab_axes);
+                 return spmd::sub(spmd::logsumexp(l, {"vocab"}), spmd::sum(spmd::mul(l, target), {"vocab"}));
+               }});
   c.push_back({"one_hot_vocab", {{"ids", ids}}, [=](const ParamTree& p, bool s) {
                  return S(s, [&] { return spmd::one_hot(p.at("ids"), 8, "vocab", {"model"}); },
                           [&] { return one_hot(p.at("ids"), 8, "vocab"); });
