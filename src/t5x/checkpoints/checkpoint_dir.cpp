@@ -162,6 +162,10 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     r.dir_ = fs::path(path).parent_path().string();
   }
   auto bytes = fileio::read_file_if_exists(file);
+  if (!bytes && (fileio::exists(fileio::join(r.dir_, "_METADATA")) ||
+                 fileio::exists(fileio::join(fileio::join(r.dir_, "state"), "_METADATA"))))
+    throw CheckpointError("'" + r.dir_ + "' is an Orbax checkpoint (_METADATA, OCDBT); t5x.cpp reads "
+                          "t5x's legacy native format - save it from t5x with use_orbax=False");
   if (!bytes)
     throw CheckpointError("not a complete t5x checkpoint: '" + file +
                           "' is missing (the msgpack is written last, so the save did not finish)");

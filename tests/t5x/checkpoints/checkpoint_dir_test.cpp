@@ -202,6 +202,18 @@ TEST(CheckpointDir, MissingChunkIsReportedWhenFillValueIsNull) {
   EXPECT_NE(err->find("missing chunk '" + chunk + "'"), std::string::npos) << *err;
 }
 
+TEST(CheckpointDir, OrbaxCheckpointsAreNamedAsSuch) {
+  const std::string dir = tmpdir("orbax") + "/checkpoint_1";
+  fs::create_directories(dir + "/state");
+  fileio::write_text(dir + "/state/_METADATA", "{}", false);
+  try {
+    CheckpointReader::open(dir);
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("Orbax"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CheckpointDir, RetentionKeepsNewestAndPinned) {
   const std::string model_dir = tmpdir("keep");
   for (int s : {1, 2, 3}) save_simple(model_dir, s);
