@@ -216,14 +216,14 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   const auto sizes = param.shape().sizes();
   auto in = [](const std::vector<int>& v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); };
 
-  // Layouts: 0 = per-batch (averaging dims removed), 1 = v_row, 2 = v_col,
-  // 3 = v_row's row-mean (rows and cols removed).
+  // Layouts: 0 = per-batch (averaging dims removed), 1 = v_row, 2 = v_col
+  // (3 is unused here).
   std::array<std::vector<bool>, ReduceWalker::kTargets> keep;
   for (auto& k : keep) k.assign(size_t(rank), true);
   for (int d = 0; d < rank; ++d) {
     if (in(fp.averaging_dims, d)) keep[0][size_t(d)] = false;
-    if (in(fp.col_dims, d)) keep[1][size_t(d)] = keep[3][size_t(d)] = false;
-    if (in(fp.row_dims, d)) keep[2][size_t(d)] = keep[3][size_t(d)] = false;
+    if (in(fp.col_dims, d)) keep[1][size_t(d)] = false;
+    if (in(fp.row_dims, d)) keep[2][size_t(d)] = false;
   }
   ReduceWalker walk(sizes, keep);
   const int64_t nb = walk.reduced_size(0);
@@ -278,17 +278,20 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
       throw_invalid(kOp, "slot '" + path + "/v' does not match the param " + param.shape().to_string());
     v = vview->data();
   }
-  walk.run([&](int64_t i, const auto& off) {
-    const float pv = pp[i];
-    psum[size_t(off[0])] += double(pv * pv);
-    const float gv = grad_at(i);
-    const float g2 = gv * gv + eps1;
-    if (fp.factored) {
-      rsum[size_t(off[1])] += double(g2);
-      csum[size_t(off[2])] += double(g2);
-    } else {
-      const float nv = decay * v[i] + mixing * g2;
-      if (!(skip_nan && std::isnan(nv))) v[i] = nv;
+  walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      const float pv = pp[i];
+      psum[size_t(o[0] + j * st[0])] += double(pv * pv);
+      const float gv = grad_at(i);
+      const float g2 = gv * gv + eps1;
+      if (fp.factored) {
+        rsum[size_t(o[1] + j * st[1])] += double(g2);
+        csum[size_t(o[2] + j * st[2])] += double(g2);
+      } else {
+        const float nv = decay * v[i] + mixing * g2;
+        if (!(skip_nan && std::isnan(nv))) v[i] = nv;
+      }
     }
   });
 
@@ -302,8 +305,9 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     }
   }
 
-  // Factored second moment: update v_row / v_col, then the row-mean normaliser.
-  std::vector<float> rc_mean, col_factor;
+  // Factored second moment: update v_row / v_col, then the factors
+  // row_factor = (v_row / mean(v_row over ROW dims))^-1/2, col_factor = v_col^-1/2.
+  std::vector<float> row_factor, col_factor;
   if (fp.factored) {
     const double ncols = double(walk.size()) / double(walk.reduced_size(1));
     const double nrows = double(walk.size()) / double(walk.reduced_size(2));
@@ -313,34 +317,46 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     };
     for (size_t j = 0; j < rsum.size(); ++j) ema(vrow[j], rsum[j] / ncols);
     for (size_t j = 0; j < csum.size(); ++j) ema(vcol[j], csum[j] / nrows);
-    std::vector<double> rcs(size_t(walk.reduced_size(3)), 0.0);
-    walk.run([&](int64_t, const auto& off) { rcs[size_t(off[3])] += double(vrow[off[1]]); });
-    rc_mean.resize(rcs.size());
-    for (size_t k = 0; k < rcs.size(); ++k) rc_mean[k] = float(rcs[k] / (nrows * ncols));
+    // Walk v_row's own layout (param dims minus COLUMN dims); layout 0 drops
+    // its ROW dims too, which is the row-mean's layout.
+    std::vector<int64_t> vr_sizes;
+    std::vector<bool> vr_keep;
+    for (int d = 0; d < rank; ++d) {
+      if (in(fp.col_dims, d)) continue;
+      vr_sizes.push_back(sizes[size_t(d)]);
+      vr_keep.push_back(!in(fp.row_dims, d));
+    }
+    ReduceWalker vr_walk(vr_sizes, {vr_keep, {}, {}, {}});
+    std::vector<double> rcs(size_t(vr_walk.reduced_size(0)), 0.0);
+    vr_walk.run([&](int64_t j, const auto& off) { rcs[size_t(off[0])] += double(vrow[j]); });
+    const double per_mean = double(vr_walk.size()) / double(vr_walk.reduced_size(0));
+    std::vector<float> rc_mean(rcs.size());
+    for (size_t k = 0; k < rcs.size(); ++k) rc_mean[k] = float(rcs[k] / per_mean);
+    row_factor.resize(size_t(vr_walk.size()));
+    vr_walk.run([&](int64_t j, const auto& off) {
+      row_factor[size_t(j)] = 1.0f / std::sqrt(vrow[j] / rc_mean[size_t(off[0])]);
+    });
     col_factor.resize(csum.size());
     for (size_t j = 0; j < csum.size(); ++j) col_factor[j] = 1.0f / std::sqrt(vcol[j]);
   }
-  auto y_at = [&](int64_t i, const auto& off) {
-    const float gv = grad_at(i);
-    if (fp.factored) {
-      const float rf = 1.0f / std::sqrt(vrow[off[1]] / rc_mean[size_t(off[3])]);
-      return gv * rf * col_factor[size_t(off[2])];
-    }
-    return gv * (1.0f / std::sqrt(v[i]));
-  };
 
-  // Pass 2: update RMS for clipping.
+  // Pass 2: the preconditioned gradient y, and its RMS for clipping.
+  std::vector<float> y(size_t(walk.size()));
+  std::vector<double> ysum(size_t(nb), 0.0);
+  walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      const float gv = grad_at(i);
+      const float yv = fp.factored ? gv * row_factor[size_t(o[1] + j * st[1])] * col_factor[size_t(o[2] + j * st[2])]
+                                   : gv * (1.0f / std::sqrt(v[i]));
+      y[size_t(i)] = yv;
+      ysum[size_t(o[0] + j * st[0])] += double(yv * yv);
+    }
+  });
   std::vector<float> denom(size_t(nb), 1.0f);
-  if (c.clipping_threshold) {
-    std::vector<double> ysum(size_t(nb), 0.0);
-    walk.run([&](int64_t i, const auto& off) {
-      const float y = y_at(i, off);
-      ysum[size_t(off[0])] += double(y * y);
-    });
+  if (c.clipping_threshold)
     for (int64_t b = 0; b < nb; ++b)
-      denom[size_t(b)] =
-          nan_max(1.0f, std::sqrt(float(ysum[size_t(b)] / n_avg)) / float(*c.clipping_threshold));
-  }
+      denom[size_t(b)] = nan_max(1.0f, std::sqrt(float(ysum[size_t(b)] / n_avg)) / float(*c.clipping_threshold));
 
   // Pass 3: apply.
   std::unique_ptr<FloatView> mview;
@@ -355,18 +371,23 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     one_minus_b1 = float(1.0 - *c.beta1);
   }
   const float keep_w = float(1.0 - double(wd));
+  const bool clip = c.clipping_threshold.has_value();
   float* pw = p.data();
-  walk.run([&](int64_t i, const auto& off) {
-    float y = y_at(i, off);
-    if (c.clipping_threshold) y = y / denom[size_t(off[0])];
-    float u = scale[size_t(off[0])] * y;
-    if (m) {
-      const float nm = b1 * m[i] + one_minus_b1 * u;
-      if (!(skip_nan && std::isnan(nm))) m[i] = nm;
-      u = nm;
+  walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      const size_t b = size_t(o[0] + j * st[0]);
+      float yv = y[size_t(i)];
+      if (clip) yv = yv / denom[b];
+      float u = scale[b] * yv;
+      if (m) {
+        const float nm = b1 * m[i] + one_minus_b1 * u;
+        if (!(skip_nan && std::isnan(nm))) m[i] = nm;
+        u = nm;
+      }
+      const float np = use_wd ? keep_w * pw[i] - u : pw[i] - u;
+      if (!(skip_nan && std::isnan(np))) pw[i] = np;
     }
-    const float np = use_wd ? keep_w * pw[i] - u : pw[i] - u;
-    if (!(skip_nan && std::isnan(np))) pw[i] = np;
   });
   p.commit();
   if (vview) vview->commit();

@@ -89,6 +89,7 @@ void AdamW::apply_gradient(ParamTree& params, OptimizerState& state, const Param
     float* np = nu.data();
     const float* gp = g.data();
     const int64_t n = param.local_size();
+#pragma omp parallel for simd if (n > (1 << 18))
     for (int64_t i = 0; i < n; ++i) {
       const float gv = gp[i];
       mp[i] = one_minus_b1 * gv + b1 * mp[i];

@@ -33,6 +33,36 @@ class ReduceWalker {
   // Number of elements of reduced layout t.
   int64_t reduced_size(int t) const { return reduced_[size_t(t)]; }
 
+  // Row-wise walk: f(i0, len, offs, steps) for every run of the last dim,
+  // where element i0 + j sits at offs[t] + j * steps[t] in layout t. Lets the
+  // inner loops run without per-element carry logic.
+  template <typename F>
+  void run_rows(F&& f) const {
+    const int rank = int(sizes_.size());
+    if (rank == 0) {
+      std::array<int64_t, kTargets> off{}, step{};
+      f(int64_t(0), int64_t(1), off, step);
+      return;
+    }
+    const int64_t len = sizes_.back();
+    if (len == 0) return;
+    const auto& step = stride_.back();
+    std::vector<int64_t> c(size_t(rank), 0);
+    std::array<int64_t, kTargets> off{};
+    for (int64_t i0 = 0; i0 < n_; i0 += len) {
+      f(i0, len, off, step);
+      for (int d = rank - 2; d >= 0; --d) {
+        const auto& st = stride_[size_t(d)];
+        if (++c[size_t(d)] < sizes_[size_t(d)]) {
+          for (int t = 0; t < kTargets; ++t) off[size_t(t)] += st[size_t(t)];
+          break;
+        }
+        for (int t = 0; t < kTargets; ++t) off[size_t(t)] -= (sizes_[size_t(d)] - 1) * st[size_t(t)];
+        c[size_t(d)] = 0;
+      }
+    }
+  }
+
   // f(i, offs) for every flat index i, offs[t] = offset in layout t.
   template <typename F>
   void run(F&& f) const {
