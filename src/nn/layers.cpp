@@ -1,0 +1,86 @@
+#include "nn/layers.h"
+
+#include <stdexcept>
+
+#include "nn/attention.h"
+#include "ops/ops.h"
+
+namespace t5x::nn {
+
+ParamSpec embedding_param_spec(const std::string& name, int64_t vocab, int64_t embed) {
+  return {name, Shape{{"vocab", vocab}, {"embed", embed}}, InitSpec::normal(1.0)};
+}
+
+ParamSpec norm_param_spec(const std::string& name, int64_t embed) {
+  return {name, Shape{{"embed", embed}}, InitSpec::ones()};
+}
+
+ParamSpec dense_param_spec(const std::string& name, const Dim& in, const Dim& out) {
+  return {name, Shape{in, out}, InitSpec::variance_scaling(1.0, "fan_in", "truncated_normal")};
+}
+
+Array embed_lookup(const Array& embedding, const Array& tokens, DType dt) {
+  Array e = take(embedding, tokens, "vocab");
+  return e.dtype() == dt ? e : cast(e, dt);
+}
+
+Array embed_attend(const Array& embedding, const Array& x) {
+  Array xf = x.dtype() == DType::f32 ? x : cast(x, DType::f32);
+  Array ef = embedding.dtype() == DType::f32 ? embedding : cast(embedding, DType::f32);
+  std::vector<std::string> out;
+  for (const auto& n : xf.names())
+    if (n != "embed") out.push_back(n);
+  out.push_back("vocab");
+  return einsum(xf, ef, out);
+}
+
+Array dense(const Array& x, const Array& kernel, const std::string& in_dim) {
+  Array k = kernel.dtype() == x.dtype() ? kernel : cast(kernel, x.dtype());
+  return matmul(x, k, in_dim);
+}
+
+Array layer_norm(const ParamTree& p, const std::string& name, const Array& x) {
+  return rms_norm(x, get(p, name + "/scale"), "embed", 1e-6);
+}
+
+ParamSpecs mlp_param_specs(const std::string& prefix, int64_t embed, int64_t mlp_dim,
+                           const std::vector<std::string>& activations) {
+  if (activations.empty()) throw std::invalid_argument("[mlp] activations must not be empty");
+  ParamSpecs s;
+  for (size_t i = 0; i < activations.size(); ++i) {
+    std::string n = activations.size() == 1 ? "wi" : "wi_" + std::to_string(i);
+    s.push_back(dense_param_spec(prefix + "/" + n + "/kernel", {"embed", embed}, {"mlp", mlp_dim}));
+  }
+  s.push_back(dense_param_spec(prefix + "/wo/kernel", {"mlp", mlp_dim}, {"embed", embed}));
+  return s;
+}
+
+namespace {
+Array activate(const std::string& a, const Array& h) {
+  if (a == "gelu") return gelu(h);
+  if (a == "relu") return relu(h);
+  if (a == "silu" || a == "swish") return mul(h, sigmoid(h));
+  if (a == "linear") return h;
+  throw std::invalid_argument("[mlp] unknown activation '" + a + "' (gelu, relu, silu, linear)");
+}
+}  // namespace
+
+Array mlp_block(const ParamTree& p, const std::string& prefix, const Array& x,
+                const std::vector<std::string>& activations, Dropout& dropout) {
+  DType dt = x.dtype();
+  Array wo = kernel_as(p, prefix + "/wo/kernel", dt);
+  if (activations.size() == 2 && activations[0] == "gelu" && activations[1] == "linear" && !dropout.active()) {
+    return gated_gelu_mlp(x, kernel_as(p, prefix + "/wi_0/kernel", dt), kernel_as(p, prefix + "/wi_1/kernel", dt),
+                          wo);
+  }
+  Array h;
+  for (size_t i = 0; i < activations.size(); ++i) {
+    std::string n = activations.size() == 1 ? "wi" : "wi_" + std::to_string(i);
+    Array hi = activate(activations[i], dense(x, kernel_as(p, prefix + "/" + n + "/kernel", dt), "embed"));
+    h = h.valid() ? mul(h, hi) : hi;
+  }
+  h = dropout(h, {"length"});
+  return dense(h, wo, "mlp");
+}
+
+}  // namespace t5x::nn

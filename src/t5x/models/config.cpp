@@ -1,0 +1,127 @@
+#include "t5x/models/config.h"
+
+#include <stdexcept>
+
+#include "nn/layers.h"
+
+namespace t5x {
+
+namespace {
+T5Config shape(int64_t emb, int64_t heads, int64_t enc, int64_t dec, int64_t head_dim, int64_t mlp) {
+  T5Config c;
+  c.emb_dim = emb;
+  c.num_heads = heads;
+  c.num_encoder_layers = enc;
+  c.num_decoder_layers = dec;
+  c.head_dim = head_dim;
+  c.mlp_dim = mlp;
+  c.dtype = DType::bf16;
+  c.dropout_rate = 0.0;
+  return c;
+}
+[[noreturn]] void unknown(const std::string& family, const std::string& size, const std::string& known) {
+  throw std::invalid_argument("[T5Config] unknown " + family + " size '" + size + "'; known: " + known);
+}
+}  // namespace
+
+T5Config t5_1_1_config(const std::string& size) {
+  T5Config c;
+  if (size == "tiny") c = shape(8, 4, 2, 2, 3, 16);
+  else if (size == "small") c = shape(512, 6, 8, 8, 64, 1024);
+  else if (size == "base") c = shape(768, 12, 12, 12, 64, 2048);
+  else if (size == "large") c = shape(1024, 16, 24, 24, 64, 2816);
+  else if (size == "xl") c = shape(2048, 32, 24, 24, 64, 5120);
+  else if (size == "xxl") c = shape(4096, 64, 24, 24, 64, 10240);
+  else unknown("T5.1.1", size, "tiny, small, base, large, xl, xxl");
+  c.mlp_activations = {"gelu", "linear"};
+  c.logits_via_embedding = false;
+  return c;
+}
+
+T5Config t5_1_0_config(const std::string& size) {
+  T5Config c;
+  if (size == "small") c = shape(512, 8, 6, 6, 64, 2048);
+  else if (size == "base") c = shape(768, 12, 12, 12, 64, 3072);
+  else unknown("T5.1.0", size, "small, base");
+  c.mlp_activations = {"relu"};
+  c.logits_via_embedding = true;
+  return c;
+}
+
+T5Config decoder_only_config(const std::string& size) {
+  T5Config c;
+  if (size == "small") c = shape(512, 6, 0, 8, 64, 1024);
+  else unknown("decoder-only", size, "small");
+  c.mlp_activations = {"gelu", "linear"};
+  c.logits_via_embedding = true;
+  return c;
+}
+
+T5Config model_config_by_name(const std::string& name) {
+  auto slash = name.find('/');
+  if (slash == std::string::npos)
+    throw std::invalid_argument("[T5Config] expected 'family/size' (e.g. t5_1_1/small), got '" + name + "'");
+  std::string fam = name.substr(0, slash), size = name.substr(slash + 1);
+  if (fam == "t5_1_1") return t5_1_1_config(size);
+  if (fam == "t5_1_0") return t5_1_0_config(size);
+  if (fam == "decoder_only") return decoder_only_config(size);
+  throw std::invalid_argument("[T5Config] unknown family '" + fam + "'; known: t5_1_1, t5_1_0, decoder_only");
+}
+
+namespace {
+nn::ParamSpec relpos_spec(const std::string& prefix, const T5Config& c) {
+  return {prefix + "/relpos_bias/rel_embedding",
+          Shape{{"heads", c.num_heads}, {"relpos_buckets", c.relpos.num_buckets}},
+          nn::InitSpec::variance_scaling(1.0, "fan_avg", "uniform")};
+}
+void append(nn::ParamSpecs& a, const nn::ParamSpecs& b) { a.insert(a.end(), b.begin(), b.end()); }
+}  // namespace
+
+nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
+  nn::ParamSpecs s;
+  auto att = c.attention();
+  s.push_back(nn::embedding_param_spec("token_embedder/embedding", c.vocab_size, c.emb_dim));
+  s.push_back(relpos_spec("encoder", c));
+  for (int64_t i = 0; i < c.num_encoder_layers; ++i) {
+    std::string l = "encoder/layers_" + std::to_string(i);
+    s.push_back(nn::norm_param_spec(l + "/pre_attention_layer_norm/scale", c.emb_dim));
+    append(s, nn::attention_param_specs(l + "/attention", c.emb_dim, att));
+    s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
+    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
+  }
+  s.push_back(nn::norm_param_spec("encoder/encoder_norm/scale", c.emb_dim));
+  s.push_back(relpos_spec("decoder", c));
+  for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
+    std::string l = "decoder/layers_" + std::to_string(i);
+    s.push_back(nn::norm_param_spec(l + "/pre_self_attention_layer_norm/scale", c.emb_dim));
+    append(s, nn::attention_param_specs(l + "/self_attention", c.emb_dim, att));
+    s.push_back(nn::norm_param_spec(l + "/pre_cross_attention_layer_norm/scale", c.emb_dim));
+    append(s, nn::attention_param_specs(l + "/encoder_decoder_attention", c.emb_dim, att));
+    s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
+    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
+  }
+  s.push_back(nn::norm_param_spec("decoder/decoder_norm/scale", c.emb_dim));
+  if (!c.logits_via_embedding)
+    s.push_back(nn::dense_param_spec("decoder/logits_dense/kernel", {"embed", c.emb_dim}, {"vocab", c.vocab_size}));
+  return s;
+}
+
+nn::ParamSpecs decoder_only_param_specs(const T5Config& c) {
+  nn::ParamSpecs s;
+  auto att = c.attention();
+  s.push_back(nn::embedding_param_spec("decoder/token_embedder/embedding", c.vocab_size, c.emb_dim));
+  s.push_back(relpos_spec("decoder", c));
+  for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
+    std::string l = "decoder/layers_" + std::to_string(i);
+    s.push_back(nn::norm_param_spec(l + "/pre_self_attention_layer_norm/scale", c.emb_dim));
+    append(s, nn::attention_param_specs(l + "/self_attention", c.emb_dim, att));
+    s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
+    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
+  }
+  s.push_back(nn::norm_param_spec("decoder/decoder_norm/scale", c.emb_dim));
+  if (!c.logits_via_embedding)
+    s.push_back(nn::dense_param_spec("decoder/logits_dense/kernel", {"embed", c.emb_dim}, {"vocab", c.vocab_size}));
+  return s;
+}
+
+}  // namespace t5x

@@ -1,0 +1,62 @@
+// T5 configurations (gin `network.T5Config` of t5x/examples/t5/network.py and
+// `network.TransformerConfig` of t5x/examples/decoder_only; t5x.md 4) and the
+// parameter declarations of both networks.
+//
+// Parameter trees (names exactly as t5x; dim names are logical axis names):
+//   encoder-decoder: token_embedder/embedding [vocab, embed]
+//     encoder/relpos_bias/rel_embedding [heads, relpos_buckets]
+//     encoder/layers_i/{pre_attention_layer_norm/scale, attention/{query,key,value,out}/kernel,
+//                       pre_mlp_layer_norm/scale, mlp/{wi_0,wi_1|wi,wo}/kernel}
+//     encoder/encoder_norm/scale
+//     decoder/relpos_bias/rel_embedding
+//     decoder/layers_i/{pre_self_attention_layer_norm, self_attention/*, pre_cross_attention_layer_norm,
+//                       encoder_decoder_attention/*, pre_mlp_layer_norm, mlp/*}
+//     decoder/decoder_norm/scale;  decoder/logits_dense/kernel [embed, vocab] (untied only)
+//   decoder-only (DecoderWrapper): decoder/token_embedder/embedding, decoder/relpos_bias/rel_embedding,
+//     decoder/layers_i/{pre_self_attention_layer_norm, self_attention/*, pre_mlp_layer_norm, mlp/*},
+//     decoder/decoder_norm/scale, decoder/logits_dense/kernel (untied only)
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "nn/attention.h"
+#include "nn/params.h"
+#include "nn/relpos.h"
+
+namespace t5x {
+
+struct T5Config {
+  int64_t vocab_size = 32128;
+  int64_t emb_dim = 512;
+  int64_t num_heads = 8;
+  int64_t num_encoder_layers = 6;
+  int64_t num_decoder_layers = 6;  // decoder-only models: TransformerConfig.num_layers
+  int64_t head_dim = 64;
+  int64_t mlp_dim = 2048;
+  std::vector<std::string> mlp_activations = {"relu"};
+  double dropout_rate = 0.1;
+  bool logits_via_embedding = false;
+  int64_t num_kv_heads = 0;   // 0: multi-head; 1: multi-query; else grouped-query
+  DType dtype = DType::f32;   // activation dtype (t5x gins use bfloat16); params stay float32
+  nn::RelposConfig relpos;    // 32 buckets, max distance 128
+
+  nn::AttentionConfig attention() const { return {num_heads, num_kv_heads, head_dim, dtype}; }
+};
+
+// t5x's model gins (configs/models/...): "tiny", "small", "base", "large",
+// "xl", "xxl" for T5.1.1; "small", "base" for T5.1.0; "small" for the
+// decoder-only model. Activations bfloat16 and dropout 0.0 (the pretrain
+// value; the gins leave DROPOUT_RATE to the run file).
+// Throws std::invalid_argument("[T5Config] unknown size 'x' ...").
+T5Config t5_1_1_config(const std::string& size);
+T5Config t5_1_0_config(const std::string& size);
+T5Config decoder_only_config(const std::string& size);
+// "t5_1_1/small", "t5_1_0/base", "decoder_only/small".
+T5Config model_config_by_name(const std::string& name);
+
+nn::ParamSpecs encoder_decoder_param_specs(const T5Config& cfg);
+nn::ParamSpecs decoder_only_param_specs(const T5Config& cfg);
+
+}  // namespace t5x

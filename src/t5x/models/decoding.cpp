@@ -1,0 +1,279 @@
+#include "t5x/models/decoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "ops/ops.h"
+
+namespace t5x {
+
+namespace {
+
+constexpr double kNegInf = -1.0e7;  // t5x decoding.NEG_INF
+constexpr double kMinTemperature = 1e-4;
+
+std::vector<double> log_softmax_row(const float* x, int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, double(x[i]));
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
+  double lse = m + std::log(s);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - lse;
+  return out;
+}
+
+// Host copy of logits [rows, vocab] in that order.
+std::vector<float> host_logits(const Array& logits, int64_t rows, int64_t& vocab) {
+  if (!logits.has_dim("batch") || !logits.has_dim("vocab") || logits.rank() != 2 || logits.dim("batch") != rows)
+    throw std::invalid_argument("[decoding] step function must return logits [batch=" + std::to_string(rows) +
+                                ", vocab], got " + logits.shape().to_string());
+  vocab = logits.dim("vocab");
+  return transpose(cast(logits, DType::f32), {"batch", "vocab"}).to_floats();
+}
+
+struct Decode {
+  double score;
+  std::vector<int64_t> seq;
+};
+
+DecodeResult pack(const std::vector<std::vector<Decode>>& per_example, int64_t length) {
+  int64_t b = int64_t(per_example.size()), n = b ? int64_t(per_example[0].size()) : 0;
+  std::vector<int64_t> seqs;
+  std::vector<float> scores;
+  for (auto ex : per_example) {
+    std::stable_sort(ex.begin(), ex.end(), [](const Decode& x, const Decode& y) { return x.score < y.score; });
+    for (const auto& d : ex) {
+      seqs.insert(seqs.end(), d.seq.begin(), d.seq.end());
+      scores.push_back(float(d.score));
+    }
+  }
+  DecodeResult r;
+  r.sequences = Array::from_ints(Shape{{"batch", b}, {"decodes", n}, {"length", length}}, seqs);
+  r.scores = Array::from_vector(Shape{{"batch", b}, {"decodes", n}}, scores);
+  return r;
+}
+
+std::vector<int64_t> input_rows(const Array& inputs, int64_t& batch, int64_t& length) {
+  if (!inputs.valid() || inputs.rank() != 2 || !inputs.has_dim("batch") || !inputs.has_dim("length"))
+    throw std::invalid_argument("[decoding] inputs must be int [batch, length]");
+  batch = inputs.dim("batch");
+  length = inputs.dim("length");
+  return transpose(inputs, {"batch", "length"}).to_ints();
+}
+
+}  // namespace
+
+double brevity_penalty(double alpha, double length) { return std::pow((5.0 + length) / 6.0, alpha); }
+
+DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>& initial_index, DecodeStepFn& step,
+                                const SamplingOptions& o) {
+  if (o.topk > 0 && o.topp > 0.0)
+    throw std::invalid_argument("[temperature_sample] topk and topp are mutually exclusive (got topk=" +
+                                std::to_string(o.topk) + ", topp=" + std::to_string(o.topp) + ")");
+  if (o.num_decodes < 1) throw std::invalid_argument("[temperature_sample] num_decodes must be >= 1");
+  int64_t B, L;
+  auto in = input_rows(inputs, B, L);
+  int64_t N = o.num_decodes, R = B * N;
+  if (!initial_index.empty() && int64_t(initial_index.size()) != B)
+    throw std::invalid_argument("[temperature_sample] initial_index needs one entry per example");
+  if (N > 1) {
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < R; ++r) rows.push_back(r / N);
+    step.gather_rows(rows);
+  }
+  std::vector<int64_t> out(size_t(R * L), 0), dec(size_t(R * L), 0), pos(static_cast<size_t>(R)), start(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t b = r / N;
+    for (int64_t j = 0; j < L; ++j) {
+      int64_t t = in[size_t(b * L + j)];
+      if (t != 0) {
+        out[size_t(r * L + j)] = t;
+        if (j + 1 < L) dec[size_t(r * L + j + 1)] = t;
+      }
+    }
+    pos[size_t(r)] = start[size_t(r)] = initial_index.empty() ? 0 : initial_index[size_t(b)];
+  }
+  std::vector<char> finished(static_cast<size_t>(R), 0);
+  std::vector<double> score(static_cast<size_t>(R), 0.0);
+  auto active = [&](int64_t r) {
+    int64_t p = pos[size_t(r)];
+    return !finished[size_t(r)] && p < L && (o.max_decode_steps < 0 || p < start[size_t(r)] + o.max_decode_steps);
+  };
+  const bool greedy = o.temperature <= kMinTemperature;
+  for (uint32_t it = 0;; ++it) {
+    bool any = false;
+    for (int64_t r = 0; r < R; ++r) any = any || active(r);
+    if (!any) break;
+    std::vector<int64_t> idx(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) idx[size_t(r)] = std::min(pos[size_t(r)], L - 1);
+    int64_t V = 0;
+    auto lg = host_logits(step.logits(Array::from_ints(Shape{{"batch", R}, {"length", L}}, dec), idx), R, V);
+    // Tempered, top-k / top-p masked logits.
+    std::vector<float> masked(lg.size());
+    if (!greedy) {
+      for (int64_t r = 0; r < R; ++r) {
+        float* m = masked.data() + r * V;
+        const float* x = lg.data() + r * V;
+        for (int64_t v = 0; v < V; ++v) m[v] = float(double(x[v]) / o.temperature);
+        if (o.topk > 0 && o.topk < V) {
+          std::vector<float> s(m, m + V);
+          std::nth_element(s.begin(), s.begin() + (o.topk - 1), s.end(), std::greater<float>());
+          float kth = s[size_t(o.topk - 1)];
+          for (int64_t v = 0; v < V; ++v)
+            if (m[v] < kth) m[v] = float(kNegInf);
+        } else if (o.topp > 0.0) {
+          auto lp = log_softmax_row(m, V);
+          std::vector<int64_t> order(static_cast<size_t>(V));
+          std::iota(order.begin(), order.end(), 0);
+          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lp[size_t(a)] > lp[size_t(b)]; });
+          double cum = 0;
+          std::vector<char> keep(static_cast<size_t>(V), 0);
+          for (int64_t k : order) {
+            keep[size_t(k)] = 1;
+            cum += std::exp(lp[size_t(k)]);
+            if (cum >= o.topp) break;
+          }
+          for (int64_t v = 0; v < V; ++v)
+            if (!keep[size_t(v)]) m[v] = float(kNegInf);
+        }
+      }
+    }
+    std::vector<int64_t> sampled;
+    if (greedy) {
+      sampled.resize(size_t(R));
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = lg.data() + r * V;
+        sampled[size_t(r)] = std::max_element(x, x + V) - x;
+      }
+    } else {
+      sampled = categorical(fold_in(o.rng, it), Array::from_vector(Shape{{"batch", R}, {"vocab", V}}, masked), "vocab")
+                    .to_ints();
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      if (!active(r)) {
+        ++pos[size_t(r)];
+        continue;
+      }
+      int64_t j = pos[size_t(r)], b = r / N;
+      int64_t forced = in[size_t(b * L + j)];
+      int64_t tok = forced != 0 ? forced : sampled[size_t(r)];
+      if (forced == 0) {
+        bool rescale = o.rescale_log_probs && !greedy;
+        auto lp = log_softmax_row((rescale ? masked.data() : lg.data()) + r * V, V);
+        score[size_t(r)] += lp[size_t(tok)];
+        if (tok == o.eos_id) finished[size_t(r)] = 1;
+      }
+      out[size_t(r * L + j)] = tok;
+      if (j + 1 < L) dec[size_t(r * L + j + 1)] = tok;
+      ++pos[size_t(r)];
+    }
+  }
+  std::vector<std::vector<Decode>> ex(static_cast<size_t>(B));
+  for (int64_t r = 0; r < R; ++r)
+    ex[size_t(r / N)].push_back({score[size_t(r)], std::vector<int64_t>(out.begin() + r * L, out.begin() + (r + 1) * L)});
+  return pack(ex, L);
+}
+
+DecodeResult beam_search(const Array& inputs, DecodeStepFn& step, const BeamSearchOptions& o) {
+  int64_t B, L;
+  auto in = input_rows(inputs, B, L);
+  for (int64_t t : in)
+    if (t != 0) throw std::invalid_argument("[beam_search] prompts are not supported: inputs must be all zeros");
+  const int64_t K = o.num_decodes, R = B * K;
+  if (K < 1) throw std::invalid_argument("[beam_search] num_decodes must be >= 1");
+  {
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < R; ++r) rows.push_back(r / K);
+    step.gather_rows(rows);
+  }
+  std::vector<int64_t> seq(size_t(R * L), 0), dec(size_t(R * L), 0);
+  std::vector<double> live(static_cast<size_t>(R), kNegInf);
+  for (int64_t b = 0; b < B; ++b) live[size_t(b * K)] = 0.0;
+  std::vector<std::vector<Decode>> fin(static_cast<size_t>(B));
+  const double min_bp = brevity_penalty(o.alpha, double(L));
+  for (int64_t i = 0; i < L; ++i) {
+    int64_t V = 0;
+    auto lg = host_logits(
+        step.logits(Array::from_ints(Shape{{"batch", R}, {"length", L}}, dec), std::vector<int64_t>(size_t(R), i)), R,
+        V);
+    std::vector<int64_t> parents(static_cast<size_t>(R));
+    std::vector<double> new_live(static_cast<size_t>(R));
+    std::vector<int64_t> new_tok(static_cast<size_t>(R));
+    for (int64_t b = 0; b < B; ++b) {
+      struct Cand {
+        double lp;
+        int64_t k, v;
+      };
+      std::vector<Cand> cands;
+      cands.reserve(size_t(K * V));
+      for (int64_t k = 0; k < K; ++k) {
+        auto lp = log_softmax_row(lg.data() + (b * K + k) * V, V);
+        for (int64_t v = 0; v < V; ++v) cands.push_back({live[size_t(b * K + k)] + lp[size_t(v)], k, v});
+      }
+      int64_t top = std::min<int64_t>(2 * K, int64_t(cands.size()));
+      std::partial_sort(cands.begin(), cands.begin() + top, cands.end(), [](const Cand& x, const Cand& y) {
+        return x.lp > y.lp || (x.lp == y.lp && (x.k * 1000003 + x.v) < (y.k * 1000003 + y.v));
+      });
+      cands.resize(size_t(top));
+      std::vector<Cand> live_c;
+      for (const auto& c : cands) {
+        if (c.v == o.eos_id) {
+          Decode d{c.lp / brevity_penalty(o.alpha, double(i + 1)),
+                   std::vector<int64_t>(seq.begin() + (b * K + c.k) * L, seq.begin() + (b * K + c.k + 1) * L)};
+          d.seq[size_t(i)] = c.v;
+          fin[size_t(b)].push_back(std::move(d));
+        } else {
+          live_c.push_back(c);
+        }
+      }
+      auto& f = fin[size_t(b)];
+      std::stable_sort(f.begin(), f.end(), [](const Decode& x, const Decode& y) { return x.score > y.score; });
+      if (int64_t(f.size()) > K) f.resize(size_t(K));
+      for (int64_t k = 0; k < K; ++k) {
+        const Cand& c = live_c[size_t(k)];
+        parents[size_t(b * K + k)] = b * K + c.k;
+        new_live[size_t(b * K + k)] = c.lp;
+        new_tok[size_t(b * K + k)] = c.v;
+      }
+    }
+    step.gather_rows(parents);
+    std::vector<int64_t> nseq(seq.size()), ndec(dec.size());
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t p = parents[size_t(r)];
+      std::copy(seq.begin() + p * L, seq.begin() + (p + 1) * L, nseq.begin() + r * L);
+      std::copy(dec.begin() + p * L, dec.begin() + (p + 1) * L, ndec.begin() + r * L);
+      nseq[size_t(r * L + i)] = new_tok[size_t(r)];
+      if (i + 1 < L) ndec[size_t(r * L + i + 1)] = new_tok[size_t(r)];
+    }
+    seq.swap(nseq);
+    dec.swap(ndec);
+    live = new_live;
+    // t5x beam_search_loop_cond_fn: stop when, for every example, the worst
+    // finished score beats the best any live beam could still reach.
+    bool terminated = true;
+    for (int64_t b = 0; b < B && terminated; ++b) {
+      double best_live = *std::max_element(live.begin() + b * K, live.begin() + (b + 1) * K) / min_bp;
+      double worst_fin = int64_t(fin[size_t(b)].size()) == K ? fin[size_t(b)].back().score : kNegInf;
+      terminated = worst_fin > best_live;
+    }
+    if (terminated) break;
+  }
+  std::vector<std::vector<Decode>> ex(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    if (fin[size_t(b)].empty()) {
+      for (int64_t k = 0; k < K; ++k)
+        ex[size_t(b)].push_back({live[size_t(b * K + k)],
+                                 std::vector<int64_t>(seq.begin() + (b * K + k) * L, seq.begin() + (b * K + k + 1) * L)});
+    } else {
+      ex[size_t(b)] = fin[size_t(b)];
+      while (int64_t(ex[size_t(b)].size()) < K) ex[size_t(b)].push_back({kNegInf, std::vector<int64_t>(size_t(L), 0)});
+    }
+  }
+  return pack(ex, L);
+}
+
+}  // namespace t5x

@@ -1,0 +1,265 @@
+#include "t5x/models/models.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "mesh/partition_spec.h"
+#include "ops/ops.h"
+#include "t5x/checkpoints/model_info.h"
+
+namespace t5x {
+
+namespace {
+
+Array feature(const Batch& b, const char* key, bool required = true) {
+  auto it = b.find(key);
+  if (it == b.end() || !it->second.valid()) {
+    if (required) throw std::invalid_argument(std::string("[model] batch has no feature '") + key + "'");
+    return Array();
+  }
+  return it->second;
+}
+
+// Host rows [batch, length] of an int array.
+std::vector<int64_t> rows_of(const Array& a) { return transpose(a, {"batch", "length"}).to_ints(); }
+
+// Logits at one position per row: full [batch, length, vocab] -> [batch, vocab].
+Array pick_positions(const Array& logits, const std::vector<int64_t>& index) {
+  int64_t b = logits.dim("batch"), l = logits.dim("length"), v = logits.dim("vocab");
+  auto f = transpose(logits, {"batch", "length", "vocab"}).to_floats();
+  std::vector<float> out(size_t(b * v));
+  for (int64_t r = 0; r < b; ++r)
+    std::copy(f.begin() + (r * l + index[size_t(r)]) * v, f.begin() + (r * l + index[size_t(r)] + 1) * v,
+              out.begin() + r * v);
+  return Array::from_vector(Shape{{"batch", b}, {"vocab", v}}, out);
+}
+
+Array current_tokens(const Array& dec_inputs, const std::vector<int64_t>& index) {
+  auto d = rows_of(dec_inputs);
+  int64_t b = dec_inputs.dim("batch"), l = dec_inputs.dim("length");
+  std::vector<int32_t> t(static_cast<size_t>(b));
+  for (int64_t r = 0; r < b; ++r) t[size_t(r)] = int32_t(d[size_t(r * l + std::min(index[size_t(r)], l - 1))]);
+  return Array::from_vector(Shape{{"batch", b}}, t);
+}
+
+Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
+  if (!a.valid()) return a;
+  return take(a, Array::from_ints(Shape{{"batch", int64_t(rows.size())}}, rows), "batch");
+}
+
+class CachedStep : public DecodeStepFn {
+ public:
+  CachedStep(const T5Config& cfg, const ParamTree& p, DecoderCache cache, bool enc_dec)
+      : cfg_(cfg), p_(p), cache_(std::move(cache)), enc_dec_(enc_dec) {}
+  Array logits(const Array& dec_inputs, const std::vector<int64_t>& index) override {
+    NoGradGuard ng;
+    Array tok = current_tokens(dec_inputs, index);
+    return enc_dec_ ? t5_decode_step(cfg_, p_, cache_, tok) : decoder_only_decode_step(cfg_, p_, cache_, tok);
+  }
+  void gather_rows(const std::vector<int64_t>& rows) override { cache_.gather_rows(rows); }
+
+ private:
+  const T5Config& cfg_;
+  const ParamTree& p_;
+  DecoderCache cache_;
+  bool enc_dec_;
+};
+
+class EncDecFullStep : public DecodeStepFn {
+ public:
+  EncDecFullStep(const T5Config& cfg, const ParamTree& p, Array enc) : cfg_(cfg), p_(p), enc_(std::move(enc)) {}
+  Array logits(const Array& dec_inputs, const std::vector<int64_t>& index) override {
+    NoGradGuard ng;
+    nn::Dropout none;
+    Array encoded = t5_encode(cfg_, p_, enc_, Array(), none);
+    return pick_positions(t5_decode(cfg_, p_, encoded, enc_, dec_inputs, Array(), Array(), Array(), none), index);
+  }
+  void gather_rows(const std::vector<int64_t>& rows) override { enc_ = take_rows(enc_, rows); }
+
+ private:
+  const T5Config& cfg_;
+  const ParamTree& p_;
+  Array enc_;
+};
+
+class DecOnlyFullStep : public DecodeStepFn {
+ public:
+  DecOnlyFullStep(const T5Config& cfg, const ParamTree& p, Array ca) : cfg_(cfg), p_(p), ca_(std::move(ca)) {}
+  Array logits(const Array& dec_inputs, const std::vector<int64_t>& index) override {
+    NoGradGuard ng;
+    nn::Dropout none;
+    return pick_positions(decoder_only_forward(cfg_, p_, dec_inputs, Array(), Array(), ca_, none), index);
+  }
+  void gather_rows(const std::vector<int64_t>& rows) override { ca_ = take_rows(ca_, rows); }
+
+ private:
+  const T5Config& cfg_;
+  const ParamTree& p_;
+  Array ca_;
+};
+
+PredictOutput finish(const DecodeResult& r, bool all) {
+  if (all) return {r.sequences, r.scores};
+  int64_t n = r.sequences.dim("decodes");
+  auto best = [&](const Array& a) {
+    Array s = slice(a, "decodes", n - 1, 1);
+    std::vector<Dim> d;
+    for (const auto& dim : s.shape().dims())
+      if (dim.name != "decodes") d.push_back(dim);
+    return reshape(s, Shape(d));
+  };
+  return {best(r.sequences), best(r.scores)};
+}
+
+}  // namespace
+
+std::pair<Array, Metrics> BaseTransformerModel::loss_fn(const ParamTree& params, const Batch& batch,
+                                                        std::optional<PRNGKey> dropout_rng) const {
+  Array lg = logits(params, batch, dropout_rng);
+  LossOutput o = t5x_loss(lg, batch, loss_);
+  Metrics m = compute_base_metrics(lg, feature(batch, "decoder_target_tokens"), o.weights, o,
+                                   feature(batch, "decoder_segment_ids", false));
+  return {o.loss, m};
+}
+
+Array BaseTransformerModel::score_batch(const ParamTree& params, const Batch& batch) const {
+  NoGradGuard ng;
+  Array lg = logits(params, batch);
+  Array targets = feature(batch, "decoder_target_tokens");
+  Array w = feature(batch, "decoder_loss_weights", false);
+  w = w.valid() ? cast(w, DType::f32) : cast(gt(targets, 0.0), DType::f32);
+  CrossEntropy ce = softmax_cross_entropy_with_integer_labels(lg, targets, 0.0, 0.0);
+  return sum(mul(neg(ce.loss), w), {"length"});
+}
+
+Array EncoderDecoderModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
+  nn::Dropout drop(cfg_.dropout_rate, rng);
+  Array enc_tokens = feature(b, "encoder_input_tokens");
+  Array enc_seg = feature(b, "encoder_segment_ids", false), dec_seg = feature(b, "decoder_segment_ids", false);
+  Array encoded = t5_encode(cfg_, p, enc_tokens, enc_seg, drop);
+  return t5_decode(cfg_, p, encoded, enc_tokens, feature(b, "decoder_input_tokens"),
+                   feature(b, "decoder_target_tokens", false), enc_seg, dec_seg, drop);
+}
+
+std::unique_ptr<DecodeStepFn> EncoderDecoderModel::cached_step_fn(const ParamTree& p, const Array& enc_tokens,
+                                                                  int64_t max_length) const {
+  NoGradGuard ng;
+  nn::Dropout none;
+  Array encoded = t5_encode(cfg_, p, enc_tokens, Array(), none);
+  return std::make_unique<CachedStep>(cfg_, p, t5_init_decoder_cache(cfg_, p, encoded, enc_tokens, max_length), true);
+}
+
+std::unique_ptr<DecodeStepFn> EncoderDecoderModel::full_forward_step_fn(const ParamTree& p,
+                                                                        const Array& enc_tokens) const {
+  return std::make_unique<EncDecFullStep>(cfg_, p, enc_tokens);
+}
+
+PredictOutput EncoderDecoderModel::predict_batch(const ParamTree& p, const Batch& b, const DecodeOptions& o) const {
+  Array shape_src = feature(b, "decoder_input_tokens", false);
+  if (!shape_src.valid()) shape_src = feature(b, "decoder_target_tokens");
+  Array inputs = Array::zeros(Shape{{"batch", shape_src.dim("batch")}, {"length", shape_src.dim("length")}}, DType::i32);
+  auto step = cached_step_fn(p, feature(b, "encoder_input_tokens"), shape_src.dim("length"));
+  DecodeResult r = o.method == DecodeOptions::Method::temperature_sample
+                       ? temperature_sample(inputs, {}, *step, o.sampling)
+                       : beam_search(inputs, *step, o.beam);
+  return finish(r, o.return_all_decodes);
+}
+
+Array DecoderOnlyModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
+  nn::Dropout drop(cfg_.dropout_rate, rng);
+  return decoder_only_forward(cfg_, p, feature(b, "decoder_input_tokens"), feature(b, "decoder_target_tokens", false),
+                              feature(b, "decoder_segment_ids", false), feature(b, "decoder_causal_attention", false),
+                              drop);
+}
+
+std::unique_ptr<DecodeStepFn> DecoderOnlyModel::cached_step_fn(const ParamTree& p, const Array& prompt,
+                                                               const Array& causal_attention,
+                                                               const std::vector<int64_t>& start) const {
+  NoGradGuard ng;
+  Array idx = Array::from_ints(Shape{{"batch", int64_t(start.size())}}, start);
+  return std::make_unique<CachedStep>(
+      cfg_, p, decoder_only_prefill(cfg_, p, prompt, causal_attention, idx, prompt.dim("length")), false);
+}
+
+std::unique_ptr<DecodeStepFn> DecoderOnlyModel::full_forward_step_fn(const ParamTree& p,
+                                                                     const Array& causal_attention) const {
+  return std::make_unique<DecOnlyFullStep>(cfg_, p, causal_attention);
+}
+
+PredictOutput DecoderOnlyModel::predict_batch(const ParamTree& p, const Batch& b, const DecodeOptions& o) const {
+  Array dit = feature(b, "decoder_input_tokens");
+  Array ca = feature(b, "decoder_causal_attention", false);
+  int64_t B = dit.dim("batch"), L = dit.dim("length");
+  auto tok = rows_of(dit);
+  std::vector<int64_t> plen(static_cast<size_t>(B), 1);
+  if (ca.valid()) {
+    auto c = rows_of(ca);
+    for (int64_t r = 0; r < B; ++r) {
+      int64_t n = 0;
+      for (int64_t j = 0; j < L; ++j) n += c[size_t(r * L + j)] != 0;
+      plen[size_t(r)] = std::max<int64_t>(1, n);
+    }
+  }
+  std::vector<int64_t> prompt(size_t(B * L), 0), inputs(size_t(B * L), 0), start(static_cast<size_t>(B));
+  for (int64_t r = 0; r < B; ++r) {
+    for (int64_t j = 0; j < plen[size_t(r)]; ++j) prompt[size_t(r * L + j)] = tok[size_t(r * L + j)];
+    for (int64_t j = 0; j + 1 < plen[size_t(r)]; ++j) inputs[size_t(r * L + j)] = tok[size_t(r * L + j + 1)];
+    start[size_t(r)] = plen[size_t(r)] - 1;
+  }
+  Shape s{{"batch", B}, {"length", L}};
+  auto step = cached_step_fn(p, Array::from_ints(s, prompt), ca, start);
+  Array in = Array::from_ints(s, inputs);
+  DecodeResult r = o.method == DecodeOptions::Method::beam_search ? beam_search(in, *step, o.beam)
+                                                                  : temperature_sample(in, start, *step, o.sampling);
+  // Drop the prompt: row b's continuation starts at target position P_b - 1.
+  int64_t n = r.sequences.dim("decodes");
+  auto seq = transpose(r.sequences, {"batch", "decodes", "length"}).to_ints();
+  std::vector<int64_t> cont(seq.size(), 0);
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t d = 0; d < n; ++d)
+      for (int64_t j = start[size_t(bb)]; j < L; ++j)
+        cont[size_t((bb * n + d) * L + j - start[size_t(bb)])] = seq[size_t((bb * n + d) * L + j)];
+  r.sequences = Array::from_ints(r.sequences.shape(), cont);
+  return finish(r, o.return_all_decodes);
+}
+
+std::string partition_spec_text(const PartitionSpec& spec) {
+  std::string s = "(";
+  for (size_t i = 0; i < spec.dims.size(); ++i) {
+    if (i) s += ", ";
+    const auto& axes = spec.dims[i];
+    if (axes.empty()) {
+      s += "None";
+    } else if (axes.size() == 1) {
+      s += "'" + axes[0] + "'";
+    } else {
+      s += "(";
+      for (size_t k = 0; k < axes.size(); ++k) s += (k ? ", '" : "'") + axes[k] + "'";
+      s += ")";
+    }
+  }
+  if (spec.dims.size() == 1) s += ",";
+  return s + ")";
+}
+
+std::string model_info(const nn::ParamSpecs& specs, const LogicalAxisRules& rules, const MeshDesc* mesh) {
+  std::vector<ModelInfoEntry> entries;
+  for (const auto& s : specs) {
+    ModelInfoEntry e;
+    e.name = s.name;
+    e.shape = s.shape.sizes();
+    e.logical_axes = s.shape.names();
+    PartitionSpec ps = logical_to_mesh_axes(e.logical_axes, rules);
+    if (mesh) {
+      NamedShape ns;
+      for (const auto& d : s.shape.dims()) ns.push_back({d.name, d.size});
+      validate_partition_spec(*mesh, ns, ps);
+    }
+    e.partition_spec = partition_spec_text(ps);
+    e.dtype = dtype_name(s.dtype);
+    entries.push_back(std::move(e));
+  }
+  return format_model_info(entries);
+}
+
+}  // namespace t5x

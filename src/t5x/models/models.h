@@ -1,0 +1,113 @@
+// t5x's EncoderDecoderModel and DecoderOnlyModel (t5x/models.py): parameter
+// init, teacher-forced logits, loss_fn with metrics, score_batch and
+// predict_batch (decoding with a KV cache).
+//
+// Batches use seqio's feature names (int32 [batch, length] each):
+//   encoder-decoder: encoder_input_tokens, decoder_input_tokens, decoder_target_tokens,
+//     decoder_loss_weights (f32 or int), and when packed encoder_segment_ids,
+//     decoder_segment_ids, encoder_positions, decoder_positions;
+//   decoder-only: decoder_input_tokens, decoder_target_tokens, decoder_loss_weights,
+//     decoder_causal_attention (prefix LM), decoder_segment_ids, decoder_positions.
+// Dropout is on when a dropout key is given and config.dropout_rate > 0.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/random.h"
+#include "mesh/logical_axis_rules.h"
+#include "t5x/models/config.h"
+#include "t5x/models/decoding.h"
+#include "t5x/models/losses.h"
+#include "t5x/models/network.h"
+
+namespace t5x {
+
+struct DecodeOptions {
+  enum class Method { default_for_model, beam_search, temperature_sample };
+  Method method = Method::default_for_model;  // enc-dec: beam_search; decoder-only: temperature_sample
+  BeamSearchOptions beam{1, 0.6, 1};          // t5x DecoderParams default: num_decodes = 1
+  SamplingOptions sampling;
+  bool return_all_decodes = false;
+};
+
+struct PredictOutput {
+  Array tokens;  // int32 [batch, length], or [batch, decodes, length] with return_all_decodes
+  Array scores;  // f32 [batch] or [batch, decodes]
+};
+
+class BaseTransformerModel {
+ public:
+  BaseTransformerModel(T5Config config, LossOptions loss) : cfg_(std::move(config)), loss_(loss) {}
+  virtual ~BaseTransformerModel() = default;
+  const T5Config& config() const { return cfg_; }
+  const LossOptions& loss_options() const { return loss_; }
+
+  virtual nn::ParamSpecs param_specs() const = 0;
+  nn::LogicalAxes param_axes() const { return nn::logical_axes(param_specs()); }
+  int64_t num_params() const { return nn::count_params(param_specs()); }
+  ParamTree init(const PRNGKey& key) const { return nn::init_params(param_specs(), key); }
+
+  // Teacher-forced logits f32 [batch, length, vocab].
+  virtual Array logits(const ParamTree& params, const Batch& batch,
+                       std::optional<PRNGKey> dropout_rng = std::nullopt) const = 0;
+  // t5x loss_fn: (loss scalar, differentiable; metrics).
+  std::pair<Array, Metrics> loss_fn(const ParamTree& params, const Batch& batch,
+                                    std::optional<PRNGKey> dropout_rng = std::nullopt) const;
+  // Sum over length of log p(target) * decoder_loss_weights (no z-loss, no
+  // label smoothing); weights default to target > 0. f32 [batch].
+  Array score_batch(const ParamTree& params, const Batch& batch) const;
+  virtual PredictOutput predict_batch(const ParamTree& params, const Batch& batch,
+                                      const DecodeOptions& opts = {}) const = 0;
+
+ protected:
+  T5Config cfg_;
+  LossOptions loss_;
+};
+
+class EncoderDecoderModel : public BaseTransformerModel {
+ public:
+  explicit EncoderDecoderModel(T5Config config, LossOptions loss = {}) : BaseTransformerModel(std::move(config), loss) {}
+  nn::ParamSpecs param_specs() const override { return encoder_decoder_param_specs(cfg_); }
+  Array logits(const ParamTree& params, const Batch& batch,
+               std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
+  // Decodes targets of length decoder_input_tokens' length (or
+  // decoder_target_tokens'), from encoder_input_tokens.
+  PredictOutput predict_batch(const ParamTree& params, const Batch& batch, const DecodeOptions& opts = {}) const override;
+  // Step functions over encoder_input_tokens: incremental (KV cache, cross
+  // keys / values computed once) or a full decoder pass per step (oracle).
+  std::unique_ptr<DecodeStepFn> cached_step_fn(const ParamTree& params, const Array& encoder_input_tokens,
+                                               int64_t max_length) const;
+  std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params, const Array& encoder_input_tokens) const;
+};
+
+class DecoderOnlyModel : public BaseTransformerModel {
+ public:
+  explicit DecoderOnlyModel(T5Config config, LossOptions loss = {}) : BaseTransformerModel(std::move(config), loss) {}
+  nn::ParamSpecs param_specs() const override { return decoder_only_param_specs(cfg_); }
+  Array logits(const ParamTree& params, const Batch& batch,
+               std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
+  // The prompt of row b is decoder_input_tokens[b, :P_b], P_b =
+  // sum(decoder_causal_attention[b]) (1, i.e. BOS only, without it). The
+  // cache is prefilled with it (bidirectionally when the batch has
+  // decoder_causal_attention) and decoding continues from position P_b - 1.
+  // Returns the continuation only (targets from position P_b - 1 on,
+  // left-aligned, zero padded), as t5x removes the prompt.
+  PredictOutput predict_batch(const ParamTree& params, const Batch& batch, const DecodeOptions& opts = {}) const override;
+  std::unique_ptr<DecodeStepFn> cached_step_fn(const ParamTree& params, const Array& prompt_tokens,
+                                               const Array& decoder_causal_attention,
+                                               const std::vector<int64_t>& start_index) const;
+  std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params,
+                                                     const Array& decoder_causal_attention) const;
+};
+
+// model-info.txt text (t5x.md 3.2): one line per parameter with its name,
+// size, named shape and partition spec under `rules` (e.g.
+// standard_logical_axis_rules()), then the total. With a mesh, each spec is
+// also checked for divisibility (throws "[sharding] ...").
+std::string model_info(const nn::ParamSpecs& specs, const LogicalAxisRules& rules, const MeshDesc* mesh = nullptr);
+// "(None, 'model')" / "('data', ('data', 'model'))".
+std::string partition_spec_text(const PartitionSpec& spec);
+
+}  // namespace t5x

@@ -1,0 +1,200 @@
+// Decoding: the KV cache reproduces full forward passes; beam search with one
+// beam (alpha 0) is greedy; sampling options; decoder-only prefill.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/ops.h"
+#include "t5x/models/models.h"
+#include "test_util.h"
+
+namespace t5x {
+namespace {
+
+using testing::small_test_config;
+using testing::tokens;
+
+struct EncDec {
+  EncoderDecoderModel model{small_test_config()};
+  ParamTree params = model.init(prng_key(3));
+  Array enc = tokens(2, 5, {5, 6, 7, 8, 1, 9, 10, 1, 0, 0});
+  Array zeros = Array::zeros(Shape{{"batch", 2}, {"length", 7}}, DType::i32);
+};
+
+void expect_same(const DecodeResult& a, const DecodeResult& b) {
+  EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << "\n" << b.sequences.to_string();
+  EXPECT_LT(max_abs_diff(a.scores, b.scores), 1e-4);
+}
+
+// EOS = a token that greedy decoding emits at position 2 of example 0, so that
+// the stop-at-EOS paths run.
+int64_t pick_eos(EncDec& t) {
+  auto step = t.model.cached_step_fn(t.params, t.enc, 7);
+  SamplingOptions o;
+  o.temperature = 0.0;
+  o.eos_id = -1;
+  auto s = temperature_sample(t.zeros, {}, *step, o).sequences.to_ints();
+  for (int j = 2; j < 7; ++j)
+    if (s[size_t(j)] > 1) return s[size_t(j)];
+  return 1;
+}
+
+TEST(Decoding, CachedGreedyEqualsFullForward) {
+  EncDec t;
+  SamplingOptions o;
+  o.temperature = 0.0;
+  o.eos_id = pick_eos(t);
+  auto cached = t.model.cached_step_fn(t.params, t.enc, 7);
+  auto full = t.model.full_forward_step_fn(t.params, t.enc);
+  DecodeResult a = temperature_sample(t.zeros, {}, *cached, o), b = temperature_sample(t.zeros, {}, *full, o);
+  expect_same(a, b);
+  // Stops at EOS: position 2 of example 0 is EOS and the rest is padding.
+  auto s = a.sequences.to_ints();
+  int eos_at = -1;
+  for (int j = 0; j < 7 && eos_at < 0; ++j)
+    if (s[size_t(j)] == o.eos_id) eos_at = j;
+  ASSERT_GE(eos_at, 2);
+  for (int j = eos_at + 1; j < 7; ++j) EXPECT_EQ(s[size_t(j)], 0);
+  // The score is the sum of the generated tokens' log-probabilities.
+  Batch sb{{"encoder_input_tokens", t.enc},
+           {"decoder_target_tokens", reshape(a.sequences, Shape{{"batch", 2}, {"length", 7}})}};
+  Array tgt = sb["decoder_target_tokens"];
+  auto tv = tgt.to_ints();
+  std::vector<int64_t> din(tv.size(), 0);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 1; j < 7; ++j) din[size_t(r * 7 + j)] = tv[size_t(r * 7 + j - 1)];
+  sb["decoder_input_tokens"] = tokens(2, 7, din);
+  // Weights: every generated token up to and including the first EOS (a
+  // random model may also generate the padding id 0).
+  std::vector<int64_t> w(tv.size(), 0);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 7; ++j) {
+      w[size_t(r * 7 + j)] = 1;
+      if (tv[size_t(r * 7 + j)] == o.eos_id) break;
+    }
+  sb["decoder_loss_weights"] = tokens(2, 7, w);
+  // Rows that generated the padding id before EOS are skipped: teacher forcing
+  // masks target-0 positions (t5x make_decoder_mask), decoding does not.
+  auto sb_scores = t.model.score_batch(t.params, sb).to_floats(), dec_scores = a.scores.to_floats();
+  int compared = 0;
+  for (int r = 0; r < 2; ++r) {
+    bool pad = false;
+    for (int j = 0; j < 7 && tv[size_t(r * 7 + j)] != o.eos_id; ++j) pad = pad || tv[size_t(r * 7 + j)] == 0;
+    if (pad) continue;
+    EXPECT_NEAR(sb_scores[size_t(r)], dec_scores[size_t(r)], 1e-4) << r;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(Decoding, CachedSamplingEqualsFullForward) {
+  EncDec t;
+  for (int mode = 0; mode < 2; ++mode) {
+    SamplingOptions o;
+    o.temperature = 0.8;
+    o.topk = mode == 0 ? 5 : 0;
+    o.topp = mode == 1 ? 0.9 : 0.0;
+    o.num_decodes = 3;
+    o.rng = prng_key(17);
+    o.eos_id = 1;
+    auto cached = t.model.cached_step_fn(t.params, t.enc, 7);
+    auto full = t.model.full_forward_step_fn(t.params, t.enc);
+    DecodeResult a = temperature_sample(t.zeros, {}, *cached, o), b = temperature_sample(t.zeros, {}, *full, o);
+    EXPECT_EQ(a.sequences.shape(), (Shape{{"batch", 2}, {"decodes", 3}, {"length", 7}}));
+    expect_same(a, b);
+    auto sc = a.scores.to_floats();
+    EXPECT_LE(sc[0], sc[1]);  // ascending
+    EXPECT_LE(sc[1], sc[2]);
+  }
+  SamplingOptions bad;
+  bad.topk = 3;
+  bad.topp = 0.5;
+  auto step = t.model.cached_step_fn(t.params, t.enc, 7);
+  EXPECT_THROW(temperature_sample(t.zeros, {}, *step, bad), std::invalid_argument);
+}
+
+TEST(Decoding, BeamSearchCachedEqualsFullAndOneBeamIsGreedy) {
+  EncDec t;
+  int64_t eos = pick_eos(t);
+  BeamSearchOptions bo{3, 0.6, eos};
+  auto c1 = t.model.cached_step_fn(t.params, t.enc, 7);
+  auto f1 = t.model.full_forward_step_fn(t.params, t.enc);
+  DecodeResult a = beam_search(t.zeros, *c1, bo), b = beam_search(t.zeros, *f1, bo);
+  expect_same(a, b);
+  auto sc = a.scores.to_floats();
+  EXPECT_LE(sc[0], sc[1]);
+  EXPECT_LE(sc[1], sc[2]);
+  // One beam, no length penalty: greedy.
+  BeamSearchOptions one{1, 0.0, eos};
+  SamplingOptions g;
+  g.temperature = 0.0;
+  g.eos_id = eos;
+  auto c2 = t.model.cached_step_fn(t.params, t.enc, 7);
+  auto c3 = t.model.cached_step_fn(t.params, t.enc, 7);
+  expect_same(beam_search(t.zeros, *c2, one), temperature_sample(t.zeros, {}, *c3, g));
+  // The best beam is at least as likely (under the penalty) as greedy.
+  EXPECT_NEAR(brevity_penalty(0.6, 1.0), 1.0, 1e-12);
+  EXPECT_NEAR(brevity_penalty(0.6, 7.0), std::pow(2.0, 0.6), 1e-12);
+  // predict_batch uses beam search and returns the best decode.
+  DecodeOptions po;
+  po.beam = bo;
+  Batch pb{{"encoder_input_tokens", t.enc}, {"decoder_input_tokens", t.zeros}};
+  PredictOutput pr = t.model.predict_batch(t.params, pb, po);
+  EXPECT_TRUE(array_equal(pr.tokens, reshape(slice(a.sequences, "decodes", 2, 1), Shape{{"batch", 2}, {"length", 7}})));
+}
+
+TEST(Decoding, MaxDecodeSteps) {
+  EncDec t;
+  SamplingOptions o;
+  o.temperature = 0.0;
+  o.eos_id = -1;
+  o.max_decode_steps = 3;
+  auto step = t.model.cached_step_fn(t.params, t.enc, 7);
+  auto s = temperature_sample(t.zeros, {}, *step, o).sequences.to_ints();
+  o.max_decode_steps = -1;
+  auto step2 = t.model.cached_step_fn(t.params, t.enc, 7);
+  auto full = temperature_sample(t.zeros, {}, *step2, o).sequences.to_ints();
+  int nonzero_tail = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(s[size_t(r * 7 + j)], full[size_t(r * 7 + j)]);
+    for (int j = 3; j < 7; ++j) {
+      EXPECT_EQ(s[size_t(r * 7 + j)], 0);
+      nonzero_tail += full[size_t(r * 7 + j)] != 0;
+    }
+  }
+  EXPECT_GT(nonzero_tail, 0);  // the limit, not EOS, stopped decoding
+}
+
+TEST(Decoding, DecoderOnlyPrefillEqualsFullForward) {
+  for (bool mqa : {false, true}) {
+    T5Config c = small_test_config();
+    c.num_kv_heads = mqa ? 1 : 0;
+    DecoderOnlyModel m(c);
+    ParamTree p = m.init(prng_key(9));
+    // Prompts of 3 and 2 positions (BOS + inputs), bidirectional prefix.
+    Array dit = tokens(2, 8, {0, 5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0});
+    Array ca = tokens(2, 8, {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0});
+    std::vector<int64_t> start{2, 1};
+    Array inputs = tokens(2, 8, {5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0});
+    SamplingOptions o;
+    o.temperature = 0.0;
+    o.eos_id = -1;
+    auto cached = m.cached_step_fn(p, dit, ca, start);
+    auto full = m.full_forward_step_fn(p, ca);
+    DecodeResult a = temperature_sample(inputs, start, *cached, o), b = temperature_sample(inputs, start, *full, o);
+    expect_same(a, b);
+    auto s = a.sequences.to_ints();
+    EXPECT_EQ(s[0], 5);  // prompt kept
+    EXPECT_EQ(s[1], 6);
+    // predict_batch returns the continuation only.
+    Batch batch{{"decoder_input_tokens", dit}, {"decoder_causal_attention", ca}};
+    DecodeOptions po;
+    po.sampling = o;
+    auto pr = m.predict_batch(p, batch, po).tokens.to_ints();
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(pr[size_t(j)], s[size_t(2 + j)]);
+    for (int j = 0; j < 7; ++j) EXPECT_EQ(pr[size_t(8 + j)], s[size_t(8 + 1 + j)]);
+  }
+}
+
+}  // namespace
+}  // namespace t5x
