@@ -1,29 +1,41 @@
 #include "spmd/elementwise.h"
 
 #include "ops/elementwise.h"
+#include "spmd/context.h"
 #include "spmd/local.h"
 #include "spmd/lower.h"
 
 namespace t5x::spmd {
 
-Array elementwise(const char* op, const std::vector<Array>& xs, const LocalFn& fn) {
+std::vector<Array> layout_op(const char* op, const std::vector<Array>& xs, const std::vector<std::string>& whole,
+                             const LocalFnN& fn) {
   if (!lower::any_split(xs)) return fn(xs);
   lower::check_meshes(op, xs);
   lower::Assignment a;
-  for (const auto& x : xs) lower::absorb(a, x.shape(), spec_of(x));
+  for (const auto& x : xs)
+    if (x.valid()) lower::absorb(a, x.shape(), spec_of(x));
+  for (const auto& w : whole) a.erase(w);
   std::vector<Array> locals;
-  Shape out_shape;
-  for (const auto& x : xs) locals.push_back(lower::prepare(x, a));
-  Array y = fn(locals);
-  // Global output shape: local dims with global sizes.
-  std::vector<Dim> dims;
-  for (const Dim& d : y.shape().dims()) {
-    int64_t size = d.size;
-    for (const auto& x : xs)
-      if (x.has_dim(d.name)) size = x.dim(d.name);
-    dims.push_back({d.name, size});
+  for (const auto& x : xs) locals.push_back(x.valid() ? lower::prepare(x, a) : x);
+  std::vector<Array> ys = fn(locals);
+  std::vector<Array> out;
+  for (const Array& y : ys) {
+    if (!y.valid()) {
+      out.push_back(y);
+      continue;
+    }
+    std::vector<Dim> dims;
+    for (const Dim& d : y.shape().dims()) {
+      auto it = a.find(d.name);
+      dims.push_back({d.name, it == a.end() ? d.size : d.size * context().mesh().axes_size(it->second)});
+    }
+    out.push_back(lower::finish(y, Shape(std::move(dims)), a));
   }
-  return lower::finish(y, Shape(std::move(dims)), a);
+  return out;
+}
+
+Array elementwise(const char* op, const std::vector<Array>& xs, const LocalFn& fn) {
+  return layout_op(op, xs, {}, [&](const std::vector<Array>& v) { return std::vector<Array>{fn(v)}; })[0];
 }
 
 Array add(const Array& a, const Array& b) { return elementwise("add", {a, b}, [](const auto& v) { return t5x::add(v[0], v[1]); }); }

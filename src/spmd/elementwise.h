@@ -25,6 +25,16 @@ using LocalFn = std::function<Array(const std::vector<Array>&)>;
 // to the operands' local shards laid out compatibly.
 Array elementwise(const char* op, const std::vector<Array>& xs, const LocalFn& fn);
 
+// General form for ops that work along some dims (slice, pad, concat,
+// cumsum, fused kernels, ...): like elementwise, but the dims in `whole` are
+// never split in the local layout (an operand split there is all-gathered
+// first), and fn may return several outputs. Output dims split in the
+// layout keep it (global size = local size x shards); the others (new dims,
+// `whole` dims) are unsplit.
+using LocalFnN = std::function<std::vector<Array>(const std::vector<Array>&)>;
+std::vector<Array> layout_op(const char* op, const std::vector<Array>& xs, const std::vector<std::string>& whole,
+                             const LocalFnN& fn);
+
 Array add(const Array& a, const Array& b);
 Array sub(const Array& a, const Array& b);
 Array mul(const Array& a, const Array& b);

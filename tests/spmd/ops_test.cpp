@@ -109,6 +109,56 @@ std::vector<OpCase> cases() {
                  Array target = spmd::one_hot(t, 8, "vocab", vocab_axes);
                  return spmd::sub(spmd::logsumexp(l, {"vocab"}), spmd::sum(spmd::mul(l, target), {"vocab"}));
                }});
+  // Layout ops.
+  auto unary_case = [&](std::string name, ParamTree in, std::function<Array(const Array&)> sharded,
+                        std::function<Array(const Array&)> plain, bool diff = true) {
+    std::string key = in.begin()->first;
+    c.push_back({name, in, [=](const ParamTree& p, bool s) { return s ? sharded(p.at(key)) : plain(p.at(key)); }, diff});
+  };
+  unary_case("transpose", {{"x", x}}, [](const Array& a) { return spmd::transpose(a, {"embed", "batch", "length"}); },
+             [](const Array& a) { return transpose(a, {"embed", "batch", "length"}); });
+  Shape split_heads{{"batch", 4}, {"length", 2}, {"heads", 2}, {"kv", 2}};
+  unary_case("reshape_split_embed", {{"x", x}}, [=](const Array& a) { return spmd::reshape(a, split_heads); },
+             [=](const Array& a) { return reshape(a, split_heads); });
+  Shape merged{{"batch", 4}, {"joined_kv", 8}};
+  unary_case("reshape_merge", {{"x", x}}, [=](const Array& a) { return spmd::reshape(a, merged); },
+             [=](const Array& a) { return reshape(a, merged); });
+  Shape bshape{{"batch", 4}, {"length", 2}, {"embed", 4}, {"mlp", 4}};
+  unary_case("broadcast_to", {{"b", b}}, [=](const Array& a) { return spmd::broadcast_to(a, bshape); },
+             [=](const Array& a) { return broadcast_to(a, bshape); });
+  unary_case("slice_embed", {{"x", x}}, [](const Array& a) { return spmd::slice(a, "embed", 1, 2); },
+             [](const Array& a) { return slice(a, "embed", 1, 2); });
+  unary_case("pad_batch", {{"x", x}}, [](const Array& a) { return spmd::pad(a, "batch", 1, 3, 0.5); },
+             [](const Array& a) { return pad(a, "batch", 1, 3, 0.5); });
+  unary_case("concat_embed", {{"x", x}}, [](const Array& a) { return spmd::concat({a, a}, "embed"); },
+             [](const Array& a) { return concat({a, a}, "embed"); });
+  unary_case("stack", {{"x", x}}, [](const Array& a) { return spmd::stack({a, a}, "layers", 0); },
+             [](const Array& a) { return stack({a, a}, "layers", 0); });
+  unary_case("cumsum_embed", {{"x", x}}, [](const Array& a) { return spmd::cumsum(a, "embed", true); },
+             [](const Array& a) { return cumsum(a, "embed", true); });
+  unary_case("argmax_embed", {{"x", x}}, [](const Array& a) { return spmd::argmax(a, "embed"); },
+             [](const Array& a) { return argmax(a, "embed"); }, false);
+  unary_case("dynamic_slice", {{"x", x}},
+             [](const Array& a) { return spmd::dynamic_slice(a, {{"length", 1}}, {{"length", 1}}); },
+             [](const Array& a) { return dynamic_slice(a, {{"length", 1}}, {{"length", 1}}); });
+  // Fused ops.
+  c.push_back({"rms_norm", {{"x", x}, {"b", b}}, [=](const ParamTree& p, bool s) {
+                 return s ? spmd::rms_norm(p.at("x"), p.at("b")) : rms_norm(p.at("x"), p.at("b"));
+               }});
+  for (bool z : {false, true})
+    c.push_back({z ? "cross_entropy_fused_z_loss" : "cross_entropy_fused", {{"l", logits}, {"ids", ids}},
+                 [=](const ParamTree& p, bool s) {
+                   CrossEntropy r = s ? spmd::softmax_cross_entropy_with_integer_labels(p.at("l"), p.at("ids"), 1e-2, 0.1)
+                                      : softmax_cross_entropy_with_integer_labels(p.at("l"), p.at("ids"), 1e-2, 0.1);
+                   return z ? r.z_loss : r.loss;
+                 }, !z});
+  Array v = randn(k.shape(), 15);
+  c.push_back({"attention_causal", {{"q", q}, {"k", k}, {"v", v}}, [=](const ParamTree& p, bool s) {
+                 AttentionOptions o;
+                 o.causal = true;
+                 return s ? spmd::dot_product_attention(p.at("q"), p.at("k"), p.at("v"), o)
+                          : dot_product_attention(p.at("q"), p.at("k"), p.at("v"), o);
+               }});
   c.push_back({"one_hot_vocab", {{"ids", ids}}, [=](const ParamTree& p, bool s) {
                  return S(s, [&] { return spmd::one_hot(p.at("ids"), 8, "vocab", {"model"}); },
                           [&] { return one_hot(p.at("ids"), 8, "vocab"); });
