@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "mesh/reshard.h"
 #include "t5x/optim/buffers.h"
 #include "t5x/optim/grad_utils.h"
 #include "t5x/optim/reduce_walker.h"
@@ -186,19 +187,53 @@ void Adafactor::apply_gradient(ParamTree& params, OptimizerState& state, const P
     if (it->second.shape() != param.shape())
       throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
                              " but the param is " + param.shape().to_string());
-    if (!param.is_fully_local())
-      throw_invalid(kOp, "param '" + path + "' is sharded; Adafactor needs the full param on each process "
-                         "(replicate it, or gather before the update)");
+    if (!param.is_fully_local() && !all_gather_)
+      throw_invalid(kOp, "param '" + path + "' is sharded; Adafactor needs the whole param: set_all_gather() "
+                         "(or replicate the param)");
   }
+  // Whole gradients (gathered where sharded).
+  ParamTree full_grads;
+  for (const auto& [path, g] : grads)
+    if (params.count(path)) full_grads[path] = g.is_fully_local() ? g : all_gather_(g);
   float grad_scale = 1.0f;
   if (config_.global_norm_clip_threshold && *config_.global_norm_clip_threshold != 0) {
     // t5x: scale = thr * min(1/thr, 1/global_norm), in float32.
     const float thr = float(*config_.global_norm_clip_threshold);
-    const float gn = float(global_norm(grads));
+    const float gn = float(global_norm(full_grads));
     grad_scale = thr * std::min(float(1.0 / *config_.global_norm_clip_threshold), 1.0f / gn);
   }
-  for (auto& [path, param] : params)
-    update_param(path, param, state, grads.at(path), grad_scale, float(learning_rate), state.step);
+  for (auto& [path, param] : params) {
+    if (param.is_fully_local()) {
+      update_param(path, param, state, full_grads.at(path), grad_scale, float(learning_rate), state.step);
+      continue;
+    }
+    // Gather param, v and m; v_row / v_col are replicated and used in place.
+    OptimizerState whole;
+    std::vector<std::pair<Array, Array>> write_back;  // (local shard, full array)
+    auto gathered = [&](Array& local) {
+      if (local.is_fully_local()) return local;
+      Array full = all_gather_(local);
+      if (full.shape() != local.shape() || full.dtype() != local.dtype() || !full.is_fully_local())
+        throw_invalid(kOp, "all_gather returned " + full.to_string(0) + " for a shard of " + local.to_string(0));
+      write_back.emplace_back(local, full);
+      return full;
+    };
+    Array full_param = gathered(param);
+    for (const char* s : {"v_row", "v_col", "v", "m"}) {
+      auto it = state.slots.find(path + "/" + s);
+      if (it == state.slots.end())
+        throw_invalid(kOp, "state has no slot '" + path + "/" + s + "'; was it created by this optimizer's init()?");
+      whole.slots[path + "/" + s] = gathered(it->second);
+    }
+    update_param(path, full_param, whole, full_grads.at(path), grad_scale, float(learning_rate), state.step);
+    for (auto& [local, full] : write_back) {
+      const Sharding& sh = local.sharding();
+      NamedShape ns;
+      for (const auto& d : local.shape().dims()) ns.emplace_back(d.name, d.size);
+      extract_shard(*sh.mesh, ns, sh.spec, sh.mesh->device_id, full.raw_data(), local.raw_data(),
+                    dtype_size(local.dtype()));
+    }
+  }
   state.step += 1;
 }
 

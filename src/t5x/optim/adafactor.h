@@ -37,10 +37,14 @@
 // as t5x's jnp.zeros((1,)). Axes: v and m shard like the param; v_row, v_col
 // and placeholders are replicated (t5x derive_logical_axes).
 //
-// Limits: params must be fully local (single process or replicated); the
-// RMS and row/col means of a sharded param need cross-shard sums, which this
-// layer does not do. Misuse throws std::invalid_argument "[Adafactor] ...".
+// Sharded params: the RMS and row/col means need the whole param. This layer
+// does no communication; give it an all-gather (set_all_gather, e.g. a
+// reshard to the replicated spec through mesh/) and each sharded param,
+// grad, v and m is gathered, updated as a whole (v_row / v_col are
+// replicated already) and its local shard written back. Without one, a
+// sharded param throws. Misuse throws std::invalid_argument "[Adafactor] ...".
 #pragma once
+#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -119,10 +123,17 @@ class Adafactor : public Optimizer {
   // The factorization of a param with this shape at this path.
   FactorPlan plan(const std::string& path, const Shape& shape) const;
 
+  // Collective used for sharded params: returns the full (replicated) array
+  // of `shard`, same dtype. Every process must call apply_gradient with the
+  // same params in the same order (collectives match up).
+  using AllGatherFn = std::function<Array(const Array& shard)>;
+  void set_all_gather(AllGatherFn fn) { all_gather_ = std::move(fn); }
+
  private:
   void update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
                     float grad_scale, float lr, int64_t step) const;
   AdafactorConfig config_;
+  AllGatherFn all_gather_;
 };
 
 template <typename T>
