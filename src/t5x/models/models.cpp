@@ -168,8 +168,8 @@ PredictOutput EncoderDecoderModel::predict_batch(const ParamTree& p, const Batch
 Array DecoderOnlyModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
   return decoder_only_forward(cfg_, p, feature(b, "decoder_input_tokens"), feature(b, "decoder_target_tokens", false),
-                              feature(b, "decoder_segment_ids", false), feature(b, "decoder_causal_attention", false),
-                              drop);
+                              feature(b, "decoder_segment_ids", false),
+                              bidirectional_ ? feature(b, "decoder_causal_attention", false) : Array(), drop);
 }
 
 std::unique_ptr<DecodeStepFn> DecoderOnlyModel::cached_step_fn(const ParamTree& p, const Array& prompt,
@@ -207,7 +207,7 @@ PredictOutput DecoderOnlyModel::predict_batch(const ParamTree& p, const Batch& b
     start[size_t(r)] = plen[size_t(r)] - 1;
   }
   Shape s{{"batch", B}, {"length", L}};
-  auto step = cached_step_fn(p, Array::from_ints(s, prompt), ca, start);
+  auto step = cached_step_fn(p, Array::from_ints(s, prompt), bidirectional_ ? ca : Array(), start);
   Array in = Array::from_ints(s, inputs);
   DecodeResult r = o.method == DecodeOptions::Method::beam_search ? beam_search(in, *step, o.beam)
                                                                   : temperature_sample(in, start, *step, o.sampling);

@@ -82,24 +82,34 @@ class EncoderDecoderModel : public BaseTransformerModel {
   std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params, const Array& encoder_input_tokens) const;
 };
 
+// inputs_bidirectional_attention (t5x DecoderOnlyModel, default False): only
+// when true does the batch's decoder_causal_attention make the inputs region
+// bidirectional (prefix LM); otherwise the model is a plain causal LM and
+// decoder_causal_attention only marks the prompt for predict_batch.
 class DecoderOnlyModel : public BaseTransformerModel {
  public:
-  explicit DecoderOnlyModel(T5Config config, LossOptions loss = {}) : BaseTransformerModel(std::move(config), loss) {}
+  explicit DecoderOnlyModel(T5Config config, LossOptions loss = {}, bool inputs_bidirectional_attention = false)
+      : BaseTransformerModel(std::move(config), loss), bidirectional_(inputs_bidirectional_attention) {}
+  bool inputs_bidirectional_attention() const { return bidirectional_; }
   nn::ParamSpecs param_specs() const override { return decoder_only_param_specs(cfg_); }
   Array logits(const ParamTree& params, const Batch& batch,
                std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
   // The prompt of row b is decoder_input_tokens[b, :P_b], P_b =
   // sum(decoder_causal_attention[b]) (1, i.e. BOS only, without it). The
-  // cache is prefilled with it (bidirectionally when the batch has
-  // decoder_causal_attention) and decoding continues from position P_b - 1.
+  // cache is prefilled with it (bidirectionally with
+  // inputs_bidirectional_attention) and decoding continues from position P_b - 1.
   // Returns the continuation only (targets from position P_b - 1 on,
   // left-aligned, zero padded), as t5x removes the prompt.
   PredictOutput predict_batch(const ParamTree& params, const Batch& batch, const DecodeOptions& opts = {}) const override;
+  // decoder_causal_attention here is the bidirectional region (null = causal).
   std::unique_ptr<DecodeStepFn> cached_step_fn(const ParamTree& params, const Array& prompt_tokens,
                                                const Array& decoder_causal_attention,
                                                const std::vector<int64_t>& start_index) const;
   std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params,
                                                      const Array& decoder_causal_attention) const;
+
+ private:
+  bool bidirectional_ = false;
 };
 
 // model-info.txt text (t5x.md 3.2): one line per parameter with its name,

@@ -169,7 +169,7 @@ TEST(Decoding, DecoderOnlyPrefillEqualsFullForward) {
   for (bool mqa : {false, true}) {
     T5Config c = small_test_config();
     c.num_kv_heads = mqa ? 1 : 0;
-    DecoderOnlyModel m(c);
+    DecoderOnlyModel m(c, LossOptions{}, /*inputs_bidirectional_attention=*/true);
     ParamTree p = m.init(prng_key(9));
     // Prompts of 3 and 2 positions (BOS + inputs), bidirectional prefix.
     Array dit = tokens(2, 8, {0, 5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0});

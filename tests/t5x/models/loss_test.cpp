@@ -176,7 +176,7 @@ TEST(Losses, DecoderOnlyPrefixLMGradientsMatchFiniteDifferences) {
   c.mlp_dim = 8;
   c.vocab_size = 12;
   c.num_kv_heads = 1;  // multi-query
-  DecoderOnlyModel m(c);
+  DecoderOnlyModel m(c, LossOptions{}, /*inputs_bidirectional_attention=*/true);
   Batch b{{"decoder_input_tokens", tokens(2, 5, {0, 3, 4, 5, 6, 0, 8, 2, 7, 0})},
           {"decoder_target_tokens", tokens(2, 5, {3, 4, 5, 6, 1, 8, 2, 7, 1, 0})},
           {"decoder_causal_attention", tokens(2, 5, {1, 1, 1, 0, 0, 1, 1, 0, 0, 0})},
