@@ -8,6 +8,8 @@
 #include "ops/elementwise.h"
 #include "spmd/einsum.h"
 #include "spmd/elementwise.h"
+#include "spmd/fused.h"
+#include "spmd/shape_ops.h"
 #include "spmd/index.h"
 #include "spmd/reduce.h"
 
@@ -79,6 +81,38 @@ std::vector<Array> dispatch(std::string_view op, const std::vector<Array>& in, c
     need(op, in, 1);
     auto [v, i] = spmd::top_k(in[0], args.k, args.dim);
     return {v, i};
+  }
+  auto ints = [&](size_t n) {
+    if (args.ints.size() != n)
+      throw_invalid("spmd", "op '" + std::string(op) + "' expects " + std::to_string(n) + " ints in OpArgs");
+  };
+  if (op == "argmax") return need(op, in, 1), std::vector<Array>{spmd::argmax(in[0], args.dim)};
+  if (op == "cumsum") {
+    need(op, in, 1), ints(2);
+    return {spmd::cumsum(in[0], args.dim, args.ints[0] != 0, args.ints[1] != 0)};
+  }
+  if (op == "transpose") return need(op, in, 1), std::vector<Array>{spmd::transpose(in[0], args.dims)};
+  if (op == "reshape") return need(op, in, 1), std::vector<Array>{spmd::reshape(in[0], args.shape)};
+  if (op == "broadcast_to") return need(op, in, 1), std::vector<Array>{spmd::broadcast_to(in[0], args.shape)};
+  if (op == "slice") return need(op, in, 1), ints(2), std::vector<Array>{spmd::slice(in[0], args.dim, args.ints[0], args.ints[1])};
+  if (op == "pad")
+    return need(op, in, 1), ints(2), std::vector<Array>{spmd::pad(in[0], args.dim, args.ints[0], args.ints[1], args.scalar)};
+  if (op == "concat") return {spmd::concat(in, args.dim)};
+  if (op == "stack") return {spmd::stack(in, args.name, int(args.k))};
+  if (op == "expand_dims") return need(op, in, 1), std::vector<Array>{spmd::expand_dims(in[0], args.name, int(args.k))};
+  if (op == "squeeze") return need(op, in, 1), std::vector<Array>{spmd::squeeze(in[0], args.name)};
+  if (op == "dynamic_slice") return need(op, in, 1), std::vector<Array>{spmd::dynamic_slice(in[0], args.starts, args.sizes)};
+  if (op == "dynamic_update_slice")
+    return need(op, in, 2), std::vector<Array>{spmd::dynamic_update_slice(in[0], in[1], args.starts)};
+  if (op == "rms_norm") return need(op, in, 2), std::vector<Array>{spmd::rms_norm(in[0], in[1], args.dim, args.scalar)};
+  if (op == "softmax_cross_entropy_with_integer_labels") {
+    need(op, in, 2);
+    CrossEntropy r = spmd::softmax_cross_entropy_with_integer_labels(in[0], in[1], args.scalar, args.scalar2, args.dim);
+    return {r.loss, r.z_loss};
+  }
+  if (op == "dot_product_attention") {
+    need(op, in, 3);
+    return {spmd::dot_product_attention(in[0], in[1], in[2], args.attention ? *args.attention : AttentionOptions{})};
   }
   throw_invalid("spmd", "no sharded lowering for op '" + std::string(op) + "'; reshard its inputs to replicated first");
 }

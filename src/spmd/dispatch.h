@@ -2,33 +2,52 @@
 //
 // The op layer keeps one small hook: when some input of an op is split over
 // the mesh (!is_fully_local()), it calls the installed dispatcher with the op
-// name, the array inputs and the non-array arguments, and returns its outputs:
+// name, the array inputs (in the op's argument order; null Arrays for absent
+// optional ones) and the non-array arguments, and returns its outputs. The
+// hook's types live in ops/ (ops must not depend on spmd); spmd::OpArgs
+// mirrors the struct to add there:
 //
-//   // ops/detail.h
+//   // ops/dispatch.h
 //   struct OpArgs { std::vector<std::string> dims; std::string dim, name;
-//                   int64_t k = 0; double scalar = 0; DType dtype = DType::f32; };
+//                   int64_t k = 0; std::vector<int64_t> ints; double scalar = 0,
+//                   scalar2 = 0; DType dtype = DType::f32; Shape shape;
+//                   std::map<std::string, int64_t> starts, sizes;
+//                   const AttentionOptions* attention = nullptr; };
 //   using ShardedDispatch = std::vector<Array> (*)(std::string_view op,
-//                                                  const std::vector<Array>& inputs,
-//                                                  const OpArgs& args);
-//   void set_sharded_dispatch(ShardedDispatch f);   // spmd::install() calls it
-//   ShardedDispatch sharded_dispatch();             // null until installed
+//       const std::vector<Array>& inputs, const OpArgs& args);
+//   void set_sharded_dispatch(ShardedDispatch f);  // spmd::install() calls it
+//   ShardedDispatch sharded_dispatch();            // null until installed
 //
-// dispatch() below implements that contract for: add sub mul div maximum
-// minimum (inputs a, b) and where (cond, x, y), in the plain ops' argument
-// order; every unary op by name (neg abs sign
-// square exp log tanh sqrt rsqrt sigmoid relu gelu cast logical_not isnan
-// isfinite; scalar ops "add_scalar" "mul_scalar" ... with args.scalar);
-// sum mean max min logsumexp (args.dims); softmax log_softmax (args.dim);
-// einsum (args.dims = output dims); one_hot (args.k = depth, args.name,
-// args.dims = mesh axes of the new dim); take (args.dim); top_k (args.k,
-// args.dim; two outputs); reshard is not an op of ops/. Unknown names throw
-// "[spmd] no sharded lowering for op 'x'".
+// Ops and their arguments:
+//   add sub mul div maximum minimum (a, b); where (cond, x, y);
+//   unary by name: neg abs sign square exp log tanh sqrt rsqrt sigmoid relu
+//     gelu isnan isfinite logical_not; cast (dtype);
+//   scalar forms add_scalar sub_scalar mul_scalar div_scalar maximum_scalar
+//     minimum_scalar (scalar);
+//   sum mean max min logsumexp (dims); softmax log_softmax argmax (dim);
+//   cumsum (dim, ints = {exclusive, reverse});
+//   einsum (x, y; dims = output dims);
+//   one_hot (ids; k = depth, name, dims = mesh axes of the new dim, dtype);
+//   take (x, ids; dim); top_k (x; k, dim) -> {values, indices};
+//   transpose (dims = order); reshape, broadcast_to (shape);
+//   slice (dim, ints = {start, size}); pad (dim, ints = {lo, hi}, scalar);
+//   concat (xs...; dim); stack (xs...; name, k = axis);
+//   expand_dims (name, k = axis); squeeze (name);
+//   dynamic_slice (starts, sizes); dynamic_update_slice (operand, update; starts);
+//   rms_norm (x, scale; dim, scalar = eps);
+//   softmax_cross_entropy_with_integer_labels (logits, targets; dim = vocab,
+//     scalar = z_loss, scalar2 = label_smoothing) -> {loss, z_loss};
+//   dot_product_attention (q, k, v; attention = options, whose arrays are
+//     taken from the options).
+// Unknown names throw "[spmd] no sharded lowering for op 'x'".
 #pragma once
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/array.h"
+#include "ops/fused.h"
 
 namespace t5x::spmd {
 
@@ -36,8 +55,12 @@ struct OpArgs {
   std::vector<std::string> dims;
   std::string dim, name;
   int64_t k = 0;
-  double scalar = 0;
+  std::vector<int64_t> ints;
+  double scalar = 0, scalar2 = 0;
   DType dtype = DType::f32;
+  Shape shape;
+  std::map<std::string, int64_t> starts, sizes;
+  const AttentionOptions* attention = nullptr;
 };
 
 std::vector<Array> dispatch(std::string_view op, const std::vector<Array>& inputs, const OpArgs& args);

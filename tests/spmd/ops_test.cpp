@@ -290,6 +290,19 @@ TEST(SpmdDispatch, RoutesOpsByName) {
     spmd::OpArgs sm;
     sm.dim = "embed";
     EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("softmax", {xs}, sm)[0]), softmax(x, "embed")), 1e-5);
+    spmd::OpArgs t;
+    t.dims = {"embed", "length", "batch"};
+    EXPECT_TRUE(array_equal(spmd::gather(spmd::dispatch("transpose", {xs}, t)[0]), transpose(x, t.dims)));
+    spmd::OpArgs sl;
+    sl.dim = "embed";
+    sl.ints = {1, 2};
+    EXPECT_TRUE(array_equal(spmd::gather(spmd::dispatch("slice", {xs}, sl)[0]), slice(x, "embed", 1, 2)));
+    Array scale = randn(Shape{{"embed", 4}}, 33);
+    spmd::OpArgs rn;
+    rn.dim = "embed";
+    rn.scalar = 1e-6;
+    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("rms_norm", {xs, spmd::shard(scale, spmd::param_spec(scale.shape(), rules))}, rn)[0]),
+                      rms_norm(x, scale)), 1e-5);
     EXPECT_THROW(spmd::dispatch("conv2d", {xs}, {}), std::invalid_argument);
     // Collectives take local arrays; a sharded global one is misuse.
     if (!xs.is_fully_local()) {
