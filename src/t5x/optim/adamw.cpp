@@ -63,7 +63,18 @@ void AdamW::apply_gradient(ParamTree& params, OptimizerState& state, const Param
   ParamTree clipped;
   const ParamTree* g_in = &grads;
   if (c.clip_global_norm) {
-    clipped = clip_by_global_norm(grads, *c.clip_global_norm);
+    ParamTree whole;  // the grads of `params`, gathered where sharded
+    for (const auto& [path, p] : params) {
+      const Array& g = grads.at(path);
+      if (g.is_fully_local()) {
+        whole[path] = g;
+      } else if (all_gather_) {
+        whole[path] = all_gather_(g);
+      } else {
+        throw_invalid(kOp, "gradient of '" + path + "' is sharded; clip_global_norm needs set_all_gather()");
+      }
+    }
+    clipped = clip_by_global_norm(grads, *c.clip_global_norm, global_norm(whole));
     g_in = &clipped;
   }
   // Bias corrections as optax computes them: 1 - b^count in float32.

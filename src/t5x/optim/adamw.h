@@ -19,9 +19,11 @@
 // "2/count" (ScaleByScheduleState) exists when the learning rate is a
 // schedule (`lr_is_schedule`, the usual t5x gin), as in optax.
 // Axes: mu / nu shard like their params; counts are replicated scalars
-// (t5x OptaxStatePartitionRules). Works on local shards (elementwise); only
-// clip_global_norm needs fully local grads.
+// (t5x OptaxStatePartitionRules). Works on local shards (elementwise); with
+// clip_global_norm, sharded grads need set_all_gather (the global norm is
+// computed from the gathered grads; no communication happens here).
 #pragma once
+#include <functional>
 #include <optional>
 
 #include "t5x/optim/adafactor.h"
@@ -53,9 +55,13 @@ class AdamW : public Optimizer {
   // "0/" or "1/0/": where scale_by_adam's state sits in the chain.
   std::string adam_prefix() const { return config_.clip_global_norm ? "1/0/" : "0/"; }
   std::string schedule_count_key() const { return config_.clip_global_norm ? "1/2/count" : "2/count"; }
+  // Collective for the global norm of sharded grads: the full array of a shard.
+  using AllGatherFn = std::function<Array(const Array& shard)>;
+  void set_all_gather(AllGatherFn fn) { all_gather_ = std::move(fn); }
 
  private:
   AdamWConfig config_;
+  AllGatherFn all_gather_;
 };
 
 }  // namespace t5x

@@ -24,7 +24,11 @@ double global_norm(const ParamTree& grads) {
 }
 
 ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm) {
-  const float norm = float(global_norm(grads));
+  return clip_by_global_norm(grads, max_norm, global_norm(grads));
+}
+
+ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm, double global) {
+  const float norm = float(global);
   ParamTree out;
   const bool keep = norm < float(max_norm);
   for (const auto& [k, g] : grads) {
@@ -32,11 +36,12 @@ ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm) {
       out[k] = g;
       continue;
     }
-    Array r(g.shape(), DType::f32, g.sharding());
+    Array r(g.shape(), g.dtype(), g.sharding());
     ConstFloatView v(g);
-    float* o = r.data<float>();
-    for (int64_t i = 0; i < g.local_size(); ++i) o[i] = (v.data()[i] / norm) * float(max_norm);
-    out[k] = g.dtype() == DType::f32 ? r : Array::from_floats(g.shape(), r.to_floats(), g.dtype());
+    optim_detail::FloatView o(r);
+    for (int64_t i = 0; i < g.local_size(); ++i) o.data()[i] = (v.data()[i] / norm) * float(max_norm);
+    o.commit();
+    out[k] = r;
   }
   return out;
 }

@@ -18,6 +18,9 @@ double global_norm(const ParamTree& grads);
 // are unchanged, else every g becomes (g / global_norm) * max_norm (float32,
 // in that order). Returns new arrays; the inputs are not modified.
 ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm);
+// Same with the global norm given (e.g. computed from gathered shards);
+// works on local shards.
+ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm, double norm);
 
 // Batch slice used for microbatch `index` of `num_microbatches`
 // (t5x get_microbatch): rows [index*m, (index+1)*m) of dim `batch_dim`,

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "mesh/reshard.h"
 #include "ops/ops.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/schedules.h"
@@ -134,6 +135,52 @@ TEST(Optimizers, BothMinimiseALeastSquaresLoss) {
     const double last = loss_fn(p).item();
     EXPECT_LT(last, 0.5 * first) << opt->name() << ": " << first << " -> " << last;
   }
+}
+
+}  // namespace
+}  // namespace t5x
+
+namespace t5x {
+namespace {
+
+TEST(AdamW, ShardedGradsClipWithTheGatheredGlobalNorm) {
+  AdamWConfig c;
+  c.clip_global_norm = 0.05;  // well below the norm: clipping is active
+  Shape s{{"embed", 4}, {"mlp", 6}};
+  std::vector<float> pv(24), gv(24);
+  for (int i = 0; i < 24; ++i) {
+    pv[size_t(i)] = 0.1f * float(i % 5) - 0.2f;
+    gv[size_t(i)] = 0.3f * float((i * 7) % 11) / 11.f - 0.1f;
+  }
+  ParamTree ref{{"w", Array::from_vector(s, pv)}};
+  Array g_full = Array::from_vector(s, gv);
+  AdamW ref_opt(c);
+  OptimizerState ref_st = ref_opt.init(ref);
+  ref_opt.apply_gradient(ref, ref_st, {{"w", g_full}}, 0.1);
+
+  const PartitionSpec spec({{}, {"model"}});
+  NamedShape ns{{"embed", 4}, {"mlp", 6}};
+  AdamW opt(c);
+  opt.set_all_gather([&](const Array&) { return g_full; });
+  for (int d = 0; d < 2; ++d) {
+    auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, 2}, d});
+    auto shard = [&](const Array& full) {
+      Array a(s, DType::f32, Sharding{mesh, spec});
+      extract_shard(*mesh, ns, spec, d, full.raw_data(), a.raw_data(), 4);
+      return a;
+    };
+    ParamTree p{{"w", shard(Array::from_vector(s, pv))}};
+    OptimizerState st = opt.init(p);
+    opt.apply_gradient(p, st, {{"w", shard(g_full)}}, 0.1);
+    EXPECT_EQ(p.at("w").to_floats(), shard(ref.at("w")).to_floats()) << "device " << d;
+    EXPECT_EQ(st.slots.at("1/0/nu/w").to_floats(), shard(ref_st.slots.at("1/0/nu/w")).to_floats());
+  }
+  AdamW no_gather(c);
+  auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, 2}, 0});
+  Array sharded(s, DType::f32, Sharding{mesh, spec});
+  ParamTree p{{"w", sharded}};
+  OptimizerState st = no_gather.init(p);
+  EXPECT_THROW(no_gather.apply_gradient(p, st, {{"w", sharded}}, 0.1), std::invalid_argument);
 }
 
 }  // namespace
