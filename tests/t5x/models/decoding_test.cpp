@@ -198,3 +198,42 @@ TEST(Decoding, DecoderOnlyPrefillEqualsFullForward) {
 
 }  // namespace
 }  // namespace t5x
+
+namespace t5x {
+namespace {
+
+TEST(Decoding, DecoderOnlyCausalLMPromptsEqualFullForward) {
+  // t5x's default DecoderOnlyModel (inputs_bidirectional_attention = False):
+  // decoder_causal_attention only marks the prompt; attention stays causal.
+  T5Config c = testing::small_test_config(false, true);
+  DecoderOnlyModel m(c);
+  ParamTree p = m.init(prng_key(12));
+  Array dit = testing::tokens(2, 6, {0, 5, 6, 7, 0, 0, 0, 9, 0, 0, 0, 0});
+  Array ca = testing::tokens(2, 6, {1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0});
+  Array inputs = testing::tokens(2, 6, {5, 6, 7, 0, 0, 0, 9, 0, 0, 0, 0, 0});
+  std::vector<int64_t> start{3, 1};
+  SamplingOptions o;
+  o.temperature = 0.7;
+  o.topk = 4;
+  o.num_decodes = 2;
+  o.rng = prng_key(2);
+  auto cached = m.cached_step_fn(p, dit, Array(), start);
+  auto full = m.full_forward_step_fn(p, Array());
+  DecodeResult a = temperature_sample(inputs, start, *cached, o), b = temperature_sample(inputs, start, *full, o);
+  EXPECT_TRUE(array_equal(a.sequences, b.sequences));
+  EXPECT_LT(max_abs_diff(a.scores, b.scores), 1e-4);
+  DecodeOptions po;
+  po.sampling = o;
+  po.return_all_decodes = true;
+  Batch batch{{"decoder_input_tokens", dit}, {"decoder_causal_attention", ca}};
+  PredictOutput pr = m.predict_batch(p, batch, po);
+  auto s = a.sequences.to_ints(), q = pr.tokens.to_ints();
+  ASSERT_EQ(pr.tokens.shape(), a.sequences.shape());
+  for (int d = 0; d < 2; ++d) {
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(q[size_t(d * 6 + j)], s[size_t(d * 6 + 3 + j)]);       // example 0
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(q[size_t(12 + d * 6 + j)], s[size_t(12 + d * 6 + 1 + j)]);  // example 1
+  }
+}
+
+}  // namespace
+}  // namespace t5x
