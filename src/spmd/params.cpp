@@ -1,6 +1,7 @@
 #include "spmd/params.h"
 
 #include "mesh/partition_spec.h"
+#include "ops/autodiff.h"
 #include "spmd/context.h"
 #include "spmd/local.h"
 #include "spmd/reshard.h"
@@ -38,6 +39,16 @@ ParamTree gather_params(const ParamTree& sharded) {
   ParamTree out;
   for (const auto& [k, p] : sharded) out[k] = gather(p);
   return out;
+}
+
+ValueAndGrad value_and_grad(const std::function<Array(const ParamTree&)>& fn, const ParamTree& params) {
+  ValueAndGrad r = t5x::value_and_grad(fn, params);
+  for (auto& [k, g] : r.grads) {
+    const Array& p = params.at(k);
+    if (!g.valid() || p.is_fully_local() || g.local_shape() == p.local_shape()) continue;
+    if (g.is_fully_local() && g.local_shape() == g.shape()) g = shard(g, spec_of(p));
+  }
+  return r;
 }
 
 ParamBytes param_bytes(const std::map<std::string, Shape>& shapes, DType dtype, const LogicalAxisRules& rules,

@@ -13,6 +13,7 @@
 // Axes the mesh lacks are dropped (the mesh acts as if they had size 1).
 // Errors: "[sharding] ..." when a dim is not divisible by its axes.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 
@@ -30,6 +31,11 @@ std::map<std::string, PartitionSpec> param_specs(const std::map<std::string, Sha
 ParamTree shard_params(const ParamTree& full, const LogicalAxisRules& rules);
 // Sharded params -> full host params on every process.
 ParamTree gather_params(const ParamTree& sharded);
+
+// t5x::value_and_grad for sharded params: every gradient comes back in its
+// param's layout (the tape gives an unsharded zero for a param the loss does
+// not reach; it is cut to the param's shard here).
+ValueAndGrad value_and_grad(const std::function<Array(const ParamTree&)>& fn, const ParamTree& params);
 
 // Bytes of params + `slots_per_param` optimizer slots of the same layout.
 struct ParamBytes {

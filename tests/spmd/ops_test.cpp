@@ -317,5 +317,18 @@ TEST(SpmdDispatch, RoutesOpsByName) {
   }
 }
 
+TEST(SpmdParams, UnusedParamGradKeepsLayout) {
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    LogicalAxisRules rules = standard_logical_axis_rules(1, 2);
+    ParamTree host = {{"used", randn(Shape{{"embed", 4}, {"mlp", 4}}, 41)}, {"unused", randn(Shape{{"embed", 4}, {"mlp", 4}}, 42)}};
+    ParamTree p = spmd::shard_params(host, rules);
+    auto g = spmd::value_and_grad([](const ParamTree& t) { return spmd::sum(spmd::mul(t.at("used"), t.at("used"))); }, p);
+    EXPECT_EQ(g.grads.at("unused").local_shape(), p.at("unused").local_shape());
+    EXPECT_EQ(spmd::gather(g.grads.at("unused")).to_floats(), std::vector<float>(16, 0.f));
+    EXPECT_LE(rel_err(spmd::gather(g.grads.at("used")), mul(host.at("used"), 2.0)), 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace t5x::testing_spmd
