@@ -95,5 +95,69 @@ TEST(SpmdTransformer, TwoLayerBlockForwardBackward) {
   }
 }
 
+// The same block with the fused ops the nn layers use (RMSNorm, causal
+// dot-product attention, cross-entropy with z-loss and label smoothing), a
+// token embedding looked up and reused for the logits (split vocab).
+Array fused_block(bool s, const LogicalAxisRules* rules, const ParamTree& p, const Array& ids, const Array& targets) {
+  auto ein = [s](const Array& a, const Array& b, const std::vector<std::string>& o) {
+    return s ? spmd::einsum(a, b, o) : einsum(a, b, o);
+  };
+  auto norm = [s](const Array& a, const Array& sc) { return s ? spmd::rms_norm(a, sc) : rms_norm(a, sc); };
+  auto plus = [s](const Array& a, const Array& b) { return s ? spmd::add(a, b) : add(a, b); };
+  auto constrain = [&](const Array& a) { return s ? spmd::with_sharding_constraint(a, *rules) : a; };
+  const Array& emb = p.at("token_embedder");
+  Array x = constrain(s ? spmd::take(emb, ids, "vocab") : take(emb, ids, "vocab"));
+  AttentionOptions opt;
+  opt.causal = true;
+  for (int l = 0; l < 2; ++l) {
+    std::string pre = "layers_" + std::to_string(l) + "/";
+    Array h = norm(x, p.at(pre + "pre_attention_norm/scale"));
+    Array hk = s ? spmd::rename(h, {{"length", "kv_length"}}) : rename(h, {{"length", "kv_length"}});
+    Array q = ein(h, p.at(pre + "attention/query"), {"batch", "length", "heads", "kv"});
+    Array k = ein(hk, p.at(pre + "attention/key"), {"batch", "kv_length", "heads", "kv"});
+    Array v = ein(hk, p.at(pre + "attention/value"), {"batch", "kv_length", "heads", "kv"});
+    Array att = s ? spmd::dot_product_attention(q, k, v, opt) : dot_product_attention(q, k, v, opt);
+    x = constrain(plus(x, ein(att, p.at(pre + "attention/out"), {"batch", "length", "embed"})));
+    h = norm(x, p.at(pre + "pre_mlp_norm/scale"));
+    Array a = ein(h, p.at(pre + "mlp/wi"), {"batch", "length", "mlp"});
+    a = s ? spmd::unary(a, [](const Array& t) { return relu(t); }) : relu(a);
+    x = constrain(plus(x, ein(a, p.at(pre + "mlp/wo"), {"batch", "length", "embed"})));
+  }
+  Array logits = ein(norm(x, p.at("final_norm/scale")), emb, {"batch", "length", "vocab"});
+  CrossEntropy ce = s ? spmd::softmax_cross_entropy_with_integer_labels(logits, targets, 1e-4, 0.1)
+                      : softmax_cross_entropy_with_integer_labels(logits, targets, 1e-4, 0.1);
+  return s ? spmd::sum(ce.loss) : sum(ce.loss);
+}
+
+TEST(SpmdTransformer, FusedBlockWithEmbeddingAndLoss) {
+  ParamTree host = init_params();
+  host.erase("x");
+  host["token_embedder"] = randn(Shape{{"vocab", 8}, {"embed", E}}, 97);
+  host["final_norm/scale"] = add(mul(randn(Shape{{"embed", E}}, 96), 0.1), 1.0);
+  std::vector<int64_t> iv, tv;
+  for (int i = 0; i < B * L; ++i) {
+    iv.push_back((i * 3 + 1) % 8);
+    tv.push_back((i * 5 + 2) % 8);
+  }
+  Array ids = Array::from_ints(Shape{{"batch", B}, {"length", L}}, iv), targets = Array::from_ints(Shape{{"batch", B}, {"length", L}}, tv);
+  auto ref = value_and_grad([&](const ParamTree& p) { return fused_block(false, nullptr, p, ids, targets); }, host);
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    for (const auto& pr : presets()) {
+      SCOPED_TRACE(mesh_name(*ctx) + " rules (" + std::to_string(pr.act) + "," + std::to_string(pr.param) + ")");
+      LogicalAxisRules rules = standard_logical_axis_rules(pr.act, pr.param);
+      ParamTree params = spmd::shard_params(host, rules);
+      Array ids_s = spmd::shard(ids, spmd::param_spec(ids.shape(), rules));
+      Array tg_s = spmd::shard(targets, spmd::param_spec(targets.shape(), rules));
+      auto got = spmd::value_and_grad([&](const ParamTree& p) { return fused_block(true, &rules, p, ids_s, tg_s); }, params);
+      EXPECT_LE(rel_err(spmd::gather(got.value), ref.value), 1e-5) << got.value.item() << " vs " << ref.value.item();
+      for (const auto& [k, g] : ref.grads) {
+        EXPECT_EQ(got.grads.at(k).local_shape(), params.at(k).local_shape()) << k;
+        EXPECT_LE(rel_err(spmd::gather(got.grads.at(k)), g), 1e-5) << "grad of " << k;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t5x::testing_spmd
