@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "nn/attention.h"
+#include "nn/constraint.h"
 #include "ops/ops.h"
 
 namespace t5x::nn {
@@ -79,7 +80,7 @@ Array mlp_block(const ParamTree& p, const std::string& prefix, const Array& x,
     Array hi = activate(activations[i], dense(x, kernel_as(p, prefix + "/" + n + "/kernel", dt), "embed"));
     h = h.valid() ? mul(h, hi) : hi;
   }
-  h = dropout(h, {"length"});
+  h = constrain(dropout(h, {"length"}));
   return dense(h, wo, "mlp");
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "nn/constraint.h"
 #include "nn/layers.h"
 #include "nn/relpos.h"
 #include "ops/ops.h"
@@ -53,15 +54,15 @@ Array decoder_stack(const T5Config& cfg, const ParamTree& p, Array x, const Deco
       a.values->push_back(v);
     }
     h = nn::project_out(p, l + "/self_attention", nn::attend(q, k, v, a.self_mask, bias, att, drop), att);
-    x = add(x, drop(h));
+    x = nn::constrain(add(x, drop(h)));
     if (a.encoded) {
       h = nn::layer_norm(p, l + "/pre_cross_attention_layer_norm", x);
       h = nn::multi_head_attention(p, l + "/encoder_decoder_attention", h, enc_kv, a.cross_mask, Array(), att, drop);
-      x = add(x, drop(h));
+      x = nn::constrain(add(x, drop(h)));
     }
     h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
     h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
-    x = add(x, drop(h));
+    x = nn::constrain(add(x, drop(h)));
   }
   return drop(nn::layer_norm(p, "decoder/decoder_norm", x));
 }
@@ -146,7 +147,7 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
 Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, const Array& seg, nn::Dropout& drop) {
   check_tokens(tokens, "encoder_input_tokens");
   auto att = cfg.attention();
-  Array x = drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), tokens, cfg.dtype));
+  Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), tokens, cfg.dtype)));
   int64_t len = tokens.dim("length");
   Array bias = nn::relative_position_bias(nn::get(p, "encoder/relpos_bias/rel_embedding"),
                                           nn::relative_position_buckets(len, len, true, cfg.relpos));
@@ -157,10 +158,10 @@ Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, co
     std::string l = layer_name("encoder", i);
     Array h = nn::layer_norm(p, l + "/pre_attention_layer_norm", x);
     h = nn::multi_head_attention(p, l + "/attention", h, h, m, bias, att, drop);
-    x = add(x, drop(h));
+    x = nn::constrain(add(x, drop(h)));
     h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
     h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
-    x = add(x, drop(h));
+    x = nn::constrain(add(x, drop(h)));
   }
   return drop(nn::layer_norm(p, "encoder/encoder_norm", x));
 }
@@ -178,7 +179,7 @@ Array t5_decode(const T5Config& cfg, const ParamTree& p, const Array& encoded, c
     a.cross_mask.q_segment_ids = dec_seg;
     a.cross_mask.kv_segment_ids = rename(enc_seg, {{"length", "kv_length"}});
   }
-  Array x = drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), dec_inputs, cfg.dtype));
+  Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), dec_inputs, cfg.dtype)));
   return logits_from(cfg, p, "token_embedder/embedding", decoder_stack(cfg, p, x, a, drop));
 }
 
@@ -187,7 +188,7 @@ Array decoder_only_forward(const T5Config& cfg, const ParamTree& p, const Array&
   check_tokens(dec_inputs, "decoder_input_tokens");
   DecoderPass a;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, causal_attention);
-  Array x = drop(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype));
+  Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype)));
   return logits_from(cfg, p, "decoder/token_embedder/embedding", decoder_stack(cfg, p, x, a, drop));
 }
 

@@ -186,3 +186,33 @@ TEST(Losses, DecoderOnlyPrefixLMGradientsMatchFiniteDifferences) {
 
 }  // namespace
 }  // namespace t5x
+
+#include "nn/constraint.h"
+
+namespace t5x {
+namespace {
+
+TEST(Losses, ActivationConstraintHookSeesResidualStream) {
+  EncoderDecoderModel m(testing::small_test_config());
+  ParamTree p = m.init(prng_key(4));
+  Batch b{{"encoder_input_tokens", testing::tokens(1, 4, {5, 6, 1, 0})},
+          {"decoder_input_tokens", testing::tokens(1, 3, {0, 3, 4})},
+          {"decoder_target_tokens", testing::tokens(1, 3, {3, 4, 1})}};
+  Array plain = m.logits(p, b);
+  int calls = 0;
+  {
+    nn::ActivationConstraintScope scope([&](const Array& x) {
+      ++calls;
+      EXPECT_EQ(x.names(), (std::vector<std::string>{"batch", "length", "embed"}));
+      return mul(x, 1.0);
+    });
+    EXPECT_LT(max_abs_diff(m.logits(p, b), plain), 1e-6);
+  }
+  // Embedding + 2 per encoder layer, embedding + 3 per decoder layer.
+  EXPECT_EQ(calls, 1 + 2 * 2 + 1 + 3 * 2);
+  m.logits(p, b);
+  EXPECT_EQ(calls, 12);  // the scope restored the identity
+}
+
+}  // namespace
+}  // namespace t5x
