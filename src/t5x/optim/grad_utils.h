@@ -2,6 +2,7 @@
 // microbatch gradient accumulation (trainer.accumulate_grads_microbatched).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 

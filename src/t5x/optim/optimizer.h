@@ -67,7 +67,9 @@ std::map<std::string, std::vector<std::string>> state_dict_logical_axes(const Pa
 
 // Inverse of state_dict for a restore: copies the values of `dict` into
 // `params` and `state` (both from init(), so shapes are known). Every param
-// and slot key must be present with the same shape; dtypes are converted.
+// and slot key must be present with the same local shape (the dict holds
+// what this process keeps: whole arrays, or its shards as state_dict
+// returns them); dtypes are converted (e.g. a bfloat16 checkpoint).
 // Extra keys are an error too (strict restore). Errors name the key and hint
 // at the optimizer that wrote the checkpoint.
 Status load_state_dict(const std::map<std::string, Array>& dict, ParamTree& params, OptimizerState& state);
