@@ -9,7 +9,9 @@
 #include "mesh/mesh.h"
 #include "mesh/partition_spec.h"
 #include "ops/einsum.h"
+#include "ops/elementwise.h"
 #include "spmd/context.h"
+#include "spmd/elementwise.h"
 #include "spmd/local.h"
 #include "spmd/lower.h"
 #include "spmd/reshard.h"
@@ -218,6 +220,35 @@ Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out
   for (const auto& s : c.scatters) r = reduce_scatter(r, s.dim, {s.axis});
   if (!c.reduce.empty()) r = all_reduce(r, c.reduce);
   Array g = lower::finish(r, out, c.out);
+  return out_spec ? reshard(g, *out_spec) : g;
+}
+
+PartialSum einsum_partial(const Array& x, const Array& y, const std::vector<std::string>& out_dims) {
+  Shape out = out_shape_of(x, y, out_dims);
+  if (!lower::any_split({x, y})) {
+    Array r = t5x::einsum(x, y, out_dims);
+    return {to_local(r), out, PartitionSpec::replicated(size_t(out.rank())), {}};
+  }
+  lower::check_meshes("einsum", {x, y});
+  if (x.dtype() != y.dtype())
+    throw_invalid("einsum", "dtype mismatch: x is " + describe_sharded(x) + " but y is " + describe_sharded(y));
+  Choice c = choose(x, y, out, std::nullopt);
+  Array r = t5x::einsum(lower::prepare(x, c.a), lower::prepare(y, c.a), out_dims);
+  return {r, out, lower::spec_for(out, c.out), c.reduce};
+}
+
+PartialSum add(const PartialSum& a, const PartialSum& b) {
+  if (a.shape == b.shape && a.spec == b.spec && a.pending == b.pending)
+    return {t5x::add(a.local, b.local), a.shape, a.spec, a.pending};
+  // Different layouts or pending axes (the einsums chose different
+  // strategies): reduce each, then add as global arrays.
+  Array r = spmd::add(resolve(a), resolve(b));
+  return {to_local(r), r.shape(), spec_of(r), {}};
+}
+
+Array resolve(const PartialSum& p, const std::optional<PartitionSpec>& out_spec) {
+  Array r = p.pending.empty() ? p.local : all_reduce(p.local, p.pending);
+  Array g = from_local(r, p.shape, context().sharding(p.spec));
   return out_spec ? reshard(g, *out_spec) : g;
 }
 

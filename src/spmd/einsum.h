@@ -25,6 +25,7 @@
 
 #include "core/array.h"
 #include "core/sharding.h"
+#include "spmd/collectives.h"
 
 namespace t5x::spmd {
 
@@ -33,6 +34,25 @@ Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out
 // "batch length embed, embed mlp -> batch length mlp"
 Array einsum(const std::string& spec, const Array& x, const Array& y,
              const std::optional<PartitionSpec>& out_spec = std::nullopt);
+
+// Lazy all-reduce (MTF LazyAllreduceSum): einsum_partial keeps the partial
+// sums of the contracted split dims pending; pending results with the same
+// layout and pending axes add locally (add), and resolve() reduces once
+// (all-reduce, or reduce-scatter onto an output dim that out_spec splits over
+// a pending axis; then a reshard to out_spec). Two branches that each end in
+// a model-split contraction (parallel attention + MLP) thus pay one
+// all-reduce instead of two. Differentiable like everything else.
+struct PartialSum {
+  Array local;         // this device's partial result, local shape of `spec`
+  Shape shape;         // global shape
+  PartitionSpec spec;  // layout of the output dims
+  Axes pending;        // mesh axes still to be summed over (mesh order)
+};
+PartialSum einsum_partial(const Array& x, const Array& y, const std::vector<std::string>& out_dims);
+// Partial sums that differ in layout or pending axes (the einsums chose
+// different strategies) are reduced first and added as global arrays.
+PartialSum add(const PartialSum& a, const PartialSum& b);
+Array resolve(const PartialSum& p, const std::optional<PartitionSpec>& out_spec = std::nullopt);
 
 // The layout einsum would use, as a readable plan (tests and docs), e.g.
 // "layout {embed: model}; x: reshard 0 B; y: reshard 0 B; all_reduce over (model) 64 B".

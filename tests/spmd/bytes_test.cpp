@@ -95,6 +95,40 @@ TEST(SpmdBytes, EinsumCollectivesMatchRingFormulas) {
   }
 }
 
+// Lazy all-reduce: two model-split contractions added before one all-reduce
+// (MTF LazyAllreduceSum) move half the bytes of two eager einsums and give the
+// same value and gradients.
+TEST(SpmdBytes, LazyAllReduceHalvesTraffic) {
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    SCOPED_TRACE(mesh_name(*ctx));
+    g_mesh = mesh_name(*ctx);
+    const double km = double(ctx->mesh().axis_size("model"));
+    ParamTree host = {{"h1", randn(Shape{{"batch", 8}, {"mlp", 16}}, 51)}, {"w1", randn(Shape{{"mlp", 16}, {"embed", 8}}, 52)},
+                      {"h2", randn(Shape{{"batch", 8}, {"heads", 16}}, 53)}, {"w2", randn(Shape{{"heads", 16}, {"embed", 8}}, 54)}};
+    LogicalAxisRules rules = standard_logical_axis_rules(1, 1);
+    ParamTree p = spmd::shard_params(host, rules);
+    std::vector<std::string> o = {"batch", "embed"};
+    Array cot = randn(Shape{{"batch", 8}, {"embed", 8}}, 55);
+    Array cot_s = spmd::shard(cot, spmd::param_spec(cot.shape(), rules));
+    auto ref = value_and_grad([&](const ParamTree& t) {
+      return sum(mul(add(einsum(t.at("h1"), t.at("w1"), o), einsum(t.at("h2"), t.at("w2"), o)), cot));
+    }, host);
+    auto lazy = [&](const ParamTree& t) {
+      return spmd::resolve(spmd::add(spmd::einsum_partial(t.at("h1"), t.at("w1"), o), spmd::einsum_partial(t.at("h2"), t.at("w2"), o)));
+    };
+    const double s_out = 8.0 / double(ctx->mesh().axis_size("data")) * 8 * 4;
+    Counted r = count(*ctx, [&] { NoGradGuard g; lazy(p); });
+    expect_bytes(r.bytes, 2 * s_out * (km - 1) / km, "lazy all-reduce of two partial sums");
+    EXPECT_EQ(r.c.calls_of(Collective::kAllReduce), km > 1 ? 1 : 0);
+    Counted eager = count(*ctx, [&] { NoGradGuard g; spmd::add(spmd::einsum(p.at("h1"), p.at("w1"), o), spmd::einsum(p.at("h2"), p.at("w2"), o)); });
+    EXPECT_NEAR(eager.bytes, 2 * r.bytes, 1e-9);
+    auto got = spmd::value_and_grad([&](const ParamTree& t) { return spmd::sum(spmd::mul(lazy(t), cot_s)); }, p);
+    EXPECT_LE(rel_err(spmd::gather(got.value), ref.value), 1e-5);
+    for (const auto& [k, g] : ref.grads) EXPECT_LE(rel_err(spmd::gather(got.grads.at(k)), g), 1e-5) << k;
+  }
+}
+
 TEST(SpmdBytes, ReshardsMatchRingFormulas) {
   for (const auto& ctx : contexts()) {
     spmd::ContextScope scope(ctx);
