@@ -1,0 +1,108 @@
+// The `t5x` command line: t5x's train.py / eval.py / infer.py as one binary.
+//
+//   t5x train|eval|infer|score [--gin_file=F ...] [--gin_search_paths=A,B]
+//       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
+//   t5x --run_mode=train ...       (same as the subcommand)
+//
+// Exit status: 0 done, 1 error (message on stderr), 2 stopped on a
+// non-finite loss, 64 usage.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "seqio/registration.h"
+#include "t5x/gin/flags.h"
+#include "t5x/trainer/infer.h"
+#include "t5x/trainer/trainer.h"
+#ifdef T5X_HAVE_BIBLE_TASKS
+#include "bible/tasks.h"
+#endif
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: t5x train|eval|infer|score --gin_file=FILE [--gin_file=FILE ...]\n"
+    "           [--gin_search_paths=DIR,DIR] [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...]\n"
+    "           [--module=TASKS.so]\n"
+    "  train  train.py: configs/runs/{pretrain,finetune}.gin (MODEL_DIR, MIXTURE_OR_TASK_NAME,\n"
+    "         TASK_FEATURE_LENGTHS, TRAIN_STEPS); resumes from MODEL_DIR automatically\n"
+    "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
+    "  infer  infer.py: configs/runs/infer.gin (CHECKPOINT_PATH, INFER_OUTPUT_DIR)\n"
+    "  score  infer.py with mode='score': log-likelihood of the targets\n"
+    "Run several processes with: mpirun -np N t5x train ... (data parallel over the 'data' mesh axis)\n";
+
+void register_tasks(std::ostream& err, bool verbose) {
+  seqio::register_builtin_tasks();
+#ifdef T5X_HAVE_BIBLE_TASKS
+  std::string why;
+  if (!t5x::bible::register_bible_tasks(&why) && verbose) err << "note: Bible tasks not registered: " << why << "\n";
+#endif
+  seqio::load_task_modules();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace t5x;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string mode;
+  std::vector<std::string> rest;
+  std::shared_ptr<Communicator> world;
+  try {
+    gin::GinFlags flags = gin::parse_gin_flags(args, &rest);
+    std::vector<std::string> modules;
+    for (const auto& a : rest) {
+      if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
+      if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
+      else if (a.rfind("--module=", 0) == 0) modules.push_back(a.substr(9));
+      else if (a.rfind("--", 0) != 0 && mode.empty()) mode = a;
+      else { std::cerr << "t5x: unknown argument '" << a << "'\n" << kUsage; return 64; }
+    }
+    if (mode != "train" && mode != "eval" && mode != "infer" && mode != "score") {
+      std::cerr << (mode.empty() ? "t5x: missing run mode\n" : "t5x: unknown run mode '" + mode + "'\n") << kUsage;
+      return 64;
+    }
+    if (flags.files.empty()) { std::cerr << "t5x: no --gin_file given\n" << kUsage; return 64; }
+    world = init_communicator();
+    const bool chief = world->rank() == 0;
+    for (const auto& m : modules) seqio::load_shared_module(m);
+    register_tasks(std::cerr, chief);
+    gin::Config cfg = gin::load_gin_config(flags);
+    cfg.check_complete();
+    std::ostream* log = chief ? &std::cout : nullptr;
+    if (mode == "train") {
+      trainer::TrainRunConfig rc = trainer::read_train_config(cfg);
+      trainer::TrainerOptions opt;
+      opt.log = log;
+      opt.tty = chief && isatty(STDOUT_FILENO);
+      opt.gin = &cfg;
+      trainer::Trainer tr(rc, trainer::Distributed::create(rc.partitioner, world), opt);
+      auto res = tr.train();
+      if (res.status == trainer::TrainResult::Status::kNonFinite) {
+        if (chief) std::cerr << "t5x: " << res.message << "\n";
+        return 2;
+      }
+      return 0;
+    }
+    if (mode == "eval") {
+      trainer::EvalRunConfig rc = trainer::read_eval_config(cfg);
+      if (chief) cfg.write_operative_config(rc.output_dir);
+      trainer::run_eval(rc, trainer::Distributed::create(rc.partitioner, world), log);
+      return 0;
+    }
+    trainer::InferRunConfig rc = trainer::read_infer_config(cfg);
+    if (mode == "score") rc.mode = "score";
+    if (chief) cfg.write_operative_config(rc.output_dir);
+    auto st = trainer::run_infer(rc, trainer::Distributed::create(rc.partitioner, world), log);
+    if (chief) std::cout << "wrote " << st.examples << " examples (" << st.chunks_skipped << " chunks reused)\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "t5x " << mode << ": " << e.what() << "\n";
+    // A failure seen by one process would leave the others waiting.
+    if (world && world->size() > 1) world->abort(1);
+    return 1;
+  }
+}

@@ -1,0 +1,88 @@
+// Model batches from seqio: task/mixture -> per-host shard -> feature
+// converter (packing) -> batches of this host's rows, with a checkpointable
+// position (t5x.md 2 "Data layout", 8; seqio batching.h).
+//
+// Data layout (t5x get_data_layout): the GLOBAL batch of B rows is split over
+// the mesh's 'data' axis; the process with data coordinate i feeds rows
+// [i*B/n, (i+1)*B/n) as seqio shard i of n. Processes that differ only in
+// their 'model' coordinate feed the same rows.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "seqio/batching.h"
+#include "seqio/example.h"
+#include "t5x/models/losses.h"
+#include "t5x/trainer/run_config.h"
+
+namespace t5x::trainer {
+
+// Model-feature examples (equal-length int32 token rows) -> a Batch of int32
+// [batch, length] Arrays. Non-token features are dropped. Throws
+// std::invalid_argument "[trainer] ..." on ragged rows or mismatching keys.
+Batch examples_to_batch(const std::vector<seqio::Example>& rows);
+
+// Rows of a batch, [begin, end) (for per-host slicing in tests).
+int64_t batch_rows(const Batch& b);
+
+// Where the training stream stands: the seed it was built with (a DatasetConfig
+// seed of None draws one on the first run and keeps it, so a resumed run reads
+// the same order) and the batched position. Stored as JSON next to each
+// checkpoint (train_ds-<p>-of-<n>.json).
+struct DataState {
+  uint64_t seed = 0;
+  uint64_t rng_seed = 0;  // the model's dropout / init seed (train.random_seed)
+  seqio::BatchPosition position;
+};
+std::string data_state_to_json(const DataState& s);
+DataState data_state_from_json(const std::string& json);  // throws seqio::DataError
+
+// An endless (repeating) training stream of this host's rows per step.
+class TrainData {
+ public:
+  // `shard` = this host's data shard, `num_shards` the data mesh size;
+  // per-host batch = cfg.batch_size / num_shards (must divide).
+  TrainData(const DatasetConfig& cfg, const ModelConfig& model, uint64_t seed, int64_t shard, int64_t num_shards,
+            std::optional<seqio::BatchPosition> resume = std::nullopt);
+  // The next per-host batch. Throws seqio::DataError when the data run out
+  // (a training stream repeats, so only an empty split ends it).
+  Batch next();
+  seqio::BatchPosition position() const { return ds_->position(); }
+  int64_t host_batch_size() const { return host_batch_; }
+
+ private:
+  std::unique_ptr<seqio::BatchedDataset> ds_;
+  int64_t host_batch_;
+  std::string name_;
+};
+
+// A finite stream (evaluation / inference): one epoch of a task split,
+// unshuffled unless cfg says otherwise, with the raw task examples of every
+// row kept (inference writes their *_pretokenized fields). The last batch
+// may be short. Unpacked.
+class FiniteData {
+ public:
+  FiniteData(const std::string& task, const DatasetConfig& cfg, const ModelConfig& model, int64_t host_batch,
+             int64_t shard, int64_t num_shards, int64_t start = 0, bool pack = false);
+  // False at the end. `raw` receives the task examples (unpacked only).
+  bool next(Batch& batch, std::vector<seqio::Example>* raw = nullptr);
+  const seqio::SequenceLengths& task_lengths() const { return lengths_; }
+
+ private:
+  std::unique_ptr<seqio::Dataset> ds_;
+  std::unique_ptr<seqio::FeatureConverter> conv_;
+  seqio::SequenceLengths lengths_;
+  int64_t host_batch_;
+  bool pack_;
+  bool done_ = false;
+  std::vector<seqio::Example> pending_;  // converted rows not yet batched (packing)
+};
+
+// Task feature lengths for a task: the configured ones, or (None) the
+// maxima measured over the split, as seqio's Evaluator does.
+seqio::SequenceLengths resolve_task_lengths(const std::string& task, const DatasetConfig& cfg);
+
+}  // namespace t5x::trainer

@@ -1,0 +1,39 @@
+#include "t5x/trainer/distributed.h"
+
+namespace t5x::trainer {
+
+Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }
+
+Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Communicator> world) {
+  Distributed d;
+  d.world = std::move(world);
+  d.mesh = std::make_shared<Mesh>(
+      Mesh::from_partitioner(d.world->size(), d.world->rank(), p.num_partitions, p.model_parallel_submesh));
+  const std::vector<std::string> data_axes = {"data"};
+  d.num_data_shards = d.mesh->axes_size(data_axes);
+  d.data_shard = d.mesh->rank_in_group(data_axes, d.world->rank());
+  if (d.world->size() == 1) {
+    d.data = d.world;
+  } else {
+    const int color = static_cast<int>(d.mesh->group_index(data_axes, d.world->rank()));
+    d.data = d.world->split(color, static_cast<int>(d.data_shard));
+  }
+  return d;
+}
+
+void Distributed::sum_over_data(std::vector<double>& v) const {
+  if (data->size() > 1 && !v.empty()) data->all_reduce(v.data(), v.data(), v.size(), CommDtype::kF64);
+}
+
+void Distributed::sum_over_data(std::vector<float>& v) const {
+  if (data->size() > 1 && !v.empty()) data->all_reduce(v.data(), v.data(), v.size(), CommDtype::kF32);
+}
+
+uint64_t Distributed::broadcast(uint64_t v) const {
+  if (world->size() == 1) return v;
+  int64_t x = static_cast<int64_t>(v);
+  world->broadcast(&x, 1, CommDtype::kI64, 0);
+  return static_cast<uint64_t>(x);
+}
+
+}  // namespace t5x::trainer

@@ -1,0 +1,149 @@
+#include "t5x/trainer/evaluation.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "seqio/metrics/metrics.h"
+#include "seqio/mixture.h"
+#include "t5x/summaries/event_writer.h"
+#include "t5x/summaries/metrics_writer.h"
+#include "t5x/trainer/data.h"
+#include "t5x/trainer/metrics_log.h"
+
+namespace t5x::trainer {
+
+namespace {
+
+bool task_has_split(const seqio::Task& t, const std::string& split) {
+  auto s = t.splits();
+  return std::find(s.begin(), s.end(), split) != s.end();
+}
+
+}  // namespace
+
+std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
+    const BaseTransformerModel& model, const ModelConfig& mcfg, const ParamTree& params, const DatasetConfig& cfg,
+    int64_t eval_steps, const Distributed& dist) {
+  std::map<std::string, std::map<std::string, double>> out;
+  const int64_t host_batch = std::max<int64_t>(1, cfg.batch_size / dist.num_data_shards);
+  for (const auto& task : seqio::get_subtasks(cfg.mixture_or_task_name)) {
+    if (!task_has_split(*task, cfg.split)) continue;
+    FiniteData data(task->name(), cfg, mcfg, host_batch, dist.data_shard, dist.num_data_shards, 0, cfg.pack);
+    MetricAccumulator acc;
+    Batch b;
+    int64_t n = 0;
+    for (; (eval_steps <= 0 || n < eval_steps) && data.next(b); ++n) acc.add(model.loss_fn(params, b).second);
+    // One merged "step" per process; the data group then sums them.
+    std::vector<double> cnt = {double(n)};
+    dist.sum_over_data(cnt);
+    if (cnt[0] == 0) continue;
+    acc.end_step(&dist);
+    // Per-step metrics (loss, ...) are reported per global batch, as t5x
+    // averages them over the evaluation steps.
+    const double global_batches = cnt[0] / double(dist.num_data_shards);
+    auto v = acc.values();
+    for (auto& [k, x] : v)
+      if (acc.is_per_step(k)) x /= global_batches;
+    out[task->name()] = v;
+  }
+  return out;
+}
+
+std::vector<int32_t> trim_decoded(const std::vector<int64_t>& row, int32_t eos_id) {
+  std::vector<int32_t> t;
+  for (int64_t x : row) {
+    if (x == eos_id) break;
+    if (x != 0) t.push_back(static_cast<int32_t>(x));
+  }
+  return t;
+}
+
+Batch prediction_batch(const Batch& features, bool decoder_only) {
+  Batch b;
+  if (decoder_only) {
+    for (const char* k : {"decoder_input_tokens", "decoder_causal_attention", "decoder_target_tokens"})
+      if (features.count(k)) b[k] = features.at(k);
+    return b;
+  }
+  b["encoder_input_tokens"] = features.at("encoder_input_tokens");
+  const Array& d = features.at("decoder_input_tokens");
+  b["decoder_input_tokens"] = Array::zeros(d.shape(), d.dtype());
+  return b;
+}
+
+InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg) : cfg_(cfg), mcfg_(mcfg) {
+  seqio::EvaluatorOptions o;
+  o.split = cfg.split;
+  if (cfg.task_feature_lengths) o.sequence_lengths = *cfg.task_feature_lengths;
+  o.batch_size = static_cast<int>(cfg.batch_size);
+  o.seed = cfg.seed.value_or(42);
+  o.use_cached = cfg.use_cached;
+  evaluator_ = std::make_unique<seqio::Evaluator>(
+      cfg.mixture_or_task_name, o,
+      [](const std::string& name, const std::vector<std::string>& t, const std::vector<std::string>& p) {
+        return seqio::metrics::compute(name, t, p);
+      });
+}
+
+std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(const BaseTransformerModel& model,
+                                                                     const ParamTree& params, int64_t step,
+                                                                     const std::string& out_dir) const {
+  // One set of lengths for every task: the largest per feature.
+  seqio::SequenceLengths lengths;
+  for (const auto& t : evaluator_->task_names())
+    for (const auto& [k, v] : evaluator_->sequence_lengths(t)) lengths[k] = std::max(lengths[k], v);
+  const bool has_inputs = lengths.count("inputs") != 0;
+  std::shared_ptr<seqio::FeatureConverter> conv = make_feature_converter(mcfg_, false, has_inputs);
+  seqio::SequenceLengths conv_lengths;
+  for (const auto& f : conv->task_features()) conv_lengths[f] = std::max(1, lengths.count(f) ? lengths.at(f) : 1);
+
+  auto predict = [&](const seqio::IndexedBatch& batch) {
+    std::vector<seqio::Example> feats;
+    for (const auto& [i, ex] : batch) {
+      seqio::Example f;
+      for (const auto& [k, len] : conv_lengths) {
+        auto it = ex.find(k);
+        if (it != ex.end()) f[k] = it->second;
+        else f[k] = seqio::Tokens{};
+      }
+      feats.push_back(std::move(f));
+    }
+    Batch b = prediction_batch(examples_to_batch((*conv)(feats, conv_lengths)), mcfg_.decoder_only);
+    PredictOutput p = model.predict_batch(params, b, mcfg_.decode);
+    const int64_t len = p.tokens.dim("length");
+    auto all = p.tokens.to_ints();
+    std::vector<std::pair<int64_t, seqio::Tokens>> out;
+    for (size_t r = 0; r < batch.size(); ++r) {
+      std::vector<int64_t> row(all.begin() + int64_t(r) * len, all.begin() + int64_t(r + 1) * len);
+      out.emplace_back(batch[r].first, trim_decoded(row));
+    }
+    return out;
+  };
+  auto results = evaluator_->evaluate(predict);
+  if (out_dir.empty()) return results;
+  for (const auto& [task, res] : results) {
+    EventFileWriter ev(out_dir + "/" + task);
+    for (const auto& [k, v] : res.metrics) ev.add_scalar("eval/" + k, static_cast<float>(v), step);
+    ev.flush();
+    MetricsJsonlWriter(out_dir + "/" + task + "-metrics.jsonl").write(step, res.metrics);
+    char name[64];
+    std::snprintf(name, sizeof name, "-%06lld.jsonl", (long long)step);
+    std::ofstream f(out_dir + "/" + task + name);
+    const auto& exs = evaluator_->examples(task);
+    for (size_t i = 0; i < res.targets.size(); ++i) {
+      nlohmann::json j;
+      auto it = exs[i].find("inputs_pretokenized");
+      if (it != exs[i].end() && std::holds_alternative<std::string>(it->second))
+        j["input"] = std::get<std::string>(it->second);
+      j["target"] = res.targets[i];
+      if (i < res.predictions.size()) j["prediction"] = res.predictions[i];
+      f << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+  }
+  return results;
+}
+
+}  // namespace t5x::trainer

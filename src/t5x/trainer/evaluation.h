@@ -1,0 +1,50 @@
+// Evaluation during training and in `t5x eval` (t5x.md 8 "Evaluation"):
+//   - teacher-forced: the model's loss_fn metrics over eval_steps batches of
+//     each task of the train_eval DatasetConfig (MODEL_DIR/training_eval/<task>);
+//   - inference: the seqio Evaluator over the infer_eval DatasetConfig:
+//     predict_batch -> decode -> postprocess -> the task's metrics (BLEU, ...),
+//     written to <dir>/<task>/ event files (tags "eval/<metric>"),
+//     <dir>/<task>-metrics.jsonl and <dir>/<task>-<step:06>.jsonl (input,
+//     target, prediction), as seqio's TensorBoard and JSON loggers.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "seqio/evaluation.h"
+#include "t5x/trainer/distributed.h"
+#include "t5x/trainer/run_config.h"
+
+namespace t5x::trainer {
+
+// Teacher-forced metrics per task (all processes take part; values are
+// summed over the data group). Tasks without the split are skipped.
+std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
+    const BaseTransformerModel& model, const ModelConfig& mcfg, const ParamTree& params, const DatasetConfig& cfg,
+    int64_t eval_steps, const Distributed& dist);
+
+// seqio Evaluator over `cfg` (one epoch of its split, unshuffled).
+class InferenceEvaluator {
+ public:
+  InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg);
+  bool empty() const { return evaluator_->task_names().empty(); }
+  // Runs every task; writes summaries under `out_dir` when it is non-empty.
+  std::map<std::string, seqio::TaskEvalResult> run(const BaseTransformerModel& model, const ParamTree& params,
+                                                   int64_t step, const std::string& out_dir) const;
+
+ private:
+  DatasetConfig cfg_;
+  ModelConfig mcfg_;
+  std::unique_ptr<seqio::Evaluator> evaluator_;
+};
+
+// Decoded tokens of one predict_batch row: up to (excluding) the first EOS
+// (id 1) and without padding.
+std::vector<int32_t> trim_decoded(const std::vector<int64_t>& row, int32_t eos_id = 1);
+
+// predict_batch input for model-feature batches: enc-dec decoding starts from
+// empty targets (t5x zeroes decoder_input_tokens unless prompting with targets).
+Batch prediction_batch(const Batch& features, bool decoder_only);
+
+}  // namespace t5x::trainer

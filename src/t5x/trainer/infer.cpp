@@ -1,0 +1,158 @@
+#include "t5x/trainer/infer.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "seqio/mixture.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/trainer/data.h"
+#include "t5x/trainer/evaluation.h"
+#include "t5x/trainer/train_state.h"
+
+namespace t5x::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Parameters of `mcfg` restored from the configured checkpoint.
+struct LoadedModel {
+  std::unique_ptr<BaseTransformerModel> model;
+  TrainState state;
+  std::string dir;
+};
+
+LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& rc) {
+  LoadedModel m;
+  m.model = make_model(mcfg);
+  auto path = resolve_restore_path(rc);
+  if (!path)
+    throw CheckpointError("[checkpoint] no checkpoint to restore\n  hint: set CHECKPOINT_PATH to a checkpoint_<step> directory");
+  m.state.params = m.model->init(prng_key(0));
+  auto r = restore_train_state(*path, m.state, false, rc.dtype, 0, 1);
+  m.dir = r.dir;
+  return m;
+}
+
+std::string fmt(const char* f, long long a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+}  // namespace
+
+InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
+  InferStats stats;
+  LoadedModel lm = load_model(cfg.model, cfg.restore);
+  if (log && dist.is_chief()) *log << "restored parameters from " << lm.dir << "\n";
+  // Under mpirun every process takes its own shard.
+  const int64_t num_shards = cfg.num_shards * dist.size();
+  const int64_t shard = cfg.shard_id * dist.size() + dist.rank();
+  const int64_t chunk_examples = std::max<int64_t>(1, cfg.checkpoint_period) * cfg.dataset.batch_size;
+  fs::create_directories(cfg.output_dir);
+  for (const auto& task : seqio::get_subtasks(cfg.dataset.mixture_or_task_name)) {
+    const std::string base = task->name() + "-" + cfg.mode + ".jsonl" + fmt("-%05lld", shard) + fmt("-of-%05lld", num_shards);
+    const std::string final_path = cfg.output_dir + "/" + base;
+    stats.outputs[task->name()] = final_path;
+    if (fs::exists(final_path + ".COMPLETED")) {
+      if (log) *log << final_path << " is complete; skipping\n";
+      continue;
+    }
+    const std::string tmp = cfg.output_dir + "/tmp-" + base;
+    fs::create_directories(tmp);
+    auto chunk_path = [&](int64_t c) { return tmp + "/" + base + fmt("-chunk%05lld", c); };
+    int64_t chunk = 0;
+    while (fs::exists(chunk_path(chunk) + ".COMPLETED")) ++chunk;
+    stats.chunks_skipped += chunk;
+    FiniteData data(task->name(), cfg.dataset, cfg.model, cfg.dataset.batch_size, shard, num_shards,
+                    chunk * chunk_examples, false);
+    auto vocab = task->output_features().at("targets").vocabulary;
+    bool more = true;
+    while (more) {
+      std::ofstream out(chunk_path(chunk), std::ios::trunc);
+      int64_t in_chunk = 0;
+      Batch b;
+      std::vector<seqio::Example> raw;
+      while (in_chunk < chunk_examples && (more = data.next(b, &raw))) {
+        std::vector<double> scores;
+        std::vector<std::string> preds;
+        if (cfg.mode == "score") {
+          auto s = lm.model->score_batch(lm.state.params, b).to_floats();
+          scores.assign(s.begin(), s.end());
+        } else {
+          PredictOutput p = lm.model->predict_batch(lm.state.params, prediction_batch(b, cfg.model.decoder_only),
+                                                    cfg.model.decode);
+          const int64_t len = p.tokens.dim("length");
+          auto all = p.tokens.to_ints();
+          for (size_t r = 0; r < raw.size(); ++r)
+            preds.push_back(vocab->decode(trim_decoded(
+                std::vector<int64_t>(all.begin() + int64_t(r) * len, all.begin() + int64_t(r + 1) * len))));
+        }
+        for (size_t r = 0; r < raw.size(); ++r) {
+          nlohmann::json j;
+          nlohmann::json inputs = nlohmann::json::object();
+          for (const auto& [k, v] : raw[r])
+            if (const auto* s = std::get_if<std::string>(&v)) inputs[k] = *s;
+          j["inputs"] = inputs;
+          if (cfg.mode == "score") j["score"] = scores[r];
+          else j["prediction"] = preds[r];
+          out << dump(j) << "\n";
+        }
+        in_chunk += static_cast<int64_t>(raw.size());
+        stats.examples += static_cast<int64_t>(raw.size());
+      }
+      out.close();
+      if (in_chunk > 0 || chunk == 0) {
+        std::ofstream(chunk_path(chunk) + ".COMPLETED").put('\n');
+        if (log && dist.is_chief()) *log << task->name() << ": chunk " << chunk << " (" << in_chunk << " examples)\n";
+        ++chunk;
+      } else {
+        fs::remove(chunk_path(chunk));
+      }
+    }
+    // Merge the chunks in order, then mark the file complete.
+    {
+      std::ofstream merged(final_path + ".tmp", std::ios::trunc);
+      for (int64_t c = 0; fs::exists(chunk_path(c) + ".COMPLETED"); ++c) {
+        std::ifstream in(chunk_path(c));
+        merged << in.rdbuf();
+      }
+    }
+    fs::rename(final_path + ".tmp", final_path);
+    std::ofstream(final_path + ".COMPLETED").put('\n');
+    fs::remove_all(tmp);
+    if (log && dist.is_chief()) *log << "wrote " << final_path << "\n";
+  }
+  return stats;
+}
+
+std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfig& cfg, const Distributed& dist,
+                                                               std::ostream* log) {
+  std::map<std::string, std::map<std::string, double>> out;
+  LoadedModel lm = load_model(cfg.model, cfg.restore);
+  int64_t step = 0;
+  if (auto s = CheckpointReader::open(lm.dir).step()) step = *s;
+  if (dist.is_chief()) {
+    InferenceEvaluator ev(cfg.dataset, cfg.model);
+    auto res = ev.run(*lm.model, lm.state.params, step, cfg.output_dir + "/inference_eval");
+    for (const auto& [task, r] : res) {
+      out[task] = r.metrics;
+      if (log) {
+        *log << task << " (" << lm.dir << ", split " << cfg.dataset.split << "):";
+        for (const auto& [k, v] : r.metrics) *log << " " << k << " " << v;
+        *log << "\n";
+      }
+    }
+  }
+  dist.barrier();
+  return out;
+}
+
+}  // namespace t5x::trainer

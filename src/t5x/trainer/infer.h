@@ -1,0 +1,37 @@
+// `t5x infer` / `t5x score` / `t5x eval` (t5x's infer.py and eval.py; t5x.md 8).
+//
+// infer: for every task of the DatasetConfig, one epoch of its split
+// (this process's shard shard_id/num_shards), predicted (or scored) in
+// chunks of checkpoint_period batches. Output, as t5x writes it:
+//   OUTPUT_DIR/<task>-<mode>.jsonl-<shard:05>-of-<num:05>   one JSON per example:
+//     {"inputs": {<feature>_pretokenized...}, "prediction": "<decoded text>"}   (predict)
+//     {"inputs": {...}, "score": <log-likelihood>}                              (score)
+//   OUTPUT_DIR/<that file>.COMPLETED                         when the task is done
+//   OUTPUT_DIR/tmp-<that file>/<...>-chunk<NNNNN>            chunk files, merged at the end;
+//     a chunk with its .COMPLETED marker is not recomputed when the run restarts.
+// eval: the seqio Evaluator over the split (t5x eval.py), written to
+// OUTPUT_DIR/inference_eval (see evaluation.h).
+#pragma once
+#include <iosfwd>
+#include <map>
+#include <string>
+
+#include "t5x/trainer/distributed.h"
+#include "t5x/trainer/run_config.h"
+
+namespace t5x::trainer {
+
+struct InferStats {
+  int64_t examples = 0;        // written in this run
+  int64_t chunks_skipped = 0;  // found complete from an earlier run
+  std::map<std::string, std::string> outputs;  // task -> merged file
+};
+
+// Throws CheckpointError / seqio::DataError / std::invalid_argument.
+InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log = nullptr);
+
+// Returns task -> metrics.
+std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfig& cfg, const Distributed& dist,
+                                                               std::ostream* log = nullptr);
+
+}  // namespace t5x::trainer

@@ -1,0 +1,136 @@
+// The run settings t5x's train.py / eval.py / infer.py take from gin, read out
+// of a gin::Config into plain structs, and the objects they build (model,
+// optimizer, learning-rate schedule, feature converter).
+//
+// Gin names read (t5x.md 7; configs/runs/*.gin):
+//   train_script.train: model, model_dir, train_dataset_cfg, train_eval_dataset_cfg,
+//     infer_eval_dataset_cfg, checkpoint_cfg, partitioner, total_steps, eval_steps,
+//     eval_period, stats_period, random_seed, relative_steps, run_eval_before_training
+//   eval_script.evaluate: model, dataset_cfg, restore_checkpoint_cfg, partitioner, output_dir
+//   infer_script.infer: mode, model, dataset_cfg, restore_checkpoint_cfg, partitioner,
+//     output_dir, checkpoint_period, shard_id, num_shards
+//   models.EncoderDecoderModel / models.DecoderOnlyModel: module (-> network.Transformer.config
+//     = network.T5Config, or network.DecoderWrapper.config = network.TransformerConfig),
+//     optimizer_def, z_loss, label_smoothing, loss_normalizing_factor
+//   adafactor.Adafactor, optimizers.adamw / optax.adamw, optimizers.chain(clip_by_global_norm, adamw)
+//   trainer.Trainer: num_microbatches, learning_rate_fn (utils.create_learning_rate_scheduler
+//     or an optax schedule)
+//   utils.DatasetConfig, utils.SaveCheckpointConfig, utils.RestoreCheckpointConfig,
+//   partitioning.PjitPartitioner (num_partitions, model_parallel_submesh)
+// Missing or ill-typed values throw t5x::gin::GinError naming the binding.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "seqio/feature.h"
+#include "seqio/feature_converters/feature_converters.h"
+#include "t5x/gin/config.h"
+#include "t5x/models/models.h"
+#include "t5x/optim/optimizer.h"
+#include "t5x/optim/schedules.h"
+
+namespace t5x::trainer {
+
+struct DatasetConfig {
+  std::string mixture_or_task_name;
+  std::optional<seqio::SequenceLengths> task_feature_lengths;  // nullopt: None (measured maxima)
+  std::string split = "train";
+  int64_t batch_size = 1;  // GLOBAL batch size
+  bool shuffle = false;
+  std::optional<uint64_t> seed;
+  bool use_cached = false;
+  bool pack = false;
+};
+
+struct SaveCheckpointConfig {
+  int64_t period = 0;      // 0: only at the end
+  std::string dtype = "float32";
+  int keep = 0;            // 0: keep all
+};
+
+struct RestoreCheckpointConfig {
+  std::vector<std::string> paths;  // empty: nothing
+  std::string mode = "latest";     // latest | specific
+  std::string dtype;               // "" | float32 | bfloat16
+  bool strict = true;
+  bool fallback_to_scratch = false;
+};
+
+struct PartitionerConfig {
+  int64_t num_partitions = 1;
+  std::vector<int64_t> model_parallel_submesh;
+};
+
+// The model as gin describes it.
+struct ModelConfig {
+  bool decoder_only = false;
+  bool inputs_bidirectional_attention = false;
+  T5Config network;
+  LossOptions loss;
+  DecodeOptions decode;
+};
+
+struct OptimizerConfig {
+  std::shared_ptr<const Optimizer> optimizer;
+  LearningRateSchedule schedule;  // learning rate at step (before the update)
+};
+
+struct TrainRunConfig {
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  std::string model_dir;
+  DatasetConfig train_ds;
+  std::optional<DatasetConfig> train_eval_ds;
+  std::optional<DatasetConfig> infer_eval_ds;
+  SaveCheckpointConfig save;
+  RestoreCheckpointConfig restore;
+  PartitionerConfig partitioner;
+  int64_t total_steps = 0;
+  std::optional<int64_t> relative_steps;
+  int64_t eval_steps = 20;
+  int64_t eval_period = 1000;
+  int64_t stats_period = 0;  // 0: default (see trainer.h)
+  std::optional<int64_t> random_seed;
+  int64_t num_microbatches = 1;
+  bool run_eval_before_training = false;
+};
+
+struct EvalRunConfig {
+  ModelConfig model;
+  DatasetConfig dataset;
+  RestoreCheckpointConfig restore;
+  PartitionerConfig partitioner;
+  std::string output_dir;
+};
+
+struct InferRunConfig {
+  std::string mode = "predict";  // predict | score
+  ModelConfig model;
+  DatasetConfig dataset;
+  RestoreCheckpointConfig restore;
+  PartitionerConfig partitioner;
+  std::string output_dir;
+  int64_t checkpoint_period = 100;  // batches per output chunk
+  int64_t shard_id = 0;
+  int64_t num_shards = 1;
+};
+
+TrainRunConfig read_train_config(const gin::Config& cfg);
+EvalRunConfig read_eval_config(const gin::Config& cfg);
+InferRunConfig read_infer_config(const gin::Config& cfg);
+
+// Pieces, exposed for tests and for the other modes.
+ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& model_ref);
+OptimizerConfig read_optimizer_config(const gin::Config& cfg, const gin::Reference& model_ref);
+DatasetConfig read_dataset_config(const gin::Config& cfg, const gin::Reference& ref);
+
+std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m);
+// EncDecFeatureConverter for encoder-decoder models; for decoder-only models
+// PrefixLMFeatureConverter when the task has "inputs", else LMFeatureConverter.
+std::unique_ptr<seqio::FeatureConverter> make_feature_converter(const ModelConfig& m, bool pack,
+                                                                bool task_has_inputs);
+
+}  // namespace t5x::trainer

@@ -1,0 +1,155 @@
+#include "t5x/trainer/train_state.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "core/dtype_bf16.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
+
+namespace t5x::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+DType dtype_from_numpy(const std::string& n) {
+  if (n == "float32") return DType::f32;
+  if (n == "bfloat16") return DType::bf16;
+  if (n == "float16") return DType::f16;
+  if (n == "int32") return DType::i32;
+  if (n == "int64") return DType::i64;
+  if (n == "bool") return DType::boolean;
+  throw CheckpointError("[checkpoint] cannot load dtype '" + n + "' into an array");
+}
+
+// Slots with any named (non-"") axis shard like their parameter.
+bool is_partitioned(const std::vector<std::string>& axes) {
+  for (const auto& a : axes)
+    if (!a.empty()) return true;
+  return false;
+}
+
+}  // namespace
+
+HostTensor to_host(const Array& a) {
+  if (!a.is_fully_local()) throw std::invalid_argument("[trainer] to_host needs a fully local array");
+  HostTensor t = HostTensor::zeros(dtype_name(a.dtype()), a.shape().sizes());
+  if (!t.data.empty()) std::memcpy(t.data.data(), a.raw_data(), t.data.size());
+  return t;
+}
+
+Array from_host(const HostTensor& t, const Array& like) {
+  if (t.shape != like.shape().sizes())
+    throw CheckpointError("[checkpoint] shape " + t.shape_string() + " does not match expected " +
+                          like.shape().to_string());
+  const DType want = like.dtype();
+  const DType have = dtype_from_numpy(t.dtype);
+  if (have == want) {
+    Array a(like.shape(), want, {}, {}, false);
+    if (!t.data.empty()) std::memcpy(a.raw_data(), t.data.data(), t.data.size());
+    return a;
+  }
+  if (is_floating(have) && is_floating(want)) return from_host(cast_host_tensor(t, dtype_name(want)), like);
+  // Integer counters (e.g. a step stored as int64).
+  std::vector<int64_t> vals;
+  if (t.dtype == "int32") for (auto v : t.values<int32_t>()) vals.push_back(v);
+  else if (t.dtype == "int64") vals = t.values<int64_t>();
+  else throw CheckpointError("[checkpoint] cannot convert " + t.dtype + " to " + dtype_name(want));
+  return Array::from_ints(like.shape(), vals, want);
+}
+
+std::string save_train_state(const std::string& model_dir, const TrainState& state, const SaveCheckpointConfig& cfg,
+                             const std::optional<std::string>& data_state_json, const SaveContext& ctx) {
+  auto dict = state_dict(state.params, state.opt);
+  auto axes = state_dict_logical_axes(state.params, state.opt);
+  std::vector<SaveLeaf> leaves;
+  leaves.reserve(dict.size());
+  for (const auto& [path, arr] : dict) {
+    HostTensor h = to_host(arr);
+    auto it = axes.find(path);
+    const bool part = it != axes.end() && is_partitioned(it->second) && arr.rank() > 0;
+    if (part) {
+      auto shape = h.shape;
+      leaves.push_back(SaveLeaf::sharded(path, std::move(h), shape, IndexBox::full(shape), ctx.process_index == 0));
+    } else {
+      leaves.push_back(SaveLeaf::inline_array(path, std::move(h)));
+    }
+  }
+  SaveOptions o;
+  o.save_dtype = cfg.dtype;
+  o.process_index = ctx.process_index;
+  o.process_count = ctx.process_count;
+  o.barrier = ctx.barrier;
+  o.timestamp = ctx.timestamp;
+  o.dataset_state_json = data_state_json;
+  o.keep = cfg.keep;
+  return save_checkpoint(model_dir, state.step(), leaves, o).dir;
+}
+
+RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state, bool with_optimizer,
+                                  const std::string& dtype, int process_index, int process_count) {
+  RestoreResult r;
+  CheckpointReader reader = CheckpointReader::open(ckpt_dir);
+  r.dir = reader.dir();
+  const std::string cast = (dtype == "bfloat16" || dtype == "float16") ? dtype : "";
+  // Parameters: all required.
+  ParamTree params;
+  for (const auto& [name, arr] : state.params) {
+    const std::string path = "target/" + name;
+    if (!reader.has(path))
+      throw CheckpointError("[checkpoint] " + r.dir + " has no parameter '" + name +
+                            "'\n  hint: the checkpoint belongs to another model; check the model gin file");
+    params[name] = from_host(reader.read_expect(path, arr.shape().sizes(), std::nullopt, cast), arr);
+  }
+  // Optimizer slots and step: all or nothing.
+  bool have_all = with_optimizer && reader.has("state/step");
+  if (have_all)
+    for (const auto& [k, v] : state.opt.slots)
+      if (!reader.has("state/param_states/" + k)) { have_all = false; break; }
+  if (have_all) {
+    std::map<std::string, Array> dict;
+    for (const auto& [k, v] : state.opt.slots) {
+      const std::string path = "state/param_states/" + k;
+      dict[path] = from_host(reader.read_expect(path, v.shape().sizes()), v);
+    }
+    for (const auto& [name, arr] : params) dict["target/" + name] = arr;
+    dict["state/step"] = Array::from_ints(Shape{}, {reader.step().value_or(0)}, DType::i32);
+    Status st = load_state_dict(dict, state.params, state.opt);
+    if (!st.ok()) throw CheckpointError(st.message());
+    r.optimizer_restored = true;
+  } else {
+    for (auto& [name, arr] : state.params) arr = params.at(name);
+    if (with_optimizer && reader.step()) state.opt.step = *reader.step();
+  }
+  r.data_state_json = reader.dataset_state(process_index, process_count);
+  return r;
+}
+
+std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& cfg) {
+  for (auto it = cfg.paths.rbegin(); it != cfg.paths.rend(); ++it) {
+    const std::string& p = *it;
+    if (p.empty()) continue;
+    if (fs::exists(fs::path(p) / "checkpoint")) return p;
+    auto scan = latest_valid_step(p);
+    if (scan.step) return checkpoint_dir_for_step(p, *scan.step);
+    if (cfg.mode == "specific")
+      throw CheckpointError("[checkpoint] no checkpoint at '" + p +
+                            "'\n  hint: pass a checkpoint_<step> directory (it holds a file named 'checkpoint')");
+  }
+  return std::nullopt;
+}
+
+bool all_finite(const ParamTree& params, std::string* first_bad) {
+  for (const auto& [name, a] : params) {
+    if (!is_floating(a.dtype())) continue;
+    for (float v : a.to_floats())
+      if (!std::isfinite(v)) {
+        if (first_bad) *first_bad = name;
+        return false;
+      }
+  }
+  return true;
+}
+
+}  // namespace t5x::trainer

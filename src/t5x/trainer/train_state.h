@@ -1,0 +1,71 @@
+// The train state (parameters + optimizer state + step) and its checkpoints
+// in t5x's legacy format (t5x.md 3.2; t5x/checkpoints/checkpoint_dir.h).
+//
+// Leaves follow t5x's TrainState.state_dict(): "target/<param path>",
+// "state/step", "state/param_states/<slot>". A leaf with a partition spec
+// (parameters, and slots shaped like their parameter: Adafactor v / m, Adam
+// mu / nu) is written as a zarr array; replicated leaves (step, v_row,
+// v_col, (1,)-placeholders, counters) go inline into the msgpack, as t5x
+// decides by mesh axes None. Parameters are replicated on every process
+// (data parallelism), so process 0 writes every array; each process writes
+// its own data-position file.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/array.h"
+#include "t5x/checkpoints/host_tensor.h"
+#include "t5x/optim/optimizer.h"
+#include "t5x/trainer/run_config.h"
+
+namespace t5x::trainer {
+
+struct TrainState {
+  ParamTree params;
+  OptimizerState opt;
+  int64_t step() const { return opt.step; }
+};
+
+HostTensor to_host(const Array& a);
+// Copies `t` into an Array shaped like `like` (same dims; dtype converted to like's).
+Array from_host(const HostTensor& t, const Array& like);
+
+struct SaveContext {
+  int process_index = 0;
+  int process_count = 1;
+  std::function<void(const std::string&)> barrier;  // empty: single process
+  int64_t timestamp = -1;                           // identical on all processes
+};
+
+// Saves MODEL_DIR/checkpoint_<step> (atomic) with this process's data state
+// JSON; applies retention (keep). Returns the directory.
+std::string save_train_state(const std::string& model_dir, const TrainState& state, const SaveCheckpointConfig& cfg,
+                             const std::optional<std::string>& data_state_json, const SaveContext& ctx);
+
+struct RestoreResult {
+  std::string dir;
+  bool optimizer_restored = false;
+  std::optional<std::string> data_state_json;  // this process's, if saved with the same process count
+};
+
+// Restores `state` (already initialised, so shapes are known) from a
+// checkpoint directory. Parameters must all be present with matching shapes
+// (the error names the parameter and both shapes). The optimizer state and
+// step are restored when the checkpoint holds them all (`with_optimizer`),
+// else they keep their fresh values. `dtype` "bfloat16" rounds the
+// parameters through bfloat16 (t5x RestoreCheckpointConfig.dtype).
+// Throws CheckpointError.
+RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state, bool with_optimizer,
+                                  const std::string& dtype, int process_index, int process_count);
+
+// A checkpoint directory from RestoreCheckpointConfig paths: mode 'specific'
+// takes the path as a checkpoint_<N> directory (or a model dir's latest);
+// 'latest' takes the newest valid checkpoint under the path. nullopt if none.
+std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& cfg);
+
+// True when every float parameter is finite.
+bool all_finite(const ParamTree& params, std::string* first_bad = nullptr);
+
+}  // namespace t5x::trainer

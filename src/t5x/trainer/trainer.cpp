@@ -1,0 +1,318 @@
+#include "t5x/trainer/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <random>
+#include <sstream>
+
+#include "mesh/logical_axis_rules.h"
+#include "ops/elementwise.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/optim/grad_utils.h"
+
+namespace t5x::trainer {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32 | rd()) & 0x7fffffffffffffffULL;
+}
+
+bool loss_is_normalized(const LossOptions& l) {
+  using K = LossNormalizingFactor::Kind;
+  return l.loss_normalizing_factor.kind != K::none && l.loss_normalizing_factor.kind != K::constant;
+}
+
+void scale_grads(ParamTree& g, float s) {
+  for (auto& [k, a] : g) {
+    if (a.dtype() != DType::f32) { a = mul(a, double(s)); continue; }
+    float* p = a.data<float>();
+    for (int64_t i = 0, n = a.local_size(); i < n; ++i) p[i] *= s;
+  }
+}
+
+}  // namespace
+
+std::string format_metrics(const std::map<std::string, double>& values) {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& [k, v] : values) {
+    if (k.rfind("timing/", 0) == 0) continue;
+    os << (first ? "" : "  ") << k << "=" << v;
+    first = false;
+  }
+  return os.str();
+}
+
+Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
+    : cfg_(std::move(cfg)), dist_(std::move(dist)), opt_(opt), model_(make_model(cfg_.model)) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::message(const std::string& s) {
+  if (!dist_.is_chief() || !opt_.log) return;
+  if (progress_) progress_->message(s);
+  else *opt_.log << s << "\n" << std::flush;
+}
+
+void Trainer::initialize() {
+  const auto t0 = Clock::now();
+  const bool chief = dist_.is_chief();
+  if (chief) {
+    fs::create_directories(cfg_.model_dir);
+    if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
+    std::ofstream(cfg_.model_dir + "/model-info.txt")
+        << model_info(model_->param_specs(), standard_logical_axis_rules());
+  }
+  // Seeds: random_seed, else one drawn by process 0 and shared.
+  uint64_t rng_seed = cfg_.random_seed ? uint64_t(*cfg_.random_seed) : dist_.broadcast(fresh_seed());
+  data_state_ = {};
+  data_state_.rng_seed = rng_seed;
+  data_state_.seed = cfg_.train_ds.seed ? *cfg_.train_ds.seed : rng_seed;
+
+  state_.params = model_->init(prng_key(int64_t(rng_seed & 0x7fffffff)));
+  state_.opt = cfg_.optimizer.optimizer->init(state_.params);
+
+  std::optional<seqio::BatchPosition> resume;
+  restored_from_model_dir_ = false;
+  StepScan scan = latest_valid_step(cfg_.model_dir);
+  if (!scan.skipped.empty()) message("checkpoints skipped while looking for the latest one:\n" + scan.report());
+  if (scan.step) {
+    const std::string dir = checkpoint_dir_for_step(cfg_.model_dir, *scan.step);
+    auto r = restore_train_state(dir, state_, true, "", dist_.rank(), dist_.size());
+    restored_from_model_dir_ = true;
+    if (r.data_state_json) {
+      data_state_ = data_state_from_json(*r.data_state_json);
+      resume = data_state_.position;
+    } else {
+      message("warning: " + dir + " holds no data position for " + std::to_string(dist_.size()) +
+              " process(es); the data stream restarts from its beginning");
+    }
+    message("resumed from " + dir + " at step " + std::to_string(state_.step()));
+  } else if (auto path = resolve_restore_path(cfg_.restore)) {
+    auto r = restore_train_state(*path, state_, true, cfg_.restore.dtype, dist_.rank(), dist_.size());
+    message("restored " + std::string(r.optimizer_restored ? "parameters and optimizer state" : "parameters") +
+            " from " + r.dir + " (step " + std::to_string(state_.step()) + ")");
+  }
+  data_ = std::make_unique<TrainData>(cfg_.train_ds, cfg_.model, data_state_.seed, dist_.data_shard,
+                                      dist_.num_data_shards, resume);
+  if (cfg_.infer_eval_ds && chief) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model);
+  train_log_ = SummaryLogger(summary_dir(cfg_.model_dir, SummaryKind::kTrain), chief);
+  if (chief && opt_.gin) train_log_.text(state_.step(), "config/gin", opt_.gin->operative_config_str());
+  train_log_.write(state_.step(), {{"timing/init_or_restore_seconds", seconds_since(t0)}});
+  initialized_ = true;
+}
+
+double Trainer::normalizer_share(const Batch& mb) const {
+  if (dist_.data->size() == 1 || !loss_is_normalized(cfg_.model.loss)) return 1.0;
+  auto [factor, w] = loss_normalizing_factor_and_weights(cfg_.model.loss.loss_normalizing_factor, mb);
+  std::vector<double> d = {factor.value_or(0.0)};
+  const double local = d[0];
+  dist_.sum_over_data(d);
+  return d[0] > 0 ? local / d[0] : 0.0;
+}
+
+StepOutput Trainer::train_step(const Batch& host_batch) {
+  StepOutput out;
+  const int64_t step = state_.step();
+  out.learning_rate = cfg_.optimizer.schedule(step);
+  const int64_t n_micro = std::max<int64_t>(1, cfg_.num_microbatches);
+  std::optional<PRNGKey> step_rng;
+  if (cfg_.model.network.dropout_rate > 0)
+    step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));
+  double local_loss = 0;
+  ParamTree grads = accumulate_grads_microbatched(state_.params, n_micro, [&](int64_t i) {
+    Batch mb = n_micro > 1 ? get_microbatch(host_batch, i, n_micro) : host_batch;
+    std::optional<PRNGKey> rng;
+    if (step_rng) rng = n_micro > 1 ? fold_in(*step_rng, uint32_t(i)) : *step_rng;
+    const double share = normalizer_share(mb);
+    Metrics m;
+    auto vg = value_and_grad(
+        [&](const ParamTree& p) {
+          auto [loss, metrics] = model_->loss_fn(p, mb, rng);
+          m = std::move(metrics);
+          return share == 1.0 ? loss : mul(loss, share);
+        },
+        state_.params);
+    local_loss += vg.value.item();
+    if (share != 1.0)
+      for (const char* k : {"loss", "z_loss", "cross_ent_loss"})
+        if (m.count(k)) m[k].total *= share;
+    for (const auto& [k, v] : m) {
+      auto& d = out.metrics[k];
+      d.total += v.total;
+      d.count = (n_micro > 1 && v.count != 1.0) ? d.count + v.count : v.count;
+    }
+    return std::move(vg.grads);
+  });
+  // Sum the gradients (and the loss) over the data group in one buffer.
+  if (dist_.data->size() > 1) {
+    std::vector<float> buf;
+    for (const auto& [k, g] : grads) {
+      auto f = g.to_floats();
+      buf.insert(buf.end(), f.begin(), f.end());
+    }
+    dist_.sum_over_data(buf);
+    size_t off = 0;
+    for (auto& [k, g] : grads) {
+      const int64_t n = g.local_size();
+      std::vector<float> part(buf.begin() + off, buf.begin() + off + n);
+      g = Array::from_floats(g.shape(), part, g.dtype());
+      off += size_t(n);
+    }
+    std::vector<double> l = {local_loss};
+    dist_.sum_over_data(l);
+    out.loss = l[0];
+  } else {
+    out.loss = local_loss;
+  }
+  out.finite = out.loss_finite = std::isfinite(out.loss);
+  if (!out.finite) return out;  // no update: the state stays the last good one
+  cfg_.optimizer.optimizer->apply_gradient(state_.params, state_.opt, grads, out.learning_rate);
+  out.finite = all_finite(state_.params);
+  return out;
+}
+
+std::string Trainer::save() {
+  const auto t0 = Clock::now();
+  SaveContext ctx;
+  ctx.process_index = dist_.rank();
+  ctx.process_count = dist_.size();
+  if (dist_.size() > 1) ctx.barrier = [this](const std::string&) { dist_.world->barrier(); };
+  ctx.timestamp = int64_t(dist_.broadcast(uint64_t(std::time(nullptr))));
+  DataState ds = data_state_;
+  ds.position = data_->position();
+  std::string dir = save_train_state(cfg_.model_dir, state_, cfg_.save, data_state_to_json(ds), ctx);
+  train_log_.write(state_.step(), {{"timing/checkpoint_seconds", seconds_since(t0)}});
+  return dir;
+}
+
+void Trainer::evaluate() {
+  const auto t0 = Clock::now();
+  const int64_t step = state_.step();
+  if (cfg_.train_eval_ds) {
+    auto res = evaluate_teacher_forced(*model_, cfg_.model, state_.params, *cfg_.train_eval_ds, cfg_.eval_steps, dist_);
+    for (const auto& [task, values] : res) {
+      auto it = eval_logs_.find(task);
+      if (it == eval_logs_.end())
+        it = eval_logs_
+                 .emplace(task, SummaryLogger(summary_dir(cfg_.model_dir, SummaryKind::kTrainingEval, task),
+                                              dist_.is_chief()))
+                 .first;
+      it->second.write(step, values);
+      message("training_eval/" + task + " step " + std::to_string(step) + ": loss " +
+              std::to_string(values.count("loss") ? values.at("loss") : NAN) + "  accuracy " +
+              std::to_string(values.count("accuracy") ? values.at("accuracy") : NAN));
+    }
+  }
+  if (infer_eval_ && !infer_eval_->empty()) {
+    auto res = infer_eval_->run(*model_, state_.params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval));
+    for (const auto& [task, r] : res) {
+      std::ostringstream os;
+      os << "inference_eval/" << task << " step " << step << ":";
+      for (const auto& [k, v] : r.metrics) os << " " << k << " " << v;
+      message(os.str());
+    }
+  }
+  dist_.barrier();
+  train_log_.write(step, {{"timing/evaluate_seconds", seconds_since(t0)}});
+}
+
+TrainResult Trainer::train() {
+  if (!initialized_) initialize();
+  TrainResult res;
+  const int64_t start = state_.step();
+  const int64_t total = cfg_.relative_steps ? start + *cfg_.relative_steps : cfg_.total_steps;
+  const int64_t ckpt_period = cfg_.save.period > 0 ? cfg_.save.period : total;
+  int64_t stats_period = cfg_.stats_period;
+  if (stats_period <= 0) {
+    stats_period = std::min<int64_t>(10, ckpt_period);
+    if (cfg_.eval_period > 0) stats_period = std::min(stats_period, cfg_.eval_period);
+  }
+  if (dist_.is_chief() && opt_.log)
+    progress_ = std::make_unique<ProgressLine>(opt_.log, start, total, opt_.tty, stats_period);
+  message("training " + std::to_string(model_->num_params()) + " parameters on mesh " +
+          dist_.mesh->to_string() + " (" + std::to_string(dist_.size()) + " process(es), data parallel), steps " +
+          std::to_string(start) + " -> " + std::to_string(total) + ", global batch " +
+          std::to_string(cfg_.train_ds.batch_size));
+  // t5x saves before the loop unless the state came from MODEL_DIR itself.
+  if (!restored_from_model_dir_) save();
+  if (cfg_.run_eval_before_training) evaluate();
+
+  MetricAccumulator acc;
+  auto window_t0 = Clock::now();
+  int64_t window_tokens = 0, window_seqs = 0;
+  while (state_.step() < total) {
+    const auto t_step = Clock::now();
+    Batch batch = data_->next();
+    StepOutput so = train_step(batch);
+    if (!so.finite) {
+      // The step that failed, and the last step whose state was finite.
+      const int64_t failed = so.loss_finite ? state_.step() : state_.step() + 1;
+      auto latest = latest_step(cfg_.model_dir);
+      res.status = TrainResult::Status::kNonFinite;
+      res.step = failed - 1;
+      res.last_loss = so.loss;
+      res.message = "non-finite " + std::string(so.loss_finite ? "parameters after the update" : "loss (" + std::to_string(so.loss) + ")") +
+                    " at step " + std::to_string(failed) + " (learning rate " + std::to_string(so.learning_rate) +
+                    "); training stopped without saving. The last good checkpoint is " +
+                    (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
+                    "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
+                    "optax.clip_by_global_norm) or check the data";
+      if (progress_) progress_->finish();
+      message("ERROR: " + res.message);
+      return res;
+    }
+    acc.add(so.metrics);
+    acc.end_step(&dist_);
+    acc.add_step_value("learning_rate", so.learning_rate);
+    res.losses.push_back(so.loss);
+    res.last_loss = so.loss;
+    const int64_t step = state_.step();
+    const int64_t rows = batch_rows(batch) * dist_.num_data_shards;
+    const int64_t len = batch.count("decoder_target_tokens") ? batch.at("decoder_target_tokens").dim("length") : 0;
+    window_seqs += rows;
+    window_tokens += rows * len;
+    const double step_s = seconds_since(t_step);
+    if (progress_) progress_->update(step, so.loss, rows * len / std::max(step_s, 1e-9), so.learning_rate);
+
+    if (step % stats_period == 0 || step == total) {
+      const double secs = seconds_since(window_t0);
+      auto values = acc.values();
+      values["timing/seconds"] = secs;
+      values["timing/steps_per_second"] = double(acc.steps()) / secs;
+      values["timing/seqs_per_second"] = double(window_seqs) / secs;
+      values["timing/target_tokens_per_second"] = double(window_tokens) / secs;
+      values["timing/seqs"] = double(window_seqs);
+      values["learning_rate/current"] = so.learning_rate;
+      train_log_.write(step, values);
+      acc.reset();
+      window_t0 = Clock::now();
+      window_seqs = window_tokens = 0;
+    }
+    if (step % ckpt_period == 0 || step == total) save();
+    if ((cfg_.eval_period > 0 && step % cfg_.eval_period == 0) || step == total) evaluate();
+    if (opt_.stop_after_step >= 0 && step >= opt_.stop_after_step && step < total) {
+      res.status = TrainResult::Status::kStopped;
+      res.step = step;
+      if (progress_) progress_->finish();
+      return res;
+    }
+  }
+  if (progress_) progress_->finish();
+  res.step = state_.step();
+  message("done at step " + std::to_string(res.step) + ", loss " + std::to_string(res.last_loss));
+  return res;
+}
+
+}  // namespace t5x::trainer

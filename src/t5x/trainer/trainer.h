@@ -1,0 +1,109 @@
+// The training loop of t5x's train.py + trainer.Trainer (t5x.md 8), on the
+// layers below: seqio batches -> value_and_grad of the model's loss_fn
+// (summed over num_microbatches) -> gradient sum over the data group ->
+// optimizer update; periodic summaries, checkpoints and evaluation.
+//
+// Init priority (t5x): (1) the newest VALID checkpoint in MODEL_DIR (resume:
+// parameters, optimizer state, step and this process's data position, so
+// the resumed run reads exactly the batches the uninterrupted run would);
+// (2) RestoreCheckpointConfig.path (e.g. INITIAL_CHECKPOINT_PATH of
+// finetune.gin: parameters, plus optimizer state and step when present);
+// (3) fresh initialisation from random_seed.
+//
+// Periods: a checkpoint before the loop (fresh or restored-from-path runs),
+// every SaveCheckpointConfig.period steps and at the last step;
+// teacher-forced + inference evaluation every eval_period steps and at the
+// end; train summaries every stats_period steps (default min(eval_period,
+// checkpoint period, 10)).
+//
+// Normalisation under data parallelism: the loss is t5x's token SUM by
+// default (LOSS_NORMALIZING_FACTOR = None), so the global gradient is the
+// plain sum of the per-process gradients. With a per-batch normalising factor
+// (NUM_REAL_TARGET_TOKENS, ...) each process's loss and gradients are scaled
+// by its share of the global denominator (local / global), which again makes
+// the sum equal the global-batch value.
+//
+// Non-finite loss or parameters stop the run (TrainResult::status) before
+// anything is saved: the newest checkpoint on disk is the last good one.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "t5x/gin/config.h"
+#include "t5x/trainer/data.h"
+#include "t5x/trainer/distributed.h"
+#include "t5x/trainer/evaluation.h"
+#include "t5x/trainer/metrics_log.h"
+#include "t5x/trainer/run_config.h"
+#include "t5x/trainer/train_state.h"
+
+namespace t5x::trainer {
+
+struct TrainerOptions {
+  std::ostream* log = nullptr;          // progress and messages (chief only); nullptr: silent
+  bool tty = false;                     // redraw the progress line in place
+  int64_t stop_after_step = -1;         // test hook: return after this step (as if killed)
+  const gin::Config* gin = nullptr;     // written to MODEL_DIR/config.gin when set
+};
+
+struct StepOutput {
+  double loss = 0;            // global (summed over the data group)
+  double learning_rate = 0;
+  Metrics metrics;            // this process's merged microbatch metrics
+  bool finite = true;       // loss and updated parameters finite
+  bool loss_finite = true;
+};
+
+struct TrainResult {
+  enum class Status { kDone, kStopped, kNonFinite };
+  Status status = Status::kDone;
+  int64_t step = 0;
+  double last_loss = 0;
+  std::string message;
+  std::vector<double> losses;  // per step run in this call
+};
+
+class Trainer {
+ public:
+  Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt = {});
+  ~Trainer();
+
+  // The whole run (init/resume, loop, saves, evaluation).
+  TrainResult train();
+
+  // Pieces (also used by tests).
+  void initialize();  // init priority above; sets state(), data
+  StepOutput train_step(const Batch& host_batch);
+  const TrainState& state() const { return state_; }
+  TrainState& mutable_state() { return state_; }
+  const BaseTransformerModel& model() const { return *model_; }
+  const TrainRunConfig& config() const { return cfg_; }
+  std::string save();  // checkpoint of the current state
+  void evaluate();     // teacher-forced + inference evaluation at the current step
+
+ private:
+  TrainRunConfig cfg_;
+  Distributed dist_;
+  TrainerOptions opt_;
+  std::unique_ptr<BaseTransformerModel> model_;
+  TrainState state_;
+  std::unique_ptr<TrainData> data_;
+  DataState data_state_;
+  std::unique_ptr<InferenceEvaluator> infer_eval_;
+  SummaryLogger train_log_;
+  std::map<std::string, SummaryLogger> eval_logs_;
+  std::unique_ptr<ProgressLine> progress_;
+  bool initialized_ = false;
+  bool restored_from_model_dir_ = false;
+
+  void message(const std::string& s);
+  double normalizer_share(const Batch& mb) const;
+};
+
+// Human-readable step/loss line for logs.
+std::string format_metrics(const std::map<std::string, double>& values);
+
+}  // namespace t5x::trainer

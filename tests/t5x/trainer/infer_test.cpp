@@ -1,0 +1,138 @@
+// infer / score / eval run modes on a checkpoint the trainer wrote, and the
+// inference evaluation during training.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "t5x/trainer/infer.h"
+#include "t5x/trainer/trainer.h"
+#include "test_util.h"
+
+namespace t5x::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::temp_dir;
+using testing::tiny_bindings;
+using testing::tiny_config;
+
+Distributed single() { return Distributed::create(PartitionerConfig{}, make_single_communicator()); }
+
+// One trained checkpoint shared by the tests of this file.
+const std::string& trained_dir() {
+  static std::string dir = [] {
+    std::string d = temp_dir("infer_model");
+    auto b = tiny_bindings(d, 6);
+    Trainer t(read_train_config(tiny_config(b)), single());
+    t.train();
+    return d;
+  }();
+  return dir;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+InferRunConfig infer_config(const std::string& out_dir, const std::string& mode) {
+  std::vector<std::string> b = {
+      "MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
+      "TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 24}",
+      "CHECKPOINT_PATH = '" + trained_dir() + "/checkpoint_6'",
+      "INFER_OUTPUT_DIR = '" + out_dir + "'",
+      "MIXTURE_OR_TASK_SPLIT = 'validation'",
+      "BATCH_SIZE = 4",
+      "ACTIVATION_DTYPE = 'float32'",
+      "network.T5Config.vocab_size = 1152",
+      "network.T5Config.emb_dim = 32",
+      "network.T5Config.head_dim = 8",
+      "network.T5Config.mlp_dim = 64",
+      "infer_script.infer.checkpoint_period = 2",
+      "infer_script.infer.mode = '" + mode + "'",
+  };
+  return read_infer_config(tiny_config(b, "configs/runs/infer.gin"));
+}
+
+TEST(Infer, PredictWritesT5xJsonlAndResumesChunks) {
+  std::string out = temp_dir("infer_out");
+  InferRunConfig c = infer_config(out, "predict");
+  EXPECT_EQ(c.restore.dtype, "bfloat16");  // infer.gin
+  InferStats s = run_infer(c, single());
+  const std::string file = out + "/gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  ASSERT_TRUE(fs::exists(file));
+  ASSERT_TRUE(fs::exists(file + ".COMPLETED"));
+  auto rows = read_jsonl(file);
+  ASSERT_EQ(rows.size(), 20u);  // tests/data/seqio/gpl3_lines.validation.txt
+  EXPECT_EQ(s.examples, 20);
+  for (const auto& r : rows) {
+    EXPECT_TRUE(r["inputs"].contains("inputs_pretokenized"));
+    EXPECT_TRUE(r["prediction"].is_string());
+  }
+  // Restart with the first chunk (8 examples) already done: it is reused, not recomputed.
+  fs::remove(file);
+  fs::remove(file + ".COMPLETED");
+  const std::string tmp = out + "/tmp-gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  fs::create_directories(tmp);
+  {
+    std::ofstream chunk(tmp + "/gpl3_lines_copy-predict.jsonl-00000-of-00001-chunk00000");
+    for (int i = 0; i < 8; ++i) chunk << R"({"inputs": {}, "prediction": "from an earlier run"})" << "\n";
+    std::ofstream(tmp + "/gpl3_lines_copy-predict.jsonl-00000-of-00001-chunk00000.COMPLETED") << "\n";
+  }
+  InferStats s2 = run_infer(c, single());
+  EXPECT_EQ(s2.chunks_skipped, 1);
+  EXPECT_EQ(s2.examples, 12);
+  auto rows2 = read_jsonl(file);
+  ASSERT_EQ(rows2.size(), 20u);
+  EXPECT_EQ(rows2[7]["prediction"], "from an earlier run");
+  EXPECT_EQ(rows2[8]["prediction"], rows[8]["prediction"]);
+  EXPECT_EQ(rows2[19]["inputs"], rows[19]["inputs"]);
+  EXPECT_FALSE(fs::exists(tmp));
+}
+
+TEST(Infer, ScoreWritesLogLikelihoods) {
+  std::string out = temp_dir("score_out");
+  InferStats s = run_infer(infer_config(out, "score"), single());
+  auto rows = read_jsonl(out + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
+  ASSERT_EQ(rows.size(), 20u);
+  for (const auto& r : rows) {
+    double v = r["score"].get<double>();
+    EXPECT_TRUE(std::isfinite(v));
+    EXPECT_LT(v, 0.0);  // a log-probability of a non-empty target
+  }
+}
+
+TEST(Infer, EvalComputesTaskMetrics) {
+  std::string out = temp_dir("eval_out");
+  std::vector<std::string> b = {
+      "MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
+      "CHECKPOINT_PATH = '" + trained_dir() + "/checkpoint_6'",
+      "EVAL_OUTPUT_DIR = '" + out + "'",
+      "MIXTURE_OR_TASK_SPLIT = 'validation'",
+      "BATCH_SIZE = 8",
+      "ACTIVATION_DTYPE = 'float32'",
+      "network.T5Config.vocab_size = 1152",
+      "network.T5Config.emb_dim = 32",
+      "network.T5Config.head_dim = 8",
+      "network.T5Config.mlp_dim = 64",
+  };
+  EvalRunConfig c = read_eval_config(tiny_config(b, "configs/runs/eval.gin"));
+  auto m = run_eval(c, single());
+  ASSERT_EQ(m.count("gpl3_lines_copy"), 1u);
+  ASSERT_FALSE(m["gpl3_lines_copy"].empty());
+  for (const auto& [k, v] : m["gpl3_lines_copy"]) {
+    EXPECT_GE(v, 0.0) << k;
+    EXPECT_LE(v, 100.0) << k;
+  }
+  EXPECT_TRUE(fs::exists(out + "/inference_eval/gpl3_lines_copy-metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(out + "/inference_eval/gpl3_lines_copy-000006.jsonl"));
+  EXPECT_EQ(read_jsonl(out + "/inference_eval/gpl3_lines_copy-000006.jsonl").size(), 20u);
+}
+
+}  // namespace
+}  // namespace t5x::trainer

@@ -1,0 +1,56 @@
+// Shared setup of the trainer tests: a tiny T5.1.1 (configs/models/t5_1_1/tiny.gin
+// shapes, vocabulary cut to the demo SentencePiece model's 1100 ids) trained
+// on seqio's builtin GPL-3 demo tasks with configs/runs/pretrain.gin.
+#pragma once
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "seqio/registration.h"
+#include "t5x/gin/config.h"
+
+namespace t5x::trainer::testing {
+
+inline std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("t5x_trainer_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+// Gin bindings of a small, deterministic pretraining run.
+inline std::vector<std::string> tiny_bindings(const std::string& model_dir, int steps, const std::string& task = "gpl3_lines_copy") {
+  return {
+      "MODEL_DIR = '" + model_dir + "'",
+      "MIXTURE_OR_TASK_NAME = '" + task + "'",
+      "TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 24}",
+      "TRAIN_STEPS = " + std::to_string(steps),
+      "BATCH_SIZE = 8",
+      "USE_CACHED_TASKS = False",
+      "RANDOM_SEED = 7",
+      "ACTIVATION_DTYPE = 'float32'",
+      "network.T5Config.vocab_size = 1152",
+      "network.T5Config.emb_dim = 32",
+      "network.T5Config.head_dim = 8",
+      "network.T5Config.mlp_dim = 64",
+      "train/utils.DatasetConfig.seed = 3",
+      "utils.SaveCheckpointConfig.period = 2",
+      "train_script.train.eval_period = 1000",
+      "train_script.train.eval_steps = 2",
+      "train_script.train.stats_period = 1",
+      "utils.create_learning_rate_scheduler.factors = 'constant'",
+      "utils.create_learning_rate_scheduler.base_learning_rate = 0.05",
+  };
+}
+
+inline gin::Config tiny_config(const std::vector<std::string>& bindings,
+                               const std::string& run_file = "configs/runs/pretrain.gin") {
+  seqio::register_builtin_tasks();
+  gin::LoadOptions o;
+  o.search_paths = {"configs"};
+  return gin::parse_config_files_and_bindings({"configs/models/t5_1_1/tiny.gin", run_file}, bindings, o);
+}
+
+}  // namespace t5x::trainer::testing

@@ -1,0 +1,210 @@
+// Trainer: gin -> run config, the loss falls on a real task, kill-and-resume
+// gives bitwise-equal parameters, NaN stops cleanly, summaries read back,
+// microbatching equals the full batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/optim/adafactor.h"
+#include "t5x/summaries/event_writer.h"
+#include "t5x/trainer/trainer.h"
+#include "test_util.h"
+
+namespace t5x::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::temp_dir;
+using testing::tiny_bindings;
+using testing::tiny_config;
+
+Distributed single() { return Distributed::create(PartitionerConfig{}, make_single_communicator()); }
+
+TrainRunConfig tiny_run(const std::string& dir, int steps, std::vector<std::string> extra = {}) {
+  auto b = tiny_bindings(dir, steps);
+  b.insert(b.end(), extra.begin(), extra.end());
+  return read_train_config(tiny_config(b));
+}
+
+double mean(const std::vector<double>& v, size_t from, size_t to) {
+  double s = 0;
+  for (size_t i = from; i < to; ++i) s += v[i];
+  return s / double(to - from);
+}
+
+TEST(TrainerConfig, ReadsTheGinRun) {
+  std::string dir = temp_dir("cfg");
+  TrainRunConfig c = tiny_run(dir, 12, {"trainer.Trainer.num_microbatches = 2"});
+  EXPECT_EQ(c.model_dir, dir);
+  EXPECT_EQ(c.total_steps, 12);
+  EXPECT_EQ(c.num_microbatches, 2);
+  EXPECT_EQ(c.train_ds.mixture_or_task_name, "gpl3_lines_copy");
+  EXPECT_EQ(c.train_ds.batch_size, 8);
+  EXPECT_EQ(c.train_ds.split, "train");
+  EXPECT_TRUE(c.train_ds.pack);
+  EXPECT_EQ(c.train_ds.task_feature_lengths->at("targets"), 24);
+  ASSERT_TRUE(c.train_eval_ds);
+  EXPECT_EQ(c.train_eval_ds->split, "validation");
+  EXPECT_FALSE(c.infer_eval_ds);
+  EXPECT_EQ(c.save.period, 2);
+  EXPECT_EQ(c.partitioner.num_partitions, 1);
+  EXPECT_EQ(c.model.network.emb_dim, 32);
+  EXPECT_EQ(c.model.network.num_heads, 4);  // tiny.gin
+  EXPECT_EQ(c.model.network.num_encoder_layers, 2);
+  EXPECT_EQ(c.model.network.mlp_activations, (std::vector<std::string>{"gelu", "linear"}));
+  EXPECT_DOUBLE_EQ(c.model.loss.z_loss, 1e-4);
+  EXPECT_EQ(c.optimizer.optimizer->name(), "adafactor.Adafactor");
+  EXPECT_DOUBLE_EQ(c.optimizer.schedule(0), 0.05);
+  EXPECT_EQ(c.random_seed, 7);
+}
+
+TEST(TrainerConfig, PretrainScheduleAndAdamW) {
+  std::string dir = temp_dir("cfg2");
+  auto b = tiny_bindings(dir, 4);
+  b.resize(b.size() - 2);  // keep pretrain.gin's rsqrt schedule
+  b.push_back("OPTIMIZER = @optimizers.chain()");
+  b.push_back("optimizers.chain.transformations = [@optax.clip_by_global_norm(), @optax.adamw()]");
+  b.push_back("optax.clip_by_global_norm.max_norm = 1.0");
+  b.push_back("optax.adamw.learning_rate = @optax.warmup_cosine_decay_schedule()");
+  b.push_back("optax.warmup_cosine_decay_schedule.init_value = 0.0");
+  b.push_back("optax.warmup_cosine_decay_schedule.peak_value = 1e-3");
+  b.push_back("optax.warmup_cosine_decay_schedule.warmup_steps = 10");
+  b.push_back("optax.warmup_cosine_decay_schedule.decay_steps = 100");
+  TrainRunConfig c = read_train_config(tiny_config(b));
+  EXPECT_EQ(c.optimizer.optimizer->name(), "optimizers.adamw");
+  EXPECT_NEAR(c.optimizer.schedule(5), 0.5e-3, 1e-12);
+  EXPECT_NEAR(c.optimizer.schedule(10), 1e-3, 1e-12);
+  // The Adafactor run: pretrain.gin's 'constant * rsqrt_decay', 1.0, warmup 10000.
+  auto b2 = tiny_bindings(dir, 4);
+  b2.resize(b2.size() - 2);
+  TrainRunConfig c2 = read_train_config(tiny_config(b2));
+  EXPECT_NEAR(c2.optimizer.schedule(0), 0.01, 1e-12);
+  EXPECT_NEAR(c2.optimizer.schedule(40000), 0.005, 1e-12);
+}
+
+TEST(Trainer, LossFallsOnGpl3Task) {
+  std::string dir = temp_dir("falls");
+  Trainer t(tiny_run(dir, 40, {"utils.SaveCheckpointConfig.period = 40"}), single());
+  TrainResult r = t.train();
+  ASSERT_EQ(r.status, TrainResult::Status::kDone) << r.message;
+  ASSERT_EQ(r.losses.size(), 40u);
+  const double first = mean(r.losses, 0, 5), last = mean(r.losses, 35, 40);
+  EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_EQ(t.state().step(), 40);
+  // Outputs of a t5x run.
+  EXPECT_TRUE(fs::exists(dir + "/config.gin"));
+  EXPECT_TRUE(fs::exists(dir + "/model-info.txt"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_0/checkpoint"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_40/checkpoint"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_40/train_ds-000-of-001.json"));
+  EXPECT_TRUE(fs::exists(dir + "/training_eval/gpl3_lines_copy/metrics.jsonl"));
+}
+
+// Trains `steps` steps, optionally stopping after `stop` and resuming in a new Trainer.
+TrainState run_maybe_interrupted(const std::string& dir, int steps, int stop, std::vector<double>* losses) {
+  if (stop > 0) {
+    TrainerOptions o;
+    o.stop_after_step = stop;
+    Trainer first(tiny_run(dir, steps), single(), o);
+    TrainResult r = first.train();
+    EXPECT_EQ(r.status, TrainResult::Status::kStopped);
+    losses->insert(losses->end(), r.losses.begin(), r.losses.end());
+  }
+  Trainer t(tiny_run(dir, steps), single());
+  TrainResult r = t.train();
+  EXPECT_EQ(r.status, TrainResult::Status::kDone) << r.message;
+  losses->insert(losses->end(), r.losses.begin(), r.losses.end());
+  return t.state();
+}
+
+TEST(Trainer, KillAndResumeIsBitwiseEqual) {
+  std::vector<double> la, lb;
+  TrainState a = run_maybe_interrupted(temp_dir("uninterrupted"), 8, 0, &la);
+  // Stopped after step 5: the newest checkpoint is step 4, so the resumed
+  // run redoes step 5 from step 4's parameters and data position.
+  TrainState b = run_maybe_interrupted(temp_dir("resumed"), 8, 5, &lb);
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (const auto& [k, v] : a.params) EXPECT_TRUE(array_equal(v, b.params.at(k))) << k;
+  for (const auto& [k, v] : a.opt.slots) EXPECT_TRUE(array_equal(v, b.opt.slots.at(k))) << k;
+  EXPECT_EQ(a.step(), 8);
+  EXPECT_EQ(b.step(), 8);
+  ASSERT_EQ(la.size(), 8u);
+  ASSERT_EQ(lb.size(), 9u);  // 5 + (8 - 4)
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(la[4 + i], lb[5 + i]) << "step " << 5 + i;
+  EXPECT_EQ(la[4], lb[4]);  // step 5 computed twice, identically
+}
+
+TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
+  std::string dir = temp_dir("nan");
+  Trainer t(tiny_run(dir, 6, {"utils.create_learning_rate_scheduler.base_learning_rate = 1e30",
+                              "utils.SaveCheckpointConfig.period = 1",
+                              "adafactor.Adafactor.clipping_threshold = None",
+                              "adafactor.Adafactor.multiply_by_parameter_scale = False"}),
+            single());
+  TrainResult r = t.train();
+  ASSERT_EQ(r.status, TrainResult::Status::kNonFinite);
+  EXPECT_NE(r.message.find("non-finite"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("last good checkpoint"), std::string::npos) << r.message;
+  auto latest = latest_step(dir);
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(*latest, r.step);  // nothing saved after the last finite step
+  // The kept checkpoint holds finite parameters.
+  TrainState s = t.state();
+  restore_train_state(checkpoint_dir_for_step(dir, *latest), s, true, "", 0, 1);
+  EXPECT_TRUE(all_finite(s.params));
+}
+
+TEST(Trainer, SummariesReadBackFromEventFilesAndJsonl) {
+  std::string dir = temp_dir("tb");
+  Trainer t(tiny_run(dir, 4), single());
+  TrainResult r = t.train();
+  ASSERT_EQ(r.status, TrainResult::Status::kDone);
+  std::map<int64_t, float> tb_loss;
+  std::set<std::string> tags;
+  for (const auto& e : fs::directory_iterator(dir + "/train")) {
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) != 0) continue;
+    for (const auto& rec : read_tfrecords(e.path().string())) {
+      ParsedEvent ev = parse_event(rec);
+      for (const auto& [tag, v] : ev.scalars) {
+        tags.insert(tag);
+        if (tag == "loss") tb_loss[ev.step] = v;
+      }
+    }
+  }
+  ASSERT_EQ(tb_loss.size(), 4u);  // stats_period = 1
+  for (int s = 1; s <= 4; ++s) EXPECT_FLOAT_EQ(tb_loss[s], float(r.losses[s - 1])) << s;
+  for (const char* tag : {"accuracy", "learning_rate", "timing/seqs_per_second", "timing/target_tokens_per_second",
+                          "loss_per_all_target_tokens", "z_loss"})
+    EXPECT_TRUE(tags.count(tag)) << tag;
+  std::ifstream jl(dir + "/train/metrics.jsonl");
+  int n = 0;
+  for (std::string line; std::getline(jl, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    const double want = r.losses[j["step"].get<int64_t>() - 1];
+    EXPECT_NEAR(j["loss"].get<double>(), want, 1e-6 * std::abs(want));
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+}
+
+TEST(Trainer, MicrobatchesGiveTheFullBatchLosses) {
+  // Same batches; 4 microbatches sum to the full-batch gradient, so the
+  // losses agree up to float summation order (Adafactor's first update is
+  // nearly sign(g), so parameters are compared through the losses).
+  std::string d1 = temp_dir("mb1"), d2 = temp_dir("mb2");
+  Trainer a(tiny_run(d1, 3), single());
+  Trainer b(tiny_run(d2, 3, {"trainer.Trainer.num_microbatches = 4"}), single());
+  TrainResult ra = a.train(), rb = b.train();
+  ASSERT_EQ(ra.losses.size(), 3u);
+  ASSERT_EQ(rb.losses.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(ra.losses[i], rb.losses[i], 1e-4 * std::abs(ra.losses[i])) << "step " << i + 1;
+}
+
+}  // namespace
+}  // namespace t5x::trainer
