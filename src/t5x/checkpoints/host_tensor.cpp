@@ -125,6 +125,7 @@ HostTensor cast_host_tensor(const HostTensor& t, std::string_view to) {
     throw std::invalid_argument("[cast] only float32/bfloat16/float16 casts are supported, got " +
                                 t.dtype + " -> " + std::string(to));
   const int64_t n = t.numel();
+  if (n == 0) return HostTensor::zeros(std::string(to), t.shape);
   std::vector<float> f(static_cast<size_t>(n));
   if (t.dtype == "float32") {
     std::memcpy(f.data(), t.data.data(), size_t(n) * 4);

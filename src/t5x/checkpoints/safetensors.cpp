@@ -57,7 +57,10 @@ std::vector<uint8_t> encode_safetensors(const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) out[i] = uint8_t(n >> (8 * i));
   std::memcpy(out.data() + 8, text.data(), text.size());
   uint8_t* p = out.data() + 8 + text.size();
-  for (const auto& [name, t] : tensors) { std::memcpy(p, t.data.data(), t.data.size()); p += t.data.size(); }
+  for (const auto& [name, t] : tensors) {
+    if (!t.data.empty()) std::memcpy(p, t.data.data(), t.data.size());  // empty: data() may be null
+    p += t.data.size();
+  }
   return out;
 }
 
