@@ -1,6 +1,7 @@
 // dot_product_attention (ops/fused.h): fused kernel path and reference.
 #include "backend/cpu/attention.h"
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
 #include "ops/fused.h"
@@ -148,6 +149,8 @@ class Attention : public Primitive {
 }  // namespace
 
 Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
+  if (any_sharded(q, k, v, o.bias, o.q_segment_ids, o.kv_segment_ids, o.q_mask, o.kv_mask))
+    return dispatch1("dot_product_attention", {q, k, v}, OpArgs{.attention = &o});
   if (!fused_kernels_enabled()) return dot_product_attention_reference(q, k, v, o);
   Canon c = canonicalise(q, k, v, o);
   cpu::AttentionShape s;

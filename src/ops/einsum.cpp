@@ -5,6 +5,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 #include "ops/reduce.h"
@@ -83,6 +84,7 @@ class Einsum : public Primitive {
 }  // namespace
 
 Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& out) {
+  if (any_sharded(x0, y0)) return dispatch1("einsum", {x0, y0}, OpArgs{.dims = out});
   check_local("einsum", {x0, y0});
   check_same_dtype("einsum", x0, y0);
   check_floating("einsum", x0);

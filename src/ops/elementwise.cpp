@@ -4,6 +4,7 @@
 
 #include "backend/cpu/vec_math.h"
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/primitive.h"
 
 namespace t5x {
@@ -147,6 +148,7 @@ class Unary : public Primitive {
 };
 
 Array unary(U op, const Array& x, bool float_only) {
+  if (any_sharded(x)) return dispatch1(uname(op), {x});
   check_local(uname(op), {x});
   if (float_only) check_floating(uname(op), x);
   else if (x.dtype() == DType::boolean && op != U::Not)
@@ -281,6 +283,7 @@ class Binary : public Primitive {
 
 Array binary(B op, const Array& a, const Array& b) {
   const char* n = bname(op);
+  if (!is_cmp(op) && any_sharded(a, b)) return dispatch1(n, {a, b});
   check_local(n, {a, b});
   check_same_dtype(n, a, b);
   if (op == B::And || op == B::Or) {
@@ -388,12 +391,30 @@ Array mul(const Array& a, const Array& b) { return binary(B::Mul, a, b); }
 Array div(const Array& a, const Array& b) { return binary(B::Div, a, b); }
 Array maximum(const Array& a, const Array& b) { return binary(B::Max, a, b); }
 Array minimum(const Array& a, const Array& b) { return binary(B::Min, a, b); }
-Array add(const Array& a, double b) { return binary(B::Add, a, scalar_like(a, b)); }
-Array sub(const Array& a, double b) { return binary(B::Sub, a, scalar_like(a, b)); }
-Array mul(const Array& a, double b) { return binary(B::Mul, a, scalar_like(a, b)); }
-Array div(const Array& a, double b) { return binary(B::Div, a, scalar_like(a, b)); }
-Array maximum(const Array& a, double b) { return binary(B::Max, a, scalar_like(a, b)); }
-Array minimum(const Array& a, double b) { return binary(B::Min, a, scalar_like(a, b)); }
+Array add(const Array& a, double b) {
+  if (any_sharded(a)) return dispatch1("add_scalar", {a}, OpArgs{.scalar = b});
+  return binary(B::Add, a, scalar_like(a, b));
+}
+Array sub(const Array& a, double b) {
+  if (any_sharded(a)) return dispatch1("sub_scalar", {a}, OpArgs{.scalar = b});
+  return binary(B::Sub, a, scalar_like(a, b));
+}
+Array mul(const Array& a, double b) {
+  if (any_sharded(a)) return dispatch1("mul_scalar", {a}, OpArgs{.scalar = b});
+  return binary(B::Mul, a, scalar_like(a, b));
+}
+Array div(const Array& a, double b) {
+  if (any_sharded(a)) return dispatch1("div_scalar", {a}, OpArgs{.scalar = b});
+  return binary(B::Div, a, scalar_like(a, b));
+}
+Array maximum(const Array& a, double b) {
+  if (any_sharded(a)) return dispatch1("maximum_scalar", {a}, OpArgs{.scalar = b});
+  return binary(B::Max, a, scalar_like(a, b));
+}
+Array minimum(const Array& a, double b) {
+  if (any_sharded(a)) return dispatch1("minimum_scalar", {a}, OpArgs{.scalar = b});
+  return binary(B::Min, a, scalar_like(a, b));
+}
 
 Array eq(const Array& a, const Array& b) { return binary(B::Eq, a, b); }
 Array ne(const Array& a, const Array& b) { return binary(B::Ne, a, b); }
@@ -411,6 +432,7 @@ Array logical_and(const Array& a, const Array& b) { return binary(B::And, a, b);
 Array logical_or(const Array& a, const Array& b) { return binary(B::Or, a, b); }
 
 Array where(const Array& cond, const Array& x, const Array& y) {
+  if (any_sharded(cond, x, y)) return dispatch1("where", {cond, x, y});
   check_local("where", {cond, x, y});
   if (cond.dtype() != DType::boolean) throw_invalid("where", "cond must be bool, got " + describe(cond));
   check_same_dtype("where", x, y);
@@ -428,6 +450,7 @@ Array clip(const Array& x, double lo, double hi) {
 namespace {
 template <typename Pred>
 Array float_mask(const char* op, const Array& x, Pred pred) {
+  if (any_sharded(x)) return dispatch1(op, {x});
   check_local(op, {x});
   check_floating(op, x);
   Array out = make_output(x.shape(), DType::boolean, {x});
@@ -446,6 +469,7 @@ Array isnan(const Array& x) { return float_mask("isnan", x, [](float v) { return
 Array isfinite(const Array& x) { return float_mask("isfinite", x, [](float v) { return std::isfinite(v); }); }
 
 Array cast(const Array& x, DType dtype) {
+  if (any_sharded(x)) return dispatch1("cast", {x}, OpArgs{.dtype = dtype});
   check_local("cast", {x});
   if (x.dtype() == dtype) return x;
   return apply1(std::make_shared<Cast>(dtype), {x});

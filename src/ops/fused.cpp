@@ -8,6 +8,7 @@
 #include "backend/cpu/rms_norm.h"
 #include "ops/autodiff.h"
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
@@ -145,6 +146,7 @@ Array canonical_targets(const char* op, const Array& logits, const Array& target
 }  // namespace
 
 Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
+  if (any_sharded(x, scale)) return dispatch1("rms_norm", {x, scale}, OpArgs{.dim = dim, .scalar = eps});
   if (!fused_kernels_enabled()) return rms_norm_reference(x, scale, dim, eps);
   check_rms_args("rms_norm", x, scale, dim, eps);
   Array xt = cast(transpose(x, with_last(x, dim)), DType::f32);
@@ -161,6 +163,11 @@ Array rms_norm_reference(const Array& x, const Array& scale, const std::string& 
 
 CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,
                                                        double label_smoothing, const std::string& vocab) {
+  if (any_sharded(logits, targets)) {
+    auto r = dispatch_n("softmax_cross_entropy_with_integer_labels", {logits, targets},
+                        OpArgs{.dim = vocab, .scalar = z_loss, .scalar2 = label_smoothing}, 2);
+    return {r[0], r[1]};
+  }
   if (!fused_kernels_enabled())
     return softmax_cross_entropy_with_integer_labels_reference(logits, targets, z_loss, label_smoothing, vocab);
   const char* op = "softmax_cross_entropy_with_integer_labels";

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
@@ -148,6 +149,8 @@ Array iota(const Shape& shape, const std::string& dim, DType dtype) {
 }
 
 Array one_hot(const Array& indices, int64_t depth, const std::string& name, DType dtype) {
+  if (any_sharded(indices))
+    return dispatch1("one_hot", {indices}, OpArgs{.name = name, .k = depth, .dtype = dtype});
   check_local("one_hot", {indices});
   if (!is_integer(indices.dtype())) throw_invalid("one_hot", "indices must be int32/int64, got " + describe(indices));
   if (indices.has_dim(name)) throw_invalid("one_hot", "new dim '" + name + "' already in indices " + describe(indices));
@@ -169,6 +172,7 @@ Array one_hot(const Array& indices, int64_t depth, const std::string& name, DTyp
 }
 
 Array take(const Array& x, const Array& indices, const std::string& dim) {
+  if (any_sharded(x, indices)) return dispatch1("take", {x, indices}, OpArgs{.dim = dim});
   check_local("take", {x, indices});
   int a = require_dim("take", x, dim);
   std::vector<int64_t> ids = index_values("take", indices);
@@ -193,6 +197,10 @@ Array take(const Array& x, const Array& indices, const std::string& dim) {
 }
 
 std::pair<Array, Array> top_k(const Array& x, int64_t k, const std::string& dim) {
+  if (any_sharded(x)) {
+    auto r = dispatch_n("top_k", {x}, OpArgs{.dim = dim, .k = k}, 2);
+    return {r[0], r[1]};
+  }
   check_local("top_k", {x});
   int a = require_dim("top_k", x, dim);
   if (x.dtype() == DType::boolean) throw_invalid("top_k", "does not accept bool, got " + describe(x));

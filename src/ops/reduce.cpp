@@ -6,6 +6,7 @@
 #include "backend/cpu/vec_math.h"
 #include "ops/autodiff.h"
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 #include "ops/shape.h"
@@ -122,6 +123,7 @@ class Reduce : public Primitive {
 };
 
 Array reduce(R op, const char* name, const Array& x, const std::vector<std::string>& dims) {
+  if (any_sharded(x)) return dispatch1(name, {x}, OpArgs{.dims = dims});
   check_local(name, {x});
   if (x.dtype() == DType::boolean) throw_invalid(name, "does not accept bool, got " + describe(x));
   Plan p = plan_reduce(name, x, dims);
@@ -257,6 +259,7 @@ Array min(const Array& x, const std::vector<std::string>& dims) { return reduce(
 Array min(const Array& x) { return reduce(R::Min, "min", x, all_dims(x)); }
 
 Array mean(const Array& x, const std::vector<std::string>& dims) {
+  if (any_sharded(x)) return dispatch1("mean", {x}, OpArgs{.dims = dims});
   check_floating("mean", x);
   Plan p = plan_reduce("mean", x, dims);
   return mul(sum(x, dims), 1.0 / double(std::max<int64_t>(p.cols, 1)));
@@ -264,6 +267,7 @@ Array mean(const Array& x, const std::vector<std::string>& dims) {
 Array mean(const Array& x) { return mean(x, all_dims(x)); }
 
 Array logsumexp(const Array& x, const std::vector<std::string>& dims) {
+  if (any_sharded(x)) return dispatch1("logsumexp", {x}, OpArgs{.dims = dims});
   check_floating("logsumexp", x);
   plan_reduce("logsumexp", x, dims);
   // Shift by the (gradient-free) max for stability; rows of -inf stay -inf.
@@ -277,6 +281,7 @@ Array logsumexp(const Array& x, const std::vector<std::string>& dims) {
 }
 
 Array softmax(const Array& x, const std::string& dim) {
+  if (any_sharded(x)) return dispatch1("softmax", {x}, OpArgs{.dim = dim});
   check_local("softmax", {x});
   check_floating("softmax", x);
   require_dim("softmax", x, dim);
@@ -284,6 +289,7 @@ Array softmax(const Array& x, const std::string& dim) {
 }
 
 Array log_softmax(const Array& x, const std::string& dim) {
+  if (any_sharded(x)) return dispatch1("log_softmax", {x}, OpArgs{.dim = dim});
   check_local("log_softmax", {x});
   check_floating("log_softmax", x);
   require_dim("log_softmax", x, dim);
@@ -291,6 +297,7 @@ Array log_softmax(const Array& x, const std::string& dim) {
 }
 
 Array argmax(const Array& x0, const std::string& dim) {
+  if (any_sharded(x0)) return dispatch1("argmax", {x0}, OpArgs{.dim = dim});
   check_local("argmax", {x0});
   int a = require_dim("argmax", x0, dim);
   if (x0.dtype() == DType::boolean) throw_invalid("argmax", "does not accept bool, got " + describe(x0));
@@ -323,6 +330,7 @@ Array argmax(const Array& x0, const std::string& dim) {
 }
 
 Array cumsum(const Array& x, const std::string& dim, bool exclusive, bool reverse) {
+  if (any_sharded(x)) return dispatch1("cumsum", {x}, OpArgs{.dim = dim, .ints = {exclusive, reverse}});
   check_local("cumsum", {x});
   require_dim("cumsum", x, dim);
   if (x.dtype() == DType::boolean) throw_invalid("cumsum", "does not accept bool, got " + describe(x));

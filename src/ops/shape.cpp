@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/detail.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 
@@ -277,6 +278,7 @@ Shape with_size(const Shape& s, int axis, int64_t size) {
 }  // namespace
 
 Array transpose(const Array& x, const std::vector<std::string>& order) {
+  if (any_sharded(x)) return dispatch1("transpose", {x}, OpArgs{.dims = order});
   check_local("transpose", {x});
   if (int(order.size()) != x.rank())
     throw_invalid("transpose", "order " + names_to_string(order) + " is not a permutation of the dims of " + describe(x));
@@ -308,6 +310,7 @@ Array rename(const Array& x, const std::map<std::string, std::string>& renames) 
 }
 
 Array reshape(const Array& x, const Shape& shape) {
+  if (any_sharded(x)) return dispatch1("reshape", {x}, OpArgs{.shape = shape});
   check_local("reshape", {x});
   if (shape.numel() != x.size())
     throw_invalid("reshape", "cannot reshape " + describe(x) + " (" + std::to_string(x.size()) + " elements) to " +
@@ -317,6 +320,7 @@ Array reshape(const Array& x, const Shape& shape) {
 }
 
 Array broadcast_to(const Array& x, const Shape& shape) {
+  if (any_sharded(x)) return dispatch1("broadcast_to", {x}, OpArgs{.shape = shape});
   check_local("broadcast_to", {x});
   for (const Dim& d : x.shape().dims()) {
     int i = shape.index(d.name);
@@ -330,6 +334,7 @@ Array broadcast_to(const Array& x, const Shape& shape) {
 }
 
 Array slice(const Array& x, const std::string& dim, int64_t start, int64_t size) {
+  if (any_sharded(x)) return dispatch1("slice", {x}, OpArgs{.dim = dim, .ints = {start, size}});
   check_local("slice", {x});
   int a = require_dim("slice", x, dim);
   int64_t n = x.shape()[a].size;
@@ -342,6 +347,7 @@ Array slice(const Array& x, const std::string& dim, int64_t start, int64_t size)
 }
 
 Array pad(const Array& x, const std::string& dim, int64_t lo, int64_t hi, double value) {
+  if (any_sharded(x)) return dispatch1("pad", {x}, OpArgs{.dim = dim, .ints = {lo, hi}, .scalar = value});
   check_local("pad", {x});
   int a = require_dim("pad", x, dim);
   if (lo < 0 || hi < 0)
@@ -352,6 +358,7 @@ Array pad(const Array& x, const std::string& dim, int64_t lo, int64_t hi, double
 }
 
 Array concat(const std::vector<Array>& xs, const std::string& dim) {
+  if (any_sharded_in(xs)) return dispatch1("concat", xs, OpArgs{.dim = dim});
   if (xs.empty()) throw_invalid("concat", "needs at least one array");
   check_local("concat", xs);
   int a = require_dim("concat", xs[0], dim, "xs[0]");
@@ -372,6 +379,7 @@ Array concat(const std::vector<Array>& xs, const std::string& dim) {
 }
 
 Array stack(const std::vector<Array>& xs, const std::string& name, int axis) {
+  if (any_sharded_in(xs)) return dispatch1("stack", xs, OpArgs{.name = name, .k = axis});
   if (xs.empty()) throw_invalid("stack", "needs at least one array");
   if (xs[0].has_dim(name)) throw_invalid("stack", "new dim '" + name + "' already in " + describe(xs[0]));
   int r = xs[0].rank();
@@ -390,6 +398,7 @@ Array stack(const std::vector<Array>& xs, const std::string& name, int axis) {
 }
 
 Array expand_dims(const Array& x, const std::string& name, int axis) {
+  if (any_sharded(x)) return dispatch1("expand_dims", {x}, OpArgs{.name = name, .k = axis});
   if (x.has_dim(name)) throw_invalid("expand_dims", "dim '" + name + "' already in " + describe(x));
   int r = x.rank();
   if (axis < 0) axis += r + 1;
@@ -400,6 +409,7 @@ Array expand_dims(const Array& x, const std::string& name, int axis) {
 }
 
 Array squeeze(const Array& x, const std::string& name) {
+  if (any_sharded(x)) return dispatch1("squeeze", {x}, OpArgs{.name = name});
   int a = require_dim("squeeze", x, name);
   if (x.shape()[a].size != 1)
     throw_invalid("squeeze", "dim '" + name + "' has size " + std::to_string(x.shape()[a].size) + ", not 1, in " + describe(x));
@@ -430,6 +440,7 @@ std::vector<int64_t> clamp_starts(const char* op, const Shape& big, const Shape&
 
 Array dynamic_slice(const Array& x, const std::map<std::string, int64_t>& starts,
                     const std::map<std::string, int64_t>& sizes) {
+  if (any_sharded(x)) return dispatch1("dynamic_slice", {x}, OpArgs{.starts = starts, .sizes = sizes});
   check_local("dynamic_slice", {x});
   std::vector<Dim> dims = x.shape().dims();
   for (const auto& [n, v] : sizes) {
@@ -444,6 +455,8 @@ Array dynamic_slice(const Array& x, const std::map<std::string, int64_t>& starts
 }
 
 Array dynamic_update_slice(const Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
+  if (any_sharded(operand, update))
+    return dispatch1("dynamic_update_slice", {operand, update}, OpArgs{.starts = starts});
   check_local("dynamic_update_slice", {operand, update});
   check_same_dtype("dynamic_update_slice", operand, update, "operand", "update");
   const Shape &a = operand.shape(), &u = update.shape();

@@ -1,6 +1,5 @@
 #include "spmd/dispatch.h"
 
-#include <atomic>
 #include <functional>
 #include <map>
 
@@ -15,8 +14,6 @@
 
 namespace t5x::spmd {
 namespace {
-
-std::atomic<bool> g_installed{false};
 
 using Unary = Array (*)(const Array&);
 const std::map<std::string_view, Unary>& unary_ops() {
@@ -117,7 +114,7 @@ std::vector<Array> dispatch(std::string_view op, const std::vector<Array>& in, c
   throw_invalid("spmd", "no sharded lowering for op '" + std::string(op) + "'; reshard its inputs to replicated first");
 }
 
-void install() { g_installed = true; }
-bool installed() { return g_installed; }
+void install() { t5x::set_sharded_dispatch(&dispatch); }
+bool installed() { return t5x::sharded_dispatch() == &dispatch; }
 
 }  // namespace t5x::spmd

@@ -4,19 +4,8 @@
 // the mesh (!is_fully_local()), it calls the installed dispatcher with the op
 // name, the array inputs (in the op's argument order; null Arrays for absent
 // optional ones) and the non-array arguments, and returns its outputs. The
-// hook's types live in ops/ (ops must not depend on spmd); spmd::OpArgs
-// mirrors the struct to add there:
-//
-//   // ops/dispatch.h
-//   struct OpArgs { std::vector<std::string> dims; std::string dim, name;
-//                   int64_t k = 0; std::vector<int64_t> ints; double scalar = 0,
-//                   scalar2 = 0; DType dtype = DType::f32; Shape shape;
-//                   std::map<std::string, int64_t> starts, sizes;
-//                   const AttentionOptions* attention = nullptr; };
-//   using ShardedDispatch = std::vector<Array> (*)(std::string_view op,
-//       const std::vector<Array>& inputs, const OpArgs& args);
-//   void set_sharded_dispatch(ShardedDispatch f);  // spmd::install() calls it
-//   ShardedDispatch sharded_dispatch();            // null until installed
+// hook's types (t5x::OpArgs, ShardedDispatch, set_sharded_dispatch) live in
+// ops/dispatch.h, since ops must not depend on spmd; spmd::install() sets it.
 //
 // Ops and their arguments:
 //   add sub mul div maximum minimum (a, b); where (cond, x, y);
@@ -47,28 +36,19 @@
 #include <vector>
 
 #include "core/array.h"
+#include "ops/dispatch.h"
 #include "ops/fused.h"
 
 namespace t5x::spmd {
 
-struct OpArgs {
-  std::vector<std::string> dims;
-  std::string dim, name;
-  int64_t k = 0;
-  std::vector<int64_t> ints;
-  double scalar = 0, scalar2 = 0;
-  DType dtype = DType::f32;
-  Shape shape;
-  std::map<std::string, int64_t> starts, sizes;
-  const AttentionOptions* attention = nullptr;
-};
+using OpArgs = t5x::OpArgs;  // ops/dispatch.h
 
 std::vector<Array> dispatch(std::string_view op, const std::vector<Array>& inputs, const OpArgs& args);
 
-// Registers dispatch() with the op layer once it has the hook above; until
-// then it only records the request (installed() is true) and the spmd
-// functions are called directly.
+// Registers dispatch() with the op layer (t5x::set_sharded_dispatch): from
+// then on the plain ops (t5x::einsum, t5x::add, ...) on split arrays run their
+// sharded lowering. Call once at start-up, before ops run on other threads.
 void install();
-bool installed();
+bool installed();  // true while the op layer's dispatcher is this one
 
 }  // namespace t5x::spmd

@@ -1,0 +1,153 @@
+// The plain ops (t5x::einsum, t5x::add, ...) on split arrays, once a sharded
+// dispatcher is installed (ops/dispatch.h): results equal the single-device
+// results, gradients through the plain ops equal the single-device gradients,
+// and spmd::install() routes them to the same lowering as the spmd:: calls.
+#include <atomic>
+
+#include "ops/dispatch.h"
+#include "spmd_test_util.h"
+
+namespace t5x::testing_spmd {
+namespace {
+
+std::atomic<int> g_calls{0};
+std::vector<Array> counting_dispatch(std::string_view op, const std::vector<Array>& in, const OpArgs& args) {
+  ++g_calls;
+  return spmd::dispatch(op, in, args);
+}
+
+// Installs a dispatcher for one test and removes it after.
+struct DispatchScope {
+  explicit DispatchScope(ShardedDispatch f) { set_sharded_dispatch(f); }
+  ~DispatchScope() { set_sharded_dispatch(nullptr); }
+};
+
+using Fn = std::function<Array(const ParamTree&)>;
+struct PlainCase {
+  std::string name;
+  ParamTree inputs;
+  Fn fn;
+  bool differentiable = true;
+};
+
+std::vector<PlainCase> plain_cases() {
+  Shape act{{"batch", 4}, {"length", 2}, {"embed", 4}};
+  Array x = randn(act, 1), y = transpose(randn(act, 2), {"embed", "batch", "length"});
+  Array b = randn(Shape{{"embed", 4}}, 3), wi = randn(Shape{{"embed", 4}, {"mlp", 4}}, 4);
+  Array logits = randn(Shape{{"batch", 4}, {"length", 2}, {"vocab", 8}}, 7);
+  Array emb = randn(Shape{{"vocab", 8}, {"embed", 4}}, 8);
+  Array q = randn(Shape{{"batch", 4}, {"length", 2}, {"heads", 2}, {"kv", 2}}, 9);
+  Array k = randn(Shape{{"batch", 4}, {"kv_length", 2}, {"heads", 2}, {"kv", 2}}, 10);
+  Array v = randn(k.shape(), 15);
+  std::vector<int64_t> idv;
+  for (int i = 0; i < 8; ++i) idv.push_back((i * 5 + 3) % 8);
+  Array ids = Array::from_ints(Shape{{"batch", 4}, {"length", 2}}, idv, DType::i32);
+  auto X = [](const ParamTree& p) -> const Array& { return p.at("x"); };
+  std::vector<PlainCase> c;
+  c.push_back({"add_bias_mul", {{"x", x}, {"b", b}, {"y", y}},
+               [](const ParamTree& p) { return mul(add(p.at("x"), p.at("b")), p.at("y")); }});
+  c.push_back({"scalar_unary_chain", {{"x", x}},
+               [=](const ParamTree& p) { return tanh(add(mul(gelu(X(p)), 0.5), 1.0)) + exp(neg(square(X(p)))); }});
+  c.push_back({"sum_mean_max", {{"x", x}}, [=](const ParamTree& p) {
+                 return add(sum(X(p), {"embed"}), sub(mean(X(p), {"embed"}), max(X(p), {"embed"})));
+               }});
+  c.push_back({"softmax_logsumexp", {{"l", logits}}, [](const ParamTree& p) {
+                 return add(mul(softmax(p.at("l"), "vocab"), 3.0), logsumexp(p.at("l"), {"vocab"}));
+               }});
+  c.push_back({"einsum_rms_norm", {{"x", x}, {"b", b}, {"w", wi}},
+               [](const ParamTree& p) { return einsum(rms_norm(p.at("x"), p.at("b")), p.at("w"), {"batch", "length", "mlp"}); }});
+  c.push_back({"take_einsum_logits", {{"e", emb}, {"ids", ids}}, [](const ParamTree& p) {
+                 Array h = take(p.at("e"), p.at("ids"), "vocab");
+                 return log_softmax(einsum(h, p.at("e"), {"batch", "length", "vocab"}), "vocab");
+               }});
+  c.push_back({"cross_entropy", {{"l", logits}, {"ids", ids}}, [](const ParamTree& p) {
+                 CrossEntropy r = softmax_cross_entropy_with_integer_labels(p.at("l"), p.at("ids"), 1e-2, 0.1);
+                 return add(r.loss, r.z_loss);
+               }});
+  c.push_back({"attention", {{"q", q}, {"k", k}, {"v", v}}, [](const ParamTree& p) {
+                 AttentionOptions o;
+                 o.causal = true;
+                 return dot_product_attention(p.at("q"), p.at("k"), p.at("v"), o);
+               }});
+  c.push_back({"layout_ops", {{"x", x}}, [=](const ParamTree& p) {
+                 Array t = transpose(X(p), {"embed", "batch", "length"});
+                 Array r = reshape(X(p), Shape{{"batch", 4}, {"length", 2}, {"heads", 2}, {"kv", 2}});
+                 Array s = slice(pad(X(p), "batch", 1, 3, 0.5), "batch", 2, 4);
+                 Array cc = concat({X(p), X(p)}, "embed");
+                 return add(add(sum(t, {"embed"}), sum(r, {"heads", "kv"})), add(sum(s, {"embed"}), sum(cc, {"embed"})));
+               }});
+  c.push_back({"stack_cumsum_dynamic_slice", {{"x", x}}, [=](const ParamTree& p) {
+                 Array st = sum(stack({X(p), cumsum(X(p), "embed", true)}, "layers", 0), {"layers"});
+                 return dynamic_slice(st, {{"length", 1}}, {{"length", 1}});
+               }});
+  c.push_back({"argmax_top_k_one_hot", {{"l", logits}, {"ids", ids}}, [](const ParamTree& p) {
+                 Array a = cast(argmax(p.at("l"), "vocab"), DType::f32);
+                 Array t = cast(top_k(p.at("l"), 2, "vocab").second, DType::f32);
+                 Array oh = sum(one_hot(p.at("ids"), 8, "vocab"), {"vocab"});
+                 return add(add(a, sum(t, {"vocab"})), oh);
+               }, false});
+  return c;
+}
+
+TEST(SpmdPlainOps, DispatchedPlainOpsEqualSingleDevice) {
+  const auto all = plain_cases();
+  DispatchScope scope_d(&counting_dispatch);
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    for (const auto& pr : presets()) {
+      LogicalAxisRules rules = standard_logical_axis_rules(pr.act, pr.param);
+      for (const auto& c : all) {
+        SCOPED_TRACE(mesh_name(*ctx) + " rules (" + std::to_string(pr.act) + "," + std::to_string(pr.param) + ") " +
+                     c.name);
+        Array ref = c.fn(c.inputs);
+        ParamTree sharded = spmd::shard_params(c.inputs, rules);
+        EXPECT_LE(rel_err(spmd::gather(c.fn(sharded)), ref), 1e-5) << "forward";
+        if (!c.differentiable) continue;
+        Array cot = randn(ref.shape(), 77);
+        Array cot_s = spmd::shard(cot, spmd::param_spec(cot.shape(), rules));
+        auto want = value_and_grad([&](const ParamTree& p) { return sum(mul(c.fn(p), cot)); }, c.inputs);
+        auto got = value_and_grad([&](const ParamTree& p) { return sum(mul(c.fn(p), cot_s)); }, sharded);
+        EXPECT_LE(rel_err(spmd::gather(got.value), want.value), 1e-5) << "loss";
+        for (const auto& [name, g] : want.grads) {
+          ASSERT_TRUE(got.grads.count(name)) << name;
+          EXPECT_EQ(got.grads.at(name).local_shape(), sharded.at(name).local_shape()) << "grad layout of " << name;
+          EXPECT_LE(rel_err(spmd::gather(got.grads.at(name)), g), 1e-5) << "grad of " << name;
+        }
+      }
+    }
+  }
+  // With more than one device some inputs are split, so the hook must fire.
+  if (g_world->size() > 1) EXPECT_GT(g_calls.load(), 0);
+}
+
+TEST(SpmdPlainOps, InstallRoutesToSpmdLowering) {
+  Array x = randn(Shape{{"batch", 4}, {"length", 2}, {"embed", 4}}, 21);
+  Array w = randn(Shape{{"embed", 4}, {"mlp", 4}}, 22);
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    LogicalAxisRules rules = standard_logical_axis_rules(2, 2);
+    Array xs = spmd::shard(x, spmd::param_spec(x.shape(), rules));
+    Array ws = spmd::shard(w, spmd::param_spec(w.shape(), rules));
+    const bool split = !xs.is_fully_local() || !ws.is_fully_local();
+    // No dispatcher: the op layer refuses split inputs.
+    ASSERT_EQ(sharded_dispatch(), nullptr);
+    EXPECT_FALSE(spmd::installed());
+    if (split) EXPECT_THROW(einsum(xs, ws, {"batch", "length", "mlp"}), std::invalid_argument);
+    {
+      spmd::install();
+      DispatchScope remove_after(&spmd::dispatch);
+      EXPECT_TRUE(spmd::installed());
+      Array plain = einsum(xs, ws, {"batch", "length", "mlp"});
+      Array lowered = spmd::einsum(xs, ws, {"batch", "length", "mlp"});
+      EXPECT_EQ(plain.local_shape(), lowered.local_shape());
+      EXPECT_EQ(spmd::gather(plain).to_floats(), spmd::gather(lowered).to_floats());
+      EXPECT_EQ(spmd::gather(softmax(plain, "mlp")).to_floats(), spmd::gather(spmd::softmax(lowered, "mlp")).to_floats());
+      // Comparisons have no lowering: still the op layer's error.
+      if (split) EXPECT_THROW(gt(xs, 0.0), std::invalid_argument);
+    }
+    EXPECT_FALSE(spmd::installed());
+  }
+}
+
+}  // namespace
+}  // namespace t5x::testing_spmd
