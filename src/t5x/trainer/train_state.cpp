@@ -82,6 +82,7 @@ std::string save_train_state(const std::string& model_dir, const TrainState& sta
   o.process_count = ctx.process_count;
   o.barrier = ctx.barrier;
   o.timestamp = ctx.timestamp;
+  o.durable = ctx.durable;
   o.dataset_state_json = data_state_json;
   o.keep = cfg.keep;
   return save_checkpoint(model_dir, state.step(), leaves, o).dir;

@@ -37,6 +37,7 @@ struct SaveContext {
   int process_count = 1;
   std::function<void(const std::string&)> barrier;  // empty: single process
   int64_t timestamp = -1;                           // identical on all processes
+  bool durable = true;                              // fsync files and directories
 };
 
 // Saves MODEL_DIR/checkpoint_<step> (atomic) with this process's data state

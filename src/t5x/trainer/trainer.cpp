@@ -188,6 +188,7 @@ std::string Trainer::save() {
   SaveContext ctx;
   ctx.process_index = dist_.rank();
   ctx.process_count = dist_.size();
+  ctx.durable = opt_.durable_checkpoints;
   if (dist_.size() > 1) ctx.barrier = [this](const std::string&) { dist_.world->barrier(); };
   ctx.timestamp = int64_t(dist_.broadcast(uint64_t(std::time(nullptr))));
   DataState ds = data_state_;

@@ -47,6 +47,7 @@ struct TrainerOptions {
   bool tty = false;                     // redraw the progress line in place
   int64_t stop_after_step = -1;         // test hook: return after this step (as if killed)
   const gin::Config* gin = nullptr;     // written to MODEL_DIR/config.gin when set
+  bool durable_checkpoints = true;      // fsync checkpoint files (tests turn it off for speed)
 };
 
 struct StepOutput {

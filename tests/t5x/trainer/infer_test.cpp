@@ -26,7 +26,9 @@ const std::string& trained_dir() {
   static std::string dir = [] {
     std::string d = temp_dir("infer_model");
     auto b = tiny_bindings(d, 6);
-    Trainer t(read_train_config(tiny_config(b)), single());
+    TrainerOptions o;
+    o.durable_checkpoints = false;
+    Trainer t(read_train_config(tiny_config(b)), single(), o);
     t.train();
     return d;
   }();
