@@ -72,12 +72,14 @@ TrainData::TrainData(const DatasetConfig& cfg, const ModelConfig& model, uint64_
     throw std::invalid_argument("[trainer] Batch size (" + std::to_string(cfg.batch_size) +
                                 ") must be divisible by the data mesh size (" + std::to_string(num_shards) + ")");
   host_batch_ = cfg.batch_size / num_shards;
+  shard_ = shard;
   seqio::DatasetOptions o;
   o.sequence_lengths = *cfg.task_feature_lengths;
   o.split = cfg.split;
   o.shuffle = cfg.shuffle;
   o.seed = seed;
-  o.shard = {static_cast<int>(shard), static_cast<int>(num_shards)};
+  // Every process reads the same global stream and keeps its rows (below), so
+  // the global batches do not depend on the number of processes.
   o.num_epochs = std::nullopt;  // t5x repeats the training data
   o.use_cached = cfg.use_cached;
   std::shared_ptr<seqio::FeatureConverter> conv =
@@ -85,7 +87,7 @@ TrainData::TrainData(const DatasetConfig& cfg, const ModelConfig& model, uint64_
   const seqio::SequenceLengths lengths = *cfg.task_feature_lengths;
   auto convert = [conv, lengths](const std::vector<seqio::Example>& w) { return (*conv)(w, lengths); };
   const int64_t window = conv->packing_window(lengths);
-  ds_ = seqio::get_batched_dataset(cfg.mixture_or_task_name, o, convert, window, static_cast<int>(host_batch_),
+  ds_ = seqio::get_batched_dataset(cfg.mixture_or_task_name, o, convert, window, static_cast<int>(cfg.batch_size),
                                    true, resume);
 }
 
@@ -95,7 +97,8 @@ Batch TrainData::next() {
     throw seqio::DataError("[trainer] the training data of '" + name_ + "' produced no batch of " +
                            std::to_string(host_batch_) +
                            " rows\n  hint: check the split and that the task has examples");
-  return examples_to_batch(rows);
+  std::vector<seqio::Example> mine(rows.begin() + shard_ * host_batch_, rows.begin() + (shard_ + 1) * host_batch_);
+  return examples_to_batch(mine);
 }
 
 seqio::SequenceLengths resolve_task_lengths(const std::string& task, const DatasetConfig& cfg) {

@@ -4,8 +4,11 @@
 //
 // Data layout (t5x get_data_layout): the GLOBAL batch of B rows is split over
 // the mesh's 'data' axis; the process with data coordinate i feeds rows
-// [i*B/n, (i+1)*B/n) as seqio shard i of n. Processes that differ only in
-// their 'model' coordinate feed the same rows.
+// [i*B/n, (i+1)*B/n) of each global batch. Processes that differ only in
+// their 'model' coordinate feed the same rows. Unlike t5x (which gives each
+// host its own seqio shard), every process reads the whole training stream
+// and keeps its rows, so the global batches -- and the losses -- do not
+// depend on the process count (the cost is redundant preprocessing).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -56,6 +59,7 @@ class TrainData {
  private:
   std::unique_ptr<seqio::BatchedDataset> ds_;
   int64_t host_batch_;
+  int64_t shard_ = 0;
   std::string name_;
 };
 
