@@ -16,3 +16,32 @@ function(t5x_add_test)
     PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
     DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# t5x_add_python_check(NAME test IMPORTS "import a, b" WRITER exe WRITER_SOURCES a.cpp
+#                      LIBS lib SCRIPT scripts/check/x.py RUNNER run_x.cmake OUT subdir)
+# A C++ writer makes files that a Python script from PyPI packages reads back.
+# Registered only when the imports work at configure time, so machines
+# without those packages still pass.
+function(t5x_add_python_check)
+  cmake_parse_arguments(P "" "NAME;IMPORTS;WRITER;SCRIPT;RUNNER;OUT" "WRITER_SOURCES;LIBS" ${ARGN})
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(NOT Python3_Interpreter_FOUND)
+    return()
+  endif()
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "${P_IMPORTS}"
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(NOT rc EQUAL 0)
+    message(STATUS "${P_NAME}: skipped (${P_IMPORTS} fails)")
+    return()
+  endif()
+  add_executable(${P_WRITER} ${P_WRITER_SOURCES})
+  target_link_libraries(${P_WRITER} PRIVATE ${P_LIBS})
+  add_test(NAME ${P_NAME}
+           COMMAND ${CMAKE_COMMAND}
+             -DWRITER=$<TARGET_FILE:${P_WRITER}>
+             -DPYTHON=${Python3_EXECUTABLE}
+             -DSCRIPT=${CMAKE_SOURCE_DIR}/${P_SCRIPT}
+             -DOUT=${CMAKE_CURRENT_BINARY_DIR}/${P_OUT}
+             -P ${CMAKE_CURRENT_SOURCE_DIR}/${P_RUNNER})
+  set_tests_properties(${P_NAME} PROPERTIES TIMEOUT 300)
+endfunction()

@@ -75,6 +75,27 @@ nn::ParamSpec relpos_spec(const std::string& prefix, const T5Config& c) {
           nn::InitSpec::variance_scaling(1.0, "fan_avg", "uniform")};
 }
 void append(nn::ParamSpecs& a, const nn::ParamSpecs& b) { a.insert(a.end(), b.begin(), b.end()); }
+// Decoder stack of t5x's network.Decoder: per layer self-attention, cross-
+// attention (encoder-decoder only) and MLP, then decoder_norm and, when
+// untied, logits_dense.
+void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) {
+  auto att = c.attention();
+  s.push_back(relpos_spec("decoder", c));
+  for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
+    std::string l = "decoder/layers_" + std::to_string(i);
+    s.push_back(nn::norm_param_spec(l + "/pre_self_attention_layer_norm/scale", c.emb_dim));
+    append(s, nn::attention_param_specs(l + "/self_attention", c.emb_dim, att));
+    if (cross_attention) {
+      s.push_back(nn::norm_param_spec(l + "/pre_cross_attention_layer_norm/scale", c.emb_dim));
+      append(s, nn::attention_param_specs(l + "/encoder_decoder_attention", c.emb_dim, att));
+    }
+    s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
+    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
+  }
+  s.push_back(nn::norm_param_spec("decoder/decoder_norm/scale", c.emb_dim));
+  if (!c.logits_via_embedding)
+    s.push_back(nn::dense_param_spec("decoder/logits_dense/kernel", {"embed", c.emb_dim}, {"vocab", c.vocab_size}));
+}
 }  // namespace
 
 nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
@@ -90,37 +111,14 @@ nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
     append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
   }
   s.push_back(nn::norm_param_spec("encoder/encoder_norm/scale", c.emb_dim));
-  s.push_back(relpos_spec("decoder", c));
-  for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
-    std::string l = "decoder/layers_" + std::to_string(i);
-    s.push_back(nn::norm_param_spec(l + "/pre_self_attention_layer_norm/scale", c.emb_dim));
-    append(s, nn::attention_param_specs(l + "/self_attention", c.emb_dim, att));
-    s.push_back(nn::norm_param_spec(l + "/pre_cross_attention_layer_norm/scale", c.emb_dim));
-    append(s, nn::attention_param_specs(l + "/encoder_decoder_attention", c.emb_dim, att));
-    s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
-    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
-  }
-  s.push_back(nn::norm_param_spec("decoder/decoder_norm/scale", c.emb_dim));
-  if (!c.logits_via_embedding)
-    s.push_back(nn::dense_param_spec("decoder/logits_dense/kernel", {"embed", c.emb_dim}, {"vocab", c.vocab_size}));
+  append_decoder(s, c, /*cross_attention=*/true);
   return s;
 }
 
 nn::ParamSpecs decoder_only_param_specs(const T5Config& c) {
   nn::ParamSpecs s;
-  auto att = c.attention();
   s.push_back(nn::embedding_param_spec("decoder/token_embedder/embedding", c.vocab_size, c.emb_dim));
-  s.push_back(relpos_spec("decoder", c));
-  for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
-    std::string l = "decoder/layers_" + std::to_string(i);
-    s.push_back(nn::norm_param_spec(l + "/pre_self_attention_layer_norm/scale", c.emb_dim));
-    append(s, nn::attention_param_specs(l + "/self_attention", c.emb_dim, att));
-    s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
-    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
-  }
-  s.push_back(nn::norm_param_spec("decoder/decoder_norm/scale", c.emb_dim));
-  if (!c.logits_via_embedding)
-    s.push_back(nn::dense_param_spec("decoder/logits_dense/kernel", {"embed", c.emb_dim}, {"vocab", c.vocab_size}));
+  append_decoder(s, c, /*cross_attention=*/false);
   return s;
 }
 
