@@ -3,6 +3,7 @@
 //   t5x train|eval|infer|score [--gin_file=F ...] [--gin_search_paths=A,B]
 //       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
 //   t5x --run_mode=train ...       (same as the subcommand)
+//   t5x ckpt info|export-hf|import-hf ...   (checkpoint tools, ckpt_cmd.h)
 //
 // Exit status: 0 done, 1 error (message on stderr), 2 stopped on a
 // non-finite loss, 64 usage.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt_cmd.h"
 #include "seqio/registration.h"
 #include "t5x/gin/flags.h"
 #include "t5x/trainer/infer.h"
@@ -32,6 +34,7 @@ constexpr const char* kUsage =
     "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
     "  infer  infer.py: configs/runs/infer.gin (CHECKPOINT_PATH, INFER_OUTPUT_DIR)\n"
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
+    "  ckpt   checkpoint tools: info, export-hf, import-hf (t5x ckpt --help)\n"
     "Run several processes with: mpirun -np N t5x train ... (data parallel over the 'data' mesh axis)\n";
 
 void register_tasks(std::ostream& err, bool verbose) {
@@ -48,6 +51,8 @@ void register_tasks(std::ostream& err, bool verbose) {
 int main(int argc, char** argv) {
   using namespace t5x;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "ckpt")  // checkpoint tools: no gin, no MPI
+    return cli::run_ckpt_command({args.begin() + 1, args.end()}, std::cout, std::cerr);
   std::string mode;
   std::vector<std::string> rest;
   std::shared_ptr<Communicator> world;

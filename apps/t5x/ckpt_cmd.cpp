@@ -1,0 +1,318 @@
+#include "ckpt_cmd.h"
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/checkpoints/file_io.h"
+#include "t5x/checkpoints/hf_convert.h"
+#include "t5x/checkpoints/inspect.h"
+#include "t5x/gin/flags.h"
+#include "t5x/models/gin_model.h"
+
+namespace t5x::cli {
+
+namespace fs = std::filesystem;
+
+const char* const kCkptUsage =
+    "usage: t5x ckpt info PATH [--digest | --digest_only]\n"
+    "       t5x ckpt export-hf CKPT OUT [--dtype=float32|bfloat16|float16] [--feed_forward_proj=P]\n"
+    "           [--relative_attention_max_distance=N] [--dropout_rate=X] [--gin_file=F ...] [--gin.NAME=V ...]\n"
+    "       t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep]\n"
+    "           [--compressor=gzip|zstd|raw]\n"
+    "  info       arrays with dtypes, shapes (logical axes from model-info.txt), sizes and storage;\n"
+    "             --digest adds a 64-bit FNV-1a hash of every array (--digest_only: just path dtype shape hash)\n"
+    "  export-hf  model.safetensors + config.json with Hugging Face T5 names (T5ForConditionalGeneration);\n"
+    "             the config comes from --gin_file, else MODEL_DIR/config.gin, else the shapes\n"
+    "             (gated MLP -> T5.1.1 'gated-gelu', plain -> T5.1.0 'relu'); flags override\n"
+    "  import-hf  config.json + model.safetensors -> MODEL_DIR/checkpoint_<step> and MODEL_DIR/model.gin\n"
+    "  PATH/CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest complete checkpoint)\n";
+
+namespace {
+
+struct Args {
+  std::vector<std::string> pos;
+  std::map<std::string, std::string> opt;  // --key=value / --flag ("")
+  gin::GinFlags gin;
+};
+
+Args parse(const std::vector<std::string>& in) {
+  Args a;
+  std::vector<std::string> rest;
+  a.gin = gin::parse_gin_flags(in, &rest);
+  for (const auto& s : rest) {
+    if (s.rfind("--", 0) == 0) {
+      auto eq = s.find('=');
+      if (eq == std::string::npos) a.opt[s.substr(2)] = "";
+      else a.opt[s.substr(2, eq - 2)] = s.substr(eq + 1);
+    } else {
+      a.pos.push_back(s);
+    }
+  }
+  return a;
+}
+
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void allow_only(const Args& a, std::initializer_list<const char*> names, size_t npos, bool gin_ok = false) {
+  for (const auto& [k, v] : a.opt) {
+    bool ok = false;
+    for (const char* n : names) ok = ok || k == n;
+    if (!ok) throw Usage("unknown option --" + k);
+  }
+  if (!gin_ok && (!a.gin.files.empty() || !a.gin.bindings.empty())) throw Usage("gin flags are not used here");
+  if (a.pos.size() != npos) throw Usage("expected " + std::to_string(npos) + " path(s), got " + std::to_string(a.pos.size()));
+}
+
+int64_t to_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t n = 0;
+    int64_t x = std::stoll(v, &n);
+    if (n == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw Usage("--" + flag + " needs an integer, got '" + v + "'");
+}
+
+double to_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t n = 0;
+    double x = std::stod(v, &n);
+    if (n == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw Usage("--" + flag + " needs a number, got '" + v + "'");
+}
+
+int cmd_info(const Args& a, std::ostream& out) {
+  allow_only(a, {"digest", "digest_only", "threads"}, 1);
+  InspectOptions o;
+  o.digest = a.opt.count("digest") || a.opt.count("digest_only");
+  if (a.opt.count("threads")) o.num_threads = int(to_int("threads", a.opt.at("threads")));
+  CheckpointInventory inv = inspect_checkpoint(a.pos[0], o);
+  out << (a.opt.count("digest_only") ? format_digests(inv) : format_inventory(inv));
+  return 0;
+}
+
+// The network.T5Config of a gin config, or nullopt with `why` set.
+std::optional<T5Config> t5_config_from_gin(const Args& a, const std::string& ckpt_dir, std::string* source,
+                                           std::ostream& err) {
+  gin::GinFlags flags = a.gin;
+  if (flags.files.empty()) {
+    const std::string cg = (fs::path(ckpt_dir).parent_path() / "config.gin").string();
+    if (!fileio::exists(cg)) return std::nullopt;
+    if (!flags.bindings.empty()) throw Usage("--gin.NAME / --gin_bindings need a --gin_file");
+    flags.files = {cg};
+  }
+  try {
+    gin::Config cfg = gin::load_gin_config(flags, &gin::Registry::global(), /*skip_unknown=*/true);
+    ModelSpec spec = model_spec_from_gin(cfg);
+    if (spec.kind != ModelSpec::Kind::encoder_decoder)
+      throw CheckpointError(flags.files.front() + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");
+    *source = flags.files.front();
+    return spec.config;
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!a.gin.files.empty()) throw;  // the user asked for these files
+    err << "note: could not read the model from " << flags.files.front() << " (" << e.what()
+        << "); the config comes from the parameter shapes\n";
+    return std::nullopt;
+  }
+}
+
+int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
+  allow_only(a, {"dtype", "feed_forward_proj", "relative_attention_max_distance", "dropout_rate"}, 2, true);
+  std::string note;
+  const std::string ckpt = resolve_checkpoint_path(a.pos[0], &note);
+  if (!note.empty()) err << note;
+  const std::string out_dir = a.pos[1];
+  const std::string dtype = a.opt.count("dtype") ? a.opt.at("dtype") : "float32";
+  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
+    throw Usage("--dtype must be float32, bfloat16 or float16");
+
+  // Shapes first (cheap: msgpack + .zarray), so a bad config fails before writing.
+  CheckpointReader r = CheckpointReader::open(ckpt);
+  std::vector<NamedShape> shapes;
+  for (const auto& p : r.array_paths())
+    if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), r.info(p).shape});
+  if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
+  HfT5Config c = infer_hf_t5_config(shapes);
+  c.feed_forward_proj = c.is_gated_act() ? "gated-gelu" : "relu";
+  c.dropout_rate = 0.1;
+  std::string source = "parameter shapes (" + std::string(c.is_gated_act() ? "T5.1.1 gated-gelu" : "T5.1.0 relu") + ")";
+
+  std::string gin_source;
+  if (auto t5 = t5_config_from_gin(a, ckpt, &gin_source, err)) {
+    std::string bad;
+    auto check = [&](const char* what, int64_t from_gin, int64_t from_ckpt) {
+      if (from_gin != from_ckpt)
+        bad += std::string("\n  ") + what + ": " + std::to_string(from_gin) + " in gin, " + std::to_string(from_ckpt) + " in the checkpoint";
+    };
+    check("vocab_size", t5->vocab_size, c.vocab_size);
+    check("emb_dim", t5->emb_dim, c.d_model);
+    check("num_heads", t5->num_heads, c.num_heads);
+    check("head_dim", t5->head_dim, c.d_kv);
+    check("mlp_dim", t5->mlp_dim, c.d_ff);
+    check("num_encoder_layers", t5->num_encoder_layers, c.num_layers);
+    check("num_decoder_layers", t5->num_decoder_layers, c.num_decoder_layers);
+    check("logits_via_embedding", t5->logits_via_embedding, c.tie_word_embeddings);
+    if (!bad.empty())
+      throw CheckpointError(gin_source + " does not describe " + ckpt + ":" + bad +
+                            "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");
+    if (t5->num_kv_heads != 0 && t5->num_kv_heads != t5->num_heads)
+      throw CheckpointError(gin_source + ": multi-query / grouped-query attention has no Hugging Face T5 equivalent");
+    c.feed_forward_proj = feed_forward_proj_from_activations(t5->mlp_activations);
+    c.dropout_rate = t5->dropout_rate;
+    c.relative_attention_max_distance = t5->relpos.max_distance;
+    source = gin_source;
+  }
+  if (a.opt.count("feed_forward_proj")) {
+    c.feed_forward_proj = a.opt.at("feed_forward_proj");
+    source += ", --feed_forward_proj";
+  }
+  if (a.opt.count("relative_attention_max_distance"))
+    c.relative_attention_max_distance = to_int("relative_attention_max_distance", a.opt.at("relative_attention_max_distance"));
+  if (a.opt.count("dropout_rate")) c.dropout_rate = to_double("dropout_rate", a.opt.at("dropout_rate"));
+  const bool gated_params = infer_hf_t5_config(shapes).is_gated_act();
+  if (c.is_gated_act() != gated_params)
+    throw CheckpointError("feed_forward_proj '" + c.feed_forward_proj + "' is " + (c.is_gated_act() ? "" : "not ") +
+                          "gated but the checkpoint's MLP has " + (gated_params ? "wi_0/wi_1" : "a single wi") +
+                          "\n  hint: use a " + (gated_params ? "'gated-*'" : "non-gated") + " --feed_forward_proj");
+  (void)dense_act_fn(c.feed_forward_proj);  // validates the name
+
+  HfExportResult res = export_hf_t5(ckpt, out_dir, dtype);
+  nlohmann::json j = nlohmann::json::parse(c.to_json());
+  j["dense_act_fn"] = dense_act_fn(c.feed_forward_proj);
+  j["torch_dtype"] = dtype;
+  fileio::write_text(fileio::join(out_dir, "config.json"), j.dump(2) + "\n", true);
+  out << "exported " << ckpt << " (step " << (r.step() ? std::to_string(*r.step()) : "?") << ") to " << out_dir
+      << ": model.safetensors (" << res.num_tensors << " tensors, " << res.num_params << " parameters, " << dtype
+      << "), config.json (feed_forward_proj '" << c.feed_forward_proj << "', tie_word_embeddings "
+      << (c.tie_word_embeddings ? "true" : "false") << "; from " << source << ")\n";
+  return 0;
+}
+
+int cmd_import(const Args& a, std::ostream& out) {
+  allow_only(a, {"step", "dtype", "compressor"}, 2);
+  const std::string hf_dir = a.pos[0], model_dir = a.pos[1];
+  HfImportOptions o;
+  if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
+  if (a.opt.count("dtype")) o.dtype = a.opt.at("dtype") == "keep" ? "" : a.opt.at("dtype");
+  if (!o.dtype.empty() && o.dtype != "float32" && o.dtype != "bfloat16" && o.dtype != "float16")
+    throw Usage("--dtype must be float32, bfloat16, float16 or keep");
+  if (a.opt.count("compressor")) {
+    const std::string& z = a.opt.at("compressor");
+    if (z == "raw") o.compressor = {"", 1};
+    else if (z == "gzip" || z == "zstd") o.compressor = {z, 1};
+    else throw Usage("--compressor must be gzip, zstd or raw");
+  }
+  if (!fileio::is_dir(hf_dir))
+    throw CheckpointError(hf_dir + ": no such directory\n  hint: give a Hugging Face model directory with config.json and model.safetensors");
+  const std::string cfg_path = fileio::join(hf_dir, "config.json");
+  if (!fileio::exists(cfg_path))
+    throw CheckpointError(cfg_path + ": missing\n  hint: a Hugging Face T5 directory holds config.json and model.safetensors (save_pretrained)");
+  if (!fileio::exists(fileio::join(hf_dir, "model.safetensors")) &&
+      !fileio::exists(fileio::join(hf_dir, "model.safetensors.index.json"))) {
+    std::string hint = fileio::exists(fileio::join(hf_dir, "pytorch_model.bin"))
+                           ? "only pytorch_model.bin is there; re-save with save_pretrained(dir, safe_serialization=True)"
+                           : "save the model with save_pretrained(dir, safe_serialization=True)";
+    throw CheckpointError(fileio::join(hf_dir, "model.safetensors") + ": missing\n  hint: " + hint);
+  }
+  HfT5Config c = HfT5Config::from_json(fileio::read_text(cfg_path), cfg_path);
+  bool approx = false;
+  (void)activations_from_feed_forward_proj(c.feed_forward_proj, &approx);
+  if (c.relative_attention_max_distance != 128 || c.relative_attention_num_buckets != 32)
+    throw CheckpointError(cfg_path + ": relative attention with " + std::to_string(c.relative_attention_num_buckets) +
+                          " buckets / max distance " + std::to_string(c.relative_attention_max_distance) +
+                          " is not what t5x's T5 uses (32 / 128)");
+  const std::string dir = import_hf_t5(hf_dir, model_dir, o);
+  const std::string gin_path = fileio::join(model_dir, "model.gin");
+  fileio::write_text(gin_path, model_gin_for_hf_config(c, cfg_path), true);
+  out << "imported " << hf_dir << " into " << dir << " (step " << o.step << ")\n"
+      << "model gin: " << gin_path << " (use --gin_file=" << gin_path << " --gin_search_paths=configs/models)\n";
+  if (approx)
+    out << "note: feed_forward_proj 'gelu' is the exact (erf) GELU; t5x's gelu is the tanh form, so outputs differ slightly\n";
+  return 0;
+}
+
+}  // namespace
+
+std::string feed_forward_proj_from_activations(const std::vector<std::string>& acts) {
+  auto hf = [](const std::string& x) -> std::string {
+    if (x == "relu" || x == "silu") return x;
+    if (x == "gelu") return "gelu_new";  // flax nn.gelu is the tanh approximation
+    throw std::invalid_argument("[export-hf] activation '" + x + "' has no transformers T5 equivalent");
+  };
+  if (acts.size() == 1) return hf(acts[0]);
+  if (acts.size() == 2 && acts[1] == "linear") return "gated-" + (acts[0] == "gelu" ? std::string("gelu") : hf(acts[0]));
+  std::string s;
+  for (const auto& x : acts) s += (s.empty() ? "" : ", ") + x;
+  throw std::invalid_argument("[export-hf] mlp_activations (" + s + ") have no transformers T5 equivalent (one activation, or (act, 'linear'))");
+}
+
+std::string dense_act_fn(const std::string& p) {
+  if (p == "gated-gelu") return "gelu_new";  // as transformers' T5Config
+  std::string act = p.rfind("gated-", 0) == 0 ? p.substr(6) : p;
+  if (act == "relu" || act == "silu" || act == "gelu" || act == "gelu_new") return act;
+  throw std::invalid_argument("[export-hf] feed_forward_proj '" + p + "' is not supported (relu, gelu_new, silu, gated-gelu, gated-silu, gated-relu)");
+}
+
+std::vector<std::string> activations_from_feed_forward_proj(const std::string& p, bool* approx) {
+  std::string act = dense_act_fn(p);
+  if (approx) *approx = act == "gelu" && p != "gated-gelu";
+  if (act == "gelu_new") act = "gelu";
+  if (p.rfind("gated-", 0) == 0) return {act, "linear"};
+  return {act};
+}
+
+std::string model_gin_for_hf_config(const HfT5Config& c, const std::string& source) {
+  auto acts = activations_from_feed_forward_proj(c.feed_forward_proj);
+  std::ostringstream o;
+  o << "# Model of the checkpoint imported by `t5x ckpt import-hf` from " << source << ".\n"
+    << "# Use with --gin_search_paths=configs/models (for the include below).\n"
+    << "include '" << (c.tie_word_embeddings ? "t5_1_0/base.gin" : "t5_1_1/base.gin") << "'\n\n"
+    << "network.T5Config:\n"
+    << "  vocab_size = " << c.vocab_size << "\n"
+    << "  emb_dim = " << c.d_model << "\n"
+    << "  num_heads = " << c.num_heads << "\n"
+    << "  num_encoder_layers = " << c.num_layers << "\n"
+    << "  num_decoder_layers = " << c.num_decoder_layers << "\n"
+    << "  head_dim = " << c.d_kv << "\n"
+    << "  mlp_dim = " << c.d_ff << "\n"
+    << "  mlp_activations = (";
+  for (size_t i = 0; i < acts.size(); ++i) o << (i ? ", " : "") << "'" << acts[i] << "'";
+  o << (acts.size() == 1 ? ",)\n" : ")\n")
+    << "  logits_via_embedding = " << (c.tie_word_embeddings ? "True" : "False") << "\n";
+  return o.str();
+}
+
+int run_ckpt_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    (args.empty() ? err : out) << kCkptUsage;
+    return args.empty() ? 64 : 0;
+  }
+  const std::string sub = args[0];
+  try {
+    Args a = parse({args.begin() + 1, args.end()});
+    if (sub == "info") return cmd_info(a, out);
+    if (sub == "export-hf") return cmd_export(a, out, err);
+    if (sub == "import-hf") return cmd_import(a, out);
+    err << "t5x ckpt: unknown tool '" << sub << "'\n" << kCkptUsage;
+    return 64;
+  } catch (const Usage& e) {
+    err << "t5x ckpt " << sub << ": " << e.what() << "\n" << kCkptUsage;
+    return 64;
+  } catch (const std::exception& e) {
+    err << "t5x ckpt " << sub << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace t5x::cli

@@ -1,0 +1,41 @@
+// `t5x ckpt ...`: checkpoint tools of the t5x command line.
+//
+//   t5x ckpt info PATH [--digest | --digest_only]
+//   t5x ckpt export-hf CKPT OUT [--dtype=float32|bfloat16|float16] [--feed_forward_proj=P]
+//       [--relative_attention_max_distance=N] [--dropout_rate=X] [--gin_file=F ...] [--gin.NAME=V ...]
+//   t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|""] [--compressor=gzip|zstd|raw]
+//
+// PATH / CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest
+// complete checkpoint). Exit status: 0 done, 1 error (message on stderr
+// naming the file and a hint), 64 usage.
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "t5x/checkpoints/hf_t5.h"
+#include "t5x/models/config.h"
+
+namespace t5x::cli {
+
+extern const char* const kCkptUsage;
+
+// `args` are the words after "ckpt".
+int run_ckpt_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// network.T5Config activations -> transformers' feed_forward_proj:
+// ('gelu','linear') -> "gated-gelu", ('silu','linear') -> "gated-silu",
+// ('relu',) -> "relu", ('gelu',) -> "gelu_new" (flax's tanh GELU), ...
+// Throws std::invalid_argument for activations transformers' T5 cannot express.
+std::string feed_forward_proj_from_activations(const std::vector<std::string>& acts);
+// The inverse; "gelu" (exact erf GELU) maps to ('gelu',) with `*approx` set,
+// as t5x only has the tanh form.
+std::vector<std::string> activations_from_feed_forward_proj(const std::string& proj, bool* approx = nullptr);
+// transformers' dense_act_fn for a feed_forward_proj (T5Config.__init__).
+std::string dense_act_fn(const std::string& feed_forward_proj);
+
+// The gin text of a model whose shapes match an HF T5 config: includes
+// t5_1_1/base.gin (untied) or t5_1_0/base.gin (tied) and binds network.T5Config.
+std::string model_gin_for_hf_config(const HfT5Config& c, const std::string& source);
+
+}  // namespace t5x::cli
