@@ -38,6 +38,29 @@ Array reshape(const Array& x, const Shape& shape) {
     if (!spec.dims[size_t(i)].empty()) last = i;
   bool prefix = last < shape.rank();
   for (int i = 0; i <= last && prefix; ++i) prefix = shape[i] == x.shape()[i];
+  // MTF splittable reshape: the last split dim becomes several dims whose
+  // major one keeps the split, e.g. a model-split [embed, joined_kv] kernel
+  // -> [embed, heads, kv] with heads split: local, no communication.
+  if (!prefix && last >= 0 && last < shape.rank()) {
+    bool same = true;
+    for (int i = 0; i < last && same; ++i) same = shape[i] == x.shape()[i];
+    const int64_t whole = x.shape()[last].size, n = whole / x.local_shape()[last].size;
+    int64_t prod = 1;
+    int j = last;
+    for (; j < shape.rank() && prod < whole; ++j) prod *= shape[j].size;
+    if (same && prod == whole && j - last > 1 && shape[last].size % n == 0) {
+      std::vector<Dim> loc = shape.dims();
+      PartitionSpec out = PartitionSpec::replicated(size_t(shape.rank()));
+      for (int i = 0; i < last; ++i) {
+        loc[size_t(i)].size = x.local_shape()[i].size;
+        out.dims[size_t(i)] = spec.dims[size_t(i)];
+      }
+      loc[size_t(last)].size = shape[last].size / n;
+      out.dims[size_t(last)] = spec.dims[size_t(last)];
+      Array r = t5x::reshape(to_local(x), Shape(std::move(loc)));
+      return from_local(r, shape, context().sharding(out));
+    }
+  }
   if (prefix) {
     std::vector<Dim> loc = shape.dims();
     PartitionSpec out = PartitionSpec::replicated(size_t(shape.rank()));
