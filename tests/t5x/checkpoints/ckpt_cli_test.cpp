@@ -1,0 +1,191 @@
+// `t5x ckpt` on real checkpoints of `t5x train`: export-hf then import-hf is
+// bitwise (T5.1.1 and T5.1.0), the import restores in `t5x train`, `info`
+// names axes and falls back past damaged steps, bad input gets a message that
+// names the file, and automatic resume skips a damaged newest checkpoint and
+// still reproduces the uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace t5x::ckpt_testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string train(const std::string& dir, int steps, int period, const std::vector<std::string>& model_gin = {},
+                  const std::vector<std::string>& extra = {}) {
+  auto argv = train_argv(dir, steps, period, extra);
+  if (!model_gin.empty()) {
+    argv.erase(argv.begin() + 2);  // the tiny.gin
+    argv.insert(argv.begin() + 2, model_gin.begin(), model_gin.end());
+  }
+  RunResult r = sh(join_cmd(argv));
+  EXPECT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
+  return r.out;
+}
+
+std::map<std::string, std::string> only_target(const std::map<std::string, std::string>& m) {
+  std::map<std::string, std::string> t;
+  for (const auto& [k, v] : m)
+    if (k.rfind("target/", 0) == 0) t[k] = v;
+  return t;
+}
+
+void export_import_is_bitwise(const std::string& name, const std::vector<std::string>& model_gin,
+                              const std::vector<std::string>& extra, const std::string& proj, bool tied) {
+  const std::string root = temp_dir(name);
+  const std::string model = root + "/model", hf = root + "/hf", back = root + "/back";
+  train(model, 2, 2, model_gin, extra);
+  RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(model) + " " + quote(hf));
+  ASSERT_EQ(ex.rc, 0) << ex.out;
+  EXPECT_NE(ex.out.find("config.gin"), std::string::npos) << "config should come from MODEL_DIR/config.gin:\n" << ex.out;
+  auto cfg = nlohmann::json::parse(std::ifstream(hf + "/config.json"));
+  EXPECT_EQ(cfg["feed_forward_proj"], proj);
+  EXPECT_EQ(cfg["tie_word_embeddings"], tied);
+  EXPECT_EQ(cfg["dropout_rate"], 0.0);  // DROPOUT_RATE of pretrain.gin
+  RunResult im = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(hf) + " " + quote(back) + " --step=2");
+  ASSERT_EQ(im.rc, 0) << im.out;
+  std::string err;
+  auto a = only_target(digests(model + "/checkpoint_2", &err));
+  ASSERT_FALSE(a.empty()) << err;
+  auto b = only_target(digests(back + "/checkpoint_2", &err));
+  EXPECT_EQ(a, b) << err;
+  // Importing into the same place again refuses to overwrite.
+  RunResult again = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(hf) + " " + quote(back) + " --step=2");
+  EXPECT_EQ(again.rc, 1);
+  EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;
+  fs::remove_all(root);
+}
+
+TEST(CkptCli, ExportHfThenImportHfIsBitwiseT5_1_1) {
+  export_import_is_bitwise("t511", {}, {}, "gated-gelu", false);
+}
+
+TEST(CkptCli, ExportHfThenImportHfIsBitwiseT5_1_0) {
+  export_import_is_bitwise("t510", {"--gin_file=configs/models/t5_1_0/small.gin"},
+                           {"network.T5Config.num_heads = 4", "network.T5Config.num_encoder_layers = 2",
+                            "network.T5Config.num_decoder_layers = 2"},
+                           "relu", true);
+}
+
+TEST(CkptCli, ImportedCheckpointRestoresInTrain) {
+  const std::string root = temp_dir("imported_train");
+  train(root + "/model", 2, 2);
+  ASSERT_EQ(sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/model") + " " + quote(root + "/hf")).rc, 0);
+  RunResult im = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/hf") + " " + quote(root + "/ft"));
+  ASSERT_EQ(im.rc, 0) << im.out;
+  ASSERT_TRUE(fs::exists(root + "/ft/model.gin"));
+  // The written model.gin alone describes the model; the run resumes from checkpoint_0.
+  std::vector<std::string> argv = {t5x_bin(), "train", "--gin_file=" + root + "/ft/model.gin",
+                                   "--gin_search_paths=configs/models", "--gin_file=configs/runs/pretrain.gin"};
+  for (const auto& b : tiny_bindings(root + "/ft", 1, 1))
+    if (b.rfind("network.", 0) != 0) argv.push_back("--gin_bindings=" + b);
+  RunResult r = sh(join_cmd(argv));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("resumed from " + root + "/ft/checkpoint_0"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(root + "/ft/checkpoint_1/checkpoint"));
+  fs::remove_all(root);
+}
+
+void truncate_file(const std::string& path, uintmax_t keep) { fs::resize_file(path, keep); }
+
+std::string some_chunk(const std::string& ckpt, const std::string& array) {
+  for (const auto& e : fs::directory_iterator(ckpt + "/" + array))
+    if (e.path().filename().string()[0] != '.') return e.path().string();
+  return "";
+}
+
+TEST(CkptCli, InfoAndClearErrorsOnDamagedInput) {
+  const std::string root = temp_dir("faults");
+  const std::string model = root + "/model";
+  train(model, 2, 2);
+  RunResult info = sh(quote(t5x_bin()) + " ckpt info " + quote(model));
+  ASSERT_EQ(info.rc, 0) << info.out;
+  EXPECT_NE(info.out.find("checkpoint " + model + "/checkpoint_2"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("(vocab=1152, embed=16)"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("state/step"), std::string::npos);
+
+  // Nonexistent path; a usage error.
+  RunResult r = sh(quote(t5x_bin()) + " ckpt info " + quote(root + "/nope"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(root + "/nope: no such file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint"), std::string::npos) << r.out;
+  EXPECT_EQ(sh(quote(t5x_bin()) + " ckpt info").rc, 64);
+  EXPECT_EQ(sh(quote(t5x_bin()) + " ckpt frobnicate x").rc, 64);
+
+  // Truncated chunk: the digest read and export-hf name the chunk file.
+  const std::string chunk = some_chunk(model + "/checkpoint_2", "target.encoder.layers_0.mlp.wi_0.kernel");
+  ASSERT_FALSE(chunk.empty());
+  truncate_file(chunk, fs::file_size(chunk) / 2);
+  r = sh(quote(t5x_bin()) + " ckpt info --digest " + quote(model + "/checkpoint_2"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(chunk), std::string::npos) << r.out;
+  r = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(model + "/checkpoint_2") + " " + quote(root + "/hf"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(chunk), std::string::npos) << r.out;
+  // ... and info on the MODEL_DIR falls back to step 0 and says why.
+  r = sh(quote(t5x_bin()) + " ckpt info " + quote(model));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("skipped " + model + "/checkpoint_2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoint " + model + "/checkpoint_0"), std::string::npos) << r.out;
+
+  // Corrupt and missing msgpack; a half-written tmp dir.
+  truncate_file(model + "/checkpoint_0/checkpoint", 20);
+  r = sh(quote(t5x_bin()) + " ckpt info " + quote(model + "/checkpoint_0"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(model + "/checkpoint_0/checkpoint"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("truncated or corrupt"), std::string::npos) << r.out;
+  fs::remove(model + "/checkpoint_0/checkpoint");
+  r = sh(quote(t5x_bin()) + " ckpt info " + quote(model + "/checkpoint_0"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("not a complete t5x checkpoint"), std::string::npos) << r.out;
+  fs::create_directories(model + "/checkpoint_4.tmp-1700000000/target.x");
+  r = sh(quote(t5x_bin()) + " ckpt info " + quote(model));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("checkpoint_4.tmp-1700000000: half-written"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no complete checkpoint"), std::string::npos) << r.out;
+
+  // import-hf: missing directory / safetensors, truncated safetensors.
+  r = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/nohf") + " " + quote(root + "/x"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(root + "/nohf: no such directory"), std::string::npos) << r.out;
+  train(root + "/m2", 0, 2);
+  ASSERT_EQ(sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/m2") + " " + quote(root + "/hf2")).rc, 0);
+  const std::string st = root + "/hf2/model.safetensors";
+  truncate_file(st, fs::file_size(st) - 100);
+  r = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/hf2") + " " + quote(root + "/x"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(st), std::string::npos) << r.out;
+  fs::remove(st);
+  r = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/hf2") + " " + quote(root + "/x"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find(st + ": missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("safe_serialization=True"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(root + "/x/checkpoint_0"));
+  fs::remove_all(root);
+}
+
+// Automatic resume skips a damaged newest checkpoint, says so, and the run
+// still ends with the parameters of an uninterrupted one.
+TEST(CkptCli, ResumeSkipsDamagedNewestCheckpoint) {
+  const std::string root = temp_dir("resume_damaged");
+  train(root + "/ref", 6, 2);
+  train(root + "/run", 4, 2);
+  const std::string chunk = some_chunk(root + "/run/checkpoint_4", "target.decoder.layers_1.mlp.wo.kernel");
+  ASSERT_FALSE(chunk.empty());
+  truncate_file(chunk, 3);
+  std::string out = train(root + "/run", 6, 2);
+  EXPECT_NE(out.find("skipped " + root + "/run/checkpoint_4"), std::string::npos) << out;
+  EXPECT_NE(out.find("resumed from " + root + "/run/checkpoint_2"), std::string::npos) << out;
+  auto a = digests(root + "/ref/checkpoint_6"), b = digests(root + "/run/checkpoint_6");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace t5x::ckpt_testing
