@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/vec_math.h"
 #include "ops/detail.h"
 #include "ops/dispatch.h"
@@ -343,6 +344,15 @@ class Cast : public Primitive {
     if (from_ == to_) return {x};
     Array out = make_output(x.shape(), to_, {x});
     const int64_t n = x.local_size();
+    // The activation-dtype casts of every kernel, each step: vectorised.
+    if (from_ == DType::f32 && to_ == DType::bf16) {
+      cpu::convert_f32_to_bf16(x.data<float>(), out.data<bfloat16>(), n);
+      return {out};
+    }
+    if (from_ == DType::bf16 && to_ == DType::f32) {
+      cpu::convert_bf16_to_f32(x.data<bfloat16>(), out.data<float>(), n);
+      return {out};
+    }
     dispatch_dtype(from_, [&](auto s) {
       using S = decltype(s);
       dispatch_dtype(to_, [&](auto d) {
