@@ -12,13 +12,23 @@ Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Comm
   const std::vector<std::string> data_axes = {"data"};
   d.num_data_shards = d.mesh->axes_size(data_axes);
   d.data_shard = d.mesh->rank_in_group(data_axes, d.world->rank());
+  const std::vector<std::string> model_axes = {"model"};
+  d.num_model_shards = d.mesh->axes_size(model_axes);
+  d.model_shard = d.mesh->rank_in_group(model_axes, d.world->rank());
   if (d.world->size() == 1) {
-    d.data = d.world;
+    d.data = d.model = d.world;
   } else {
     const int color = static_cast<int>(d.mesh->group_index(data_axes, d.world->rank()));
     d.data = d.world->split(color, static_cast<int>(d.data_shard));
+    d.model = d.world->split(static_cast<int>(d.data_shard), static_cast<int>(d.model_shard));
   }
+  d.spmd = std::make_shared<spmd::Context>(Mesh({1, d.num_model_shards}, {"data", "model"}, d.model_shard), d.model);
   return d;
+}
+
+int64_t Distributed::min_over_world(int64_t v) const {
+  if (world->size() > 1) world->all_reduce(&v, &v, 1, CommDtype::kI64, ReduceOp::kMin);
+  return v;
 }
 
 void Distributed::sum_over_data(std::vector<double>& v) const {

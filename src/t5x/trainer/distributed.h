@@ -1,13 +1,20 @@
 // The processes of a run and how they split the work: the (data, model) mesh
 // from the partitioner bindings (t5x PjitPartitioner: num_partitions or
 // model_parallel_submesh), this process's data shard (t5x get_data_layout),
-// and the communicator over the processes that hold different data shards.
+// the communicator over the processes that hold different data shards, and
+// the spmd context over the processes of this process's data replica.
 //
-// Parallelism implemented here: DATA parallelism. Every process holds the
-// whole (replicated) train state, computes the loss and gradients of its data
-// shard, and the gradients are summed over the 'data' group. Processes that
-// differ only in their 'model' coordinate read the same rows and compute the
-// same values (the 'model' axis is replicated work, not tensor parallelism).
+// Layout (t5x pjit with the standard logical-axis rules, 1-D parameters):
+//   - 'data': process d of D feeds rows [d*B/D, (d+1)*B/D) of every global
+//     batch; the gradients are summed over the data group (`data`).
+//   - 'model': the M processes with the same data coordinate form one data
+//     replica. Its spmd context (`spmd`, mesh (data=1, model=M)) splits the
+//     parameters and optimizer slots over 'model' by their logical axes
+//     (heads, mlp, vocab, joined_kv -> model) and every op of the model runs
+//     through the spmd lowering (Megatron-style tensor parallelism).
+// The batch is split over 'data' outside the spmd lowering (each process
+// feeds its rows as plain arrays) because some ops of the models (rename,
+// comparisons, gated_gelu) are not yet routed to the lowering by the op layer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +23,7 @@
 
 #include "mesh/communicator.h"
 #include "mesh/mesh.h"
+#include "spmd/context.h"
 #include "t5x/trainer/run_config.h"
 
 namespace t5x::trainer {
@@ -23,9 +31,16 @@ namespace t5x::trainer {
 struct Distributed {
   std::shared_ptr<Communicator> world;  // all processes
   std::shared_ptr<Communicator> data;   // processes with this one's 'model' coordinate
-  std::shared_ptr<Mesh> mesh;
+  std::shared_ptr<Communicator> model;  // processes with this one's 'data' coordinate
+  std::shared_ptr<Mesh> mesh;           // the (data, model) mesh of all processes
+  std::shared_ptr<spmd::Context> spmd;  // mesh (data=1, model=M) over `model`
   int64_t data_shard = 0;
   int64_t num_data_shards = 1;
+  int64_t model_shard = 0;
+  int64_t num_model_shards = 1;
+
+  // True when parameters are split over a 'model' axis of more than one process.
+  bool model_parallel() const { return num_model_shards > 1; }
 
   int rank() const { return world->rank(); }
   int size() const { return world->size(); }
@@ -39,6 +54,8 @@ struct Distributed {
   // Same over a given communicator (tests).
   static Distributed create(const PartitionerConfig& p, std::shared_ptr<Communicator> world);
 
+  // Minimum of `v` over all processes.
+  int64_t min_over_world(int64_t v) const;
   // Sums `v` element-wise over the data group (in place).
   void sum_over_data(std::vector<double>& v) const;
   void sum_over_data(std::vector<float>& v) const;

@@ -80,6 +80,14 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
     throw std::invalid_argument(
         "[partitioning] set either num_partitions or model_parallel_submesh, not both (t5x raises the same)");
   if (!np && !sub) p.num_partitions = 1;
+  auto rules = cfg.get_optional(ref.scope, c, "logical_axis_rules");
+  if (rules && rules->kind() == ValueKind::kReference) {
+    const Reference& rr = rules->as_reference();
+    const std::string rc = canonical(cfg, rr);
+    const std::string scope = gin::join_scope(ref.scope, rr.scope);
+    if (auto a = opt_value(cfg, scope, rc, "activation_partitioning_dims")) p.activation_partitioning_dims = int(a->as_int());
+    if (auto b = opt_value(cfg, scope, rc, "parameter_partitioning_dims")) p.parameter_partitioning_dims = int(b->as_int());
+  }
   return p;
 }
 

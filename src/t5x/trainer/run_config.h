@@ -62,6 +62,10 @@ struct RestoreCheckpointConfig {
 struct PartitionerConfig {
   int64_t num_partitions = 1;
   std::vector<int64_t> model_parallel_submesh;
+  // logical_axis_rules = @partitioning.standard_logical_axis_rules(...):
+  // t5x's activation_partitioning_dims / parameter_partitioning_dims.
+  int activation_partitioning_dims = 1;
+  int parameter_partitioning_dims = 1;
 };
 
 // The model as gin describes it.

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/dtype_bf16.h"
+#include "mesh/partition_spec.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 
 namespace t5x::trainer {
@@ -33,20 +34,32 @@ bool is_partitioned(const std::vector<std::string>& axes) {
 }  // namespace
 
 HostTensor to_host(const Array& a) {
-  if (!a.is_fully_local()) throw std::invalid_argument("[trainer] to_host needs a fully local array");
-  HostTensor t = HostTensor::zeros(dtype_name(a.dtype()), a.shape().sizes());
+  HostTensor t = HostTensor::zeros(dtype_name(a.dtype()), a.local_shape().sizes());
   if (!t.data.empty()) std::memcpy(t.data.data(), a.raw_data(), t.data.size());
   return t;
 }
 
+std::optional<IndexBox> shard_box(const Array& a) {
+  if (a.is_fully_local()) return std::nullopt;
+  const Sharding& sh = a.sharding();
+  NamedShape ns;
+  for (const auto& d : a.shape().dims()) ns.emplace_back(d.name, d.size);
+  IndexBox b;
+  b.start = shard_offset(*sh.mesh, ns, sh.spec, sh.mesh->device_id);
+  const auto ext = a.local_shape().sizes();
+  for (size_t i = 0; i < ext.size(); ++i) b.stop.push_back(b.start[i] + ext[i]);
+  return b;
+}
+
 Array from_host(const HostTensor& t, const Array& like) {
-  if (t.shape != like.shape().sizes())
+  if (t.shape != like.local_shape().sizes())
     throw CheckpointError("[checkpoint] shape " + t.shape_string() + " does not match expected " +
-                          like.shape().to_string());
+                          like.local_shape().to_string() +
+                          (like.is_fully_local() ? std::string() : " (the local shard of " + like.shape().to_string() + ")"));
   const DType want = like.dtype();
   const DType have = dtype_from_numpy(t.dtype);
   if (have == want) {
-    Array a(like.shape(), want, {}, {}, false);
+    Array a(like.shape(), want, like.sharding(), {}, false);
     if (!t.data.empty()) std::memcpy(a.raw_data(), t.data.data(), t.data.size());
     return a;
   }
@@ -69,7 +82,11 @@ std::string save_train_state(const std::string& model_dir, const TrainState& sta
     HostTensor h = to_host(arr);
     auto it = axes.find(path);
     const bool part = it != axes.end() && is_partitioned(it->second) && arr.rank() > 0;
-    if (part) {
+    if (auto box = shard_box(arr)) {
+      const Sharding& sh = arr.sharding();
+      const bool write = ctx.data_replica == 0 && replica_id(*sh.mesh, sh.spec, sh.mesh->device_id) == 0;
+      leaves.push_back(SaveLeaf::sharded(path, std::move(h), arr.shape().sizes(), *box, write));
+    } else if (part) {
       auto shape = h.shape;
       leaves.push_back(SaveLeaf::sharded(path, std::move(h), shape, IndexBox::full(shape), ctx.process_index == 0));
     } else {
@@ -101,7 +118,7 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     if (!reader.has(path))
       throw CheckpointError("[checkpoint] " + r.dir + " has no parameter '" + name +
                             "'\n  hint: the checkpoint belongs to another model; check the model gin file");
-    params[name] = from_host(reader.read_expect(path, arr.shape().sizes(), std::nullopt, cast), arr);
+    params[name] = from_host(reader.read_expect(path, arr.shape().sizes(), shard_box(arr), cast), arr);
   }
   // Optimizer slots and step: all or nothing.
   bool have_all = with_optimizer && reader.has("state/step");
@@ -112,7 +129,7 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     std::map<std::string, Array> dict;
     for (const auto& [k, v] : state.opt.slots) {
       const std::string path = "state/param_states/" + k;
-      dict[path] = from_host(reader.read_expect(path, v.shape().sizes()), v);
+      dict[path] = from_host(reader.read_expect(path, v.shape().sizes(), shard_box(v)), v);
     }
     for (const auto& [name, arr] : params) dict["target/" + name] = arr;
     dict["state/step"] = Array::from_ints(Shape{}, {reader.step().value_or(0)}, DType::i32);

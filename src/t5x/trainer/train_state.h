@@ -6,9 +6,13 @@
 // (parameters, and slots shaped like their parameter: Adafactor v / m, Adam
 // mu / nu) is written as a zarr array; replicated leaves (step, v_row,
 // v_col, (1,)-placeholders, counters) go inline into the msgpack, as t5x
-// decides by mesh axes None. Parameters are replicated on every process
-// (data parallelism), so process 0 writes every array; each process writes
-// its own data-position file.
+// decides by mesh axes None. A leaf that is whole on every process is
+// written by process 0; a leaf split over the 'model' axis (Array sharding on
+// the data replica's mesh, trainer/distributed.h) is written shard by shard:
+// each shard by the one process of data replica 0 that holds it, as the
+// global slice (IndexBox) it covers, so the zarr array on disk is the whole
+// array whatever the mesh. Restore reads each process's own slice. Each
+// process writes its own data-position file.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,15 +32,20 @@ struct TrainState {
   int64_t step() const { return opt.step; }
 };
 
+// The local shard of `a` (the whole array when it is not split).
 HostTensor to_host(const Array& a);
-// Copies `t` into an Array shaped like `like` (same dims; dtype converted to like's).
+// Copies `t` into an Array shaped and sharded like `like`: `t` holds like's
+// local shard (the whole array when like is not split); dtype converted to like's.
 Array from_host(const HostTensor& t, const Array& like);
+// The global slice this process's shard of `a` covers (nullopt: not split).
+std::optional<IndexBox> shard_box(const Array& a);
 
 struct SaveContext {
   int process_index = 0;
   int process_count = 1;
   std::function<void(const std::string&)> barrier;  // empty: single process
   int64_t timestamp = -1;                           // identical on all processes
+  int64_t data_replica = 0;  // this process's data coordinate: only replica 0 writes split leaves
   bool durable = true;                              // fsync files and directories
 };
 

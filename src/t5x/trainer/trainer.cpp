@@ -11,7 +11,11 @@
 
 #include "mesh/logical_axis_rules.h"
 #include "ops/elementwise.h"
+#include "ops/fused.h"
+#include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/optim/adafactor.h"
+#include "t5x/optim/adamw.h"
 #include "t5x/optim/grad_utils.h"
 
 namespace t5x::trainer {
@@ -55,9 +59,49 @@ std::string format_metrics(const std::map<std::string, double>& values) {
 }
 
 Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
-    : cfg_(std::move(cfg)), dist_(std::move(dist)), opt_(opt), model_(make_model(cfg_.model)) {}
+    : cfg_(std::move(cfg)),
+      dist_(std::move(dist)),
+      opt_(opt),
+      model_(make_model(cfg_.model)),
+      rules_(standard_logical_axis_rules(cfg_.partitioner.activation_partitioning_dims,
+                                         cfg_.partitioner.parameter_partitioning_dims)) {
+  if (!dist_.model_parallel()) return;
+  // Tensor parallelism: the model's ops on 'model'-split parameters run
+  // through the spmd lowering of this data replica's mesh.
+  spmd::set_context(dist_.spmd);
+  spmd::install();
+  // The fused gated-GELU kernel has no sharded lowering; its plain-op
+  // reference has (the other fused ops are lowered either way).
+  set_fused_kernels_enabled(false);
+  // Adafactor (and AdamW's global-norm clip) work on whole arrays: gather
+  // the shards over 'model'.
+  auto gather = [](const Array& a) { return spmd::gather(a); };
+  auto o = std::const_pointer_cast<Optimizer>(cfg_.optimizer.optimizer);
+  if (auto* a = dynamic_cast<Adafactor*>(o.get())) a->set_all_gather(gather);
+  if (auto* w = dynamic_cast<AdamW*>(o.get())) w->set_all_gather(gather);
+}
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (!dist_.model_parallel()) return;
+  set_fused_kernels_enabled(true);
+  spmd::set_context(nullptr);
+}
+
+std::string Trainer::layout() const {
+  std::ostringstream os;
+  int64_t local = 0;
+  for (const auto& [k, p] : state_.params) local += p.local_size();
+  os << "mesh " << dist_.mesh->to_string() << ", " << dist_.size() << " process(es): batch split over 'data' ("
+     << dist_.num_data_shards << " x " << cfg_.train_ds.batch_size / std::max<int64_t>(1, dist_.num_data_shards)
+     << " rows)";
+  if (dist_.model_parallel())
+    os << "; parameters and optimizer slots split over 'model' (" << dist_.num_model_shards
+       << "-way) by logical_axis_rules, ops lowered by spmd; " << local << " of " << model_->num_params()
+       << " parameter values per process";
+  else
+    os << "; parameters replicated";
+  return os.str();
+}
 
 void Trainer::message(const std::string& s) {
   if (!dist_.is_chief() || !opt_.log) return;
@@ -72,7 +116,7 @@ void Trainer::initialize() {
     fs::create_directories(cfg_.model_dir);
     if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
     std::ofstream(cfg_.model_dir + "/model-info.txt")
-        << model_info(model_->param_specs(), standard_logical_axis_rules());
+        << model_info(model_->param_specs(), rules_);
   }
   // Seeds: random_seed, else one drawn by process 0 and shared.
   uint64_t rng_seed = cfg_.random_seed ? uint64_t(*cfg_.random_seed) : dist_.broadcast(fresh_seed());
@@ -81,6 +125,8 @@ void Trainer::initialize() {
   data_state_.seed = cfg_.train_ds.seed ? *cfg_.train_ds.seed : rng_seed;
 
   state_.params = model_->init(prng_key(int64_t(rng_seed & 0x7fffffff)));
+  // Init does not depend on the mesh; each process keeps its shards.
+  if (dist_.model_parallel()) state_.params = spmd::shard_params(state_.params, rules_);
   state_.opt = cfg_.optimizer.optimizer->init(state_.params);
 
   std::optional<seqio::BatchPosition> resume;
@@ -137,7 +183,7 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     if (step_rng) rng = n_micro > 1 ? fold_in(*step_rng, uint32_t(i)) : *step_rng;
     const double share = normalizer_share(mb);
     Metrics m;
-    auto vg = value_and_grad(
+    auto vg = spmd::value_and_grad(
         [&](const ParamTree& p) {
           auto [loss, metrics] = model_->loss_fn(p, mb, rng);
           m = std::move(metrics);
@@ -166,8 +212,10 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     size_t off = 0;
     for (auto& [k, g] : grads) {
       const int64_t n = g.local_size();
-      std::vector<float> part(buf.begin() + off, buf.begin() + off + n);
-      g = Array::from_floats(g.shape(), part, g.dtype());
+      // A fresh array (gradients may share buffers), sharded like g.
+      Array sum(g.shape(), DType::f32, g.sharding(), g.device(), false);
+      std::copy(buf.begin() + off, buf.begin() + off + n, sum.data<float>());
+      g = g.dtype() == DType::f32 ? sum : cast(sum, g.dtype());
       off += size_t(n);
     }
     std::vector<double> l = {local_loss};
@@ -180,6 +228,8 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   if (!out.finite) return out;  // no update: the state stays the last good one
   cfg_.optimizer.optimizer->apply_gradient(state_.params, state_.opt, grads, out.learning_rate);
   out.finite = all_finite(state_.params);
+  // Each process sees only its shards: agree, so every process stops together.
+  if (dist_.model_parallel()) out.finite = dist_.min_over_world(out.finite ? 1 : 0) == 1;
   return out;
 }
 
@@ -189,6 +239,7 @@ std::string Trainer::save() {
   ctx.process_index = dist_.rank();
   ctx.process_count = dist_.size();
   ctx.durable = opt_.durable_checkpoints;
+  ctx.data_replica = dist_.data_shard;
   if (dist_.size() > 1) ctx.barrier = [this](const std::string&) { dist_.world->barrier(); };
   ctx.timestamp = int64_t(dist_.broadcast(uint64_t(std::time(nullptr))));
   DataState ds = data_state_;
@@ -201,8 +252,12 @@ std::string Trainer::save() {
 void Trainer::evaluate() {
   const auto t0 = Clock::now();
   const int64_t step = state_.step();
+  // Evaluation and decoding run on whole parameters (gathered over 'model').
+  ParamTree gathered;
+  if (dist_.model_parallel()) gathered = spmd::gather_params(state_.params);
+  const ParamTree& params = dist_.model_parallel() ? gathered : state_.params;
   if (cfg_.train_eval_ds) {
-    auto res = evaluate_teacher_forced(*model_, cfg_.model, state_.params, *cfg_.train_eval_ds, cfg_.eval_steps, dist_);
+    auto res = evaluate_teacher_forced(*model_, cfg_.model, params, *cfg_.train_eval_ds, cfg_.eval_steps, dist_);
     for (const auto& [task, values] : res) {
       auto it = eval_logs_.find(task);
       if (it == eval_logs_.end())
@@ -217,7 +272,7 @@ void Trainer::evaluate() {
     }
   }
   if (infer_eval_ && !infer_eval_->empty()) {
-    auto res = infer_eval_->run(*model_, state_.params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval));
+    auto res = infer_eval_->run(*model_, params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval));
     for (const auto& [task, r] : res) {
       std::ostringstream os;
       os << "inference_eval/" << task << " step " << step << ":";
@@ -242,8 +297,7 @@ TrainResult Trainer::train() {
   }
   if (dist_.is_chief() && opt_.log)
     progress_ = std::make_unique<ProgressLine>(opt_.log, start, total, opt_.tty, stats_period);
-  message("training " + std::to_string(model_->num_params()) + " parameters on mesh " +
-          dist_.mesh->to_string() + " (" + std::to_string(dist_.size()) + " process(es), data parallel), steps " +
+  message("training " + std::to_string(model_->num_params()) + " parameters on " + layout() + "; steps " +
           std::to_string(start) + " -> " + std::to_string(total) + ", global batch " +
           std::to_string(cfg_.train_ds.batch_size));
   // t5x saves before the loop unless the state came from MODEL_DIR itself.

@@ -16,6 +16,13 @@
 // end; train summaries every stats_period steps (default min(eval_period,
 // checkpoint period, 10)).
 //
+// Layout (trainer/distributed.h): rows split over 'data'; on a 'model' axis
+// of M > 1 processes the parameters and optimizer slots are split over
+// 'model' by logical_axis_rules (spmd::shard_params), the loss and gradients
+// run through the spmd lowering (spmd::install()), Adafactor gathers each
+// param over 'model' for its update, and checkpoints are written and read
+// shard by shard (train_state.h). Evaluation and decoding use gathered params.
+//
 // Normalisation under data parallelism: the loss is t5x's token SUM by
 // default (LOSS_NORMALIZING_FACTOR = None), so the global gradient is the
 // plain sum of the per-process gradients. With a per-batch normalising factor
@@ -32,6 +39,7 @@
 #include <optional>
 #include <string>
 
+#include "mesh/logical_axis_rules.h"
 #include "t5x/gin/config.h"
 #include "t5x/trainer/data.h"
 #include "t5x/trainer/distributed.h"
@@ -83,6 +91,8 @@ class Trainer {
   const BaseTransformerModel& model() const { return *model_; }
   const TrainRunConfig& config() const { return cfg_; }
   std::string save();  // checkpoint of the current state
+  // "mesh (data=2, model=2), 4 process(es): batch split over 'data' ..." (the startup line).
+  std::string layout() const;
   void evaluate();     // teacher-forced + inference evaluation at the current step
 
  private:
@@ -90,6 +100,7 @@ class Trainer {
   Distributed dist_;
   TrainerOptions opt_;
   std::unique_ptr<BaseTransformerModel> model_;
+  LogicalAxisRules rules_;  // partitioner's logical_axis_rules (parameters' layout)
   TrainState state_;
   std::unique_ptr<TrainData> data_;
   DataState data_state_;
