@@ -35,7 +35,8 @@ constexpr const char* kUsage =
     "  infer  infer.py: configs/runs/infer.gin (CHECKPOINT_PATH, INFER_OUTPUT_DIR)\n"
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
     "  ckpt   checkpoint tools: info, export-hf, import-hf (t5x ckpt --help)\n"
-    "Run several processes with: mpirun -np N t5x train ... (data parallel over the 'data' mesh axis)\n";
+    "Run several processes with: mpirun -np N t5x train ... (batch split over 'data'; parameters split over\n"
+    "'model' by logical_axis_rules when partitioning.PjitPartitioner.num_partitions > 1)\n";
 
 void register_tasks(std::ostream& err, bool verbose) {
   seqio::register_builtin_tasks();
