@@ -8,7 +8,9 @@
 // creation of `checkpoint_<N>.tmp-<T>` in MODEL_DIR and the SIGKILL follows at
 // once, while the save (fsync'd chunk files of ~260 arrays) is still writing.
 // A trial counts as mid-save when the tmp directory is still there after the
-// kill. The seed of the random delays is printed (T5X_KILL_SEED overrides it).
+// kill. The random kills land after a random number of newly logged steps
+// (fewer than remain, so the kill always comes before the end) plus a random
+// 0-80 ms. The seed is printed (T5X_KILL_SEED overrides it).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -20,6 +22,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -45,7 +48,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
   return pid;
 }
 
-enum class Kill { at_save, after_delay };
+enum class Kill { at_save, after_steps, never };
 
 struct Trial {
   bool killed = false;       // false: the run finished on its own
@@ -53,15 +56,31 @@ struct Trial {
   int exit_code = -1;
 };
 
-// Runs once; kills per `how`. `delay` for after_delay.
+int logged_steps(const std::string& model_dir) {
+  std::ifstream f(model_dir + "/train/metrics.jsonl");
+  int n = 0;
+  for (std::string line; std::getline(f, line);) n += line.find("\"loss\"") != std::string::npos;
+  return n;
+}
+
+// Newest complete checkpoint step in `model_dir` (-1: none).
+int latest(const std::string& model_dir, int max_step) {
+  for (int s = max_step; s >= 0; --s)
+    if (fs::exists(model_dir + "/checkpoint_" + std::to_string(s) + "/checkpoint")) return s;
+  return -1;
+}
+
+// Runs once; kills per `how`: at the first tmp dir, or `steps` newly logged
+// steps plus `delay` after the start.
 Trial run_once(const std::vector<std::string>& argv, const std::string& model_dir, const std::string& log,
-               Kill how, std::chrono::milliseconds delay) {
+               Kill how, int steps = 0, std::chrono::milliseconds delay = {}) {
   fs::create_directories(model_dir);
   int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   ::inotify_add_watch(in, model_dir.c_str(), IN_CREATE | IN_MOVED_TO);
   Trial t;
+  const int logged0 = logged_steps(model_dir);
   pid_t pid = spawn(argv, log);
-  const auto start = Clock::now();
+  std::optional<Clock::time_point> reached;
   int status = 0;
   for (;;) {
     pid_t w = ::waitpid(pid, &status, WNOHANG);
@@ -70,8 +89,11 @@ Trial run_once(const std::vector<std::string>& argv, const std::string& model_di
       break;
     }
     bool fire = false;
-    if (how == Kill::after_delay) {
-      fire = Clock::now() - start >= delay;
+    if (how == Kill::never) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } else if (how == Kill::after_steps) {
+      if (!reached && logged_steps(model_dir) - logged0 >= steps) reached = Clock::now();
+      fire = reached && Clock::now() - *reached >= delay;
       if (!fire) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     } else {
       pollfd p{in, POLLIN, 0};
@@ -115,35 +137,34 @@ TEST(KillResume, SigkillAtRandomMomentsAndDuringSavesIsBitwiseEqual) {
   if (const char* s = std::getenv("T5X_KILL_SEED")) seed = std::strtoull(s, nullptr, 10);
   std::cout << "kill seed " << seed << " (T5X_KILL_SEED)\n";
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> ms(300, 2500);
+  std::uniform_int_distribution<int> ms(0, 80);
 
   const auto argv = train_argv(run, kSteps, kPeriod);
   const std::string log = root + "/run.log";
-  // Alternate kills at the next save and at a random moment, then let it finish.
-  const Kill plan[] = {Kill::at_save, Kill::after_delay, Kill::at_save, Kill::after_delay, Kill::at_save};
+  // Alternate kills at the next save and at random moments, then let it finish.
+  // A random kill waits for k in [1, remaining - 1] new steps, so the newest
+  // checkpoint stays <= kSteps - 2 and every planned kill lands.
+  const Kill plan[] = {Kill::at_save, Kill::after_steps, Kill::at_save, Kill::after_steps, Kill::at_save};
   int kills = 0, mid_save = 0, runs = 0;
-  bool done = false;
   for (Kill how : plan) {
-    Trial t = run_once(argv, run, log, how, std::chrono::milliseconds(ms(rng)));
+    const int from = std::max(0, latest(run, kSteps));
+    const int remaining = kSteps - from;
+    const int k = std::uniform_int_distribution<int>(1, std::max(1, remaining - 1))(rng);
+    const int d = ms(rng);
+    Trial t = run_once(argv, run, log, how, k, std::chrono::milliseconds(d));
     ++runs;
-    std::cout << "run " << runs << ": " << (how == Kill::at_save ? "kill at save" : "kill after delay")
-              << (t.killed ? (t.mid_save ? " -> killed mid-save" : " -> killed") : " -> finished") << "\n";
+    std::cout << "run " << runs << " from step " << from << ": "
+              << (how == Kill::at_save ? "kill at save" : "kill after " + std::to_string(k) + " steps + " + std::to_string(d) + " ms")
+              << (t.killed ? (t.mid_save ? " -> killed mid-save" : " -> killed") : " -> finished") << std::endl;
     kills += t.killed;
     mid_save += t.mid_save;
     if (!t.killed) {
       ASSERT_EQ(t.exit_code, 0) << read_text(log);
-      done = true;
-      break;
     }
   }
-  for (int i = 0; !done && i < 5; ++i) {
-    Trial t = run_once(argv, run, log, Kill::after_delay, std::chrono::hours(1));
-    ++runs;
-    ASSERT_EQ(t.exit_code, 0) << read_text(log);
-    done = true;
-  }
-  ASSERT_TRUE(done);
-  EXPECT_GE(kills, 3) << read_text(log);
+  Trial last = run_once(argv, run, log, Kill::never);
+  ASSERT_EQ(last.exit_code, 0) << read_text(log);
+  EXPECT_GE(kills, 4) << read_text(log);
   EXPECT_GE(mid_save, 1) << "no kill landed inside a save\n" << read_text(log);
   // Restarts after a mid-save kill report the leftover tmp directory.
   const std::string text = read_text(log);
