@@ -1,6 +1,8 @@
 #include "spmd/reshard.h"
 
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "mesh/reshard.h"
@@ -14,6 +16,20 @@ namespace {
 
 Array run_plan(const Array& local, const Shape& shape, const PartitionSpec& src, const PartitionSpec& dst) {
   Context& ctx = context();
+  if (local.dtype() == DType::boolean) {
+    // Masks (e.g. dropout keep-masks meeting split activations): moved as
+    // int32, since the communicators carry no 1-byte type.
+    ReshardPlan plan = plan_reshard(ctx.mesh().desc(), named_shape(shape), src, dst, sizeof(int32_t));
+    const Shape out_shape = local_shape_of(shape, ctx.sharding(dst));
+    std::vector<int32_t> in(size_t(local.local_size())), wide(size_t(out_shape.numel()));
+    const uint8_t* b = static_cast<const uint8_t*>(local.raw_data());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = b[i];
+    execute_reshard(plan, ctx.groups(), in.data(), wide.data(), CommDtype::kI32);
+    Array out(out_shape, DType::boolean, {}, {}, false);
+    uint8_t* o = static_cast<uint8_t*>(out.raw_data());
+    for (size_t i = 0; i < wide.size(); ++i) o[i] = wide[i] != 0;
+    return out;
+  }
   const size_t es = dtype_size(local.dtype());
   ReshardPlan plan = plan_reshard(ctx.mesh().desc(), named_shape(shape), src, dst, es);
   Array out(local_shape_of(shape, ctx.sharding(dst)), local.dtype(), {}, {}, false);

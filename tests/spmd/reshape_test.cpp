@@ -1,6 +1,8 @@
 // The splittable reshape (MTF): a dim split over a mesh axis that becomes
 // several dims keeps the split on the major new dim, with no communication,
 // e.g. a model-split [embed, joined_kv] kernel -> [embed, heads, kv].
+// Also: bool masks reshard (moved as int32), as a dropout mask meeting a
+// split activation does.
 #include "spmd_test_util.h"
 
 namespace t5x::testing_spmd {
@@ -30,6 +32,23 @@ TEST(SpmdReshape, SplitDimIntoMajorMinorIsLocal) {
                                   {{"w", p.at("w")}});
     EXPECT_EQ(g.grads.at("w").local_shape(), p.at("w").local_shape());
     EXPECT_LE(rel_err(spmd::gather(g.grads.at("w")), reshape(c, w.shape())), 1e-6);
+  }
+}
+
+TEST(SpmdReshard, BoolMasksMoveBetweenLayouts) {
+  Array x = randn(Shape{{"batch", 4}, {"mlp", 8}}, 41);
+  Array mask = gt(x, 0.0);
+  const PartitionSpec specs[] = {PartitionSpec({{}, {}}), PartitionSpec({{"data"}, {}}), PartitionSpec({{}, {"model"}}),
+                                 PartitionSpec({{"data"}, {"model"}}), PartitionSpec({{"model"}, {"data"}})};
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    SCOPED_TRACE(mesh_name(*ctx));
+    for (const auto& a : specs)
+      for (const auto& b : specs) {
+        Array m = spmd::reshard(spmd::shard(mask, a), b);
+        EXPECT_EQ(m.dtype(), DType::boolean);
+        EXPECT_EQ(spmd::gather(m).to_ints(), mask.to_ints()) << spec_to_string(a) << " -> " << spec_to_string(b);
+      }
   }
 }
 
