@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR=${1:-data}
 VOCAB_SIZE=${VOCAB_SIZE:-8000}
-FORMAT_VERSION=1   # bump when the cleaning rules or outputs change
+FORMAT_VERSION=2   # bump when the cleaning rules or outputs change
 
 scripts/deps.sh --data
 BUILD_DIR=${BUILD_DIR:-build}

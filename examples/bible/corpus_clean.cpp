@@ -104,8 +104,20 @@ std::optional<Verse> parse_export_line(const std::string& line) {
   return std::nullopt;
 }
 
+// R8: the closing milestone of a book, <div ... eID="..." ... type="book"/>.
+// Anything after it in the same verse is back matter (WEB: a glossary).
+size_t book_end(const std::string& s) {
+  for (size_t p = s.find("<div "); p != std::string::npos; p = s.find("<div ", p + 1)) {
+    const size_t gt = s.find('>', p);
+    if (gt == std::string::npos) break;
+    const std::string tag = s.substr(p, gt - p + 1);
+    if (tag.find(" eID=") != std::string::npos && tag.find("type=\"book\"") != std::string::npos) return p;
+  }
+  return std::string::npos;
+}
+
 std::string clean_verse_markup(const std::string& body) {
-  std::string s = body;
+  std::string s = body.substr(0, book_end(body));                                  // R8
   for (const char* name : {"title", "note", "milestone"}) remove_element(s, name);  // R2
   insert_space_between_elements(s);                                                // R3
   std::string out;                                                                 // R4

@@ -19,6 +19,8 @@
 //  R6 XML character entities are decoded.
 //  R7 White space is collapsed to single spaces and trimmed; a space before
 //     , ; : . ! ? is removed.
+//  R8 Back matter after a book's closing milestone (<div eID=.. type="book"/>)
+//     is dropped first: the WEB appends its glossary to Revelation 22:21.
 #pragma once
 #include <map>
 #include <optional>
@@ -39,7 +41,7 @@ struct Verse {
 // without one (the trailing "(MODULE)" line).
 std::optional<Verse> parse_export_line(const std::string& line);
 
-// Applies rules R2-R7 to the verse body.
+// Applies rules R8 and R2-R7 to the verse body.
 std::string clean_verse_markup(const std::string& body);
 
 // The split of a canonical book: "train", "validation" or "test" (docs/data.md).

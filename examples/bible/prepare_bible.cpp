@@ -25,8 +25,6 @@ using namespace t5x::bible;
 
 namespace {
 
-const char* kSplits[] = {"train", "validation", "test"};
-
 std::map<std::string, Verse> read_export(const std::string& path, const std::string& module,
                                          std::vector<std::string>& order, json& stats) {
   std::ifstream in(path);

@@ -63,6 +63,15 @@ TEST(BibleClean, NotesTitlesEntitiesAndSpaces) {  // R2, R6, R7
   EXPECT_EQ(clean_verse_markup(""), "");
 }
 
+TEST(BibleClean, BackMatterAfterTheLastBookIsDropped) {  // R8: engWEB2015eb Revelation 22:21 (shortened)
+  EXPECT_EQ(clean_verse_markup("<w>saints</w>. Amen.  <chapter eID=\"Rev.22\"/><div eID=\"g6\" type=\"x-p\"/> "
+                               "<div canonical=\"true\" eID=\"g5\" osisID=\"Rev\" type=\"book\"/> "
+                               "<div sID=\"g7\" type=\"glossary\"/> Abaddon Abaddon is Hebrew for destruction."),
+            "saints. Amen.");
+  // A book's opening milestone (sID) is not its end.
+  EXPECT_EQ(clean_verse_markup("<div osisID=\"Gen\" sID=\"g1\" type=\"book\"/>In the beginning"), "In the beginning");
+}
+
 TEST(BibleSplit, WholeBooksAndWords) {
   EXPECT_EQ(split_of_book("Ruth"), "test");
   EXPECT_EQ(split_of_book("Obadiah"), "validation");
