@@ -66,6 +66,14 @@ TEST(TrainerConfig, ReadsTheGinRun) {
   EXPECT_EQ(c.optimizer.optimizer->name(), "adafactor.Adafactor");
   EXPECT_DOUBLE_EQ(c.optimizer.schedule(0), 0.05);
   EXPECT_EQ(c.random_seed, 7);
+  EXPECT_EQ(c.partitioner.activation_partitioning_dims, 1);
+  EXPECT_EQ(c.partitioner.parameter_partitioning_dims, 1);
+  // partitioning.PjitPartitioner.logical_axis_rules = @partitioning.standard_logical_axis_rules()
+  TrainRunConfig c2 = tiny_run(dir, 12, {"partitioning.standard_logical_axis_rules.parameter_partitioning_dims = 2",
+                                         "partitioning.PjitPartitioner.num_partitions = 2"});
+  EXPECT_EQ(c2.partitioner.parameter_partitioning_dims, 2);
+  EXPECT_EQ(c2.partitioner.activation_partitioning_dims, 1);
+  EXPECT_EQ(c2.partitioner.num_partitions, 2);
 }
 
 TEST(TrainerConfig, PretrainScheduleAndAdamW) {
