@@ -1,9 +1,9 @@
 """Loads a `t5x ckpt export-hf` directory with transformers and compares its
 logits with t5x.cpp's (written by t5x_ckpt_hf_logits) on the same inputs.
 
-usage: hf_roundtrip_check.py HF_DIR LOGITS.safetensors [TOLERANCE]
-Needs torch, transformers and safetensors (PyPI). Exit 0 when the largest
-absolute difference is within TOLERANCE (default 1e-4).
+usage: hf_roundtrip_check.py [--tolerance=T] HF_DIR LOGITS.safetensors [HF_DIR LOGITS ...]
+Needs torch, transformers and safetensors (PyPI). Exit 0 when, for every
+pair, the largest absolute difference is within T (default 1e-4).
 """
 import json
 import os
@@ -14,9 +14,7 @@ from safetensors.torch import load_file
 from transformers import T5ForConditionalGeneration
 
 
-def main():
-    hf_dir, logits_file = sys.argv[1], sys.argv[2]
-    tol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-4
+def check(hf_dir, logits_file, tol):
     with open(os.path.join(hf_dir, "config.json")) as f:
         cfg = json.load(f)
     model = T5ForConditionalGeneration.from_pretrained(hf_dir, torch_dtype=torch.float32)
@@ -41,7 +39,24 @@ def main():
     if scale < 1e-3:
         print("FAIL: logits are all near zero; the comparison would prove nothing")
         return 1
-    return 0 if diff <= tol else 1
+    if diff > tol:
+        print("FAIL: difference above tolerance")
+        return 1
+    return 0
+
+
+def main():
+    args = sys.argv[1:]
+    tol = 1e-4
+    if args and args[0].startswith("--tolerance="):
+        tol = float(args.pop(0).split("=", 1)[1])
+    if not args or len(args) % 2:
+        print(__doc__)
+        return 64
+    failures = 0
+    for i in range(0, len(args), 2):
+        failures += check(args[i], args[i + 1], tol)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
