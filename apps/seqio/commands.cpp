@@ -193,19 +193,112 @@ std::vector<std::string> read_lines(const std::string& path) {
 }
 }  // namespace
 
-int cmd_metric(const std::string& name, const std::string& targets_file, const std::string& predictions_file,
-               std::ostream& out) {
 #ifdef SEQIO_HAVE_METRICS
-  auto t = read_lines(targets_file);
-  auto p = read_lines(predictions_file);
+namespace {
+bool looks_like_jsonl(const std::vector<std::string>& lines) {
+  for (const auto& l : lines) {
+    const size_t p = l.find_first_not_of(" \t\r");
+    if (p != std::string::npos) return l[p] == '{';
+  }
+  return false;
+}
+
+// The value at a dotted path ("inputs.targets_pretokenized"), or null.
+const nlohmann::json* at_path(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json* cur = &j;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(key);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+    if (dot == std::string::npos) return cur;
+    start = dot + 1;
+  }
+}
+
+// One string per JSONL line from `field`. With candidates, the first field
+// present in line 1 is used for every line.
+std::vector<std::string> jsonl_field(const std::string& path, const std::vector<std::string>& lines,
+                                     std::vector<std::string> candidates, std::string* chosen) {
+  std::vector<std::string> out;
+  std::string field;
+  int64_t n = 0;
+  for (const auto& l : lines) {
+    ++n;
+    if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(l);
+    } catch (const nlohmann::json::exception& e) {
+      throw line_error(path, n, std::string("not a JSON object: ") + e.what());
+    }
+    if (field.empty()) {
+      for (const auto& c : candidates)
+        if (at_path(j, c)) { field = c; break; }
+      if (field.empty()) {
+        std::string names;
+        for (const auto& c : candidates) names += (names.empty() ? "" : ", ") + c;
+        std::string keys;
+        if (j.is_object())
+          for (const auto& [k, v] : j.items()) keys += (keys.empty() ? "" : ", ") + k;
+        throw line_error(path, n, "no field " + names + " (fields: " + keys +
+                                      "; hint: name one with --prediction_field / --target_field)");
+      }
+    }
+    const nlohmann::json* v = at_path(j, field);
+    if (!v) throw line_error(path, n, "no field " + field + " (line 1 has it; every line needs it)");
+    out.push_back(v->is_string() ? v->get<std::string>() : v->dump());
+  }
+  if (chosen) *chosen = field;
+  return out;
+}
+}  // namespace
+#endif
+
+int cmd_metric(const MetricArgs& a, std::ostream& out) {
+#ifdef SEQIO_HAVE_METRICS
+  auto plines = read_lines(a.predictions_file);
+  std::vector<std::string> p, t;
+  if (looks_like_jsonl(plines)) {
+    // t5x infer writes {"inputs": {..._pretokenized}, "prediction": ...};
+    // the trainer's inference_eval files write {"input", "target", "prediction"}.
+    p = jsonl_field(a.predictions_file, plines, {a.prediction_field.empty() ? "prediction" : a.prediction_field},
+                    nullptr);
+    if (a.targets_file.empty()) {
+      std::vector<std::string> c = {"target", "inputs.targets_pretokenized", "targets_pretokenized"};
+      if (!a.target_field.empty()) c = {a.target_field};
+      t = jsonl_field(a.predictions_file, plines, c, nullptr);
+    }
+  } else {
+    p = std::move(plines);
+  }
+  if (!a.targets_file.empty()) {
+    auto tlines = read_lines(a.targets_file);
+    if (looks_like_jsonl(tlines)) {
+      std::vector<std::string> c = {"target", "inputs.targets_pretokenized", "targets_pretokenized", "targets"};
+      if (!a.target_field.empty()) c = {a.target_field};
+      t = jsonl_field(a.targets_file, tlines, c, nullptr);
+    } else {
+      t = std::move(tlines);
+    }
+  }
+  if (t.empty() && p.empty() && a.targets_file.empty())
+    throw DataError(a.predictions_file + ": no targets (hint: pass --targets FILE, or JSONL predictions with a target field)");
+  if (!a.strip_prefix.empty())
+    for (auto& s : p)
+      if (s.rfind(a.strip_prefix, 0) == 0) s.erase(0, a.strip_prefix.size());
   if (t.size() != p.size())
-    throw DataError(targets_file + " has " + std::to_string(t.size()) + " lines but " + predictions_file + " has " +
-                    std::to_string(p.size()) + " (hint: one example per line in both)");
-  nlohmann::json j = seqio::metrics::compute(name, t, p);
+    throw DataError((a.targets_file.empty() ? a.predictions_file : a.targets_file) + " has " +
+                    std::to_string(t.size()) + " targets but " + a.predictions_file + " has " +
+                    std::to_string(p.size()) + " predictions (hint: one example per line in both)");
+  nlohmann::json j = seqio::metrics::compute(a.name, t, p);
   out << j.dump() << "\n";
   return 0;
 #else
-  (void)name, (void)targets_file, (void)predictions_file, (void)out;
+  (void)a, (void)out;
   throw std::runtime_error("this seqio was built without seqio_metrics");
 #endif
 }

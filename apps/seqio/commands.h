@@ -46,7 +46,16 @@ struct CacheArgs {
 };
 int cmd_cache(const CacheArgs& a, std::ostream& out);
 
-int cmd_metric(const std::string& name, const std::string& targets_file, const std::string& predictions_file,
-               std::ostream& out);
+// `seqio metric NAME --predictions P [--targets T]`. P and T are either one
+// example per line, or JSONL: t5x infer's output ("prediction", targets from
+// "inputs.targets_pretokenized") or the trainer's inference_eval files
+// ("prediction", "target"). Fields may be named with dotted paths.
+struct MetricArgs {
+  std::string name;
+  std::string predictions_file, targets_file;
+  std::string prediction_field, target_field;
+  std::string strip_prefix;  // removed from each prediction that starts with it
+};
+int cmd_metric(const MetricArgs& args, std::ostream& out);
 
 }  // namespace seqio::cli

@@ -61,11 +61,18 @@ int main(int argc, char** argv) {
   ca->add_option("--threads", cache.threads, "Threads")->capture_default_str();
   ca->add_flag("--overwrite", cache.overwrite, "Replace an existing cache");
 
-  std::string metric_name, targets_file, predictions_file;
-  auto* me = app.add_subcommand("metric", "Compute a metric over line-aligned files, print JSON");
-  me->add_option("name", metric_name, "Metric name (bleu, rouge, accuracy, squad, ...)")->required();
-  me->add_option("--targets", targets_file, "One target per line")->required();
-  me->add_option("--predictions", predictions_file, "One prediction per line")->required();
+  cli::MetricArgs metric;
+  auto* me = app.add_subcommand("metric", "Compute a metric over predictions and targets, print JSON");
+  me->add_option("name", metric.name, "Metric name (bleu, rouge, accuracy, squad, ...)")->required();
+  me->add_option("--predictions", metric.predictions_file,
+                 "One prediction per line, or JSONL (t5x infer output, inference_eval files)")
+      ->required();
+  me->add_option("--targets", metric.targets_file,
+                 "One target per line, or JSONL (default: the targets inside JSONL predictions)");
+  me->add_option("--prediction_field", metric.prediction_field, "JSONL field of the prediction (default: prediction)");
+  me->add_option("--target_field", metric.target_field,
+                 "JSONL field of the target (default: target, inputs.targets_pretokenized, targets_pretokenized)");
+  me->add_option("--strip_prefix", metric.strip_prefix, "Remove this prefix from predictions that start with it");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -85,7 +92,7 @@ int main(int argc, char** argv) {
     if (*cv) return cli::cmd_convert(conv, std::cin, std::cout);
     if (*vc) return cli::cmd_vocab(vocab_op, vocab_spec, std::cin, std::cout);
     if (*ca) return cli::cmd_cache(cache, std::cout);
-    if (*me) return cli::cmd_metric(metric_name, targets_file, predictions_file, std::cout);
+    if (*me) return cli::cmd_metric(metric, std::cout);
   } catch (const std::exception& e) {
     std::cout.flush();
     std::cerr << "seqio: error: " << e.what() << "\n";

@@ -82,4 +82,31 @@ if "$SEQIO" convert --converter lm --lengths targets=4 < /dev/null > /dev/null 2
   [ "$got" = '{"decoder_input_tokens":[0,3,9,1,0],"decoder_loss_weights":[1,1,1,0,0],"decoder_target_tokens":[3,9,1,0,0]}' ] \
     || fail "convert lm: $got"
 fi
+# metric: JSONL predictions (t5x infer's layout and inference_eval's) give the
+# same score as line files; --strip_prefix scores a copy-the-input baseline.
+if "$SEQIO" metric sequence_accuracy --targets /dev/null --predictions /dev/null > /dev/null 2>&1; then
+  printf 'the cat sat on the mat\nel gato\nhello world again\n' > "$T/tgt"
+  printf 'the cat sat on a mat\nel perro\nhello world again\n' > "$T/pred"
+  printf '%s\n' '{"inputs":{"inputs_pretokenized":"copy: the cat sat on the mat","targets_pretokenized":"the cat sat on the mat"},"prediction":"the cat sat on a mat"}' \
+    '{"inputs":{"inputs_pretokenized":"copy: el gato","targets_pretokenized":"el gato"},"prediction":"el perro"}' \
+    '{"inputs":{"inputs_pretokenized":"copy: hello world again","targets_pretokenized":"hello world again"},"prediction":"hello world again"}' > "$T/infer.jsonl"
+  printf '%s\n' '{"input":"x","target":"the cat sat on the mat","prediction":"the cat sat on a mat"}' \
+    '{"input":"y","target":"el gato","prediction":"el perro"}' \
+    '{"input":"z","target":"hello world again","prediction":"hello world again"}' > "$T/eval.jsonl"
+  lines=$("$SEQIO" metric sequence_accuracy --targets "$T/tgt" --predictions "$T/pred")
+  [ "$lines" = '{"sequence_accuracy":33.333333333333336}' ] \
+    || fail "metric on lines: $lines"
+  [ "$("$SEQIO" metric sequence_accuracy --predictions "$T/infer.jsonl")" = "$lines" ] || fail "metric on infer JSONL"
+  [ "$("$SEQIO" metric sequence_accuracy --predictions "$T/eval.jsonl")" = "$lines" ] || fail "metric on eval JSONL"
+  b1=$("$SEQIO" metric bleu --targets "$T/tgt" --predictions "$T/pred")
+  [ "$("$SEQIO" metric bleu --predictions "$T/infer.jsonl")" = "$b1" ] || fail "bleu on infer JSONL"
+  # Copying the inputs (prefix stripped) reproduces the targets exactly.
+  copy=$("$SEQIO" metric sequence_accuracy --predictions "$T/infer.jsonl" \
+           --prediction_field inputs.inputs_pretokenized --strip_prefix "copy: ")
+  [ "$copy" = '{"sequence_accuracy":100.0}' ] || fail "copy baseline: $copy"
+  if "$SEQIO" metric bleu --predictions "$T/infer.jsonl" --prediction_field nope > /dev/null 2> "$T/err"; then
+    fail "missing field accepted"
+  fi
+  grep -q "infer.jsonl:1: no field nope" "$T/err" || fail "metric error lacks place: $(cat "$T/err")"
+fi
 echo "cli_test: all checks passed"
