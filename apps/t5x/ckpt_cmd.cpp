@@ -112,6 +112,14 @@ std::optional<T5Config> t5_config_from_gin(const Args& a, const std::string& ckp
   }
   try {
     gin::Config cfg = gin::load_gin_config(flags, &gin::Registry::global(), /*skip_unknown=*/true);
+    // Model gins leave DROPOUT_RATE to the run file; only config.json's
+    // dropout_rate depends on it, so transformers' default fills the gap.
+    for (const auto& m : cfg.missing_macros())
+      if (m.name == "DROPOUT_RATE") {
+        flags.bindings.push_back({"DROPOUT_RATE = 0.1", "<export-hf default>"});
+        cfg = gin::load_gin_config(flags, &gin::Registry::global(), true);
+        break;
+      }
     ModelSpec spec = model_spec_from_gin(cfg);
     if (spec.kind != ModelSpec::Kind::encoder_decoder)
       throw CheckpointError(flags.files.front() + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");

@@ -91,6 +91,44 @@ TEST(CkptCli, ImportedCheckpointRestoresInTrain) {
   fs::remove_all(root);
 }
 
+// Where export-hf takes its config from: config.gin, flags, or the shapes.
+TEST(CkptCli, ExportHfConfigFromGinFlagsOrShapes) {
+  const std::string root = temp_dir("export_cfg");
+  const std::string model = root + "/model";
+  train(model, 0, 2, {}, {"network.T5Config.mlp_activations = ('silu', 'linear')"});
+  auto exp = [&](const std::string& out, const std::string& flags) {
+    return sh(quote(t5x_bin()) + " ckpt export-hf " + quote(model) + " " + quote(root + "/" + out) + " " + flags);
+  };
+  auto cfg = [&](const std::string& out) { return nlohmann::json::parse(std::ifstream(root + "/" + out + "/config.json")); };
+  // config.gin: silu-gated -> gated-silu, and dense_act_fn follows (transformers reads it).
+  RunResult r = exp("gin", "");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(cfg("gin")["feed_forward_proj"], "gated-silu");
+  EXPECT_EQ(cfg("gin")["dense_act_fn"], "silu");
+  // A flag overrides the gin; a non-gated one contradicts the wi_0/wi_1 kernels.
+  r = exp("flag", "--feed_forward_proj=gated-gelu --dtype=bfloat16");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(cfg("flag")["dense_act_fn"], "gelu_new");
+  EXPECT_EQ(cfg("flag")["torch_dtype"], "bfloat16");
+  r = exp("bad", "--feed_forward_proj=relu");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("wi_0/wi_1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(root + "/bad/model.safetensors"));  // refused before writing
+  // A gin file that describes another model is refused, naming the field.
+  r = exp("other", "--gin_file=configs/models/t5_1_1/tiny.gin --gin.network.T5Config.vocab_size=1152");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("emb_dim: 8 in gin, 16 in the checkpoint"), std::string::npos) << r.out;
+  // Without config.gin: the shapes decide (gated -> T5.1.1 gated-gelu).
+  fs::remove(model + "/config.gin");
+  r = exp("shapes", "");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("parameter shapes (T5.1.1 gated-gelu)"), std::string::npos) << r.out;
+  EXPECT_EQ(cfg("shapes")["feed_forward_proj"], "gated-gelu");
+  EXPECT_EQ(sh(quote(t5x_bin()) + " ckpt export-hf " + quote(model) + " x --dtype=int8").rc, 64);
+  fs::remove_all(root);
+}
+
 void truncate_file(const std::string& path, uintmax_t keep) { fs::resize_file(path, keep); }
 
 std::string some_chunk(const std::string& ckpt, const std::string& array) {
