@@ -72,13 +72,37 @@ TEST(CkptCli, ExportHfThenImportHfIsBitwiseT5_1_0) {
                            "relu", true);
 }
 
-TEST(CkptCli, ImportedCheckpointRestoresInTrain) {
+std::string score(const std::string& ckpt, const std::string& model_gin, const std::string& out) {
+  std::vector<std::string> argv = {t5x_bin(), "score", "--gin_file=" + model_gin, "--gin_search_paths=configs/models",
+                                   "--gin_file=configs/runs/infer.gin"};
+  for (const std::string& b : {"CHECKPOINT_PATH = '" + ckpt + "'", "INFER_OUTPUT_DIR = '" + out + "'",
+                               std::string("MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"),
+                               std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
+                               std::string("TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}"),
+                               std::string("BATCH_SIZE = 8")})
+    argv.push_back("--gin_bindings=" + b);
+  if (model_gin.find("tiny.gin") != std::string::npos)
+    for (const auto& b : tiny_bindings("", 0, 1))
+      if (b.rfind("network.", 0) == 0) argv.push_back("--gin_bindings=" + b);
+  RunResult r = sh(join_cmd(argv));
+  EXPECT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
+  std::ifstream f(out + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// The import restores in `t5x score` (same scores as the original, from the
+// written model.gin alone) and in `t5x train`.
+TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
   const std::string root = temp_dir("imported_train");
   train(root + "/model", 2, 2);
   ASSERT_EQ(sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/model") + " " + quote(root + "/hf")).rc, 0);
   RunResult im = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/hf") + " " + quote(root + "/ft"));
   ASSERT_EQ(im.rc, 0) << im.out;
   ASSERT_TRUE(fs::exists(root + "/ft/model.gin"));
+  const std::string a = score(root + "/model/checkpoint_2", "configs/models/t5_1_1/tiny.gin", root + "/score_a");
+  const std::string b = score(root + "/ft/checkpoint_0", root + "/ft/model.gin", root + "/score_b");
+  EXPECT_NE(a.find("\"score\":"), std::string::npos) << a;
+  EXPECT_EQ(a, b);
   // The written model.gin alone describes the model; the run resumes from checkpoint_0.
   std::vector<std::string> argv = {t5x_bin(), "train", "--gin_file=" + root + "/ft/model.gin",
                                    "--gin_search_paths=configs/models", "--gin_file=configs/runs/pretrain.gin"};
