@@ -23,6 +23,7 @@
 #include "cpu_peak.h"
 #include "flops.h"
 #include "ops/ops.h"
+#include "ops/profile.h"
 #include "t5x/models/models.h"
 #include "t5x/optim/adafactor.h"
 
@@ -53,6 +54,12 @@ double loadavg1() {
     std::fclose(f);
   }
   return l;
+}
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 double peak_rss_mib() {
@@ -152,7 +159,7 @@ int main(int argc, char** argv) {
   const double peak = t5x::bench::detect_cpu_peak(threads).gflops();
 
   std::mt19937 rng(1234);
-  std::vector<double> ms, ms_grad, ms_update;
+  std::vector<double> ms, ms_grad, ms_update, cpu_ms;
   double flops = 0, naive = 0, tokens = 0, final_loss = 0;
   if (o.mode == "train") {
     t5x::AdafactorConfig ac;  // adafactor.Adafactor of base.gin: decay 0.8, standard factor rules
@@ -161,7 +168,9 @@ int main(int argc, char** argv) {
     t5x::OptimizerState st = opt.init(params);
     for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
       t5x::Batch b = synthetic_batch(rng, o, cfg.vocab_size);
+      if (s == o.warmup) t5x::op_profile_reset();
       auto t0 = Clock::now();
+      const double c0 = cpu_seconds();
       auto vg = t5x::value_and_grad([&](const t5x::ParamTree& p) { return model.loss_fn(p, b).first; }, params);
       final_loss = vg.value.item();
       auto t1 = Clock::now();
@@ -171,6 +180,7 @@ int main(int argc, char** argv) {
         ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
         ms_grad.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         ms_update.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+        cpu_ms.push_back(1e3 * (cpu_seconds() - c0));
       }
     }
     auto f = t5x::bench::t5_train_flops(dims, o.batch, o.inputs, o.targets);
@@ -181,7 +191,9 @@ int main(int argc, char** argv) {
     t5x::NoGradGuard ng;
     for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
       t5x::Array enc = random_tokens(rng, o.batch, o.inputs, cfg.vocab_size);
+      if (s == o.warmup) t5x::op_profile_reset();
       auto t0 = Clock::now();
+      const double c0 = cpu_seconds();
       auto step = model.cached_step_fn(params, enc, o.targets);
       std::vector<int64_t> in(size_t(o.batch * o.targets), 0);
       for (int64_t t = 0; t < o.targets; ++t) {
@@ -193,23 +205,29 @@ int main(int argc, char** argv) {
           for (int64_t r = 0; r < o.batch; ++r) in[size_t(r * o.targets + t + 1)] = next[size_t(r)];
       }
       double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (s >= o.warmup) ms.push_back(dt);
+      if (s >= o.warmup) {
+        ms.push_back(dt);
+        cpu_ms.push_back(1e3 * (cpu_seconds() - c0));
+      }
     }
     flops = t5x::bench::t5_decode_flops(dims, o.batch, o.inputs, o.targets);
     tokens = double(o.batch * o.targets);  // generated tokens
   }
+  if (t5x::op_profile_enabled())
+    std::fprintf(stderr, "op profile over %lld timed steps (T5X_OP_PROFILE):\n%s", (long long)o.steps,
+                 t5x::op_profile_report().c_str());
   Stats st = stats(ms);
   std::printf(
       "{\"impl\":\"t5x.cpp\",\"mode\":\"%s\",\"model\":\"t5_1_1_%s\",\"dtype\":\"%s\",\"batch\":%lld,\"inputs\":%lld,"
       "\"targets\":%lld,\"threads\":%d,\"steps\":%lld,\"ms_median\":%.2f,\"ms_min\":%.2f,\"ms_all\":%s,"
       "\"tokens_per_s_median\":%.1f,\"tokens_per_s_max\":%.1f,\"gflop_per_step\":%.2f,\"naive_gflop_per_step\":%.2f,"
       "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops_fp32\":%.1f,\"mfu_median\":%.3f,\"mfu_max\":%.3f,"
-      "\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,\"loss\":%.4f,\"loadavg_1min\":%.2f}\n",
+      "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,\"loss\":%.4f,\"loadavg_1min\":%.2f}\n",
       o.mode.c_str(), o.model.c_str(), o.dtype.c_str(), (long long)o.batch, (long long)o.inputs,
       (long long)o.targets, threads, (long long)o.steps, st.median, st.min, json_list(ms).c_str(),
       tokens / (st.median / 1e3), tokens / (st.min / 1e3), flops / 1e9, naive / 1e9,
       flops / 1e9 / (st.median / 1e3), flops / 1e9 / (st.min / 1e3), peak,
-      flops / 1e9 / (st.median / 1e3) / peak, flops / 1e9 / (st.min / 1e3) / peak, json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
+      flops / 1e9 / (st.median / 1e3) / peak, flops / 1e9 / (st.min / 1e3) / peak, json_list(cpu_ms).c_str(), json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
       double(t5x::peak_bytes()) / (1024.0 * 1024.0), final_loss, loadavg1());
   return 0;
 }

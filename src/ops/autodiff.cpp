@@ -1,11 +1,95 @@
 #include "ops/autodiff.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "ops/profile.h"
+
 #include <atomic>
 
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 
 namespace t5x {
+
+namespace {
+// Exclusive-time op profiler (ops/profile.h).
+struct OpProfile {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, int64_t>> acc;  // "name/pass" -> (seconds, calls)
+};
+OpProfile& op_profile() {
+  static OpProfile p;
+  return p;
+}
+bool env_profile_on() {
+  const char* e = std::getenv("T5X_OP_PROFILE");
+  return e && *e && std::string(e) != "0";
+}
+bool g_profile_on = env_profile_on();
+thread_local double t_child_seconds = 0;  // time of nested ops inside the current one
+
+class ProfileScope {
+ public:
+  ProfileScope(const char* name, const char* pass) : name_(name), pass_(pass) {
+    if (!g_profile_on) return;
+    saved_child_ = t_child_seconds;
+    t_child_seconds = 0;
+    t0_ = std::chrono::steady_clock::now();
+  }
+  ~ProfileScope() {
+    if (!g_profile_on || !name_) return;
+    double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    double self = total - t_child_seconds;
+    t_child_seconds = saved_child_ + total;
+    auto& p = op_profile();
+    std::lock_guard<std::mutex> l(p.mu);
+    auto& a = p.acc[std::string(name_) + "/" + pass_];
+    a.first += self;
+    a.second += 1;
+  }
+
+ private:
+  const char* name_;
+  const char* pass_;
+  double saved_child_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
+}  // namespace
+
+void op_profile_enable(bool on) { g_profile_on = on; }
+bool op_profile_enabled() { return g_profile_on; }
+void op_profile_add(const std::string& key, double seconds) {
+  if (!g_profile_on) return;
+  std::lock_guard<std::mutex> l(op_profile().mu);
+  auto& a = op_profile().acc[key];
+  a.first += seconds;
+  a.second += 1;
+}
+void op_profile_reset() {
+  std::lock_guard<std::mutex> l(op_profile().mu);
+  op_profile().acc.clear();
+}
+std::string op_profile_report() {
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> v;
+  {
+    std::lock_guard<std::mutex> l(op_profile().mu);
+    v.assign(op_profile().acc.begin(), op_profile().acc.end());
+  }
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::string out;
+  char buf[256];
+  for (const auto& [k, t] : v) {
+    std::snprintf(buf, sizeof buf, "%10.2f ms %8lld  %s\n", t.first * 1e3, (long long)t.second, k.c_str());
+    out += buf;
+  }
+  return out;
+}
+
 namespace {
 
 struct Node {
@@ -82,7 +166,11 @@ void backward(Tape& t, std::vector<Array>& cot) {
     }
     std::vector<bool> needs(n.in_slots.size());
     for (size_t j = 0; j < needs.size(); ++j) needs[j] = n.in_slots[j] >= 0;
-    std::vector<Array> g = n.prim->vjp(n.inputs, n.outputs, cots, needs);
+    std::vector<Array> g;
+    {
+      ProfileScope prof(n.prim->name(), "vjp");
+      g = n.prim->vjp(n.inputs, n.outputs, cots, needs);
+    }
     // Release the saved activations of this node before accumulating.
     n.inputs.clear();
     n.outputs.clear();
@@ -128,6 +216,7 @@ std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>&
   std::vector<Array> outs;
   {
     NoGradGuard inner;  // ops used inside forward are not recorded separately
+    ProfileScope prof(p->name(), "fwd");
     outs = p->forward(inputs);
   }
   Tape* t = t_paused ? nullptr : t_tape;

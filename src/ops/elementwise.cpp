@@ -198,6 +198,15 @@ inline uint8_t compare(B op, C a, C b) {
 Array binary_forward(B op, const Array& a, const Array& b, const Shape& out_shape) {
   DType odt = is_cmp(op) ? DType::boolean : a.dtype();
   Array out = make_output(out_shape, odt, {a, b});
+  // Same-shape add / sub / mul of f32 or bf16 (residual adds, gradient
+  // accumulation): one vectorised pass.
+  if ((op == B::Add || op == B::Sub || op == B::Mul) && a.shape() == out_shape && b.shape() == out_shape &&
+      (odt == DType::f32 || odt == DType::bf16)) {
+    const int code = op == B::Add ? 0 : op == B::Sub ? 1 : 2;
+    if (odt == DType::f32) cpu::binary_f32(code, a.data<float>(), b.data<float>(), out.data<float>(), out.local_size());
+    else cpu::binary_bf16(code, a.data<bfloat16>(), b.data<bfloat16>(), out.data<bfloat16>(), out.local_size());
+    return out;
+  }
   std::array<std::vector<int64_t>, 2> strides = {strides_over(a.shape(), out_shape), strides_over(b.shape(), out_shape)};
   dispatch_dtype(a.dtype(), [&](auto t) {
     using T = decltype(t);

@@ -6,6 +6,7 @@
 // Primitives are created once per (dtype, shape, transposes, strides, alpha,
 // beta) and kept in a mutex-guarded map; creating one costs ~0.1-1 ms (JIT).
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/skinny_gemm.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -181,6 +182,18 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
   if (s.k == 0) {
     if (dtype == 2) return scale_c(s, batch, sc, ldc, beta, static_cast<bfloat16*>(c));
     return scale_c(s, batch, sc, ldc, beta, static_cast<float*>(c));
+  }
+
+  // Few rows against a plain row-major B (decode steps): a streaming kernel.
+  if (batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && !s.trans_b && s.n >= 256) {
+    if (dtype == 0)
+      return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
+                         beta, static_cast<float*>(c), ldc);
+    if (dtype == 1)
+      return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda, static_cast<const bfloat16*>(b),
+                         ldb, beta, static_cast<float*>(c), ldc);
+    return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda, static_cast<const bfloat16*>(b),
+                       ldb, beta, static_cast<bfloat16*>(c), ldc);
   }
 
   Key key{};

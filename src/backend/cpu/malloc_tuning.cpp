@@ -8,9 +8,10 @@ namespace t5x::cpu {
 
 bool retain_freed_memory(long trim_mib) {
 #if defined(__GLIBC__)
-  // 32 MiB is glibc's largest accepted mmap threshold on 64-bit (larger
-  // blocks, e.g. [256, 32128] f32 logits, are still mmapped).
-  bool ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  // No mmap at all: glibc caps M_MMAP_THRESHOLD at 32 MiB, and the largest
+  // buffers ([256, 32128] f32 logits, the [32128, 512] embedding gradient)
+  // are above it. Everything comes from the brk heap and is reused.
+  bool ok = mallopt(M_MMAP_MAX, 0) == 1;
   ok = mallopt(M_TRIM_THRESHOLD, int(trim_mib << 20)) == 1 && ok;
   return ok;
 #else

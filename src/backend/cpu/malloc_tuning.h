@@ -2,11 +2,11 @@
 // them to the kernel.
 //
 // glibc serves blocks above M_MMAP_THRESHOLD (128 KiB, adapting up to
-// 32 MiB) with mmap and unmaps them on free, so every op output of a
+// 32 MiB) with mmap and unmaps them on free, so every large op output of a
 // training step faults in fresh zeroed pages: about 0.5 s per T5.1.1-small
-// step here (kernel clear_page + page-fault time). Raising the mmap threshold
-// to its maximum and the trim threshold to `trim_mib` lets freed blocks be
-// reused by the next step. Peak RSS stays about the same (the heap stops
+// step here (kernel clear_page + page-fault time). Turning mmap off
+// (M_MMAP_MAX = 0) and raising the trim threshold to `trim_mib` lets freed
+// blocks be reused by the next step. Peak RSS stays about the same (the heap stops
 // growing at the step's peak); memory is not returned to the OS until exit.
 // Call once at start-up (the benchmark and training binaries); a no-op on
 // other C libraries. Returns false when glibc rejected a setting.

@@ -47,10 +47,25 @@ Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
   return take(a, Array::from_ints(Shape{{"batch", int64_t(rows.size())}}, rows), "batch");
 }
 
+// The decoder layers' kernels cast to the activation dtype once per decode
+// instead of at every step (kernel_as then finds them in that dtype). The
+// values are the ones the per-step cast produced, so results do not change.
+ParamTree precast_decoder_kernels(const T5Config& cfg, const ParamTree& p) {
+  ParamTree out = p;
+  if (cfg.dtype == DType::f32) return out;
+  const std::string kernel = "/kernel";
+  for (auto& [name, a] : out) {
+    bool layer_kernel = name.find("/layers_") != std::string::npos && name.size() > kernel.size() &&
+                        name.compare(name.size() - kernel.size(), kernel.size(), kernel) == 0;
+    if (layer_kernel && a.dtype() == DType::f32 && a.rank() == 2) a = cast(a, cfg.dtype);
+  }
+  return out;
+}
+
 class CachedStep : public DecodeStepFn {
  public:
   CachedStep(const T5Config& cfg, const ParamTree& p, DecoderCache cache, bool enc_dec)
-      : cfg_(cfg), p_(p), cache_(std::move(cache)), enc_dec_(enc_dec) {}
+      : cfg_(cfg), p_(precast_decoder_kernels(cfg, p)), cache_(std::move(cache)), enc_dec_(enc_dec) {}
   Array logits(const Array& dec_inputs, const std::vector<int64_t>& index) override {
     NoGradGuard ng;
     Array tok = current_tokens(dec_inputs, index);
@@ -60,7 +75,7 @@ class CachedStep : public DecodeStepFn {
 
  private:
   const T5Config& cfg_;
-  const ParamTree& p_;
+  ParamTree p_;
   DecoderCache cache_;
   bool enc_dec_;
 };

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# suite: greedy decoding tokens/s at batch 1 and 8, t5x.cpp vs PyTorch and JAX
+# Usage: scripts/bench.sh decode [--models "small tiny"] [--steps N] [--warmup N]
+#          [--repeats N] [--peers "torch jax"] [--peer-dtypes "bfloat16 float32"] [--out FILE]
+# Encodes 128 input tokens, then decodes 32 tokens greedily with the KV cache
+# (no early stop at EOS), at batch 1 and 8 (BATCHES, INPUTS, TARGETS override). Every
+# implementation runs as its own process, one after the other, on the same
+# shapes; each prints one JSON line (bench/model/model_bench.cpp,
+# bench/peers/*.py), and bench/peers/compare.py prints the table with
+# ratios. t5x.cpp runs its configured dtype (ACTIVATION_DTYPE bfloat16);
+# peers run every dtype in --peer-dtypes and the table compares with each.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/bench/model_common.bash
+MODELS="small"; STEPS=5; WARMUP=2; REPEATS=1; PEERS="torch jax"; PEER_DTYPES="bfloat16 float32"
+OUT_JSONL=${OUT_JSONL:-/tmp/t5x_bench_decode.jsonl}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --models) MODELS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --peers) PEERS=$2; shift 2 ;;
+    --peer-dtypes) PEER_DTYPES=$2; shift 2 ;;
+    --out) OUT_JSONL=$2; shift 2 ;;
+    *) echo "usage: scripts/bench.sh decode [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--out FILE]" >&2; exit 2 ;;
+  esac
+done
+: > "$OUT_JSONL"
+build_model_bench
+pick_torch || { echo "bench: no PyTorch found; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
+SHAPE=(--inputs "${INPUTS:-128}" --targets "${TARGETS:-32}" --steps "$STEPS" --warmup "$WARMUP")
+echo "# $(date -u +%FT%TZ) $(uptime)" >&2
+for model in $MODELS; do
+  for b in ${BATCHES:-1 8}; do
+    for r in $(seq "$REPEATS"); do
+      run_impl t5x --mode decode --model "$model" --batch "$b" "${SHAPE[@]}"
+      for peer in $PEERS; do
+        for dt in $PEER_DTYPES; do
+          run_impl "$peer" --mode decode --model "$model" --batch "$b" --dtype "$dt" "${SHAPE[@]}"
+        done
+      done
+    done
+  done
+done
+python3 bench/peers/compare.py "$OUT_JSONL"

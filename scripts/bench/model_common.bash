@@ -1,0 +1,54 @@
+# Shared by scripts/bench/{train,decode}.sh: builds t5x_model_bench, picks
+# the peers' Python interpreters, runs one implementation and appends its JSON
+# line to $OUT_JSONL. Sourced, not run.
+BUILD_DIR=${BUILD_DIR:-build}
+BIN="$BUILD_DIR/bin/t5x_model_bench"
+THREADS=${THREADS:-$(nproc)}
+# Idle OpenMP threads sleep instead of spinning: on a shared machine a
+# spinning team member steals the core its partner needs (measured 4x slower
+# 2-thread steps at load 6 with the default policy). Applies to t5x.cpp and
+# PyTorch (both libgomp); JAX's thread pool ignores it.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_NUM_THREADS=$THREADS
+
+build_model_bench() {
+  if [ ! -x "$BIN" ]; then
+    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} >/dev/null
+    cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target t5x_model_bench >&2
+  fi
+}
+
+# PyTorch: the pyenv/PATH python3 when it has torch + transformers (PyPI
+# build), else Debian's python3-torch (OpenBLAS needs SkylakeX there).
+TORCH_PY=${TORCH_PY:-}
+TORCH_ENV=()
+pick_torch() {
+  if [ -n "$TORCH_PY" ]; then return 0; fi
+  if python3 -c "import torch, transformers" 2>/dev/null; then
+    TORCH_PY=python3
+  elif /usr/bin/python3 -c "import torch, transformers" 2>/dev/null; then
+    TORCH_PY=/usr/bin/python3
+    TORCH_ENV=(OPENBLAS_CORETYPE=SkylakeX)
+  else
+    return 1
+  fi
+}
+JAX_PY=${JAX_PY:-python3}
+
+# run_impl <impl: t5x|torch|jax> <args...>: one process, its JSON line to $OUT_JSONL.
+run_impl() {
+  local impl=$1
+  shift
+  local line rc=0
+  case $impl in
+    t5x) line=$("$BIN" --threads "$THREADS" "$@" | tail -n1) || rc=$? ;;
+    torch) line=$(env "${TORCH_ENV[@]}" "$TORCH_PY" bench/peers/torch_t5.py --threads "$THREADS" "$@" 2>/dev/null |
+                  tail -n1) || rc=$? ;;
+    jax) line=$("$JAX_PY" bench/peers/jax_t5.py --threads "$THREADS" "$@" 2>/dev/null | tail -n1) || rc=$? ;;
+  esac
+  if [ $rc -ne 0 ] || [ -z "$line" ]; then
+    echo "bench: $impl $* failed (rc=$rc)" >&2
+    return 0
+  fi
+  echo "$line" | tee -a "$OUT_JSONL"
+}

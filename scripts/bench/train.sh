@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# suite: T5.1.1 training step, t5x.cpp vs PyTorch and JAX (ms/step, tokens/s, MFU, RSS)
+# Usage: scripts/bench.sh train [--models "small tiny"] [--steps N] [--warmup N]
+#          [--repeats N] [--peers "torch jax"] [--peer-dtypes "bfloat16 float32"] [--out FILE]
+# Batch 8, inputs 128, targets 32 (BATCH, INPUTS, TARGETS override). Every
+# implementation runs as its own process, one after the other, on the same
+# shapes; each prints one JSON line (bench/model/model_bench.cpp,
+# bench/peers/*.py), and bench/peers/compare.py prints the table with
+# ratios. t5x.cpp runs its configured dtype (ACTIVATION_DTYPE bfloat16);
+# peers run every dtype in --peer-dtypes and the table compares with each.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/bench/model_common.bash
+MODELS="small tiny"; STEPS=5; WARMUP=2; REPEATS=1; PEERS="torch jax"; PEER_DTYPES="bfloat16 float32"
+OUT_JSONL=${OUT_JSONL:-/tmp/t5x_bench_train.jsonl}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --models) MODELS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --peers) PEERS=$2; shift 2 ;;
+    --peer-dtypes) PEER_DTYPES=$2; shift 2 ;;
+    --out) OUT_JSONL=$2; shift 2 ;;
+    *) echo "usage: scripts/bench.sh train [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--out FILE]" >&2; exit 2 ;;
+  esac
+done
+: > "$OUT_JSONL"
+build_model_bench
+pick_torch || { echo "bench: no PyTorch found; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
+SHAPE=(--batch "${BATCH:-8}" --inputs "${INPUTS:-128}" --targets "${TARGETS:-32}" --steps "$STEPS" --warmup "$WARMUP")
+echo "# $(date -u +%FT%TZ) $(uptime)" >&2
+for model in $MODELS; do
+  for r in $(seq "$REPEATS"); do
+    run_impl t5x --mode train --model "$model" "${SHAPE[@]}"
+    for peer in $PEERS; do
+      for dt in $PEER_DTYPES; do run_impl "$peer" --mode train --model "$model" --dtype "$dt" "${SHAPE[@]}"; done
+    done
+  done
+done
+python3 bench/peers/compare.py "$OUT_JSONL"
