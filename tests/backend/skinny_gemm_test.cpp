@@ -1,0 +1,91 @@
+// Few-row products (decode steps) through gemm_f32 / gemm_batched_bf16*: the
+// streaming kernel must agree with a double-precision reference for every
+// row count up to kSkinnyMaxRows, ragged column counts, leading dims, alpha
+// and beta, and give the same bits on 1 and 2 threads.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/skinny_gemm.h"
+#include "test_util.h"
+
+namespace t5x::cpu {
+namespace {
+
+std::vector<double> reference(int64_t m, int64_t n, int64_t k, float alpha, const std::vector<float>& a, int64_t lda,
+                              const std::vector<float>& b, int64_t ldb, float beta, const std::vector<float>& c0,
+                              int64_t ldc) {
+  std::vector<double> r(size_t(m * ldc));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += double(a[size_t(i * lda + p)]) * double(b[size_t(p * ldb + j)]);
+      r[size_t(i * ldc + j)] = alpha * s + beta * double(c0[size_t(i * ldc + j)]);
+    }
+  return r;
+}
+
+TEST(SkinnyGemm, F32MatchesReferenceForEveryRowCount) {
+  const int64_t k = 300, n = 1000 + 7, ldb = n + 3;
+  for (int64_t m = 1; m <= kSkinnyMaxRows; ++m) {
+    const int64_t lda = k + 1, ldc = n + 5;
+    auto a = testing::random_vec(size_t(m * lda), uint32_t(m));
+    auto b = testing::random_vec(size_t(k * ldb), 99);
+    auto c = testing::random_vec(size_t(m * ldc), 5);
+    for (float beta : {0.0f, 0.5f}) {
+      std::vector<float> out = c;
+      GemmShape s;
+      s.m = m; s.n = n; s.k = k; s.lda = lda; s.ldb = ldb; s.ldc = ldc;
+      gemm_f32(s, 1.5f, a.data(), b.data(), beta, out.data());
+      auto ref = reference(m, n, k, 1.5f, a, lda, b, ldb, beta, c, ldc);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_NEAR(out[size_t(i * ldc + j)], ref[size_t(i * ldc + j)], 1e-4) << "m=" << m << " i=" << i << " j=" << j;
+      // Padding between rows of C is untouched.
+      if (ldc > n) EXPECT_EQ(out[size_t(n)], c[size_t(n)]);
+    }
+  }
+}
+
+TEST(SkinnyGemm, Bf16OutputsRoundOnceAndF32OutputsMatch) {
+  const int64_t m = 3, k = 512, n = 2048 + 16 + 1;
+  auto af = testing::random_vec(size_t(m * k), 1), bf = testing::random_vec(size_t(k * n), 2);
+  std::vector<bfloat16> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bfloat16(af[i]));
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bfloat16(bf[i]));
+  GemmShape s;
+  s.m = m; s.n = n; s.k = k;
+  std::vector<float> c32(size_t(m * n));
+  std::vector<bfloat16> c16(size_t(m * n));
+  gemm_batched_bf16(s, 1, 0, 0, 0, 1.0f, a.data(), b.data(), 0.0f, c32.data());
+  gemm_batched_bf16_out_bf16(s, 1, 0, 0, 0, 1.0f, a.data(), b.data(), 0.0f, c16.data());
+  auto ref = reference(m, n, k, 1.0f, af, k, bf, n, 0.0f, std::vector<float>(size_t(m * n)), n);
+  for (size_t i = 0; i < c32.size(); ++i) {
+    ASSERT_NEAR(c32[i], ref[i], 1e-4) << i;
+    EXPECT_EQ(c16[i].bits, bfloat16(c32[i]).bits) << i;  // the same f32 sum, rounded once
+  }
+}
+
+TEST(SkinnyGemm, SameBitsOnOneAndTwoThreads) {
+  // Large enough (k x n >= 8M) that the columns are split over threads.
+  const int64_t m = 2, k = 512, n = 32128;
+  auto a = testing::random_vec(size_t(m * k), 3), b = testing::random_vec(size_t(k * n), 4);
+  GemmShape s;
+  s.m = m; s.n = n; s.k = k;
+  std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  gemm_f32(s, 1.0f, a.data(), b.data(), 0.0f, c1.data());
+  omp_set_num_threads(2);
+  gemm_f32(s, 1.0f, a.data(), b.data(), 0.0f, c2.data());
+  omp_set_num_threads(saved);
+  EXPECT_EQ(c1, c2);
+  auto ref = reference(1, 64, k, 1.0f, a, k, b, n, 0.0f, std::vector<float>(size_t(n)), n);
+  for (int64_t j = 0; j < 64; ++j) EXPECT_NEAR(c1[size_t(j)], ref[size_t(j)], 1e-4);
+}
+
+}  // namespace
+}  // namespace t5x::cpu
