@@ -11,6 +11,7 @@
 #include "spmd/shape_ops.h"
 #include "spmd/index.h"
 #include "spmd/reduce.h"
+#include "spmd/reshard.h"
 
 namespace t5x::spmd {
 namespace {
@@ -30,6 +31,14 @@ const std::map<std::string_view, ScalarFn>& scalar_ops() {
   static const std::map<std::string_view, ScalarFn> m = {
       {"add_scalar", t5x::add},         {"sub_scalar", t5x::sub},         {"mul_scalar", t5x::mul},
       {"div_scalar", t5x::div},         {"maximum_scalar", t5x::maximum}, {"minimum_scalar", t5x::minimum}};
+  return m;
+}
+
+using Binary = Array (*)(const Array&, const Array&);
+const std::map<std::string_view, Binary>& compare_ops() {
+  static const std::map<std::string_view, Binary> m = {
+      {"eq", t5x::eq}, {"ne", t5x::ne}, {"lt", t5x::lt}, {"le", t5x::le}, {"gt", t5x::gt}, {"ge", t5x::ge},
+      {"logical_and", t5x::logical_and}, {"logical_or", t5x::logical_or}};
   return m;
 }
 
@@ -64,6 +73,23 @@ std::vector<Array> dispatch(std::string_view op, const std::vector<Array>& in, c
   if (op == "maximum") return need(op, in, 2), std::vector<Array>{spmd::maximum(in[0], in[1])};
   if (op == "minimum") return need(op, in, 2), std::vector<Array>{spmd::minimum(in[0], in[1])};
   if (op == "where") return need(op, in, 3), std::vector<Array>{spmd::where(in[0], in[1], in[2])};
+  // Comparisons and logical ops: slicewise, not differentiable (bool out).
+  if (auto it = compare_ops().find(op); it != compare_ops().end()) {
+    need(op, in, 2);
+    Binary f = it->second;
+    return {spmd::elementwise(it->first.data(), in, [f](const std::vector<Array>& v) { return f(v[0], v[1]); })};
+  }
+  if (op == "gated_gelu") {
+    need(op, in, 2);
+    return {spmd::elementwise("gated_gelu", in, [](const std::vector<Array>& v) { return t5x::gated_gelu(v[0], v[1]); })};
+  }
+  if (op == "rename") {
+    need(op, in, 1);
+    if (args.dims.size() % 2 != 0) throw_invalid("spmd", "op 'rename' expects dims = {from, to, from, to, ...}");
+    std::map<std::string, std::string> m;
+    for (size_t i = 0; i < args.dims.size(); i += 2) m[args.dims[i]] = args.dims[i + 1];
+    return {spmd::rename(in[0], m)};
+  }
   if (op == "sum") return need(op, in, 1), std::vector<Array>{spmd::sum(in[0], args.dims)};
   if (op == "mean") return need(op, in, 1), std::vector<Array>{spmd::mean(in[0], args.dims)};
   if (op == "max") return need(op, in, 1), std::vector<Array>{spmd::max(in[0], args.dims)};

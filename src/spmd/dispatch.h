@@ -9,6 +9,8 @@
 //
 // Ops and their arguments:
 //   add sub mul div maximum minimum (a, b); where (cond, x, y);
+//   eq ne lt le gt ge logical_and logical_or (a, b) -> bool;
+//   gated_gelu (h0, h1); rename (x; dims = {from, to, from, to, ...});
 //   unary by name: neg abs sign square exp log tanh sqrt rsqrt sigmoid relu
 //     gelu isnan isfinite logical_not; cast (dtype);
 //   scalar forms add_scalar sub_scalar mul_scalar div_scalar maximum_scalar
