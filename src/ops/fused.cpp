@@ -36,7 +36,7 @@ std::vector<std::string> with_last(const Array& x, const std::string& dim) {
   return order;
 }
 
-// f32 x [rows, E] (E last) and scale [E].
+// f32 or bf16 x [rows, E] (E last), f32 scale [E]; y and dx in x's dtype.
 class RmsNorm : public Primitive {
  public:
   explicit RmsNorm(float eps) : eps_(eps) {}
@@ -44,19 +44,27 @@ class RmsNorm : public Primitive {
   std::vector<Array> forward(const std::vector<Array>& in) override {
     const Array &x = in[0], &s = in[1];
     const int64_t e = s.size(), rows = e ? x.size() / e : 0;
-    Array y = make_output(x.shape(), DType::f32, {x});
+    Array y = make_output(x.shape(), x.dtype(), {x});
     rstd_ = Array(Shape{{"rows", rows}}, DType::f32, {}, {}, false);
-    cpu::rms_norm_forward(rows, e, x.data<float>(), s.data<float>(), eps_, y.data<float>(), rstd_.data<float>());
+    if (x.dtype() == DType::bf16)
+      cpu::rms_norm_forward_bf16(rows, e, x.data<bfloat16>(), s.data<float>(), eps_, y.data<bfloat16>(),
+                                 rstd_.data<float>());
+    else
+      cpu::rms_norm_forward(rows, e, x.data<float>(), s.data<float>(), eps_, y.data<float>(), rstd_.data<float>());
     return {y};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
     const Array &x = in[0], &s = in[1];
     const int64_t e = s.size(), rows = e ? x.size() / e : 0;
-    Array dx = make_output(x.shape(), DType::f32, {x});
+    Array dx = make_output(x.shape(), x.dtype(), {x});
     Array ds = make_output(s.shape(), DType::f32, {s});
-    cpu::rms_norm_backward(rows, e, x.data<float>(), s.data<float>(), rstd_.data<float>(), cot[0].data<float>(), eps_,
-                           dx.data<float>(), ds.data<float>());
+    if (x.dtype() == DType::bf16)
+      cpu::rms_norm_backward_bf16(rows, e, x.data<bfloat16>(), s.data<float>(), rstd_.data<float>(),
+                                  cot[0].data<bfloat16>(), eps_, dx.data<bfloat16>(), ds.data<float>());
+    else
+      cpu::rms_norm_backward(rows, e, x.data<float>(), s.data<float>(), rstd_.data<float>(), cot[0].data<float>(),
+                             eps_, dx.data<float>(), ds.data<float>());
     return {dx, ds};
   }
 
@@ -99,16 +107,27 @@ class XEnt : public Primitive {
 class GatedGelu : public Primitive {
  public:
   const char* name() const override { return "gated_gelu"; }
+  // f32 or bf16 operands (both the same dtype); bf16 in and out without cast passes.
   std::vector<Array> forward(const std::vector<Array>& in) override {
-    Array out = make_output(in[0].shape(), DType::f32, {in[0]});
-    cpu::gated_gelu_forward(in[0].size(), in[0].data<float>(), in[1].data<float>(), out.data<float>());
+    const DType dt = in[0].dtype();
+    Array out = make_output(in[0].shape(), dt, {in[0]});
+    if (dt == DType::bf16)
+      cpu::gated_gelu_forward_bf16(in[0].size(), in[0].data<bfloat16>(), in[1].data<bfloat16>(),
+                                   out.data<bfloat16>());
+    else
+      cpu::gated_gelu_forward(in[0].size(), in[0].data<float>(), in[1].data<float>(), out.data<float>());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
-    Array d0 = make_output(in[0].shape(), DType::f32, {in[0]}), d1 = make_output(in[0].shape(), DType::f32, {in[0]});
-    cpu::gated_gelu_backward(in[0].size(), in[0].data<float>(), in[1].data<float>(), cot[0].data<float>(),
-                             d0.data<float>(), d1.data<float>());
+    const DType dt = in[0].dtype();
+    Array d0 = make_output(in[0].shape(), dt, {in[0]}), d1 = make_output(in[0].shape(), dt, {in[0]});
+    if (dt == DType::bf16)
+      cpu::gated_gelu_backward_bf16(in[0].size(), in[0].data<bfloat16>(), in[1].data<bfloat16>(),
+                                    cot[0].data<bfloat16>(), d0.data<bfloat16>(), d1.data<bfloat16>());
+    else
+      cpu::gated_gelu_backward(in[0].size(), in[0].data<float>(), in[1].data<float>(), cot[0].data<float>(),
+                               d0.data<float>(), d1.data<float>());
     return {d0, d1};
   }
 };
@@ -149,7 +168,9 @@ Array rms_norm(const Array& x, const Array& scale, const std::string& dim, doubl
   if (any_sharded(x, scale)) return dispatch1("rms_norm", {x, scale}, OpArgs{.dim = dim, .scalar = eps});
   if (!fused_kernels_enabled()) return rms_norm_reference(x, scale, dim, eps);
   check_rms_args("rms_norm", x, scale, dim, eps);
-  Array xt = cast(transpose(x, with_last(x, dim)), DType::f32);
+  // bf16 activations go in and come out as bf16 (no cast passes).
+  const DType kdt = x.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  Array xt = cast(transpose(x, with_last(x, dim)), kdt);
   Array y = apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)});
   return transpose(cast(y, x.dtype()), x.names());
 }
@@ -210,6 +231,7 @@ Array gated_gelu(const Array& h0, const Array& h1) {
   check_same_dtype("gated_gelu", h0, h1, "h0", "h1");
   if (broadcast_shapes("gated_gelu", h0.shape(), h1.shape()).rank() != h0.rank() || h0.rank() != h1.rank())
     throw_invalid("gated_gelu", "h0 " + describe(h0) + " and h1 " + describe(h1) + " must have the same dims");
+  if (h0.dtype() == DType::bf16) return apply1(std::make_shared<GatedGelu>(), {h0, transpose(h1, h0.names())});
   Array a = cast(h0, DType::f32), b = cast(transpose(h1, h0.names()), DType::f32);
   return cast(apply1(std::make_shared<GatedGelu>(), {a, b}), h0.dtype());
 }

@@ -13,6 +13,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype_bf16.h"
+
 namespace t5x::cpu {
 
 float gelu_tanh(float u);
@@ -22,5 +24,11 @@ void gated_gelu_forward(int64_t n, const float* h0, const float* h1, float* out)
 
 void gated_gelu_backward(int64_t n, const float* h0, const float* h1, const float* dout,
                          float* dh0, float* dh1);
+
+// bf16 storage: widened on load, the same f32 arithmetic, rounded once on
+// store (bit-identical to casting to f32, the f32 kernel, casting back).
+void gated_gelu_forward_bf16(int64_t n, const bfloat16* h0, const bfloat16* h1, bfloat16* out);
+void gated_gelu_backward_bf16(int64_t n, const bfloat16* h0, const bfloat16* h1, const bfloat16* dout,
+                              bfloat16* dh0, bfloat16* dh1);
 
 }  // namespace t5x::cpu

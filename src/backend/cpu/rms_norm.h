@@ -17,6 +17,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype_bf16.h"
+
 namespace t5x::cpu {
 
 inline constexpr float kRmsNormDefaultEps = 1e-6f;
@@ -28,5 +30,13 @@ void rms_norm_forward(int64_t rows, int64_t embed, const float* x, const float* 
 void rms_norm_backward(int64_t rows, int64_t embed, const float* x, const float* scale,
                        const float* rstd /* nullable */, const float* dy, float eps,
                        float* dx, float* dscale);
+
+// bf16 x / y / dy / dx (scale, rstd, dscale f32): rows widened to f32, the
+// same f32 arithmetic, rounded once on store (bit-identical to casting to
+// f32, the f32 kernel, casting back).
+void rms_norm_forward_bf16(int64_t rows, int64_t embed, const bfloat16* x, const float* scale, float eps,
+                           bfloat16* y, float* rstd);
+void rms_norm_backward_bf16(int64_t rows, int64_t embed, const bfloat16* x, const float* scale, const float* rstd,
+                            const bfloat16* dy, float eps, bfloat16* dx, float* dscale);
 
 }  // namespace t5x::cpu

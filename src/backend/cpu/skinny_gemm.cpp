@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/bf16_vec.h"
 #include "backend/cpu/parallel.h"
 
 namespace t5x::cpu {
@@ -17,12 +18,7 @@ inline __m512 load16(const bfloat16* p, __mmask16 mk) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 inline void store16(float* p, __m512 v, __mmask16 mk) { _mm512_mask_storeu_ps(p, mk, v); }
-inline void store16(bfloat16* p, __m512 v, __mmask16 mk) {
-  alignas(64) float tmp[16];
-  _mm512_store_ps(tmp, v);
-  for (int i = 0; i < 16; ++i)
-    if (mk >> i & 1) p[i] = bfloat16(tmp[i]);
-}
+inline void store16(bfloat16* p, __m512 v, __mmask16 mk) { bf16x16_store_masked(p, v, mk); }
 
 // MR rows of A x up to kCols columns of B. Each step over k reads one
 // contiguous strip of a B row (hardware prefetch friendly); the accumulators
