@@ -4,8 +4,9 @@
 //     first 20 steps within 1e-4 relative, with the parameters split over
 //     'model' where the mesh has a model axis;
 //   - (data=2) follows the single-process loss curve over 50 steps (1e-3);
-//   - a checkpoint written shard by shard on (1,2) holds the same arrays as
-//     the single-process one, and restores on (2,1) to continue the run.
+//   - a checkpoint written shard by shard on (1,2) (one zarr chunk per shard)
+//     holds the same arrays as the single-process one, and restores on (2,1)
+//     to continue the run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,6 +109,13 @@ TEST(TrainerMpi, MeshesGiveTheSingleProcessLosses) {
     ++compared;
   }
   EXPECT_GT(compared, 20);
+  // Written shard by shard: one zarr chunk per 'model' shard ([embed, vocab]
+  // split on vocab, [mlp, embed] split on mlp), a single chunk from one process.
+  const std::string logits = "/checkpoint_20/target.decoder.logits_dense.kernel/";
+  const std::string wo = "/checkpoint_20/target.encoder.layers_0.mlp.wo.kernel/";
+  EXPECT_TRUE(fs::exists(m2.dir + logits + "0.0") && fs::exists(m2.dir + logits + "0.1"));
+  EXPECT_TRUE(fs::exists(m2.dir + wo + "0.0") && fs::exists(m2.dir + wo + "1.0"));
+  EXPECT_TRUE(fs::exists(ref.dir + logits + "0.0") && !fs::exists(ref.dir + logits + "0.1"));
 
   // Restore on another layout with the same process count: (1,2) -> (2,1),
   // continuing from step 20 to 25 on the single-process curve.
