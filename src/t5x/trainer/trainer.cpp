@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "mesh/logical_axis_rules.h"
+#include "nn/params.h"
 #include "ops/elementwise.h"
 #include "ops/fused.h"
 #include "spmd/spmd.h"
@@ -124,9 +125,18 @@ void Trainer::initialize() {
   data_state_.rng_seed = rng_seed;
   data_state_.seed = cfg_.train_ds.seed ? *cfg_.train_ds.seed : rng_seed;
 
-  state_.params = model_->init(prng_key(int64_t(rng_seed & 0x7fffffff)));
-  // Init does not depend on the mesh; each process keeps its shards.
-  if (dist_.model_parallel()) state_.params = spmd::shard_params(state_.params, rules_);
+  const PRNGKey init_key = prng_key(int64_t(rng_seed & 0x7fffffff));
+  if (dist_.model_parallel()) {
+    // Each parameter draws from fold_in(key, hash(name)), independent of the
+    // others: initialise one at a time and keep this process's shard, so the
+    // peak is one whole parameter, not the whole model.
+    state_.params.clear();
+    for (const auto& spec : model_->param_specs())
+      for (auto& [k, v] : nn::init_params({spec}, init_key))
+        state_.params[k] = spmd::shard(v, spmd::param_spec(v.shape(), rules_));
+  } else {
+    state_.params = model_->init(init_key);
+  }
   state_.opt = cfg_.optimizer.optimizer->init(state_.params);
 
   std::optional<seqio::BatchPosition> resume;
