@@ -221,8 +221,7 @@ std::string HfT5Config::to_json() const {
       {"initializer_factor", 1.0},
       {"feed_forward_proj", feed_forward_proj},
       {"is_gated_act", is_gated_act()},
-      // transformers maps "gated-gelu" to the tanh GELU ("gelu_new"), as flax nn.gelu.
-      {"dense_act_fn", is_gated_act() ? "gelu_new" : feed_forward_proj},
+      {"dense_act_fn", dense_act_fn()},
       {"tie_word_embeddings", tie_word_embeddings},
       {"is_encoder_decoder", true},
       {"use_cache", true},

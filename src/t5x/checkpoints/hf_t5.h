@@ -49,6 +49,13 @@ struct HfT5Config {
   std::string feed_forward_proj = "gated-gelu";  // T5.1.1; "relu" for T5.1.0
   bool tie_word_embeddings = false;              // T5.1.1 false; T5.1.0 true
   bool is_gated_act() const { return feed_forward_proj.rfind("gated-", 0) == 0; }
+  // The activation transformers applies: "gated-X" -> X, except that it maps
+  // "gated-gelu" to the tanh GELU ("gelu_new"), which is flax's nn.gelu.
+  std::string dense_act_fn() const {
+    if (!is_gated_act()) return feed_forward_proj;
+    const std::string act = feed_forward_proj.substr(6);
+    return act == "gelu" ? "gelu_new" : act;
+  }
 
   // config.json text (architectures T5ForConditionalGeneration, model_type t5,
   // is_gated_act, pad 0 / eos 1 / decoder_start 0, ...).

@@ -86,6 +86,13 @@ TEST(HfT5, ConfigJsonRoundTrip) {
   auto j = nlohmann::json::parse(c.to_json());
   EXPECT_EQ(j["feed_forward_proj"], "gated-gelu");
   EXPECT_EQ(j["is_gated_act"], true);
+  EXPECT_EQ(j["dense_act_fn"], "gelu_new");  // transformers' mapping of gated-gelu
+  HfT5Config silu;
+  silu.feed_forward_proj = "gated-silu";
+  EXPECT_EQ(nlohmann::json::parse(silu.to_json())["dense_act_fn"], "silu");
+  HfT5Config relu;
+  relu.feed_forward_proj = "relu";
+  EXPECT_EQ(nlohmann::json::parse(relu.to_json())["dense_act_fn"], "relu");
   EXPECT_EQ(j["relative_attention_max_distance"], 128);
   EXPECT_EQ(j["architectures"][0], "T5ForConditionalGeneration");
   HfT5Config back = HfT5Config::from_json(c.to_json(), "config.json");
