@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages t5x.cpp builds and runs with, when missing.
-# Usage: scripts/deps.sh [--data]   (--data adds the corpora for the main job)
+# Usage: scripts/deps.sh [--data]   (--data adds the corpora and tools of the main job)
 set -euo pipefail
 pkgs=(cmake g++ make ccache pkg-config
       libdnnl-dev libomp-dev
@@ -12,7 +12,7 @@ pkgs=(cmake g++ make ccache pkg-config
       libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev libbenchmark-dev)
 if [[ "${1:-}" == "--data" ]]; then
-  pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base)
+  pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
