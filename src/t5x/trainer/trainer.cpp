@@ -262,12 +262,14 @@ std::string Trainer::save() {
 void Trainer::evaluate() {
   const auto t0 = Clock::now();
   const int64_t step = state_.step();
-  // Evaluation and decoding run on whole parameters (gathered over 'model').
+  // Teacher-forced evaluation runs sharded like training; decoding (process
+  // 0 only) needs whole parameters, gathered over 'model' by every process.
   ParamTree gathered;
-  if (dist_.model_parallel()) gathered = spmd::gather_params(state_.params);
-  const ParamTree& params = dist_.model_parallel() ? gathered : state_.params;
+  const bool gather = dist_.model_parallel() && cfg_.infer_eval_ds.has_value();
+  if (gather) gathered = spmd::gather_params(state_.params);
+  const ParamTree& params = gather ? gathered : state_.params;
   if (cfg_.train_eval_ds) {
-    auto res = evaluate_teacher_forced(*model_, cfg_.model, params, *cfg_.train_eval_ds, cfg_.eval_steps, dist_);
+    auto res = evaluate_teacher_forced(*model_, cfg_.model, state_.params, *cfg_.train_eval_ds, cfg_.eval_steps, dist_);
     for (const auto& [task, values] : res) {
       auto it = eval_logs_.find(task);
       if (it == eval_logs_.end())

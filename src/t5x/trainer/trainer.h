@@ -21,7 +21,8 @@
 // 'model' by logical_axis_rules (spmd::shard_params), the loss and gradients
 // run through the spmd lowering (spmd::install()), Adafactor gathers each
 // param over 'model' for its update, and checkpoints are written and read
-// shard by shard (train_state.h). Evaluation and decoding use gathered params.
+// shard by shard (train_state.h). Teacher-forced evaluation runs sharded;
+// inference evaluation decodes with params gathered over 'model'.
 //
 // Normalisation under data parallelism: the loss is t5x's token SUM by
 // default (LOSS_NORMALIZING_FACTOR = None), so the global gradient is the
