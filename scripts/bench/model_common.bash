@@ -50,5 +50,6 @@ run_impl() {
     echo "bench: $impl $* failed (rc=$rc)" >&2
     return 0
   fi
-  echo "$line" | tee -a "$OUT_JSONL"
+  echo "$line" >> "$OUT_JSONL"
+  echo "$line" >&2
 }

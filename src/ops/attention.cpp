@@ -39,8 +39,11 @@ void require_dims(const Array& x, const std::vector<std::string>& names, const c
 Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const AttentionOptions& o) {
   check_local(kOp, {q0, k0, v0, o.bias, o.q_segment_ids, o.kv_segment_ids, o.q_mask, o.kv_mask});
   check_floating(kOp, q0, "q");
-  check_same_dtype(kOp, q0, k0, "q", "k");
-  check_same_dtype(kOp, q0, v0, "q", "v");
+  // k / v: q's dtype, or both f32 (widened copies; the kernel runs in f32).
+  if (!(k0.valid() && v0.valid() && k0.dtype() == DType::f32 && v0.dtype() == DType::f32)) {
+    check_same_dtype(kOp, q0, k0, "q", "k");
+    check_same_dtype(kOp, q0, v0, "q", "v");
+  }
   Canon c;
   const std::vector<std::string> qn = {o.batch, o.length, o.heads, o.depth};
   Array k = rename_length(k0, o), v = rename_length(v0, o);
@@ -166,7 +169,10 @@ Array dot_product_attention(const Array& q, const Array& k, const Array& v, cons
   return transpose(cast(out, q.dtype()), q.names());
 }
 
-Array dot_product_attention_reference(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
+Array dot_product_attention_reference(const Array& q, const Array& k0, const Array& v0, const AttentionOptions& o) {
+  // f32 k / v for a narrower q hold q-dtype values (fused.h): narrowing is exact.
+  const Array k = k0.valid() && k0.dtype() != q.dtype() ? cast(k0, q.dtype()) : k0;
+  const Array v = v0.valid() && v0.dtype() != q.dtype() ? cast(v0, q.dtype()) : v0;
   Canon c = canonicalise(q, k, v, o);
   if (c.grouped) {  // repeat each kv head for its group of query heads
     const int64_t H = q.dim(o.heads), G = c.k.dim(o.kv_heads);

@@ -46,7 +46,10 @@ Array rms_norm_reference(const Array& x, const Array& scale, const std::string& 
 //   h / (heads / G) (no copy of k, v in the fused path).
 //   bias: dims within {batch, heads, length, kv_length}, e.g. T5's relative
 //   position bias [heads, length, kv_length]; broadcast by name; differentiable.
-// dtypes: q, k, v share a floating dtype (the kernel computes in f32); ids int32/int64.
+// dtypes: q, k, v share a floating dtype (the kernel computes in f32), except
+// that k and v may both be f32 copies for a bf16 / f16 q (e.g. a decode
+// cache widened once instead of at every step; same result); the output has
+// q's dtype. ids int32/int64.
 struct AttentionOptions {
   std::string batch = "batch", length = "length", kv_length = "kv_length", heads = "heads", depth = "kv";
   std::string kv_heads = "kv_heads";

@@ -212,8 +212,10 @@ DecoderCache t5_init_decoder_cache(const T5Config& cfg, const ParamTree& p, cons
   auto att = cfg.attention();
   for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
     auto [k, v] = nn::project_key_value(p, layer_name("decoder", i) + "/encoder_decoder_attention", encoded, att);
-    c.cross_key.push_back(k);
-    c.cross_value.push_back(v);
+    // Widened to f32 once (exact): the attention kernel runs in f32 and would
+    // otherwise widen these [batch, enc length, heads, kv] arrays every step.
+    c.cross_key.push_back(cast(k, DType::f32));
+    c.cross_value.push_back(cast(v, DType::f32));
   }
   c.encoder_mask = rename(positive(enc_tokens), {{"length", "kv_length"}});
   return c;

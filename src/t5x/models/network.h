@@ -48,7 +48,8 @@ Array decoder_only_forward(const T5Config& cfg, const ParamTree& params, const A
 struct DecoderCache {
   int64_t max_length = 0;
   std::vector<Array> self_key, self_value;    // per layer, kv_length = max_length
-  std::vector<Array> cross_key, cross_value;  // per layer, kv_length = encoder length (enc-dec)
+  std::vector<Array> cross_key, cross_value;  // per layer, kv_length = encoder length (enc-dec);
+                                              // f32 (the activation-dtype values, widened once)
   Array encoder_mask;                         // bool [batch, kv_length] (enc-dec)
   Array index;                                // int32 [batch]: position the next step writes
   int64_t batch() const { return index.dim("batch"); }
