@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "test_util.h"
@@ -33,7 +34,7 @@ struct TrainRun {
 char digit(int n) { return char('0' + n); }
 
 TrainRun run(const std::string& name, int np, int num_partitions, int steps, int period,
-        const std::string& from_checkpoint = "") {
+             const std::string& from_checkpoint = "", const std::vector<std::string>& extra = {}) {
   TrainRun r;
   r.dir = testing::temp_dir("mpi_" + name);
   if (!from_checkpoint.empty())
@@ -45,6 +46,7 @@ TrainRun run(const std::string& name, int np, int num_partitions, int steps, int
   auto b = testing::tiny_bindings(r.dir, steps);
   b.push_back("partitioning.PjitPartitioner.num_partitions = " + std::to_string(num_partitions));
   b.push_back("utils.SaveCheckpointConfig.period = " + std::to_string(period));
+  b.insert(b.end(), extra.begin(), extra.end());
   for (const auto& x : b) cmd += " \"--gin_bindings=" + x + "\"";
   cmd += " > " + r.dir + ".log 2>&1";
   int rc = std::system(cmd.c_str());
@@ -122,6 +124,24 @@ TEST(TrainerMpi, MeshesGiveTheSingleProcessLosses) {
   const TrainRun resumed = run("resume_data2", 2, 1, 25, 25, m2.dir + "/checkpoint_20");
   EXPECT_NE(resumed.log.find("resumed from"), std::string::npos) << resumed.log;
   expect_losses(resumed, ref, 21, 25, 1e-4, "(1,2) checkpoint resumed on (2,1)");
+}
+
+// Dropout (masks meet model-split activations), microbatches and optax's
+// clip_by_global_norm + adamw (the global norm gathers the split gradients)
+// on a model axis: the single-process losses.
+TEST(TrainerMpi, DropoutMicrobatchesAndClippedAdamWOnAModelAxis) {
+  const std::vector<std::string> extra = {
+      "DROPOUT_RATE = 0.1",
+      "trainer.Trainer.num_microbatches = 2",
+      "OPTIMIZER = @optimizers.chain()",
+      "optimizers.chain.transformations = [@optax.clip_by_global_norm(), @optax.adamw()]",
+      "optax.clip_by_global_norm.max_norm = 1.0",
+      "optax.adamw.learning_rate = @utils.create_learning_rate_scheduler()",
+  };
+  const TrainRun ref = run("opt_np1", 1, 1, 4, 4, "", extra);
+  const TrainRun m2 = run("opt_model2", 2, 2, 4, 4, "", extra);
+  ASSERT_EQ(ref.loss.size(), 4u);
+  expect_losses(m2, ref, 1, 4, 1e-4, "(1,2) dropout + microbatches + clipped adamw");
 }
 
 }  // namespace
