@@ -147,7 +147,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
 
   // Shapes first (cheap: msgpack + .zarray), so a bad config fails before writing.
   CheckpointReader r = CheckpointReader::open(ckpt);
-  std::vector<NamedShape> shapes;
+  std::vector<ParamShape> shapes;
   for (const auto& p : r.array_paths())
     if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), r.info(p).shape});
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");

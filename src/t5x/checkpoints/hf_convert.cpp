@@ -54,7 +54,7 @@ HfExportResult export_hf_t5(const std::string& ckpt_dir, const std::string& out_
     params.emplace_back(p.substr(7), maybe_cast(r.read(p), dtype));
   }
   if (params.empty()) throw CheckpointError(ckpt_dir + ": checkpoint has no target/ parameters");
-  std::vector<NamedShape> shapes;
+  std::vector<ParamShape> shapes;
   for (const auto& [n, t] : params) shapes.push_back({n, t.shape});
   HfExportResult res;
   res.config = infer_hf_t5_config(shapes);

@@ -98,7 +98,7 @@ std::vector<int64_t> maybe_t(const std::vector<int64_t>& s, bool t) {
   return {s[1], s[0]};
 }
 
-const std::vector<int64_t>* find_shape(const std::vector<NamedShape>& v, const std::string& n) {
+const std::vector<int64_t>* find_shape(const std::vector<ParamShape>& v, const std::string& n) {
   for (const auto& x : v) if (x.name == n) return &x.shape;
   return nullptr;
 }
@@ -108,7 +108,7 @@ const std::vector<int64_t>* find_shape(const std::vector<NamedShape>& v, const s
 std::optional<HfNameMapping> t5x_to_hf_name(const std::string& n) { return map_name(n, true); }
 std::optional<HfNameMapping> hf_to_t5x_name(const std::string& n) { return map_name(n, false); }
 
-std::vector<TensorMapping> map_t5x_to_hf(const std::vector<NamedShape>& params) {
+std::vector<TensorMapping> map_t5x_to_hf(const std::vector<ParamShape>& params) {
   std::vector<TensorMapping> plan;
   std::string unmapped;
   for (const auto& p : params) {
@@ -121,7 +121,7 @@ std::vector<TensorMapping> map_t5x_to_hf(const std::vector<NamedShape>& params) 
   return plan;
 }
 
-std::vector<TensorMapping> map_hf_to_t5x(const std::vector<NamedShape>& params, const HfT5Config& cfg) {
+std::vector<TensorMapping> map_hf_to_t5x(const std::vector<ParamShape>& params, const HfT5Config& cfg) {
   std::vector<TensorMapping> plan;
   std::string unmapped;
   for (const auto& p : params) {
@@ -161,8 +161,8 @@ NamedTensors apply_tensor_mapping(const NamedTensors& tensors, const std::vector
   return out;
 }
 
-static std::vector<NamedShape> shapes_of(const NamedTensors& t) {
-  std::vector<NamedShape> s;
+static std::vector<ParamShape> shapes_of(const NamedTensors& t) {
+  std::vector<ParamShape> s;
   for (const auto& [n, x] : t) s.push_back({n, x.shape});
   return s;
 }
@@ -175,7 +175,7 @@ NamedTensors hf_params_to_t5x(const NamedTensors& p, const HfT5Config& cfg) {
   return apply_tensor_mapping(p, map_hf_to_t5x(shapes_of(p), cfg));
 }
 
-HfT5Config infer_hf_t5_config(const std::vector<NamedShape>& params) {
+HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   HfT5Config c;
   auto need = [&](const std::string& n) -> const std::vector<int64_t>& {
     const auto* s = find_shape(params, n);

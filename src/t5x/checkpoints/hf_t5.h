@@ -73,7 +73,8 @@ struct HfNameMapping {
 std::optional<HfNameMapping> t5x_to_hf_name(const std::string& t5x_name);
 std::optional<HfNameMapping> hf_to_t5x_name(const std::string& hf_name);
 
-struct NamedShape {
+// One parameter's name and dims (unlike mesh/partition_spec.h's NamedShape, which names each dim).
+struct ParamShape {
   std::string name;
   std::vector<int64_t> shape;
 };
@@ -85,13 +86,13 @@ struct TensorMapping {
 // Maps a whole parameter set by names + shapes. Throws CheckpointError listing
 // every unmapped name. hf -> t5x drops encoder/decoder.embed_tokens.weight
 // (tied copies of shared.weight) and lm_head.weight when config ties them.
-std::vector<TensorMapping> map_t5x_to_hf(const std::vector<NamedShape>& t5x_params);
-std::vector<TensorMapping> map_hf_to_t5x(const std::vector<NamedShape>& hf_params,
+std::vector<TensorMapping> map_t5x_to_hf(const std::vector<ParamShape>& t5x_params);
+std::vector<TensorMapping> map_hf_to_t5x(const std::vector<ParamShape>& hf_params,
                                          const HfT5Config& config);
 
 // Infers the HF config from t5x parameter shapes (vocab, d_model, heads from
 // the relpos table, d_kv, d_ff, layer counts, gated MLP, tied embeddings).
-HfT5Config infer_hf_t5_config(const std::vector<NamedShape>& t5x_params);
+HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& t5x_params);
 
 // Applies a mapping to tensors (transposing 2-D arrays where needed).
 NamedTensors apply_tensor_mapping(const NamedTensors& tensors, const std::vector<TensorMapping>& plan);

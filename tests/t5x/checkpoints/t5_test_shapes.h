@@ -9,9 +9,9 @@
 namespace t5x::testing_util {
 
 // Parameter shapes of a T5 model as built by t5x/examples/t5/network.py (t5x.md §4).
-inline std::vector<NamedShape> t5_param_shapes(int64_t vocab, int64_t emb, int64_t heads, int64_t hd, int64_t mlp,
+inline std::vector<ParamShape> t5_param_shapes(int64_t vocab, int64_t emb, int64_t heads, int64_t hd, int64_t mlp,
                                         int64_t enc_layers, int64_t dec_layers, bool gated, bool tied) {
-  std::vector<NamedShape> p;
+  std::vector<ParamShape> p;
   const int64_t inner = heads * hd;
   p.push_back({"token_embedder/embedding", {vocab, emb}});
   p.push_back({"encoder/relpos_bias/rel_embedding", {heads, 32}});
@@ -51,7 +51,7 @@ inline std::vector<NamedShape> t5_param_shapes(int64_t vocab, int64_t emb, int64
   return p;
 }
 
-inline NamedTensors random_params(const std::vector<NamedShape>& shapes) {
+inline NamedTensors random_params(const std::vector<ParamShape>& shapes) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
   NamedTensors out;
