@@ -1,6 +1,7 @@
 #include "t5x/trainer/train_state.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -141,6 +142,21 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     if (with_optimizer && reader.step()) state.opt.step = *reader.step();
   }
   r.data_state_json = reader.dataset_state(process_index, process_count);
+  r.data_state_process_count = process_count;
+  if (!r.data_state_json) {
+    // Every process reads the whole global stream and keeps its rows, so the
+    // position is the same for any process count: take process 0's of another.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(r.dir, ec)) {
+      const std::string f = e.path().filename().string();
+      int p = -1, n = 0;
+      if (std::sscanf(f.c_str(), "train_ds-%d-of-%d.json", &p, &n) != 2 || p != 0 || n < 1) continue;
+      if ((r.data_state_json = reader.dataset_state(0, n))) {
+        r.data_state_process_count = n;
+        break;
+      }
+    }
+  }
   return r;
 }
 

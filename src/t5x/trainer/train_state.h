@@ -57,7 +57,11 @@ std::string save_train_state(const std::string& model_dir, const TrainState& sta
 struct RestoreResult {
   std::string dir;
   bool optimizer_restored = false;
-  std::optional<std::string> data_state_json;  // this process's, if saved with the same process count
+  // The data position: this process's when saved with the same process count,
+  // else process 0's of another count (the trainer's stream is global, so the
+  // position does not depend on the count). data_state_process_count says which.
+  std::optional<std::string> data_state_json;
+  int data_state_process_count = 0;
 };
 
 // Restores `state` (already initialised, so shapes are known) from a

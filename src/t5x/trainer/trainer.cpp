@@ -150,6 +150,9 @@ void Trainer::initialize() {
     if (r.data_state_json) {
       data_state_ = data_state_from_json(*r.data_state_json);
       resume = data_state_.position;
+      if (r.data_state_process_count != dist_.size())
+        message("data position from the run on " + std::to_string(r.data_state_process_count) +
+                " process(es) (every process reads the global stream, so it carries over)");
     } else {
       message("warning: " + dir + " holds no data position for " + std::to_string(dist_.size()) +
               " process(es); the data stream restarts from its beginning");
