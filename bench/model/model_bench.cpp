@@ -222,12 +222,16 @@ int main(int argc, char** argv) {
       "\"targets\":%lld,\"threads\":%d,\"steps\":%lld,\"ms_median\":%.2f,\"ms_min\":%.2f,\"ms_all\":%s,"
       "\"tokens_per_s_median\":%.1f,\"tokens_per_s_max\":%.1f,\"gflop_per_step\":%.2f,\"naive_gflop_per_step\":%.2f,"
       "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops_fp32\":%.1f,\"mfu_median\":%.3f,\"mfu_max\":%.3f,"
-      "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,\"loss\":%.4f,\"loadavg_1min\":%.2f}\n",
+      "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,"
+      "\"loss\":%.4f,\"loadavg_1min\":%.2f,"
+      "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s}\n",
       o.mode.c_str(), o.model.c_str(), o.dtype.c_str(), (long long)o.batch, (long long)o.inputs,
       (long long)o.targets, threads, (long long)o.steps, st.median, st.min, json_list(ms).c_str(),
       tokens / (st.median / 1e3), tokens / (st.min / 1e3), flops / 1e9, naive / 1e9,
       flops / 1e9 / (st.median / 1e3), flops / 1e9 / (st.min / 1e3), peak,
-      flops / 1e9 / (st.median / 1e3) / peak, flops / 1e9 / (st.min / 1e3) / peak, json_list(cpu_ms).c_str(), json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
-      double(t5x::peak_bytes()) / (1024.0 * 1024.0), final_loss, loadavg1());
+      flops / 1e9 / (st.median / 1e3) / peak, flops / 1e9 / (st.min / 1e3) / peak, json_list(cpu_ms).c_str(),
+      json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
+      double(t5x::peak_bytes()) / (1024.0 * 1024.0), final_loss, loadavg1(),
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default", o.malloc_tuning ? "true" : "false");
   return 0;
 }

@@ -79,6 +79,7 @@ def report(impl, mode, model, dtype, batch, li, lt, threads, ms, flops, naive, t
         "mfu_median": round(flops / 1e9 / (med / 1e3) / peak, 3), "mfu_max": round(flops / 1e9 / (mn / 1e3) / peak, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "loadavg_1min": round(load, 2),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
     }
     if extra:
         out.update(extra)
