@@ -225,6 +225,7 @@ CrossEntropy softmax_cross_entropy_with_integer_labels_reference(const Array& lo
 }
 
 Array gated_gelu(const Array& h0, const Array& h1) {
+  if (any_sharded(h0, h1)) return dispatch1("gated_gelu", {h0, h1});
   if (!fused_kernels_enabled()) return gated_gelu_reference(h0, h1);
   check_local("gated_gelu", {h0, h1});
   check_floating("gated_gelu", h0, "h0");

@@ -294,6 +294,14 @@ Array transpose(const Array& x, const std::vector<std::string>& order) {
 }
 
 Array rename(const Array& x, const std::map<std::string, std::string>& renames) {
+  if (any_sharded(x)) {
+    std::vector<std::string> pairs;  // spmd::dispatch's {from, to, from, to, ...}
+    for (const auto& [from, to] : renames) {
+      pairs.push_back(from);
+      pairs.push_back(to);
+    }
+    return dispatch1("rename", {x}, OpArgs{.dims = pairs});
+  }
   check_local("rename", {x});
   std::vector<Dim> dims = x.shape().dims();
   for (const auto& [from, to] : renames) {
