@@ -16,6 +16,7 @@
 #include "mesh/logical_axis_rules.h"
 #include "mesh/mesh_groups.h"
 #include "mesh/reshard.h"
+#include "../common/mpi_gtest_main.h"
 
 namespace t5x {
 namespace {
@@ -302,33 +303,10 @@ TEST(MpiCollectives, MisconfiguredGroupsThrowOnEveryRank) {
 }  // namespace
 }  // namespace t5x
 
-// On ranks other than 0: print failed assertions only, tagged with the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "rank %d: %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
-
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   t5x::g_world = t5x::init_communicator(t5x::CommBackend::kAny);
-  if (t5x::g_world->rank() != 0) {
-    // Keep one full report (rank 0); other ranks print only their failures.
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(t5x::g_world->rank()));
-  }
-  int rc = RUN_ALL_TESTS();
-  int32_t mine = rc, any = 0;
-  t5x::g_world->all_reduce(&mine, &any, 1, t5x::CommDtype::kI32, t5x::ReduceOp::kMax);
-  if (any && !rc) std::fprintf(stderr, "rank %d: passed here, but another rank failed\n", t5x::g_world->rank());
+  const int rc = t5x::testing_mpi::run_all_tests_on_every_rank(*t5x::g_world);
   t5x::g_world.reset();
-  return any ? 1 : 0;
+  return rc;
 }

@@ -2,6 +2,7 @@
 // rank 0 prints the full report, the exit code is non-zero if any rank failed.
 #include <cstdio>
 
+#include "../common/mpi_gtest_main.h"
 #include "spmd_test_util.h"
 
 namespace t5x::testing_spmd {
@@ -23,34 +24,11 @@ std::string mesh_name(const spmd::Context& c) { return c.mesh().to_string(); }
 
 }  // namespace t5x::testing_spmd
 
-namespace {
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(),
-                   r.summary());
-  }
-
- private:
-  int rank_;
-};
-}  // namespace
-
 int main(int argc, char** argv) {
   using t5x::testing_spmd::g_world;
   ::testing::InitGoogleTest(&argc, argv);
   g_world = t5x::init_communicator(t5x::CommBackend::kAny);
-  if (g_world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(g_world->rank()));
-  }
-  int rc = RUN_ALL_TESTS();
-  int32_t mine = rc, any = 0;
-  g_world->all_reduce(&mine, &any, 1, t5x::CommDtype::kI32, t5x::ReduceOp::kMax);
-  if (any && !rc) std::fprintf(stderr, "rank %d: passed here, but another rank failed\n", g_world->rank());
+  const int rc = t5x::testing_mpi::run_all_tests_on_every_rank(*g_world);
   t5x::spmd::set_context(nullptr);
-  return any ? 1 : 0;
+  return rc;
 }

@@ -25,6 +25,7 @@
 #include "ops/ops.h"
 #include "spmd/spmd.h"
 #include "t5x/models/models.h"
+#include "../../common/mpi_gtest_main.h"
 #include "test_util.h"
 
 namespace t5x {
@@ -249,32 +250,10 @@ TEST(ModelsMeshParity, FullMeshWithBatchSplitBySpmd) {
 }  // namespace
 }  // namespace t5x
 
-namespace {
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(),
-                   r.summary());
-  }
-
- private:
-  int rank_;
-};
-}  // namespace
-
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   t5x::g_world = t5x::init_communicator(t5x::CommBackend::kAny);
-  if (t5x::g_world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(t5x::g_world->rank()));
-  }
-  int rc = RUN_ALL_TESTS();
-  int32_t mine = rc, any = 0;
-  t5x::g_world->all_reduce(&mine, &any, 1, t5x::CommDtype::kI32, t5x::ReduceOp::kMax);
+  const int rc = t5x::testing_mpi::run_all_tests_on_every_rank(*t5x::g_world);
   t5x::spmd::set_context(nullptr);
-  return any ? 1 : 0;
+  return rc;
 }
