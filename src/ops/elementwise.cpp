@@ -293,7 +293,7 @@ class Binary : public Primitive {
 
 Array binary(B op, const Array& a, const Array& b) {
   const char* n = bname(op);
-  if (!is_cmp(op) && any_sharded(a, b)) return dispatch1(n, {a, b});
+  if (any_sharded(a, b)) return dispatch1(n, {a, b});
   check_local(n, {a, b});
   check_same_dtype(n, a, b);
   if (op == B::And || op == B::Or) {

@@ -142,8 +142,8 @@ TEST(SpmdPlainOps, InstallRoutesToSpmdLowering) {
       EXPECT_EQ(plain.local_shape(), lowered.local_shape());
       EXPECT_EQ(spmd::gather(plain).to_floats(), spmd::gather(lowered).to_floats());
       EXPECT_EQ(spmd::gather(softmax(plain, "mlp")).to_floats(), spmd::gather(spmd::softmax(lowered, "mlp")).to_floats());
-      // Comparisons have no lowering: still the op layer's error.
-      if (split) EXPECT_THROW(gt(xs, 0.0), std::invalid_argument);
+      // Comparisons route to their lowering too (element-wise, layout kept).
+      EXPECT_EQ(spmd::gather(gt(plain, 0.0)).to_ints(), gt(spmd::gather(plain), 0.0).to_ints());
     }
     EXPECT_FALSE(spmd::installed());
   }
