@@ -7,6 +7,7 @@
 
 #include "mesh/reshard.h"
 #include "t5x/optim/buffers.h"
+#include "t5x/optim/adafactor_kernels.h"
 #include "t5x/optim/grad_utils.h"
 #include "t5x/optim/reduce_walker.h"
 
@@ -42,6 +43,48 @@ std::string rule_to_string(const FactorRule& r) {
     s += r[i] == FactorDim::kRow ? "ROW" : r[i] == FactorDim::kColumn ? "COLUMN" : r[i] == FactorDim::kBatch ? "BATCH" : "NONE";
   }
   return s + ")";
+}
+
+// Whether the param fits a fast-path layout (adafactor_kernels.h): leading
+// BATCH dims, then either only averaged dims (unfactored) or one contiguous
+// group of ROW dims and one of COLUMN dims (factored). Empty dims do not.
+struct FastLayout {
+  bool ok = false;
+  optim_detail::FactoredLayout f;  // factored: [nb, n_outer, n_inner]; unfactored: nb, n_outer
+};
+
+FastLayout fast_layout(const FactorPlan& fp, const std::vector<int64_t>& sizes) {
+  FastLayout out;
+  const int rank = int(sizes.size());
+  auto in = [](const std::vector<int>& v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); };
+  // 0 = BATCH, 1 = ROW, 2 = COLUMN, 3 = averaged but not factored.
+  std::vector<int> cat(static_cast<size_t>(rank));
+  for (int d = 0; d < rank; ++d) {
+    if (sizes[size_t(d)] <= 0) return out;
+    cat[size_t(d)] = !in(fp.averaging_dims, d) ? 0 : in(fp.row_dims, d) ? 1 : in(fp.col_dims, d) ? 2 : 3;
+  }
+  int d = 0;
+  for (; d < rank && cat[size_t(d)] == 0; ++d) out.f.nb *= sizes[size_t(d)];
+  // Group the rest into runs of equal category.
+  std::vector<std::pair<int, int64_t>> runs;
+  for (; d < rank; ++d) {
+    if (runs.empty() || runs.back().first != cat[size_t(d)]) runs.emplace_back(cat[size_t(d)], 1);
+    runs.back().second *= sizes[size_t(d)];
+  }
+  if (!fp.factored) {
+    for (const auto& r : runs)
+      if (r.first != 3) return out;
+    out.f.n_outer = runs.empty() ? 1 : runs[0].second;
+    out.ok = runs.size() <= 1;
+    return out;
+  }
+  if (runs.size() != 2 || runs[0].first == 3 || runs[1].first == 3 || runs[0].first == 0 || runs[1].first == 0)
+    return out;
+  out.f.row_outer = runs[0].first == 1;
+  out.f.n_outer = runs[0].second;
+  out.f.n_inner = runs[1].second;
+  out.ok = true;
+  return out;
 }
 
 }  // namespace
@@ -292,7 +335,50 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   const float* gp = g.data();
   auto grad_at = [&](int64_t i) { return grad_scale == 1.0f ? gp[i] : gp[i] * grad_scale; };
 
-  // Pass 1: parameter RMS and squared-gradient statistics.
+  if (const FastLayout fl = fast_path_ ? fast_layout(fp, sizes) : FastLayout{}; fl.ok) {
+    optim_detail::AdafactorScalars sc;
+    sc.decay = decay;
+    sc.mixing = mixing;
+    sc.eps1 = eps1;
+    sc.eps2 = float(c.epsilon2);
+    sc.has_max_parameter_scale = c.max_parameter_scale.has_value();
+    sc.max_parameter_scale = float(c.max_parameter_scale.value_or(0.0));
+    sc.lr = lr;
+    sc.use_scale = use_scale;
+    sc.clip = c.clipping_threshold.has_value();
+    sc.clipping_threshold = float(c.clipping_threshold.value_or(1.0));
+    sc.keep_w = float(1.0 - double(wd));  // 1 without weight decay: keep_w * p == p
+    sc.skip_nan = skip_nan;
+    sc.grad_scale = grad_scale;  // x * 1.0f == x
+    std::unique_ptr<FloatView> mview;
+    if (c.beta1) {
+      mview = std::make_unique<FloatView>(slot("m"));
+      if (mview->size() != walk.size())
+        throw_invalid(kOp, "slot '" + path + "/m' does not match the param " + param.shape().to_string());
+      sc.b1 = float(*c.beta1);
+      sc.one_minus_b1 = float(1.0 - *c.beta1);
+    }
+    float* m = mview ? mview->data() : nullptr;
+    if (fp.factored) {
+      FloatView vr(slot("v_row")), vc(slot("v_col"));
+      if (vr.size() != walk.reduced_size(1) || vc.size() != walk.reduced_size(2))
+        throw_invalid(kOp, "factored slots of '" + path + "' do not match the param " + param.shape().to_string());
+      optim_detail::adafactor_factored_update(fl.f, sc, p.data(), gp, vr.data(), vc.data(), m);
+      vr.commit();
+      vc.commit();
+    } else {
+      FloatView vv(slot("v"));
+      if (vv.size() != walk.size())
+        throw_invalid(kOp, "slot '" + path + "/v' does not match the param " + param.shape().to_string());
+      optim_detail::adafactor_unfactored_update(fl.f.nb, fl.f.n_outer, sc, p.data(), gp, vv.data(), m);
+      vv.commit();
+    }
+    p.commit();
+    if (mview) mview->commit();
+    return;
+  }
+
+  // Generic path. Pass 1: parameter RMS and squared-gradient statistics.
   std::vector<double> psum(size_t(nb), 0.0);
   std::vector<double> rsum, csum;
   float* v = nullptr;

@@ -129,11 +129,20 @@ class Adafactor : public Optimizer {
   using AllGatherFn = std::function<Array(const Array& shard)>;
   void set_all_gather(AllGatherFn fn) { all_gather_ = std::move(fn); }
 
+  // Params laid out as [BATCH..., ROW..., COLUMN...] / [BATCH..., COLUMN...,
+  // ROW...] (factored) or [BATCH..., averaged...] (unfactored) take a fused,
+  // vectorised, OpenMP-parallel path (adafactor_kernels.h); others walk the
+  // elements generically. Both compute the same rule; false forces the
+  // generic walk (tests compare the two).
+  void set_fast_path(bool enabled) { fast_path_ = enabled; }
+  bool fast_path() const { return fast_path_; }
+
  private:
   void update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
                     float grad_scale, float lr, int64_t step) const;
   AdafactorConfig config_;
   AllGatherFn all_gather_;
+  bool fast_path_ = true;
 };
 
 template <typename T>

@@ -1,0 +1,272 @@
+#include "t5x/optim/adafactor_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/parallel.h"
+
+namespace t5x::optim_detail {
+
+namespace {
+
+constexpr int64_t kBlock = 512;         // longest float32 partial sum along a row
+constexpr int64_t kChunkElems = 16384;  // work per parallel chunk
+constexpr int64_t kMaxChunkRows = 32;   // longest float32 partial sum down a column
+
+int64_t rows_per_chunk(int64_t n_inner) {
+  return std::clamp<int64_t>(kChunkElems / std::max<int64_t>(n_inner, 1), 1, kMaxChunkRows);
+}
+
+// jnp.maximum / jnp.minimum propagate NaN (std::max / std::min do not).
+float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::max(a, b); }
+float nan_min(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::min(a, b); }
+
+// Reused between calls (apply_gradient runs on one thread at a time per
+// optimizer; thread_local keeps concurrent optimizers apart).
+struct Scratch {
+  std::vector<float> part, rf, cf;
+  std::vector<double> outer, inner, chunk;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+template <typename T>
+T* sized(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+  return v.data();
+}
+
+// lr * clip(max(eps2, RMS(p)), max_parameter_scale), or lr.
+float param_scale(const AdafactorScalars& s, double psum, double n_avg) {
+  if (!s.use_scale) return s.lr;
+  float ps = std::sqrt(float(psum / n_avg));
+  ps = nan_max(ps, s.eps2);
+  if (s.has_max_parameter_scale) ps = nan_min(ps, s.max_parameter_scale);
+  return s.lr * ps;
+}
+
+float clip_denom(const AdafactorScalars& s, double ysum, double n_avg) {
+  return s.clip ? nan_max(1.0f, std::sqrt(float(ysum / n_avg)) / s.clipping_threshold) : 1.0f;
+}
+
+// Last pass over one contiguous run: y -> clip -> scale -> momentum -> weight
+// decay -> param, with y = y_of(k). Same expressions as the generic path;
+// skipped NaNs keep the old value.
+template <bool kMomentum, typename Y>
+inline void apply_run(int64_t len, const AdafactorScalars& s, float denom, float scale, float* p, float* m, Y&& y_of) {
+  const float b1 = s.b1, omb1 = s.one_minus_b1, keep_w = s.keep_w;
+  const bool skip = s.skip_nan;
+#pragma omp simd
+  for (int64_t k = 0; k < len; ++k) {
+    float yv = y_of(k);
+    if (s.clip) yv = yv / denom;
+    float u = scale * yv;
+    if constexpr (kMomentum) {
+      const float nm = b1 * m[k] + omb1 * u;
+      m[k] = (skip && nm != nm) ? m[k] : nm;
+      u = nm;
+    }
+    const float np = keep_w * p[k] - u;
+    p[k] = (skip && np != np) ? p[k] : np;
+  }
+}
+
+template <bool kMomentum, bool kRowOuter>
+void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad, float* v_row,
+                   float* v_col, float* m) {
+  Scratch& sc = scratch();
+  const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
+  const int64_t nrows = kRowOuter ? no : ni, ncols = kRowOuter ? ni : no;
+  const int64_t rpc = rows_per_chunk(ni);
+  const int64_t nc = cpu::num_chunks(no, rpc);
+  float* part = sized(sc.part, nc * ni);
+  double* outer = sized(sc.outer, no);
+  double* inner = sized(sc.inner, ni);
+  double* chunk = sized(sc.chunk, nc);
+  float* rf = sized(sc.rf, nrows);
+  float* cf = sized(sc.cf, ncols);
+  const float gs = s.grad_scale, eps1 = s.eps1;
+
+  for (int64_t b = 0; b < l.nb; ++b) {
+    float* pb = param + b * per_b;
+    const float* gb = grad + b * per_b;
+    float* mb = m ? m + b * per_b : nullptr;
+    float* vr = v_row + b * nrows;
+    float* vc = v_col + b * ncols;
+
+    // Pass 1: sum p^2, and g^2 + eps1 along rows (outer) and down columns (inner).
+    cpu::parallel_for_chunks(no, rpc, [&](int64_t c, int64_t r0, int64_t r1) {
+      float* ip = part + c * ni;
+      std::fill(ip, ip + ni, 0.0f);
+      double ps = 0;
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* pr = pb + r * ni;
+        const float* gr = gb + r * ni;
+        double gsum = 0;
+        for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
+          const int64_t k1 = std::min(ni, k0 + kBlock);
+          float sp = 0, sg = 0;
+#pragma omp simd reduction(+ : sp, sg)
+          for (int64_t k = k0; k < k1; ++k) {
+            const float pv = pr[k];
+            sp += pv * pv;
+            const float gv = gr[k] * gs;
+            const float g2 = gv * gv + eps1;
+            sg += g2;
+            ip[k] += g2;
+          }
+          ps += double(sp);
+          gsum += double(sg);
+        }
+        outer[r] = gsum;
+      }
+      chunk[c] = ps;
+    });
+    std::fill(inner, inner + ni, 0.0);
+    double psum = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+      const float* ip = part + c * ni;
+      for (int64_t k = 0; k < ni; ++k) inner[k] += double(ip[k]);
+      psum += chunk[c];
+    }
+    const double n_avg = double(per_b);
+    const float scale = param_scale(s, psum, n_avg);
+
+    // v_row / v_col moving averages and the factors.
+    const double* rsum = kRowOuter ? outer : inner;
+    const double* csum = kRowOuter ? inner : outer;
+    auto ema = [&](float& v, double mean) {
+      const float nv = s.decay * v + s.mixing * float(mean);
+      if (!(s.skip_nan && std::isnan(nv))) v = nv;
+    };
+    for (int64_t i = 0; i < nrows; ++i) ema(vr[i], rsum[i] / double(ncols));
+    for (int64_t j = 0; j < ncols; ++j) ema(vc[j], csum[j] / double(nrows));
+    double rcs = 0;
+    for (int64_t i = 0; i < nrows; ++i) rcs += double(vr[i]);
+    const float rc_mean = float(rcs / double(nrows));
+    for (int64_t i = 0; i < nrows; ++i) rf[i] = 1.0f / std::sqrt(vr[i] / rc_mean);
+    for (int64_t j = 0; j < ncols; ++j) cf[j] = 1.0f / std::sqrt(vc[j]);
+    // y = g * row_factor * col_factor, multiplied in that order.
+    const float* fo = kRowOuter ? rf : cf;  // factor of the outer index
+    const float* fi = kRowOuter ? cf : rf;  // of the inner index
+
+    // Pass 2: sum y^2 for update clipping.
+    double ysum = 0;
+    if (s.clip) {
+      cpu::parallel_for_chunks(no, rpc, [&](int64_t c, int64_t r0, int64_t r1) {
+        double ys = 0;
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* gr = gb + r * ni;
+          const float a = fo[r];
+          for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
+            const int64_t k1 = std::min(ni, k0 + kBlock);
+            float sy = 0;
+#pragma omp simd reduction(+ : sy)
+            for (int64_t k = k0; k < k1; ++k) {
+              const float gv = gr[k] * gs;
+              const float yv = kRowOuter ? gv * a * fi[k] : gv * fi[k] * a;
+              sy += yv * yv;
+            }
+            ys += double(sy);
+          }
+        }
+        chunk[c] = ys;
+      });
+      for (int64_t c = 0; c < nc; ++c) ysum += chunk[c];
+    }
+    const float denom = clip_denom(s, ysum, n_avg);
+
+    // Pass 3: apply.
+    cpu::parallel_for_chunks(no, rpc, [&](int64_t, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* gr = gb + r * ni;
+        const float a = fo[r];
+        apply_run<kMomentum>(ni, s, denom, scale, pb + r * ni, kMomentum ? mb + r * ni : nullptr, [&](int64_t k) {
+          const float gv = gr[k] * gs;
+          return kRowOuter ? gv * a * fi[k] : gv * fi[k] * a;
+        });
+      }
+    });
+  }
+}
+
+template <bool kMomentum>
+void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad, float* v,
+                     float* m) {
+  Scratch& sc = scratch();
+  constexpr int64_t kChunk = kChunkElems;
+  const int64_t nc = cpu::num_chunks(n, kChunk);
+  double* chunk = sized(sc.chunk, 2 * nc);
+  const float gs = s.grad_scale, eps1 = s.eps1, decay = s.decay, mixing = s.mixing;
+  const bool skip = s.skip_nan;
+  for (int64_t b = 0; b < nb; ++b) {
+    float* pb = param + b * n;
+    const float* gb = grad + b * n;
+    float* vb = v + b * n;
+    float* mb = m ? m + b * n : nullptr;
+    // Pass 1: sum p^2, update v, sum y^2 with y = g / sqrt(v).
+    cpu::parallel_for_chunks(n, kChunk, [&](int64_t c, int64_t i0, int64_t i1) {
+      double ps = 0, ys = 0;
+      for (int64_t k0 = i0; k0 < i1; k0 += kBlock) {
+        const int64_t k1 = std::min(i1, k0 + kBlock);
+        float sp = 0, sy = 0;
+#pragma omp simd reduction(+ : sp, sy)
+        for (int64_t i = k0; i < k1; ++i) {
+          const float pv = pb[i];
+          sp += pv * pv;
+          const float gv = gb[i] * gs;
+          const float g2 = gv * gv + eps1;
+          float nv = decay * vb[i] + mixing * g2;
+          nv = (skip && nv != nv) ? vb[i] : nv;
+          vb[i] = nv;
+          const float yv = gv * (1.0f / std::sqrt(nv));
+          sy += yv * yv;
+        }
+        ps += double(sp);
+        ys += double(sy);
+      }
+      chunk[2 * c] = ps;
+      chunk[2 * c + 1] = ys;
+    });
+    double psum = 0, ysum = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+      psum += chunk[2 * c];
+      ysum += chunk[2 * c + 1];
+    }
+    const double n_avg = double(n);
+    const float scale = param_scale(s, psum, n_avg);
+    const float denom = clip_denom(s, ysum, n_avg);
+    // Pass 2: apply.
+    cpu::parallel_for_chunks(n, kChunk, [&](int64_t, int64_t i0, int64_t i1) {
+      const float* gr = gb + i0;
+      const float* vr = vb + i0;
+      apply_run<kMomentum>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
+                           [&](int64_t k) { return (gr[k] * gs) * (1.0f / std::sqrt(vr[k])); });
+    });
+  }
+}
+
+}  // namespace
+
+void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                               float* v_row, float* v_col, float* m) {
+  if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
+  if (m) {
+    l.row_outer ? factored_impl<true, true>(l, s, param, grad, v_row, v_col, m)
+                : factored_impl<true, false>(l, s, param, grad, v_row, v_col, m);
+  } else {
+    l.row_outer ? factored_impl<false, true>(l, s, param, grad, v_row, v_col, m)
+                : factored_impl<false, false>(l, s, param, grad, v_row, v_col, m);
+  }
+}
+
+void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                                 float* v, float* m) {
+  if (nb <= 0 || n <= 0) return;
+  m ? unfactored_impl<true>(nb, n, s, param, grad, v, m) : unfactored_impl<false>(nb, n, s, param, grad, v, m);
+}
+
+}  // namespace t5x::optim_detail
