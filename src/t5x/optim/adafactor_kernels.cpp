@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/parallel.h"
@@ -11,16 +13,57 @@ namespace t5x::optim_detail {
 namespace {
 
 constexpr int64_t kBlock = 512;         // longest float32 partial sum along a row
-constexpr int64_t kChunkElems = 16384;  // work per parallel chunk
-constexpr int64_t kMaxChunkRows = 32;   // longest float32 partial sum down a column
-
-int64_t rows_per_chunk(int64_t n_inner) {
-  return std::clamp<int64_t>(kChunkElems / std::max<int64_t>(n_inner, 1), 1, kMaxChunkRows);
-}
+constexpr int64_t kChunkRows = 32;      // rows per parallel chunk: longest float32 sum down a column
+constexpr int64_t kChunkElems = 16384;  // elements per parallel chunk of an unfactored param
 
 // jnp.maximum / jnp.minimum propagate NaN (std::max / std::min do not).
 float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::max(a, b); }
 float nan_min(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::min(a, b); }
+
+// Eight float lanes (GCC / Clang vector extension): explicit vectors keep
+// the hot loops vectorised without -ffast-math and with accumulators in
+// registers. Loop bodies are written once for T = V and T = float (tails).
+using V = float __attribute__((vector_size(32)));
+constexpr int64_t kW = 8;
+template <typename T>
+inline T ld(const float* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <typename T>
+inline void st(float* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+template <typename T>
+inline T splat(float x) {
+  if constexpr (std::is_same_v<T, V>) {
+    return V{x, x, x, x, x, x, x, x};
+  } else {
+    return x;
+  }
+}
+// `fresh` where it is a number, else `old` (skip_nan_updates).
+template <typename T>
+inline T keep_old_if_nan(T fresh, T old) {
+  return (fresh != fresh) ? old : fresh;
+}
+// f(T{}, k) over [0, n): vectors, then a scalar tail.
+template <typename F>
+inline void for_lanes(int64_t n, F&& f) {
+  int64_t k = 0;
+  for (; k + kW <= n; k += kW) f(V{}, k);
+  for (; k < n; ++k) f(0.0f, k);
+}
+struct Acc {
+  V v{};
+  float s = 0;
+  void add(V x) { v += x; }
+  void add(float x) { s += x; }
+  double total() const {
+    return double(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])) + s);
+  }
+};
 
 // Reused between calls (apply_gradient runs on one thread at a time per
 // optimizer; thread_local keeps concurrent optimizers apart).
@@ -52,36 +95,38 @@ float clip_denom(const AdafactorScalars& s, double ysum, double n_avg) {
   return s.clip ? nan_max(1.0f, std::sqrt(float(ysum / n_avg)) / s.clipping_threshold) : 1.0f;
 }
 
-// Last pass over one contiguous run: y -> clip -> scale -> momentum -> weight
-// decay -> param, with y = y_of(k). Same expressions as the generic path;
-// skipped NaNs keep the old value.
-template <bool kMomentum, typename Y>
-inline void apply_run(int64_t len, const AdafactorScalars& s, float denom, float scale, float* p, float* m, Y&& y_of) {
-  const float b1 = s.b1, omb1 = s.one_minus_b1, keep_w = s.keep_w;
-  const bool skip = s.skip_nan;
-#pragma omp simd
-  for (int64_t k = 0; k < len; ++k) {
-    float yv = y_of(k);
-    if (s.clip) yv = yv / denom;
-    float u = scale * yv;
+// Last pass over one contiguous run of n: y -> clip -> scale -> momentum ->
+// weight decay -> param, with y = y_of(T{}, k). Same expressions as the
+// generic path; skipped NaNs keep the old value.
+template <bool kMomentum, bool kSkip, typename Y>
+inline void apply_run(int64_t n, const AdafactorScalars& s, float denom, float scale, float* p, float* m,
+                      Y&& y_of) {
+  for_lanes(n, [&](auto t, int64_t k) {
+    using T = decltype(t);
+    T yv = y_of(t, k);
+    if (s.clip) yv = yv / splat<T>(denom);
+    T u = splat<T>(scale) * yv;
     if constexpr (kMomentum) {
-      const float nm = b1 * m[k] + omb1 * u;
-      m[k] = (skip && nm != nm) ? m[k] : nm;
+      const T old = ld<T>(m + k);
+      T nm = splat<T>(s.b1) * old + splat<T>(s.one_minus_b1) * u;
       u = nm;
+      if constexpr (kSkip) nm = keep_old_if_nan(nm, old);
+      st(m + k, nm);
     }
-    const float np = keep_w * p[k] - u;
-    p[k] = (skip && np != np) ? p[k] : np;
-  }
+    const T pv = ld<T>(p + k);
+    T np = splat<T>(s.keep_w) * pv - u;
+    if constexpr (kSkip) np = keep_old_if_nan(np, pv);
+    st(p + k, np);
+  });
 }
 
-template <bool kMomentum, bool kRowOuter>
+template <bool kMomentum, bool kSkip, bool kRowOuter>
 void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad, float* v_row,
                    float* v_col, float* m) {
   Scratch& sc = scratch();
   const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
   const int64_t nrows = kRowOuter ? no : ni, ncols = kRowOuter ? ni : no;
-  const int64_t rpc = rows_per_chunk(ni);
-  const int64_t nc = cpu::num_chunks(no, rpc);
+  const int64_t nc = cpu::num_chunks(no, kChunkRows);
   float* part = sized(sc.part, nc * ni);
   double* outer = sized(sc.outer, no);
   double* inner = sized(sc.inner, ni);
@@ -98,7 +143,7 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
     float* vc = v_col + b * ncols;
 
     // Pass 1: sum p^2, and g^2 + eps1 along rows (outer) and down columns (inner).
-    cpu::parallel_for_chunks(no, rpc, [&](int64_t c, int64_t r0, int64_t r1) {
+    cpu::parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
       float* ip = part + c * ni;
       std::fill(ip, ip + ni, 0.0f);
       double ps = 0;
@@ -107,19 +152,20 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
         const float* gr = gb + r * ni;
         double gsum = 0;
         for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
-          const int64_t k1 = std::min(ni, k0 + kBlock);
-          float sp = 0, sg = 0;
-#pragma omp simd reduction(+ : sp, sg)
-          for (int64_t k = k0; k < k1; ++k) {
-            const float pv = pr[k];
-            sp += pv * pv;
-            const float gv = gr[k] * gs;
-            const float g2 = gv * gv + eps1;
-            sg += g2;
-            ip[k] += g2;
-          }
-          ps += double(sp);
-          gsum += double(sg);
+          const int64_t len = std::min(ni - k0, kBlock);
+          Acc sp, sg;
+          for_lanes(len, [&](auto t, int64_t j) {
+            using T = decltype(t);
+            const int64_t k = k0 + j;
+            const T pv = ld<T>(pr + k);
+            sp.add(pv * pv);
+            const T gv = ld<T>(gr + k) * splat<T>(gs);
+            const T g2 = gv * gv + splat<T>(eps1);
+            sg.add(g2);
+            st(ip + k, ld<T>(ip + k) + g2);
+          });
+          ps += sp.total();
+          gsum += sg.total();
         }
         outer[r] = gsum;
       }
@@ -140,7 +186,7 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
     const double* csum = kRowOuter ? inner : outer;
     auto ema = [&](float& v, double mean) {
       const float nv = s.decay * v + s.mixing * float(mean);
-      if (!(s.skip_nan && std::isnan(nv))) v = nv;
+      if (!(kSkip && std::isnan(nv))) v = nv;
     };
     for (int64_t i = 0; i < nrows; ++i) ema(vr[i], rsum[i] / double(ncols));
     for (int64_t j = 0; j < ncols; ++j) ema(vc[j], csum[j] / double(nrows));
@@ -152,25 +198,27 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
     // y = g * row_factor * col_factor, multiplied in that order.
     const float* fo = kRowOuter ? rf : cf;  // factor of the outer index
     const float* fi = kRowOuter ? cf : rf;  // of the inner index
+    auto y_at = [&](auto t, const float* gr, float a, int64_t k) {
+      using T = decltype(t);
+      const T gv = ld<T>(gr + k) * splat<T>(gs);
+      return kRowOuter ? gv * splat<T>(a) * ld<T>(fi + k) : gv * ld<T>(fi + k) * splat<T>(a);
+    };
 
     // Pass 2: sum y^2 for update clipping.
     double ysum = 0;
     if (s.clip) {
-      cpu::parallel_for_chunks(no, rpc, [&](int64_t c, int64_t r0, int64_t r1) {
+      cpu::parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
         double ys = 0;
         for (int64_t r = r0; r < r1; ++r) {
           const float* gr = gb + r * ni;
           const float a = fo[r];
           for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
-            const int64_t k1 = std::min(ni, k0 + kBlock);
-            float sy = 0;
-#pragma omp simd reduction(+ : sy)
-            for (int64_t k = k0; k < k1; ++k) {
-              const float gv = gr[k] * gs;
-              const float yv = kRowOuter ? gv * a * fi[k] : gv * fi[k] * a;
-              sy += yv * yv;
-            }
-            ys += double(sy);
+            Acc sy;
+            for_lanes(std::min(ni - k0, kBlock), [&](auto t, int64_t j) {
+              const auto yv = y_at(t, gr, a, k0 + j);
+              sy.add(yv * yv);
+            });
+            ys += sy.total();
           }
         }
         chunk[c] = ys;
@@ -180,20 +228,18 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
     const float denom = clip_denom(s, ysum, n_avg);
 
     // Pass 3: apply.
-    cpu::parallel_for_chunks(no, rpc, [&](int64_t, int64_t r0, int64_t r1) {
+    cpu::parallel_for_chunks(no, kChunkRows, [&](int64_t, int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* gr = gb + r * ni;
         const float a = fo[r];
-        apply_run<kMomentum>(ni, s, denom, scale, pb + r * ni, kMomentum ? mb + r * ni : nullptr, [&](int64_t k) {
-          const float gv = gr[k] * gs;
-          return kRowOuter ? gv * a * fi[k] : gv * fi[k] * a;
-        });
+        apply_run<kMomentum, kSkip>(ni, s, denom, scale, pb + r * ni, kMomentum ? mb + r * ni : nullptr,
+                                    [&](auto t, int64_t k) { return y_at(t, gr, a, k); });
       }
     });
   }
 }
 
-template <bool kMomentum>
+template <bool kMomentum, bool kSkip>
 void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad, float* v,
                      float* m) {
   Scratch& sc = scratch();
@@ -201,7 +247,6 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
   const int64_t nc = cpu::num_chunks(n, kChunk);
   double* chunk = sized(sc.chunk, 2 * nc);
   const float gs = s.grad_scale, eps1 = s.eps1, decay = s.decay, mixing = s.mixing;
-  const bool skip = s.skip_nan;
   for (int64_t b = 0; b < nb; ++b) {
     float* pb = param + b * n;
     const float* gb = grad + b * n;
@@ -220,7 +265,7 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
           const float gv = gb[i] * gs;
           const float g2 = gv * gv + eps1;
           float nv = decay * vb[i] + mixing * g2;
-          nv = (skip && nv != nv) ? vb[i] : nv;
+          if (kSkip) nv = nv != nv ? vb[i] : nv;
           vb[i] = nv;
           const float yv = gv * (1.0f / std::sqrt(nv));
           sy += yv * yv;
@@ -243,8 +288,17 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
     cpu::parallel_for_chunks(n, kChunk, [&](int64_t, int64_t i0, int64_t i1) {
       const float* gr = gb + i0;
       const float* vr = vb + i0;
-      apply_run<kMomentum>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
-                           [&](int64_t k) { return (gr[k] * gs) * (1.0f / std::sqrt(vr[k])); });
+      apply_run<kMomentum, kSkip>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
+                                  [&](auto t, int64_t k) {
+                                    using T = decltype(t);
+                                    T rs = ld<T>(vr + k);
+                                    if constexpr (std::is_same_v<T, V>) {
+                                      for (int j = 0; j < kW; ++j) rs[j] = 1.0f / std::sqrt(rs[j]);
+                                    } else {
+                                      rs = 1.0f / std::sqrt(rs);
+                                    }
+                                    return (ld<T>(gr + k) * splat<T>(gs)) * rs;
+                                  });
     });
   }
 }
@@ -254,19 +308,33 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
 void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
                                float* v_row, float* v_col, float* m) {
   if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
+  auto run = [&](auto momentum, auto skip) {
+    constexpr bool kM = decltype(momentum)::value, kS = decltype(skip)::value;
+    l.row_outer ? factored_impl<kM, kS, true>(l, s, param, grad, v_row, v_col, m)
+                : factored_impl<kM, kS, false>(l, s, param, grad, v_row, v_col, m);
+  };
+  using F = std::false_type;
+  using T = std::true_type;
   if (m) {
-    l.row_outer ? factored_impl<true, true>(l, s, param, grad, v_row, v_col, m)
-                : factored_impl<true, false>(l, s, param, grad, v_row, v_col, m);
+    s.skip_nan ? run(T{}, T{}) : run(T{}, F{});
   } else {
-    l.row_outer ? factored_impl<false, true>(l, s, param, grad, v_row, v_col, m)
-                : factored_impl<false, false>(l, s, param, grad, v_row, v_col, m);
+    s.skip_nan ? run(F{}, T{}) : run(F{}, F{});
   }
 }
 
 void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
                                  float* v, float* m) {
   if (nb <= 0 || n <= 0) return;
-  m ? unfactored_impl<true>(nb, n, s, param, grad, v, m) : unfactored_impl<false>(nb, n, s, param, grad, v, m);
+  auto run = [&](auto momentum, auto skip) {
+    unfactored_impl<decltype(momentum)::value, decltype(skip)::value>(nb, n, s, param, grad, v, m);
+  };
+  using F = std::false_type;
+  using T = std::true_type;
+  if (m) {
+    s.skip_nan ? run(T{}, T{}) : run(T{}, F{});
+  } else {
+    s.skip_nan ? run(F{}, T{}) : run(F{}, F{});
+  }
 }
 
 }  // namespace t5x::optim_detail
