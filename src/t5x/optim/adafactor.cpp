@@ -193,6 +193,10 @@ FactorPlan Adafactor::plan(const std::string& path, const Shape& shape) const {
   return p;
 }
 
+bool Adafactor::fast_path_applies(const std::string& path, const Shape& shape) const {
+  return fast_path_ && fast_layout(plan(path, shape), shape.sizes()).ok;
+}
+
 OptimizerState Adafactor::init(const ParamTree& params) const {
   OptimizerState st;
   for (const auto& [path, param] : params) {

@@ -136,6 +136,8 @@ class Adafactor : public Optimizer {
   // generic walk (tests compare the two).
   void set_fast_path(bool enabled) { fast_path_ = enabled; }
   bool fast_path() const { return fast_path_; }
+  // Whether a param with this shape at this path takes the fast path.
+  bool fast_path_applies(const std::string& path, const Shape& shape) const;
 
  private:
   void update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
