@@ -90,6 +90,7 @@ void run_both(const AdafactorConfig& c, const std::vector<Leaf>& leaves, int ste
 const std::vector<Leaf> kHeuristic = {
     {"wi", Shape{{"embed", 136}, {"mlp", 203}}},    // ROW outer, COLUMN inner (203 = 25 * 8 + 3)
     {"wo", Shape{{"mlp", 301}, {"embed", 130}}},    // COLUMN outer, ROW inner
+    {"logits", Shape{{"embed", 129}, {"vocab", 1100}}},  // rows longer than one 512-element sum block
     {"small", Shape{{"a", 12}, {"b", 2000}}},       // unfactored matrix
     {"scale", Shape{{"embed", 1003}}},              // 1-D
 };
