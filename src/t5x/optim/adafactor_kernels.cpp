@@ -44,9 +44,10 @@ inline T splat(float x) {
   }
 }
 // `fresh` where it is a number, else `old` (skip_nan_updates).
-template <typename T>
-inline T keep_old_if_nan(T fresh, T old) {
-  return (fresh != fresh) ? old : fresh;
+inline float keep_old_if_nan(float fresh, float old) { return fresh != fresh ? old : fresh; }
+inline V keep_old_if_nan(V fresh, V old) {
+  for (int j = 0; j < int(kW); ++j) fresh[j] = keep_old_if_nan(fresh[j], old[j]);
+  return fresh;
 }
 // f(T{}, k) over [0, n): vectors, then a scalar tail.
 template <typename F>

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/cpu/parallel.h"
 #include "ops/shape.h"
 #include "t5x/optim/buffers.h"
 
@@ -16,9 +17,13 @@ double global_norm(const ParamTree& grads) {
       throw_invalid("global_norm", "'" + k + "' is sharded; the global norm needs a cross-shard sum");
     ConstFloatView v(g);
     const float* p = v.data();
-    double s = 0.0;
-    for (int64_t i = 0; i < g.local_size(); ++i) s += double(p[i]) * double(p[i]);
-    total += s;
+    // Fixed chunks added in order: the same bits on any thread count.
+    total += cpu::parallel_reduce_deterministic(g.local_size(), 1 << 16, 0.0, [&](int64_t b, int64_t e) {
+      double s = 0.0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = b; i < e; ++i) s += double(p[i]) * double(p[i]);
+      return s;
+    });
   }
   return std::sqrt(total);
 }
