@@ -133,7 +133,9 @@ class Adafactor : public Optimizer {
   // ROW...] (factored) or [BATCH..., averaged...] (unfactored) take a fused,
   // vectorised, OpenMP-parallel path (adafactor_kernels.h); others walk the
   // elements generically. Both compute the same rule; false forces the
-  // generic walk (tests compare the two).
+  // generic walk (tests compare the two). Threads split the elements of one
+  // param; params are still updated one after another, so the all-gather
+  // calls keep the same order on every process.
   void set_fast_path(bool enabled) { fast_path_ = enabled; }
   bool fast_path() const { return fast_path_; }
   // Whether a param with this shape at this path takes the fast path.
