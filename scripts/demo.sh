@@ -73,7 +73,7 @@ series "$RUN_DIR/train/metrics.jsonl" loss_per_nonpadding_target_token > "$RUN_D
 series "$RUN_DIR/training_eval/$TASK/metrics.jsonl" loss_per_nonpadding_target_token > "$RUN_DIR/chart_eval_loss.dat"
 series "$RUN_DIR/inference_eval/$TASK-metrics.jsonl" bleu > "$RUN_DIR/chart_bleu.dat"
 gnuplot <<EOF
-set terminal pngcairo size 1000,560 font "sans,11"
+set terminal pngcairo size 1000,560 font "sans,11" noenhanced
 set output "$RUN_DIR/chart.png"
 set title "T5.1.1 Mini on $TASK (2 CPU cores)"
 set xlabel "training step"
@@ -83,7 +83,7 @@ set ytics nomirror
 set y2tics
 set y2range [0:*]
 set grid
-set key top center
+set key top right
 plot "$RUN_DIR/chart_train_loss.dat" using 1:2 with lines lw 2 title "train loss", \
      "$RUN_DIR/chart_eval_loss.dat" using 1:2 with linespoints lw 2 title "validation loss", \
      "$RUN_DIR/chart_bleu.dat" using 1:2 axes x1y2 with linespoints lw 2 pt 7 title "validation BLEU"
