@@ -53,3 +53,23 @@ run_impl() {
   echo "$line" >> "$OUT_JSONL"
   echo "$line" >&2
 }
+
+# Parses the options the train and decode suites share into MODELS, STEPS,
+# WARMUP, REPEATS, PEERS, PEER_DTYPES and OUT_JSONL (the caller sets defaults).
+parse_suite_args() {
+  local suite=$1
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --models) MODELS=$2; shift 2 ;;
+      --steps) STEPS=$2; shift 2 ;;
+      --warmup) WARMUP=$2; shift 2 ;;
+      --repeats) REPEATS=$2; shift 2 ;;
+      --peers) PEERS=$2; shift 2 ;;
+      --peer-dtypes) PEER_DTYPES=$2; shift 2 ;;
+      --out) OUT_JSONL=$2; shift 2 ;;
+      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--out FILE]" >&2
+         exit 2 ;;
+    esac
+  done
+}

@@ -13,18 +13,7 @@ cd "$(dirname "$0")/../.."
 source scripts/bench/model_common.bash
 MODELS="small tiny"; STEPS=5; WARMUP=2; REPEATS=1; PEERS="torch jax"; PEER_DTYPES="bfloat16 float32"
 OUT_JSONL=${OUT_JSONL:-/tmp/t5x_bench_train.jsonl}
-while [ $# -gt 0 ]; do
-  case $1 in
-    --models) MODELS=$2; shift 2 ;;
-    --steps) STEPS=$2; shift 2 ;;
-    --warmup) WARMUP=$2; shift 2 ;;
-    --repeats) REPEATS=$2; shift 2 ;;
-    --peers) PEERS=$2; shift 2 ;;
-    --peer-dtypes) PEER_DTYPES=$2; shift 2 ;;
-    --out) OUT_JSONL=$2; shift 2 ;;
-    *) echo "usage: scripts/bench.sh train [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--out FILE]" >&2; exit 2 ;;
-  esac
-done
+parse_suite_args train "$@"
 : > "$OUT_JSONL"
 build_model_bench
 pick_torch || { echo "bench: no PyTorch found; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
