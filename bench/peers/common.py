@@ -1,5 +1,6 @@
 """Shared helpers of the peer benchmarks: T5.1.1 sizes, the FLOP formula
 (the same as bench/model/flops.h), timing statistics and the JSON line."""
+import argparse
 import json
 import os
 import resource
@@ -12,6 +13,21 @@ SIZES = {
     "base": dict(emb_dim=768, num_heads=12, num_encoder_layers=12, num_decoder_layers=12, head_dim=64, mlp_dim=2048),
 }
 VOCAB = 32128
+
+
+def parse_args():
+    """The command line every peer shares with t5x_model_bench."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["train", "decode"], default="train")
+    ap.add_argument("--model", default="small")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="bfloat16")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--inputs", type=int, default=128)
+    ap.add_argument("--targets", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    return ap.parse_args()
 
 
 def size(name):

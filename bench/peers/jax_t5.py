@@ -12,7 +12,6 @@ state. decode: encoder + cross K/V once, then a lax.fori_loop of greedy steps
 over a KV cache, all in one jitted function. Compile time is excluded
 (warm-up calls). Prints one JSON line (bench/peers/common.py).
 """
-import argparse
 import math
 import os
 import sys
@@ -167,17 +166,7 @@ def greedy(params, enc, steps, d, dt):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["train", "decode"], default="train")
-    ap.add_argument("--model", default="small")
-    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="bfloat16")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--inputs", type=int, default=128)
-    ap.add_argument("--targets", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    a = ap.parse_args()
+    a = common.parse_args()
     d = common.size(a.model)
     dt = jnp.bfloat16 if a.dtype == "bfloat16" else jnp.float32
     params = init_params(d, jax.random.PRNGKey(0))

@@ -11,7 +11,6 @@ backward under torch.autocast("cpu", bfloat16) (parameters f32, matmuls in
 bf16 on oneDNN/AMX), the closest match to t5x's ACTIVATION_DTYPE.
 Prints one JSON line (bench/peers/common.py).
 """
-import argparse
 import os
 import sys
 import time
@@ -44,17 +43,7 @@ def make_optimizer(params):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["train", "decode"], default="train")
-    ap.add_argument("--model", default="small")
-    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="bfloat16")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--inputs", type=int, default=128)
-    ap.add_argument("--targets", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    a = ap.parse_args()
+    a = common.parse_args()
     torch.set_num_threads(a.threads)
     d, model = build(a.model)
     g = torch.Generator().manual_seed(1234)
