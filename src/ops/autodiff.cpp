@@ -145,6 +145,24 @@ Array track(Tape& t, const Array& x) {
 }
 
 // Walks the tape backwards. `cot` is indexed by slot and seeded by the caller.
+// A cotangent has its value's dtype, or float32 for a bfloat16 value (wide).
+bool cotangent_dtype_ok(DType got, DType value) {
+  return got == value || (value == DType::bf16 && got == DType::f32);
+}
+
+// c += g; a wide and a narrow cotangent add in float32.
+void accumulate(Array& c, const Array& g) {
+  if (!c.valid()) {
+    c = g;
+    return;
+  }
+  if (c.dtype() == g.dtype()) c = add(c, g);
+  else c = add(cast(c, DType::f32), cast(g, DType::f32));
+}
+
+// The gradient handed back to a caller has the primal's dtype.
+Array in_dtype(const Array& c, DType dt) { return c.dtype() == dt ? c : cast(c, dt); }
+
 void backward(Tape& t, std::vector<Array>& cot) {
   PauseScope pause;  // ops inside vjps are not recorded (first-order autodiff)
   for (size_t i = t.nodes.size(); i-- > 0;) {
@@ -164,6 +182,9 @@ void backward(Tape& t, std::vector<Array>& cot) {
         cots[j] = Array::zeros(n.out_shapes[j], n.out_dtypes[j]);
       }
     }
+    if (!n.prim->accepts_wide_cotangents())
+      for (size_t j = 0; j < cots.size(); ++j)
+        if (cots[j].valid() && cots[j].dtype() != n.out_dtypes[j]) cots[j] = cast(cots[j], n.out_dtypes[j]);
     std::vector<bool> needs(n.in_slots.size());
     for (size_t j = 0; j < needs.size(); ++j) needs[j] = n.in_slots[j] >= 0;
     std::vector<Array> g;
@@ -179,12 +200,11 @@ void backward(Tape& t, std::vector<Array>& cot) {
     for (size_t j = 0; j < n.in_slots.size() && j < g.size(); ++j) {
       int64_t s = n.in_slots[j];
       if (s < 0 || !g[j].valid()) continue;
-      if (g[j].shape() != n.in_shapes[j] || g[j].dtype() != n.in_dtypes[j])
+      if (g[j].shape() != n.in_shapes[j] || !cotangent_dtype_ok(g[j].dtype(), n.in_dtypes[j]))
         throw std::logic_error("[autodiff] vjp returned " + std::string(dtype_name(g[j].dtype())) +
                                g[j].shape().to_string() + " for an input of " + dtype_name(n.in_dtypes[j]) +
                                n.in_shapes[j].to_string());
-      Array& c = cot[size_t(s)];
-      c = c.valid() ? add(c, g[j]) : g[j];
+      accumulate(cot[size_t(s)], g[j]);
     }
   }
   t.nodes.clear();
@@ -291,7 +311,7 @@ std::pair<std::vector<Array>, std::vector<Array>> vjp(const ArrayFn& fn, const s
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!tracked_on(leaves[i], &tape)) continue;
     Array& c = cot[size_t(leaves[i].impl().tag.slot)];
-    grads[i] = c.valid() ? c : Array::zeros(primals[i].shape(), primals[i].dtype());
+    grads[i] = c.valid() ? in_dtype(c, primals[i].dtype()) : Array::zeros(primals[i].shape(), primals[i].dtype());
   }
   for (Array& o : outs) o = o.alias();
   return {outs, grads};
@@ -322,7 +342,7 @@ ValueAuxAndGrad value_and_grad_with_aux(const std::function<std::pair<Array, Par
   for (const auto& [k, p] : tracked) {
     if (!tracked_on(p, &tape)) continue;
     Array& c = cot[size_t(p.impl().tag.slot)];
-    out.grads[k] = c.valid() ? c : Array::zeros(p.shape(), p.dtype());
+    out.grads[k] = c.valid() ? in_dtype(c, p.dtype()) : Array::zeros(p.shape(), p.dtype());
   }
   return out;
 }

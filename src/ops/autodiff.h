@@ -12,6 +12,16 @@
 // checkpoint(block) (remat, cf. jax.checkpoint / t5x's remat policies) stores
 // only the block's inputs and recomputes its forward during backward.
 //
+// Wide cotangents: a bfloat16 value's cotangent may be carried in float32.
+// Weight gradients of bfloat16 products (sums over 'batch') leave the GEMM in
+// float32 (ops/einsum.h), and pass through casts, reshapes, transposes and
+// collectives unrounded; a primitive that wants its own dtype gets the
+// cotangent rounded first (Primitive::accepts_wide_cotangents), and two
+// cotangents of different widths add in float32. So a float32 parameter's
+// gradient is the float32 sum over the batch, rounded once, not a bfloat16
+// one: gradients summed over data-parallel processes then match one
+// process's to float32 rounding. Gradients handed back have the primal's dtype.
+//
 // Limits: first-order only (ops run inside vjp are not recorded); one tape
 // per thread; values that a checkpointed block differentiates must be passed
 // as its arguments (closure captures are treated as constants there).

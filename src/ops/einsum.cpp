@@ -33,9 +33,20 @@ int64_t prod(const Array& x, const std::vector<std::string>& names) {
   return p;
 }
 
+// The result dtype of an einsum of x and y; `widen` asks for float32 from
+// bfloat16 operands (the GEMM's accumulators, unrounded).
+DType result_dtype(const Array& x, bool widen) { return widen && x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
+
+// Whether the product that gives `operand`'s cotangent sums over the batch:
+// a weight gradient, the sum that data parallelism splits over processes.
+bool sums_over_batch(const Array& operand, const Array& a, const Array& b) {
+  return !operand.has_dim("batch") && (a.has_dim("batch") || b.has_dim("batch"));
+}
+
 class Einsum : public Primitive {
  public:
-  explicit Einsum(std::vector<std::string> out) : out_(std::move(out)) {}
+  explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false)
+      : out_(std::move(out)), widen_(widen), wide_grads_(wide_grads) {}
   const char* name() const override { return "einsum"; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     const Array &x = in[0], &y = in[1];
@@ -60,7 +71,7 @@ class Einsum : public Primitive {
     Shape cshape(cdims);
     cpu::GemmShape gs;
     gs.m = m; gs.n = n; gs.k = k; gs.trans_a = ta; gs.trans_b = tb;
-    if (x.dtype() == DType::bf16 && k > 0) {
+    if (x.dtype() == DType::bf16 && k > 0 && !widen_) {
       // bf16 output straight from the f32 accumulators (one rounding, as the
       // f32 product followed by a cast): no f32 intermediate, no cast pass.
       Array cb = make_output(cshape, DType::bf16, {x, y});
@@ -90,21 +101,37 @@ class Einsum : public Primitive {
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
     }
-    return {transpose(cast(c, x.dtype()), out_)};
+    return {transpose(cast(c, result_dtype(x, widen_)), out_)};
   }
+  // Cotangents that are sums over 'batch' (weight gradients), and with
+  // wide_grads all cotangents, of bfloat16 operands leave their GEMMs in
+  // float32 (wide cotangents, ops/autodiff.h): the partial sums of a batch
+  // or a contraction split over processes then add up to one process's sum
+  // to float32 rounding, not bfloat16's. Activation gradients of one process
+  // stay bfloat16 (wide ones would cost cast passes on every activation).
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
-    const Array &x = in[0], &y = in[1], &g = cot[0];
-    return {needs[0] ? einsum(g, y, x.names()) : Array(), needs[1] ? einsum(x, g, y.names()) : Array()};
+    const Array &x = in[0], &y = in[1];
+    const Array g = cot[0].dtype() == x.dtype() ? cot[0] : cast(cot[0], x.dtype());
+    auto product = [](const Array& a, const Array& b, const std::vector<std::string>& out, bool widen) {
+      return apply1(std::make_shared<Einsum>(out, widen), {a, b});
+    };
+    return {needs[0] ? product(g, y, x.names(), wide_grads_ || sums_over_batch(x, g, y)) : Array(),
+            needs[1] ? product(x, g, y.names(), wide_grads_ || sums_over_batch(y, x, g)) : Array()};
   }
 
  private:
   std::vector<std::string> out_;
+  bool widen_ = false, wide_grads_ = false;
 };
 
 }  // namespace
 
 Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& out) {
+  return einsum(x0, y0, out, EinsumPrecision{});
+}
+
+Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& out, EinsumPrecision precision) {
   if (any_sharded(x0, y0)) return dispatch1("einsum", {x0, y0}, OpArgs{.dims = out});
   check_local("einsum", {x0, y0});
   check_same_dtype("einsum", x0, y0);
@@ -124,7 +151,7 @@ Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& o
     if (!x0.has_dim(n) && !contains(out, n)) ys.push_back(n);
   Array x = xs.empty() ? x0 : sum(x0, xs);
   Array y = ys.empty() ? y0 : sum(y0, ys);
-  return apply1(std::make_shared<Einsum>(out), {x, y});
+  return apply1(std::make_shared<Einsum>(out, precision.wide_result, precision.wide_grads), {x, y});
 }
 
 namespace {

@@ -31,6 +31,19 @@ namespace t5x {
 Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out_dims);
 Array einsum(const std::string& spec, const Array& x, const Array& y);
 
+// Precision of a bfloat16 einsum. The product runs on bfloat16 operands with
+// float32 accumulators; by default its result is rounded to bfloat16 once, and
+// so are the operands' cotangents, except those summed over 'batch' (weight
+// gradients), which stay float32 (wide cotangents, ops/autodiff.h). For sums
+// that continue across processes:
+//   wide_result: the result is float32 (JAX's preferred_element_type);
+//   wide_grads: both operands' cotangents are float32.
+struct EinsumPrecision {
+  bool wide_result = false;
+  bool wide_grads = false;
+};
+Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out_dims, EinsumPrecision precision);
+
 // matmul(x, y, contract): contracts the one named dim shared by x and y; the
 // output has x's other dims then y's other dims (dims shared and not
 // contracted are batch dims and appear once, in x's position).

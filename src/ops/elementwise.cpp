@@ -381,8 +381,11 @@ class Cast : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
     if (!needs[0] || !is_floating(from_) || !is_floating(to_)) return {Array()};
-    return {cast(cot[0], from_)};
+    // A float32 cotangent of a bfloat16 value stays float32 (wide).
+    const bool keep_wide = from_ == DType::bf16 && cot[0].dtype() == DType::f32;
+    return {keep_wide ? cot[0] : cast(cot[0], from_)};
   }
+  bool accepts_wide_cotangents() const override { return true; }
 
  private:
   DType to_, from_ = DType::f32;

@@ -25,14 +25,20 @@ class Primitive {
   // Input cotangents from output cotangents. `inputs` / `outputs` hold the
   // forward values when saves_inputs() / saves_outputs(), else null Arrays.
   // `cotangents` has one entry per output: same shape and dtype as that output
-  // (zeros when the output did not reach the loss; null for integer/bool outputs).
+  // (zeros when the output did not reach the loss; null for integer/bool outputs),
+  // except that a primitive with accepts_wide_cotangents() may get a float32
+  // cotangent for a bfloat16 output.
   // Returns one Array per input, the cotangent with exactly that input's shape
-  // and dtype, or a null Array when `needs_grad[i]` is false or the input is
-  // not differentiable.
+  // and dtype (or float32 for a bfloat16 input: a wide cotangent, see
+  // ops/autodiff.h), or a null Array when `needs_grad[i]` is false or the
+  // input is not differentiable.
   virtual std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>& outputs,
                                  const std::vector<Array>& cotangents, const std::vector<bool>& needs_grad) = 0;
   virtual bool saves_inputs() const { return true; }
   virtual bool saves_outputs() const { return false; }
+  // True when vjp() takes float32 cotangents for bfloat16 outputs as they are
+  // (casts, reshapes, transposes); other primitives get them rounded first.
+  virtual bool accepts_wide_cotangents() const { return false; }
 };
 
 // Runs `p` on `inputs`; records it on the active tape when needed.

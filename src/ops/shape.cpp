@@ -138,6 +138,7 @@ class Relayout : public Primitive {
                          const std::vector<bool>&) override {
     return {unbroadcast(cot[0], in_)};
   }
+  bool accepts_wide_cotangents() const override { return true; }
 
  private:
   const char* name_;
@@ -157,6 +158,7 @@ class View : public Primitive {
                          const std::vector<bool>&) override {
     return {apply1(std::make_shared<View>(name_, in_), {cot[0]})};
   }
+  bool accepts_wide_cotangents() const override { return true; }
 
  private:
   const char* name_;

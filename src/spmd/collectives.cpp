@@ -126,6 +126,7 @@ class AllReduceP : public Primitive {
  public:
   AllReduceP(Axes a, ReduceOp op) : axes_(std::move(a)), op_(op) {}
   const char* name() const override { return "all_reduce"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override { return {raw_all_reduce(in[0], axes_, op_)}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -143,6 +144,7 @@ class PVaryP : public Primitive {
  public:
   explicit PVaryP(Axes a) : axes_(std::move(a)) {}
   const char* name() const override { return "pvary"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override { return {in[0].alias()}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -158,6 +160,7 @@ class AllGatherP : public Primitive {
  public:
   AllGatherP(std::string d, Axes a, bool inv) : dim_(std::move(d)), axes_(std::move(a)), invariant_(inv) {}
   const char* name() const override { return invariant_ ? "all_gather_invariant" : "all_gather"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     return {raw_all_gather(in[0], in[0].shape().index(dim_), axes_)};
@@ -179,6 +182,7 @@ class ReduceScatterP : public Primitive {
  public:
   ReduceScatterP(std::string d, Axes a) : dim_(std::move(d)), axes_(std::move(a)) {}
   const char* name() const override { return "reduce_scatter"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     return {raw_reduce_scatter(in[0], in[0].shape().index(dim_), axes_)};
@@ -197,6 +201,7 @@ class AllToAllP : public Primitive {
  public:
   AllToAllP(std::string s, std::string c, Axes a) : s_(std::move(s)), c_(std::move(c)), axes_(std::move(a)) {}
   const char* name() const override { return "all_to_all"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     return {raw_all_to_all(in[0], in[0].shape().index(s_), in[0].shape().index(c_), axes_)};
@@ -215,6 +220,7 @@ class PPermuteP : public Primitive {
  public:
   PPermuteP(Axes a, std::vector<std::pair<int, int>> p) : axes_(std::move(a)), pairs_(std::move(p)) {}
   const char* name() const override { return "ppermute"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override { return {raw_permute(in[0], axes_, pairs_)}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -233,6 +239,7 @@ class AxisSliceP : public Primitive {
  public:
   AxisSliceP(std::string d, Axes a) : dim_(std::move(d)), axes_(std::move(a)) {}
   const char* name() const override { return "axis_slice"; }
+  bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     return {raw_block(in[0], in[0].shape().index(dim_), group_size(axes_), group_rank(axes_))};

@@ -216,9 +216,14 @@ Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out
   if (out_spec) validate_partition_spec(context().mesh().desc(), named_shape(out), *out_spec);
   Choice c = choose(x, y, out, out_spec);
   Array lx = lower::prepare(x, c.a), ly = lower::prepare(y, c.a);
-  Array r = t5x::einsum(lx, ly, out_dims);
+  // bfloat16 partial sums cross processes in float32 and are rounded once,
+  // after the sum, as one process rounds its whole contraction; so do the
+  // cotangents (pvary's and all_gather's vjps sum them over processes).
+  const bool partial = !c.scatters.empty() || !c.reduce.empty();
+  Array r = t5x::einsum(lx, ly, out_dims, EinsumPrecision{.wide_result = partial, .wide_grads = true});
   for (const auto& s : c.scatters) r = reduce_scatter(r, s.dim, {s.axis});
   if (!c.reduce.empty()) r = all_reduce(r, c.reduce);
+  if (r.dtype() != x.dtype()) r = t5x::cast(r, x.dtype());
   Array g = lower::finish(r, out, c.out);
   return out_spec ? reshard(g, *out_spec) : g;
 }

@@ -70,6 +70,44 @@ TEST(Autodiff, MicrobatchAccumulationEqualsFullBatch) {
   for (const auto& [k, g] : full.grads) EXPECT_LT(max_abs_diff(acc.at(k), g), 1e-5) << k;
 }
 
+// Mixed precision as in the models: float32 parameters cast to bfloat16 for
+// the product. The weight gradient (a sum over 'batch') leaves the GEMM in
+// float32, so the gradients of two half batches add up to the full batch's
+// to float32 rounding (what data parallelism over processes relies on).
+TEST(Autodiff, BatchSummedWeightGradientsOfBf16ProductsStayFloat32) {
+  const int64_t B = 8, L = 16, E = 32, M = 24;
+  ParamTree p = {{"wi", rand_array(Shape{{"embed", E}, {"mlp", M}}, 11)},
+                 {"wo", rand_array(Shape{{"mlp", M}, {"embed", E}}, 12)}};
+  Array x = cast(rand_array(Shape{{"batch", B}, {"length", L}, {"embed", E}}, 13), DType::bf16);
+  auto loss_of = [](const Array& xs) {
+    return [xs](const ParamTree& q) {
+      Array h = einsum(xs, cast(q.at("wi"), DType::bf16), {"batch", "length", "mlp"});
+      Array w = reshape(cast(q.at("wo"), DType::bf16), Shape{{"mlp", 24}, {"embed", 32}});
+      Array y = einsum(gelu(h), w, {"batch", "length", "embed"});
+      return sum(square(cast(y, DType::f32)));
+    };
+  };
+  auto full = value_and_grad(loss_of(x), p);
+  auto lo = value_and_grad(loss_of(slice(x, "batch", 0, B / 2)), p);
+  auto hi = value_and_grad(loss_of(slice(x, "batch", B / 2, B / 2)), p);
+  for (const char* k : {"wi", "wo"}) {
+    SCOPED_TRACE(k);
+    ASSERT_EQ(full.grads.at(k).dtype(), DType::f32);
+    auto g = full.grads.at(k).to_floats();
+    auto a = lo.grads.at(k).to_floats(), b = hi.grads.at(k).to_floats();
+    double worst = 0, scale = 0, off_bf16 = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(a[i]) + double(b[i]) - double(g[i])));
+      scale = std::max(scale, std::fabs(double(g[i])));
+      off_bf16 = std::max(off_bf16, std::fabs(double(float(bfloat16(g[i]))) - double(g[i])));
+    }
+    // float32 partial sums: ~1e-7 relative; bfloat16 partials would be ~4e-3.
+    EXPECT_LT(worst, 2e-6 * scale);
+    // The gradient is not bfloat16-rounded (it has bits below bfloat16's).
+    EXPECT_GT(off_bf16, 1e-4 * scale);
+  }
+}
+
 TEST(Autodiff, AuxOutputsAreReturnedNotDifferentiated) {
   ParamTree p = {{"w", Array::scalar(3.0)}};
   auto r = value_and_grad_with_aux([](const ParamTree& q) {

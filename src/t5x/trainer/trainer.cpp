@@ -12,7 +12,6 @@
 #include "mesh/logical_axis_rules.h"
 #include "nn/params.h"
 #include "ops/elementwise.h"
-#include "ops/fused.h"
 #include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
@@ -71,9 +70,6 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   // through the spmd lowering of this data replica's mesh.
   spmd::set_context(dist_.spmd);
   spmd::install();
-  // The fused gated-GELU kernel has no sharded lowering; its plain-op
-  // reference has (the other fused ops are lowered either way).
-  set_fused_kernels_enabled(false);
   // Adafactor (and AdamW's global-norm clip) work on whole arrays: gather
   // the shards over 'model'.
   auto gather = [](const Array& a) { return spmd::gather(a); };
@@ -84,7 +80,6 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
 
 Trainer::~Trainer() {
   if (!dist_.model_parallel()) return;
-  set_fused_kernels_enabled(true);
   spmd::set_context(nullptr);
 }
 
@@ -159,7 +154,7 @@ void Trainer::initialize() {
     }
     message("resumed from " + dir + " at step " + std::to_string(state_.step()));
   } else if (auto path = resolve_restore_path(cfg_.restore)) {
-    auto r = restore_train_state(*path, state_, true, cfg_.restore.dtype, dist_.rank(), dist_.size());
+    auto r = restore_initial_state(*path, state_, cfg_.restore, dist_.rank(), dist_.size());
     message("restored " + std::string(r.optimizer_restored ? "parameters and optimizer state" : "parameters") +
             " from " + r.dir + " (step " + std::to_string(state_.step()) + ")");
   }
