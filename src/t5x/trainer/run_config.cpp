@@ -63,6 +63,21 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
   if (auto d = opt_value(cfg, ref.scope, c, "dtype")) r.dtype = d->as_string();
   r.strict = cfg.get_bool(ref.scope, c, "strict");
   r.fallback_to_scratch = cfg.get_bool(ref.scope, c, "fallback_to_scratch");
+  if (auto m = opt_value(cfg, ref.scope, c, "assignment_map"); m && !m->is_none()) {
+    const std::string what = c + ".assignment_map";
+    const std::string hint = "write a tuple of (regex, replacement or None) pairs, e.g. "
+                             "((r'state/param_states/.*', None), (r'state/step', None))";
+    if (!m->is_sequence()) throw gin::GinError(m->where(), what + " is " + m->describe(), hint);
+    for (const auto& rule : m->as_list()) {
+      const bool ok = rule.is_sequence() && rule.as_list().size() == 2 &&
+                      rule.as_list()[0].kind() == ValueKind::kString &&
+                      (rule.as_list()[1].is_none() || rule.as_list()[1].kind() == ValueKind::kString);
+      if (!ok) throw gin::GinError(rule.where(), what + ": a rule is " + rule.describe(), hint);
+      const auto& pair = rule.as_list();
+      r.assignment_map.push_back(
+          {pair[0].as_string(), pair[1].is_none() ? std::nullopt : std::optional<std::string>(pair[1].as_string())});
+    }
+  }
   return r;
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "t5x/checkpoints/restore_map.h"
 #include "seqio/feature.h"
 #include "seqio/feature_converters/feature_converters.h"
 #include "t5x/gin/config.h"
@@ -57,6 +58,9 @@ struct RestoreCheckpointConfig {
   std::string dtype;               // "" | float32 | bfloat16
   bool strict = true;
   bool fallback_to_scratch = false;
+  // t5x's assignment_map: (regex, source path or None) over target paths
+  // such as "state/param_states/.*" (t5x/checkpoints/restore_map.h).
+  std::vector<AssignmentRule> assignment_map;
 };
 
 struct PartitionerConfig {

@@ -1,5 +1,6 @@
 #include "t5x/trainer/train_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -157,6 +158,55 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
       }
     }
   }
+  return r;
+}
+
+RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,
+                                    const RestoreCheckpointConfig& cfg, int process_index, int process_count) {
+  if (cfg.assignment_map.empty() && cfg.strict && !cfg.fallback_to_scratch)
+    return restore_train_state(ckpt_dir, state, true, cfg.dtype, process_index, process_count);
+  RestoreResult r;
+  CheckpointReader reader = CheckpointReader::open(ckpt_dir);
+  r.dir = reader.dir();
+  const std::string cast = (cfg.dtype == "bfloat16" || cfg.dtype == "float16") ? cfg.dtype : "";
+  std::vector<std::string> targets;
+  for (const auto& [name, arr] : state.params) targets.push_back("target/" + name);
+  targets.push_back("state/step");
+  for (const auto& [k, v] : state.opt.slots) targets.push_back("state/param_states/" + k);
+  std::vector<std::string> in_ckpt = reader.array_paths();
+  if (reader.has("state/step") && std::find(in_ckpt.begin(), in_ckpt.end(), "state/step") == in_ckpt.end())
+    in_ckpt.push_back("state/step");
+  RestoreOptions opt;
+  opt.strict = cfg.strict;
+  opt.fallback_to_scratch = cfg.fallback_to_scratch;
+  std::vector<RestoreEntry> plan;
+  try {
+    plan = plan_restore(targets, in_ckpt, cfg.assignment_map, opt);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError("[checkpoint] " + r.dir + ": " + e.what() +
+                          "\n  hint: see utils.RestoreCheckpointConfig assignment_map / strict / fallback_to_scratch");
+  }
+  size_t slots_restored = 0;
+  for (const RestoreEntry& e : plan) {
+    if (!e.checkpoint_path) continue;
+    const std::string& src = *e.checkpoint_path;
+    if (e.target_path == "state/step") {
+      if (src != "state/step")
+        throw CheckpointError("[checkpoint] assignment_map maps state/step to " + src +
+                              "; the step can only come from state/step or be skipped (None)");
+      state.opt.step = reader.step().value_or(0);
+    } else if (e.target_path.rfind("target/", 0) == 0) {
+      Array& dst = state.params.at(e.target_path.substr(7));
+      dst = from_host(reader.read_expect(src, dst.shape().sizes(), shard_box(dst), cast), dst);
+    } else {
+      Array& dst = state.opt.slots.at(e.target_path.substr(std::string("state/param_states/").size()));
+      dst = from_host(reader.read_expect(src, dst.shape().sizes(), shard_box(dst)), dst);
+      ++slots_restored;
+    }
+  }
+  r.optimizer_restored = !state.opt.slots.empty() && slots_restored == state.opt.slots.size();
+  r.data_state_process_count = process_count;
+  (void)process_index;
   return r;
 }
 

@@ -74,6 +74,17 @@ struct RestoreResult {
 RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state, bool with_optimizer,
                                   const std::string& dtype, int process_index, int process_count);
 
+// Restores a run's initial checkpoint (t5x's RestoreCheckpointConfig for
+// fine-tuning). Without assignment_map, strict and fallback_to_scratch at
+// their defaults this is restore_train_state(..., with_optimizer=true).
+// Otherwise plan_restore picks each target leaf ("target/...", "state/step",
+// "state/param_states/..."): a leaf skipped by a rule (None), or missing under
+// fallback_to_scratch, keeps its fresh value. Skipping "state/step" and
+// "state/param_states/.*" fine-tunes from the parameters alone, with a fresh
+// optimizer and step 0. Throws CheckpointError listing every problem.
+RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,
+                                    const RestoreCheckpointConfig& cfg, int process_index, int process_count);
+
 // A checkpoint directory from RestoreCheckpointConfig paths: mode 'specific'
 // takes the path as a checkpoint_<N> directory (or a model dir's latest);
 // 'latest' takes the newest valid checkpoint under the path. nullopt if none.

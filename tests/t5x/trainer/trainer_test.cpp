@@ -179,6 +179,57 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   EXPECT_TRUE(all_finite(s.params));
 }
 
+// t5x fine-tuning from the parameters alone: assignment_map skips the step
+// and the optimizer statistics, which keep their fresh values.
+TEST(Trainer, AssignmentMapRestoresParametersOnly) {
+  std::string pre = temp_dir("amap_pre");
+  Trainer a(tiny_run(pre, 3, {"utils.SaveCheckpointConfig.period = 3"}), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  const std::string ckpt = checkpoint_dir_for_step(pre, 3);
+  const std::string path = "utils.RestoreCheckpointConfig.path = '" + ckpt + "'";
+
+  // Parameters only: step 0, fresh Adafactor slots, pretrained parameters.
+  Trainer b(tiny_run(temp_dir("amap_ft"), 2,
+                     {path, "utils.RestoreCheckpointConfig.mode = 'specific'",
+                      "utils.RestoreCheckpointConfig.assignment_map = "
+                      "((r'state/param_states/.*', None), (r'state/step', None))",
+                      "utils.RestoreCheckpointConfig.strict = False"}),
+            single(), fast());
+  b.initialize();
+  EXPECT_EQ(b.state().step(), 0);
+  for (const auto& [k, v] : a.state().params) EXPECT_TRUE(array_equal(v, b.state().params.at(k))) << k;
+  Trainer fresh(tiny_run(temp_dir("amap_fresh"), 2), single(), fast());
+  fresh.initialize();
+  size_t nonzero_pre = 0;
+  for (const auto& [k, v] : b.state().opt.slots) {
+    EXPECT_TRUE(array_equal(v, fresh.state().opt.slots.at(k))) << k;
+    if (!array_equal(a.state().opt.slots.at(k), fresh.state().opt.slots.at(k))) ++nonzero_pre;
+  }
+  EXPECT_GT(nonzero_pre, 0u);  // the pretraining's statistics did differ from fresh ones
+  ASSERT_EQ(b.train().status, TrainResult::Status::kDone);
+  EXPECT_EQ(b.state().step(), 2);
+
+  // The default restores everything; strict refuses unused leaves.
+  Trainer c(tiny_run(temp_dir("amap_all"), 4, {path, "utils.RestoreCheckpointConfig.mode = 'specific'"}), single(),
+            fast());
+  c.initialize();
+  EXPECT_EQ(c.state().step(), 3);
+  for (const auto& [k, v] : a.state().opt.slots) EXPECT_TRUE(array_equal(v, c.state().opt.slots.at(k))) << k;
+  Trainer d(tiny_run(temp_dir("amap_strict"), 2,
+                     {path, "utils.RestoreCheckpointConfig.assignment_map = ((r'state/step', None),)"}),
+            single(), fast());
+  try {
+    d.initialize();
+    FAIL() << "expected a CheckpointError";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("state/step is not used"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("assignment_map"), std::string::npos) << e.what();
+  }
+  // A malformed rule names the gin binding.
+  EXPECT_THROW(tiny_run(temp_dir("amap_bad"), 2, {"utils.RestoreCheckpointConfig.assignment_map = (('x', 1),)"}),
+               gin::GinError);
+}
+
 TEST(Trainer, SummariesReadBackFromEventFilesAndJsonl) {
   std::string dir = temp_dir("tb");
   Trainer t(tiny_run(dir, 4), single(), fast());
