@@ -50,7 +50,10 @@ class GradAccumulator {
 
 // t5x accumulate_grads_microbatched for num_microbatches > 1: runs
 // grad_fn(microbatch index) for every microbatch and sums the grads in
-// float32. With num_microbatches <= 1 returns grad_fn(0) unchanged.
+// float32, pairwise ((g0 + g1) + (g2 + g3), ...): the order in which a sum
+// of microbatches split over data-parallel processes is formed, so that a
+// run on one process and on several sum the same blocks the same way. With
+// num_microbatches <= 1 returns grad_fn(0) unchanged.
 ParamTree accumulate_grads_microbatched(const ParamTree& params, int64_t num_microbatches,
                                         const std::function<ParamTree(int64_t)>& grad_fn);
 

@@ -108,6 +108,7 @@ void Trainer::message(const std::string& s) {
 void Trainer::initialize() {
   const auto t0 = Clock::now();
   const bool chief = dist_.is_chief();
+  (void)local_microbatches();  // a num_microbatches that does not split over 'data' fails here
   if (chief) {
     fs::create_directories(cfg_.model_dir);
     if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
@@ -167,29 +168,52 @@ void Trainer::initialize() {
   initialized_ = true;
 }
 
-double Trainer::normalizer_share(const Batch& mb) const {
-  if (dist_.data->size() == 1 || !loss_is_normalized(cfg_.model.loss)) return 1.0;
-  auto [factor, w] = loss_normalizing_factor_and_weights(cfg_.model.loss.loss_normalizing_factor, mb);
-  std::vector<double> d = {factor.value_or(0.0)};
-  const double local = d[0];
-  dist_.sum_over_data(d);
-  return d[0] > 0 ? local / d[0] : 0.0;
+double Trainer::normalizing_factor(const Batch& b) const {
+  return loss_normalizing_factor_and_weights(cfg_.model.loss.loss_normalizing_factor, b).first.value_or(0.0);
+}
+
+int64_t Trainer::local_microbatches() const {
+  const int64_t m = std::max<int64_t>(1, cfg_.num_microbatches), d = dist_.data->size();
+  if (m == 1) return 1;
+  if (m % d != 0)
+    throw std::invalid_argument("[trainer] trainer.Trainer.num_microbatches = " + std::to_string(m) +
+                                " is not a multiple of the " + std::to_string(d) +
+                                " data-parallel processes\n  hint: use a multiple of " + std::to_string(d) +
+                                " (each process runs num_microbatches / " + std::to_string(d) + " of them) or None");
+  return m / d;
 }
 
 StepOutput Trainer::train_step(const Batch& host_batch) {
   StepOutput out;
   const int64_t step = state_.step();
   out.learning_rate = cfg_.optimizer.schedule(step);
-  const int64_t n_micro = std::max<int64_t>(1, cfg_.num_microbatches);
+  // num_microbatches counts microbatches of the global batch, as in t5x; each
+  // data shard runs its n_micro consecutive ones (global index
+  // data_shard * n_micro + i). One process with N microbatches and D
+  // processes with N / D each then compute the same blocks and sum them in
+  // the same pairwise order (accumulate_grads_microbatched, then over 'data').
+  const int64_t n_micro = local_microbatches();
+  const bool split = cfg_.num_microbatches > 1;
   std::optional<PRNGKey> step_rng;
   if (cfg_.model.network.dropout_rate > 0)
     step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));
+  // A normalized loss (t5x's loss_normalizing_factor, e.g. the number of
+  // target tokens) divides by the whole step's factor: each microbatch and
+  // process weights its own normalized loss by its share of that factor, so
+  // the gradient is the full batch's however the batch is cut.
+  const bool shares = loss_is_normalized(cfg_.model.loss) && (split || dist_.data->size() > 1);
+  double step_factor = 0;
+  if (shares) {
+    std::vector<double> f = {normalizing_factor(host_batch)};
+    dist_.sum_over_data(f);
+    step_factor = f[0];
+  }
   double local_loss = 0;
   ParamTree grads = accumulate_grads_microbatched(state_.params, n_micro, [&](int64_t i) {
     Batch mb = n_micro > 1 ? get_microbatch(host_batch, i, n_micro) : host_batch;
     std::optional<PRNGKey> rng;
-    if (step_rng) rng = n_micro > 1 ? fold_in(*step_rng, uint32_t(i)) : *step_rng;
-    const double share = normalizer_share(mb);
+    if (step_rng) rng = split ? fold_in(*step_rng, uint32_t(int64_t(dist_.data_shard) * n_micro + i)) : *step_rng;
+    const double share = !shares ? 1.0 : step_factor > 0 ? normalizing_factor(mb) / step_factor : 0.0;
     Metrics m;
     auto vg = spmd::value_and_grad(
         [&](const ParamTree& p) {

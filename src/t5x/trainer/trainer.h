@@ -3,6 +3,12 @@
 // (summed over num_microbatches) -> gradient sum over the data group ->
 // optimizer update; periodic summaries, checkpoints and evaluation.
 //
+// num_microbatches cuts the global batch (t5x's count); with D data-parallel
+// processes each runs num_microbatches / D of them (D must divide it). One
+// process with N microbatches and D processes then sum the same gradient
+// blocks in the same pairwise order: with D = 2 the runs are bitwise equal
+// (test: TrainerMpi.MicrobatchesSplitOverDataAreBitwiseEqual).
+//
 // Init priority (t5x): (1) the newest VALID checkpoint in MODEL_DIR (resume:
 // parameters, optimizer state, step and this process's data position, so
 // the resumed run reads exactly the batches the uninterrupted run would);
@@ -113,7 +119,10 @@ class Trainer {
   bool restored_from_model_dir_ = false;
 
   void message(const std::string& s);
-  double normalizer_share(const Batch& mb) const;
+  // The loss normalizing factor of a batch (t5x's loss_normalizing_factor).
+  double normalizing_factor(const Batch& b) const;
+  // num_microbatches / data-parallel processes (throws unless it divides).
+  int64_t local_microbatches() const;
 };
 
 // Human-readable step/loss line for logs.

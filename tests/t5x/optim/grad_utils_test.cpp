@@ -79,5 +79,21 @@ TEST(GradUtils, AccumulatorIsFloat32ForBf16Grads) {
   EXPECT_THROW(acc.add({}), std::invalid_argument);
 }
 
+// Microbatch gradients add pairwise, ((g0 + g1) + (g2 + g3)): the order in
+// which two data-parallel processes holding two microbatches each sum them.
+// Here the two orders differ: 1 + 2^-24 rounds to 1 three times in a row,
+// but 2^-24 + 2^-24 = 2^-23 survives.
+TEST(GradUtils, MicrobatchGradientsAddPairwise) {
+  ParamTree params{{"w", Array::zeros(Shape{{"embed", 1}})}};
+  const float tiny = std::ldexp(1.0f, -24);
+  const std::vector<float> g = {1.0f, tiny, tiny, tiny};
+  auto grad_of = [&](int64_t i) { return ParamTree{{"w", Array::from_floats(Shape{{"embed", 1}}, {g[size_t(i)]})}}; };
+  EXPECT_EQ(accumulate_grads_microbatched(params, 4, grad_of).at("w").to_floats()[0], 1.0f + 2 * tiny);
+  // Three: (g0 + g1) + g2.
+  EXPECT_EQ(accumulate_grads_microbatched(params, 3, grad_of).at("w").to_floats()[0], 1.0f);
+  // One: grad_fn(0) itself.
+  EXPECT_EQ(accumulate_grads_microbatched(params, 1, grad_of).at("w").to_floats()[0], 1.0f);
+}
+
 }  // namespace
 }  // namespace t5x

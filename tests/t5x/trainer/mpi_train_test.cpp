@@ -34,13 +34,14 @@ struct TrainRun {
 char digit(int n) { return char('0' + n); }
 
 TrainRun run(const std::string& name, int np, int num_partitions, int steps, int period,
-             const std::string& from_checkpoint = "", const std::vector<std::string>& extra = {}) {
+             const std::string& from_checkpoint = "", const std::vector<std::string>& extra = {},
+             const std::string& env = "") {
   TrainRun r;
   r.dir = testing::temp_dir("mpi_" + name);
   if (!from_checkpoint.empty())
     fs::copy(from_checkpoint, r.dir + "/" + fs::path(from_checkpoint).filename().string(), fs::copy_options::recursive);
-  std::string cmd;
-  if (np > 1) cmd = std::string(T5X_MPIEXEC) + " " + T5X_MPIEXEC_FLAGS + " -np " + std::to_string(np) + " ";
+  std::string cmd = env.empty() ? "" : env + " ";
+  if (np > 1) cmd += std::string(T5X_MPIEXEC) + " " + T5X_MPIEXEC_FLAGS + " -np " + std::to_string(np) + " ";
   cmd += std::string(T5X_BINARY_DIR) + "/bin/t5x train --gin_file=configs/models/t5_1_1/tiny.gin "
          "--gin_file=configs/runs/pretrain.gin";
   auto b = testing::tiny_bindings(r.dir, steps);
@@ -142,6 +143,40 @@ TEST(TrainerMpi, DropoutMicrobatchesAndClippedAdamWOnAModelAxis) {
   const TrainRun m2 = run("opt_model2", 2, 2, 4, 4, "", extra);
   ASSERT_EQ(ref.loss.size(), 4u);
   expect_losses(m2, ref, 1, 4, 1e-4, "(1,2) dropout + microbatches + clipped adamw");
+}
+
+// num_microbatches counts microbatches of the global batch: one process
+// running 2 and two data-parallel processes running 1 each compute the same
+// gradient blocks and add them the same way, so the runs are bitwise equal,
+// in bfloat16 as well (one thread per process, so that each GEMM splits its
+// work the same way).
+TEST(TrainerMpi, MicrobatchesSplitOverDataAreBitwiseEqual) {
+  const std::vector<std::string> extra = {"ACTIVATION_DTYPE = 'bfloat16'", "trainer.Trainer.num_microbatches = 2"};
+  const TrainRun ref = run("mb_np1", 1, 1, 12, 12, "", extra, "OMP_NUM_THREADS=1");
+  const TrainRun d2 = run("mb_data2", 2, 1, 12, 12, "", extra, "OMP_NUM_THREADS=1");
+  ASSERT_EQ(ref.loss.size(), 12u);
+  for (int64_t s = 1; s <= 12; ++s) EXPECT_EQ(d2.loss.at(s), ref.loss.at(s)) << "step " << s;
+  auto a = CheckpointReader::open(ref.dir + "/checkpoint_12"), b = CheckpointReader::open(d2.dir + "/checkpoint_12");
+  int compared = 0;
+  for (const auto& path : a.array_paths()) {
+    if (path.rfind("target/", 0) != 0 && path.rfind("state/param_states/", 0) != 0) continue;
+    EXPECT_EQ(a.read(path).data, b.read(path).data) << path;
+    ++compared;
+  }
+  EXPECT_GT(compared, 20);
+  // 3 microbatches do not split over 2 processes: a clear error, no training.
+  const std::string bad = testing::temp_dir("mpi_mb_bad");
+  std::string cmd = std::string(T5X_MPIEXEC) + " " + T5X_MPIEXEC_FLAGS + " -np 2 " + T5X_BINARY_DIR +
+                    "/bin/t5x train --gin_file=configs/models/t5_1_1/tiny.gin --gin_file=configs/runs/pretrain.gin";
+  auto bindings = testing::tiny_bindings(bad, 2);
+  bindings.push_back("trainer.Trainer.num_microbatches = 3");
+  bindings.push_back("BATCH_SIZE = 6");
+  for (const auto& x : bindings) cmd += " \"--gin_bindings=" + x + "\"";
+  cmd += " > " + bad + ".log 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  std::stringstream log;
+  log << std::ifstream(bad + ".log").rdbuf();
+  EXPECT_NE(log.str().find("num_microbatches"), std::string::npos) << log.str();
 }
 
 }  // namespace

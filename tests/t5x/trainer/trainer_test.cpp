@@ -275,6 +275,15 @@ TEST(Trainer, MicrobatchesGiveTheFullBatchLosses) {
   ASSERT_EQ(ra.losses.size(), 3u);
   ASSERT_EQ(rb.losses.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(ra.losses[i], rb.losses[i], 1e-4 * std::abs(ra.losses[i])) << "step " << i + 1;
+  // A normalized loss divides by the whole batch's factor, not each
+  // microbatch's own: microbatching stays a memory knob.
+  const std::string norm = "LOSS_NORMALIZING_FACTOR = 'NUM_REAL_TARGET_TOKENS'";
+  Trainer c(tiny_run(temp_dir("mb3"), 3, {norm}), single(), fast());
+  Trainer d(tiny_run(temp_dir("mb4"), 3, {norm, "trainer.Trainer.num_microbatches = 4"}), single(), fast());
+  TrainResult rc = c.train(), rd = d.train();
+  ASSERT_EQ(rd.losses.size(), 3u);
+  EXPECT_LT(rc.losses[0], 20.0);  // per token, not a sum
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(rc.losses[i], rd.losses[i], 1e-4 * std::abs(rc.losses[i])) << "step " << i + 1;
 }
 
 }  // namespace
