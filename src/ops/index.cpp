@@ -59,14 +59,22 @@ class Take : public Primitive {
     std::vector<int64_t> ids = in[1].to_ints();
     const int64_t ni = int64_t(ids.size());
     Array g = cast(cot[0], DType::f32);
-    Array gx = Array::zeros(x_shape_, DType::f32);
+    // The embedding gradient ([vocab, embed] for a few hundred tokens) is
+    // mostly zeros: fill and scatter on every thread.
+    Array gx(x_shape_, DType::f32, {}, {}, /*zero=*/false);
     const float* pg = g.data<float>();
     float* px = gx.data<float>();
-    // Parallel over pre and post; ids are walked in order, so repeats add up deterministically.
+    const int64_t total = gx.size();
+#pragma omp parallel for schedule(static) if (total > kParallelThreshold)
+    for (int64_t c = 0; c < total; c += 1 << 16)
+      std::memset(px + c, 0, size_t(std::min<int64_t>(1 << 16, total - c)) * sizeof(float));
+    // Parallel over pre and 64-wide column blocks; ids are walked in order, so
+    // repeats add up deterministically (the same sums on any thread count).
+    const int64_t blk = 64, nblk = (s.post + blk - 1) / blk;
 #pragma omp parallel for collapse(2) schedule(static) if (g.size() > kParallelThreshold)
     for (int64_t p = 0; p < s.pre; ++p)
-      for (int64_t q0 = 0; q0 < s.post; q0 += 512) {
-        int64_t q1 = std::min(s.post, q0 + 512);
+      for (int64_t b = 0; b < nblk; ++b) {
+        const int64_t q0 = b * blk, q1 = std::min(s.post, q0 + blk);
         for (int64_t i = 0; i < ni; ++i) {
           float* d = px + (p * s.n + ids[size_t(i)]) * s.post;
           const float* a = pg + (p * ni + i) * s.post;
