@@ -144,7 +144,6 @@ Array track(Tape& t, const Array& x) {
   return a;
 }
 
-// Walks the tape backwards. `cot` is indexed by slot and seeded by the caller.
 // A cotangent has its value's dtype, or float32 for a bfloat16 value (wide).
 bool cotangent_dtype_ok(DType got, DType value) {
   return got == value || (value == DType::bf16 && got == DType::f32);
@@ -163,6 +162,7 @@ void accumulate(Array& c, const Array& g) {
 // The gradient handed back to a caller has the primal's dtype.
 Array in_dtype(const Array& c, DType dt) { return c.dtype() == dt ? c : cast(c, dt); }
 
+// Walks the tape backwards. `cot` is indexed by slot and seeded by the caller.
 void backward(Tape& t, std::vector<Array>& cot) {
   PauseScope pause;  // ops inside vjps are not recorded (first-order autodiff)
   for (size_t i = t.nodes.size(); i-- > 0;) {
