@@ -304,38 +304,37 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
   }
 }
 
+// Calls run(momentum, skip_nan) with each flag as std::true_type / false_type,
+// so that the kernels are compiled once per combination.
+template <class Run>
+void with_flags(bool momentum, bool skip_nan, Run&& run) {
+  using F = std::false_type;
+  using T = std::true_type;
+  if (momentum) {
+    skip_nan ? run(T{}, T{}) : run(T{}, F{});
+  } else {
+    skip_nan ? run(F{}, T{}) : run(F{}, F{});
+  }
+}
+
 }  // namespace
 
 void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
                                float* v_row, float* v_col, float* m) {
   if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
-  auto run = [&](auto momentum, auto skip) {
+  with_flags(m != nullptr, s.skip_nan, [&](auto momentum, auto skip) {
     constexpr bool kM = decltype(momentum)::value, kS = decltype(skip)::value;
     l.row_outer ? factored_impl<kM, kS, true>(l, s, param, grad, v_row, v_col, m)
                 : factored_impl<kM, kS, false>(l, s, param, grad, v_row, v_col, m);
-  };
-  using F = std::false_type;
-  using T = std::true_type;
-  if (m) {
-    s.skip_nan ? run(T{}, T{}) : run(T{}, F{});
-  } else {
-    s.skip_nan ? run(F{}, T{}) : run(F{}, F{});
-  }
+  });
 }
 
 void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
                                  float* v, float* m) {
   if (nb <= 0 || n <= 0) return;
-  auto run = [&](auto momentum, auto skip) {
+  with_flags(m != nullptr, s.skip_nan, [&](auto momentum, auto skip) {
     unfactored_impl<decltype(momentum)::value, decltype(skip)::value>(nb, n, s, param, grad, v, m);
-  };
-  using F = std::false_type;
-  using T = std::true_type;
-  if (m) {
-    s.skip_nan ? run(T{}, T{}) : run(T{}, F{});
-  } else {
-    s.skip_nan ? run(F{}, T{}) : run(F{}, F{});
-  }
+  });
 }
 
 }  // namespace t5x::optim_detail
