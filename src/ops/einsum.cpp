@@ -37,11 +37,6 @@ int64_t prod(const Array& x, const std::vector<std::string>& names) {
 // bfloat16 operands (the GEMM's accumulators, unrounded).
 DType result_dtype(const Array& x, bool widen) { return widen && x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
 
-// Whether the product that gives `operand`'s cotangent sums over the batch:
-// a weight gradient, the sum that data parallelism splits over processes.
-bool sums_over_batch(const Array& operand, const Array& a, const Array& b) {
-  return !operand.has_dim("batch") && (a.has_dim("batch") || b.has_dim("batch"));
-}
 
 class Einsum : public Primitive {
  public:
@@ -116,8 +111,8 @@ class Einsum : public Primitive {
     auto product = [](const Array& a, const Array& b, const std::vector<std::string>& out, bool widen) {
       return apply1(std::make_shared<Einsum>(out, widen), {a, b});
     };
-    return {needs[0] ? product(g, y, x.names(), wide_grads_ || sums_over_batch(x, g, y)) : Array(),
-            needs[1] ? product(x, g, y.names(), wide_grads_ || sums_over_batch(y, x, g)) : Array()};
+    return {needs[0] ? product(g, y, x.names(), wide_grads_ || einsum_cotangent_sums_over_batch(x, g, y)) : Array(),
+            needs[1] ? product(x, g, y.names(), wide_grads_ || einsum_cotangent_sums_over_batch(y, x, g)) : Array()};
   }
 
  private:
@@ -126,6 +121,11 @@ class Einsum : public Primitive {
 };
 
 }  // namespace
+
+// A weight gradient: the sum that data parallelism splits over processes.
+bool einsum_cotangent_sums_over_batch(const Array& operand, const Array& a, const Array& b) {
+  return !operand.has_dim("batch") && (a.has_dim("batch") || b.has_dim("batch"));
+}
 
 Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& out) {
   return einsum(x0, y0, out, EinsumPrecision{});

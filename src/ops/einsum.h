@@ -44,6 +44,11 @@ struct EinsumPrecision {
 };
 Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out_dims, EinsumPrecision precision);
 
+// Whether the product giving `operand`'s cotangent from einsum operands a, b
+// sums over 'batch' (a weight gradient): its bfloat16 result then stays
+// float32 (the rule the einsum vjp applies; spmd's mesh-invariant vjp too).
+bool einsum_cotangent_sums_over_batch(const Array& operand, const Array& a, const Array& b);
+
 // matmul(x, y, contract): contracts the one named dim shared by x and y; the
 // output has x's other dims then y's other dims (dims shared and not
 // contracted are batch dims and appear once, in x's position).

@@ -42,8 +42,24 @@ class Context {
   // Sharding on this mesh with `spec`.
   Sharding sharding(PartitionSpec spec) const { return Sharding{desc(), std::move(spec)}; }
 
+  // Mesh-invariant numerics. Off (GSPMD's choice): a contraction or reduction
+  // over a split dim sums per-device partials across devices, so a result
+  // depends on the mesh by float rounding. On: no sum is ever split; the
+  // operands are gathered along the summed dims and the work is split over
+  // kept dims instead (rows or columns of each product), and einsum gradients
+  // are einsums planned the same way (not the transpose of the forward's
+  // collectives). Every value is then computed by the same kernel, in the same
+  // order, as on one process: results are bitwise those of one process, for
+  // any split over the mesh (backend/cpu/gemm.h: a product's elements do not
+  // depend on the rows and columns computed with them). Costs more traffic
+  // than partial sums (gathers of activations and weights instead of one
+  // all-reduce per contraction).
+  bool mesh_invariant() const { return mesh_invariant_; }
+  void set_mesh_invariant(bool on) { mesh_invariant_ = on; }
+
  private:
   std::shared_ptr<MeshGroups> groups_;
+  bool mesh_invariant_ = false;
 };
 
 // The current context (single-process 1x1 by default).

@@ -10,6 +10,8 @@
 #include "mesh/partition_spec.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
+#include "ops/primitive.h"
+#include "spmd/reduce.h"
 #include "spmd/context.h"
 #include "spmd/elementwise.h"
 #include "spmd/local.h"
@@ -130,22 +132,30 @@ Choice evaluate(const Array& x, const Array& y, const Shape& out, const Assignme
   return c;
 }
 
-Choice search(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec);
+Choice search(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec,
+              bool invariant);
 
-// Layout choices depend only on shapes, layouts, dtype size and the mesh, so
-// they are memoised (a training step repeats the same einsums).
-Choice choose(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec) {
+// Layout choices depend only on shapes, layouts, dtype size, the mesh and the
+// policy, so they are memoised (a training step repeats the same einsums).
+Choice choose(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec,
+              bool invariant) {
   thread_local std::map<std::string, Choice> cache;
   std::string key = mesh_to_string(context().mesh().desc()) + x.shape().to_string() + spec_to_string(spec_of(x)) +
                     y.shape().to_string() + spec_to_string(spec_of(y)) + out.to_string() +
-                    (out_spec ? spec_to_string(*out_spec) : "-") + std::to_string(dtype_size(x.dtype()));
+                    (out_spec ? spec_to_string(*out_spec) : "-") + std::to_string(dtype_size(x.dtype())) +
+                    (invariant ? "I" : "P");
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  Choice c = search(x, y, out, out_spec);
+  Choice c = search(x, y, out, out_spec, invariant);
   if (cache.size() > 4096) cache.clear();
   return cache[key] = c;
 }
 
-Choice search(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec) {
+// Mesh-invariant (Context::mesh_invariant): summed dims stay whole, and the
+// mesh axes they were split over may move to any kept dim; the cheapest of
+// the layouts that split the most work wins (then fewest bytes).
+Choice search(const Array& x, const Array& y, const Shape& out, const std::optional<PartitionSpec>& out_spec,
+              bool invariant) {
+  const Mesh& mesh = context().mesh();
   std::vector<std::string> names = x.names();
   for (const auto& n : y.names())
     if (!x.has_dim(n)) names.push_back(n);
@@ -155,12 +165,17 @@ Choice search(const Array& x, const Array& y, const Shape& out, const std::optio
     auto add = [&](const Axes& ax) {
       if (std::find(o.begin(), o.end(), ax) == o.end()) o.push_back(ax);
     };
+    if (invariant && !out.has(names[i])) {
+      add({});
+      continue;
+    }
     add(lower::axes_of(x.shape(), spec_of(x), names[i]));
     add(lower::axes_of(y.shape(), spec_of(y), names[i]));
     if (out_spec && out.has(names[i])) add(out_spec->dims[size_t(out.index(names[i]))]);
+    if (invariant)
+      for (const auto& n : nontrivial(mesh.axis_names())) add({n});
     add({});
   }
-  const Mesh& mesh = context().mesh();
   std::optional<Choice> best;
   std::vector<size_t> idx(names.size(), 0);
   int64_t visited = 0;
@@ -179,8 +194,11 @@ Choice search(const Array& x, const Array& y, const Shape& out, const std::optio
     }
     if (ok) {
       Choice c = evaluate(x, y, out, a, out_spec);
-      if (!best || c.bytes < best->bytes - 1e-9 || (c.bytes <= best->bytes + 1e-9 && c.work < best->work))
-        best = std::move(c);
+      const bool better =
+          !best ? true
+          : invariant ? (c.work < best->work - 1e-9 || (c.work <= best->work + 1e-9 && c.bytes < best->bytes - 1e-9))
+                      : (c.bytes < best->bytes - 1e-9 || (c.bytes <= best->bytes + 1e-9 && c.work < best->work));
+      if (better) best = std::move(c);
     }
     // Next combination (odometer); bounded search, then greedy.
     size_t i = 0;
@@ -194,12 +212,93 @@ Choice search(const Array& x, const Array& y, const Shape& out, const std::optio
   return *best;
 }
 
+bool invariant() { return context().mesh_invariant(); }
+
+// The lowering: local einsum on the chosen layout, then the partial sums'
+// reduction and the result's reshard. Mesh-invariant layouts have no partial
+// sums and run the local product at the caller's precision.
+Array lowered(const Array& x, const Array& y, const Shape& out, const std::vector<std::string>& out_dims,
+              const std::optional<PartitionSpec>& out_spec, EinsumPrecision precision, bool inv) {
+  Choice c = choose(x, y, out, out_spec, inv);
+  Array lx = lower::prepare(x, c.a), ly = lower::prepare(y, c.a);
+  // bfloat16 partial sums cross processes in float32 and are rounded once,
+  // after the sum, as one process rounds its whole contraction; so do the
+  // cotangents (pvary's and all_gather's vjps sum them over processes).
+  const bool partial = !c.scatters.empty() || !c.reduce.empty();
+  if (!inv) precision = EinsumPrecision{.wide_result = partial, .wide_grads = true};
+  Array r = t5x::einsum(lx, ly, out_dims, precision);
+  for (const auto& s : c.scatters) r = reduce_scatter(r, s.dim, {s.axis});
+  if (!c.reduce.empty()) r = all_reduce(r, c.reduce);
+  if (partial && r.dtype() != x.dtype()) r = t5x::cast(r, x.dtype());
+  Array g = lower::finish(r, out, c.out);
+  return out_spec ? reshard(g, *out_spec) : g;
+}
+
+// A mesh-invariant einsum as one differentiable op on the operands' local
+// views. Its vjp is not the transpose of the forward's collectives (that
+// would sum per-device partial cotangents) but two more mesh-invariant
+// einsums, at the precision one process's einsum vjp uses (ops/einsum.cpp).
+class MeshInvariantEinsum : public Primitive {
+ public:
+  MeshInvariantEinsum(const Array& x, const Array& y, std::vector<std::string> out_dims,
+                      std::optional<PartitionSpec> out_spec, EinsumPrecision precision)
+      : xs_(x.shape()), ys_(y.shape()), xsh_(x.sharding()), ysh_(y.sharding()), out_dims_(std::move(out_dims)),
+        out_spec_(std::move(out_spec)), precision_(precision) {}
+  const char* name() const override { return "spmd_einsum"; }
+  std::vector<Array> forward(const std::vector<Array>& in) override {
+    Array x = global(in[0], xs_, xsh_), y = global(in[1], ys_, ysh_);
+    Array r = lowered(x, y, out_shape_of(x, y, out_dims_), out_dims_, out_spec_, precision_, true);
+    rs_ = r.shape();
+    rsh_ = r.sharding();
+    return {to_local(r)};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>& needs) override {
+    Array x = global(in[0], xs_, xsh_), y = global(in[1], ys_, ysh_);
+    Array g = global(cot[0].dtype() == x.dtype() ? cot[0] : t5x::cast(cot[0], x.dtype()), rs_, rsh_);
+    auto grad = [](const Array& a, const Array& b, const Array& operand) {
+      const EinsumPrecision p{.wide_result = einsum_cotangent_sums_over_batch(operand, a, b)};
+      return to_local(lowered(a, b, operand.shape(), operand.names(), spec_of(operand), p, true));
+    };
+    return {needs[0] ? grad(g, y, x) : Array(), needs[1] ? grad(x, g, y) : Array()};
+  }
+  const Shape& result_shape() const { return rs_; }
+  const Sharding& result_sharding() const { return rsh_; }
+
+ private:
+  static Array global(const Array& local, const Shape& shape, const Sharding& sharding) {
+    return sharding.mesh ? from_local(local, shape, sharding) : local;
+  }
+  Shape xs_, ys_, rs_;
+  Sharding xsh_, ysh_, rsh_;
+  std::vector<std::string> out_dims_;
+  std::optional<PartitionSpec> out_spec_;
+  EinsumPrecision precision_;
+};
+
+Array mesh_invariant_einsum(Array x, Array y, const std::vector<std::string>& out_dims,
+                            const std::optional<PartitionSpec>& out_spec) {
+  // Dims in one operand only and not in the output are summed out first, as
+  // t5x::einsum does (a mesh-invariant spmd::sum).
+  auto sum_out = [&](const Array& a, const Array& b) {
+    std::vector<std::string> dims;
+    for (const auto& n : a.names())
+      if (!b.has_dim(n) && std::find(out_dims.begin(), out_dims.end(), n) == out_dims.end()) dims.push_back(n);
+    return dims.empty() ? a : spmd::sum(a, dims);
+  };
+  x = sum_out(x, y);
+  y = sum_out(y, x);
+  auto p = std::make_shared<MeshInvariantEinsum>(x, y, out_dims, out_spec, EinsumPrecision{});
+  Array local = apply1(p, {to_local(x), to_local(y)});
+  return p->result_sharding().mesh ? from_local(local, p->result_shape(), p->result_sharding()) : local;
+}
+
 }  // namespace
 
 std::string einsum_plan(const Array& x, const Array& y, const std::vector<std::string>& out_dims,
                         const std::optional<PartitionSpec>& out_spec) {
   lower::check_meshes("einsum", {x, y});
-  return choose(x, y, out_shape_of(x, y, out_dims), out_spec).explain;
+  return choose(x, y, out_shape_of(x, y, out_dims), out_spec, invariant()).explain;
 }
 
 Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out_dims,
@@ -214,18 +313,8 @@ Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out
                                 "; cast one of them");
   Shape out = out_shape_of(x, y, out_dims);
   if (out_spec) validate_partition_spec(context().mesh().desc(), named_shape(out), *out_spec);
-  Choice c = choose(x, y, out, out_spec);
-  Array lx = lower::prepare(x, c.a), ly = lower::prepare(y, c.a);
-  // bfloat16 partial sums cross processes in float32 and are rounded once,
-  // after the sum, as one process rounds its whole contraction; so do the
-  // cotangents (pvary's and all_gather's vjps sum them over processes).
-  const bool partial = !c.scatters.empty() || !c.reduce.empty();
-  Array r = t5x::einsum(lx, ly, out_dims, EinsumPrecision{.wide_result = partial, .wide_grads = true});
-  for (const auto& s : c.scatters) r = reduce_scatter(r, s.dim, {s.axis});
-  if (!c.reduce.empty()) r = all_reduce(r, c.reduce);
-  if (r.dtype() != x.dtype()) r = t5x::cast(r, x.dtype());
-  Array g = lower::finish(r, out, c.out);
-  return out_spec ? reshard(g, *out_spec) : g;
+  if (invariant()) return mesh_invariant_einsum(x, y, out_dims, out_spec);
+  return lowered(x, y, out, out_dims, out_spec, EinsumPrecision{}, false);
 }
 
 PartialSum einsum_partial(const Array& x, const Array& y, const std::vector<std::string>& out_dims) {
@@ -237,7 +326,11 @@ PartialSum einsum_partial(const Array& x, const Array& y, const std::vector<std:
   lower::check_meshes("einsum", {x, y});
   if (x.dtype() != y.dtype())
     throw_invalid("einsum", "dtype mismatch: x is " + describe_sharded(x) + " but y is " + describe_sharded(y));
-  Choice c = choose(x, y, out, std::nullopt);
+  if (invariant()) {  // nothing is left pending
+    Array r = spmd::einsum(x, y, out_dims);
+    return {to_local(r), out, spec_of(r), {}};
+  }
+  Choice c = choose(x, y, out, std::nullopt, false);
   Array r = t5x::einsum(lower::prepare(x, c.a), lower::prepare(y, c.a), out_dims);
   return {r, out, lower::spec_for(out, c.out), c.reduce};
 }

@@ -1,5 +1,8 @@
 #include "spmd/elementwise.h"
 
+#include <algorithm>
+
+#include "ops/autodiff.h"
 #include "ops/elementwise.h"
 #include "spmd/context.h"
 #include "spmd/local.h"
@@ -15,6 +18,22 @@ std::vector<Array> layout_op(const char* op, const std::vector<Array>& xs, const
   for (const auto& x : xs)
     if (x.valid()) lower::absorb(a, x.shape(), spec_of(x));
   for (const auto& w : whole) a.erase(w);
+  // Mesh-invariant under a tape: an axis that splits dims a floating operand
+  // lacks (a broadcast scale on batch-split activations) would sum that
+  // operand's gradient across devices; such axes are not split here (the
+  // other operands are gathered), so the gradient is summed as on one process.
+  if (context().mesh_invariant() && is_recording()) {
+    for (const auto& x : xs) {
+      if (!x.valid() || !is_floating(x.dtype())) continue;
+      const Axes mine = used_axes(lower::spec_for(x.shape(), a));
+      for (auto it = a.begin(); it != a.end();) {
+        bool foreign = false;
+        for (const auto& ax : it->second)
+          foreign = foreign || std::find(mine.begin(), mine.end(), ax) == mine.end();
+        it = foreign ? a.erase(it) : std::next(it);
+      }
+    }
+  }
   std::vector<Array> locals;
   for (const auto& x : xs) locals.push_back(x.valid() ? lower::prepare(x, a) : x);
   std::vector<Array> ys = fn(locals);

@@ -4,6 +4,7 @@
 
 #include "ops/elementwise.h"
 #include "spmd/collectives.h"
+#include "spmd/context.h"
 #include "spmd/elementwise.h"
 #include "spmd/index.h"
 #include "spmd/local.h"
@@ -20,8 +21,10 @@ bool dim_split(const Array& x, const std::string& dim) {
 
 }  // namespace
 
+// Mesh-invariant (spmd/context.h): a split `dim` is gathered and the fused
+// kernel runs as on one process.
 Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
-  if (!dim_split(x, dim))
+  if (!dim_split(x, dim) || context().mesh_invariant())
     return layout_op("rms_norm", {x, scale}, {dim}, [&](const std::vector<Array>& v) {
       return std::vector<Array>{t5x::rms_norm(v[0], v[1], dim, eps)};
     })[0];
@@ -32,7 +35,7 @@ Array rms_norm(const Array& x, const Array& scale, const std::string& dim, doubl
 
 CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,
                                                        double label_smoothing, const std::string& vocab) {
-  if (!dim_split(logits, vocab)) {
+  if (!dim_split(logits, vocab) || context().mesh_invariant()) {
     auto r = layout_op("softmax_cross_entropy_with_integer_labels", {logits, targets}, {vocab},
                        [&](const std::vector<Array>& v) {
                          CrossEntropy c = t5x::softmax_cross_entropy_with_integer_labels(v[0], v[1], z_loss,

@@ -24,6 +24,10 @@ Plan plan(const char* op, const Array& x, const std::vector<std::string>& dims) 
   lower::check_meshes(op, {x});
   Plan p;
   lower::absorb(p.in, x.shape(), spec_of(x));
+  // Mesh-invariant: the reduced dims are gathered whole, so each sum runs as
+  // one process runs it (no partial sums across devices).
+  if (context().mesh_invariant())
+    for (const auto& d : dims) p.in.erase(d);
   p.out = p.in;
   Axes pend;
   for (const auto& d : dims) {

@@ -2,6 +2,7 @@
 #include "backend/cpu/gemm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -205,6 +206,74 @@ TEST(Gemm, ConcurrentCallersFromThreads) {
   for (auto& o : out)
     for (size_t i = 0; i < o.size(); ++i) ASSERT_NEAR(o[i], ref[i], 1e-4f);
 }
+
+// Mesh invariance rests on this: an output element's value does not depend
+// on how many rows or columns are computed with it, nor on the thread count
+// (oneDNN splits rows and columns over threads, never the sum over k). A
+// device holding a block of rows or columns then gets one process's values.
+struct BlockCase {
+  int64_t m, n, k;
+  bool ta, tb;
+};
+class GemmBlocks : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(GemmBlocks, RowAndColumnBlocksMatchTheWholeProductBitwise) {
+  const BlockCase t = GetParam();
+  auto fa = random_vec(size_t(t.m * t.k), 11), fb = random_vec(size_t(t.k * t.n), 12);
+  std::vector<bfloat16> a(fa.begin(), fa.end()), b(fb.begin(), fb.end());
+  // op(A) element (i, p) and op(B) element (p, j) in their stored layouts.
+  auto a_at = [&](int64_t i, int64_t p) { return t.ta ? a[size_t(p * t.m + i)] : a[size_t(i * t.k + p)]; };
+  auto b_at = [&](int64_t p, int64_t j) { return t.tb ? b[size_t(j * t.k + p)] : b[size_t(p * t.n + j)]; };
+  auto run = [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols, int threads, bool bf16_out) {
+    // The block's operands, packed densely as a device would hold them.
+    std::vector<bfloat16> ba(size_t(rows * t.k)), bb(size_t(t.k * cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t p = 0; p < t.k; ++p) (t.ta ? ba[size_t(p * rows + i)] : ba[size_t(i * t.k + p)]) = a_at(r0 + i, p);
+    for (int64_t p = 0; p < t.k; ++p)
+      for (int64_t j = 0; j < cols; ++j) (t.tb ? bb[size_t(j * t.k + p)] : bb[size_t(p * cols + j)]) = b_at(p, c0 + j);
+    GemmShape s{rows, cols, t.k, t.ta, t.tb};
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> c(size_t(rows * cols));
+    if (bf16_out) {
+      std::vector<bfloat16> cb(c.size());
+      gemm_batched_bf16_out_bf16(s, 1, 0, 0, 0, 1.f, ba.data(), bb.data(), 0.f, cb.data());
+      for (size_t i = 0; i < c.size(); ++i) c[i] = float(cb[i]);
+    } else {
+      gemm_batched_bf16(s, 1, 0, 0, 0, 1.f, ba.data(), bb.data(), 0.f, c.data());
+    }
+    omp_set_num_threads(saved);
+    return c;
+  };
+  for (bool bf16_out : {false, true}) {
+    const auto whole = run(0, t.m, 0, t.n, 2, bf16_out);
+    for (int threads : {1, 2}) {
+      for (int half = 0; half < 2; ++half) {
+        const auto rows = run(half * t.m / 2, t.m / 2, 0, t.n, threads, bf16_out);
+        for (int64_t i = 0; i < t.m / 2; ++i)
+          for (int64_t j = 0; j < t.n; ++j)
+            ASSERT_EQ(rows[size_t(i * t.n + j)], whole[size_t((half * t.m / 2 + i) * t.n + j)])
+                << "row block " << half << " threads " << threads << " at (" << i << ", " << j << ")";
+        const auto cols = run(0, t.m, half * t.n / 2, t.n / 2, threads, bf16_out);
+        for (int64_t i = 0; i < t.m; ++i)
+          for (int64_t j = 0; j < t.n / 2; ++j)
+            ASSERT_EQ(cols[size_t(i * t.n / 2 + j)], whole[size_t(i * t.n + half * t.n / 2 + j)])
+                << "column block " << half << " threads " << threads << " at (" << i << ", " << j << ")";
+      }
+    }
+  }
+}
+
+// T5.1.1 tiny's training products: activations x kernels, their input
+// gradients (transposed kernels) and weight gradients (sums over batch x length).
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmBlocks,
+                         ::testing::Values(BlockCase{512, 1024, 256, false, false},
+                                           BlockCase{512, 256, 1024, false, true},
+                                           BlockCase{256, 1024, 512, true, false},
+                                           BlockCase{512, 8192, 256, false, false},
+                                           BlockCase{512, 256, 8192, false, true},
+                                           BlockCase{64, 64, 64, false, true},
+                                           BlockCase{48, 40, 200, true, true}));
 
 TEST(Gemm, RejectsMisuse) {
   std::vector<float> x(16);

@@ -159,5 +159,50 @@ TEST(SpmdTransformer, FusedBlockWithEmbeddingAndLoss) {
   }
 }
 
+
+// Mesh-invariant lowering (spmd::Context::mesh_invariant): no sum is split
+// across devices and einsum gradients are planned as einsums, so the fused
+// block's loss and every gradient are bitwise one process's, on every mesh
+// and rule preset (including the batch split over 'data'), in float32 and in
+// bfloat16.
+TEST(SpmdTransformer, MeshInvariantIsBitwiseOneProcess) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    ParamTree host = init_params();
+    host.erase("x");
+    host["token_embedder"] = randn(Shape{{"vocab", 8}, {"embed", E}}, 97);
+    host["final_norm/scale"] = add(mul(randn(Shape{{"embed", E}}, 96), 0.1), 1.0);
+    for (auto& [k, v] : host) v = cast(v, dt);
+    std::vector<int64_t> iv, tv;
+    for (int i = 0; i < B * L; ++i) {
+      iv.push_back((i * 3 + 1) % 8);
+      tv.push_back((i * 5 + 2) % 8);
+    }
+    Array ids = Array::from_ints(Shape{{"batch", B}, {"length", L}}, iv);
+    Array targets = Array::from_ints(Shape{{"batch", B}, {"length", L}}, tv);
+    auto ref = value_and_grad([&](const ParamTree& p) { return fused_block(false, nullptr, p, ids, targets); }, host);
+    for (const auto& ctx : contexts()) {
+      spmd::ContextScope scope(ctx);
+      ctx->set_mesh_invariant(true);
+      for (const auto& pr : presets()) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + mesh_name(*ctx) + " rules (" + std::to_string(pr.act) +
+                     "," + std::to_string(pr.param) + ")");
+        LogicalAxisRules rules = standard_logical_axis_rules(pr.act, pr.param);
+        ParamTree params = spmd::shard_params(host, rules);
+        Array ids_s = spmd::shard(ids, spmd::param_spec(ids.shape(), rules));
+        Array tg_s = spmd::shard(targets, spmd::param_spec(targets.shape(), rules));
+        auto got =
+            spmd::value_and_grad([&](const ParamTree& p) { return fused_block(true, &rules, p, ids_s, tg_s); }, params);
+        EXPECT_EQ(spmd::gather(got.value).to_floats(), ref.value.to_floats());
+        for (const auto& [k, g] : ref.grads) {
+          EXPECT_EQ(got.grads.at(k).local_shape(), params.at(k).local_shape()) << k;
+          EXPECT_EQ(got.grads.at(k).dtype(), g.dtype()) << k;
+          EXPECT_EQ(spmd::gather(got.grads.at(k)).to_floats(), g.to_floats()) << "grad of " << k;
+        }
+      }
+      ctx->set_mesh_invariant(false);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t5x::testing_spmd

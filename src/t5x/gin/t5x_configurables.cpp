@@ -118,7 +118,8 @@ void add_run_configurables(Registry& r) {
   const Params partitioner = {{"num_partitions", "None"},      {"model_parallel_submesh", "None"},
                               {"params_on_devices", "True"},   {"backend", "None"},
                               {"ici_mesh_shape", "None"},      {"dcn_mesh_shape", "None"},
-                              {"logical_axis_rules", "None"},  {"use_cpu_pjit", "False"}};
+                              {"logical_axis_rules", "None"},  {"use_cpu_pjit", "False"},
+                              {"mesh_invariant", "True"}};
   r.add("partitioning.PjitPartitioner", partitioner, "mesh + logical-axis partitioner");
   r.add("partitioning.ModelBasedPjitPartitioner", partitioner, "deprecated alias of PjitPartitioner");
   r.add("partitioning.standard_logical_axis_rules",

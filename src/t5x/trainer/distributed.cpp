@@ -23,6 +23,7 @@ Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Comm
     d.model = d.world->split(static_cast<int>(d.data_shard), static_cast<int>(d.model_shard));
   }
   d.spmd = std::make_shared<spmd::Context>(Mesh({1, d.num_model_shards}, {"data", "model"}, d.model_shard), d.model);
+  d.spmd->set_mesh_invariant(p.mesh_invariant);
   return d;
 }
 

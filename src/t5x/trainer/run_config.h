@@ -70,6 +70,10 @@ struct PartitionerConfig {
   // t5x's activation_partitioning_dims / parameter_partitioning_dims.
   int activation_partitioning_dims = 1;
   int parameter_partitioning_dims = 1;
+  // Not in t5x: results bitwise independent of the `model` axis (no sum
+  // split across devices; spmd::Context::mesh_invariant). Over `data` they
+  // are when num_microbatches is a multiple of the data-axis size.
+  bool mesh_invariant = true;
 };
 
 // The model as gin describes it.
