@@ -1,5 +1,7 @@
 #include "t5x/trainer/distributed.h"
 
+#include <algorithm>
+
 namespace t5x::trainer {
 
 Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }
@@ -37,7 +39,48 @@ void Distributed::sum_over_data(std::vector<double>& v) const {
 }
 
 void Distributed::sum_over_data(std::vector<float>& v) const {
-  if (data->size() > 1 && !v.empty()) data->all_reduce(v.data(), v.data(), v.size(), CommDtype::kF32);
+  const size_t d = size_t(data->size());
+  if (d <= 1 || v.empty()) return;
+  if (d == 2) {  // a + b: one value whatever the algorithm
+    data->all_reduce(v.data(), v.data(), v.size(), CommDtype::kF32);
+    return;
+  }
+  // Gather every shard's block (in chunks, bounding memory to d x chunk),
+  // then add pairwise with a binary counter, as accumulate_grads_microbatched.
+  constexpr size_t kChunk = size_t(1) << 20;
+  std::vector<float> all, carry;
+  std::vector<std::vector<float>> levels;
+  std::vector<bool> full;
+  for (size_t off = 0; off < v.size(); off += kChunk) {
+    const size_t n = std::min(kChunk, v.size() - off);
+    all.resize(n * d);
+    data->all_gather(v.data() + off, all.data(), n, CommDtype::kF32);
+    levels.clear();
+    full.clear();
+    for (size_t r = 0; r < d; ++r) {
+      carry.assign(all.begin() + std::ptrdiff_t(r * n), all.begin() + std::ptrdiff_t((r + 1) * n));
+      size_t k = 0;
+      for (; k < levels.size() && full[k]; ++k) {
+        for (size_t i = 0; i < n; ++i) carry[i] = levels[k][i] + carry[i];
+        full[k] = false;
+      }
+      if (k == levels.size()) {
+        levels.emplace_back();
+        full.push_back(false);
+      }
+      levels[k] = carry;
+      full[k] = true;
+    }
+    bool first = true;
+    for (size_t k = levels.size(); k-- > 0;) {
+      if (!full[k]) continue;
+      if (first) carry = levels[k];
+      else
+        for (size_t i = 0; i < n; ++i) carry[i] += levels[k][i];
+      first = false;
+    }
+    std::copy(carry.begin(), carry.end(), v.begin() + std::ptrdiff_t(off));
+  }
 }
 
 uint64_t Distributed::broadcast(uint64_t v) const {

@@ -96,6 +96,16 @@ std::string Trainer::layout() const {
        << " parameter values per process";
   else
     os << "; parameters replicated";
+  // What the run equals on one process, bit for bit (mesh-invariant over
+  // 'model'; over 'data', each process's microbatches are gradient blocks).
+  if (dist_.size() > 1) {
+    const int64_t blocks = cfg_.num_microbatches > 1 ? cfg_.num_microbatches : dist_.num_data_shards;
+    if (cfg_.partitioner.mesh_invariant || !dist_.model_parallel())
+      os << "; bitwise equal to one process with "
+         << (blocks > 1 ? "num_microbatches = " + std::to_string(blocks) : std::string("the same bindings"));
+    else
+      os << "; mesh_invariant = False: sums split over 'model' differ from one process's by float rounding";
+  }
   return os.str();
 }
 
@@ -193,7 +203,9 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // processes with N / D each then compute the same blocks and sum them in
   // the same pairwise order (accumulate_grads_microbatched, then over 'data').
   const int64_t n_micro = local_microbatches();
-  const bool split = cfg_.num_microbatches > 1;
+  // More than one gradient block in the global batch (microbatches, or data
+  // shards: None on D processes is D blocks, as num_microbatches = D on one).
+  const bool split = cfg_.num_microbatches > 1 || dist_.data->size() > 1;
   std::optional<PRNGKey> step_rng;
   if (cfg_.model.network.dropout_rate > 0)
     step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));

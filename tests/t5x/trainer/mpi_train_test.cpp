@@ -145,25 +145,46 @@ TEST(TrainerMpi, DropoutMicrobatchesAndClippedAdamWOnAModelAxis) {
   expect_losses(m2, ref, 1, 4, 1e-4, "(1,2) dropout + microbatches + clipped adamw");
 }
 
-// num_microbatches counts microbatches of the global batch: one process
-// running 2 and two data-parallel processes running 1 each compute the same
-// gradient blocks and add them the same way, so the runs are bitwise equal,
-// in bfloat16 as well (one thread per process, so that each GEMM splits its
-// work the same way).
-TEST(TrainerMpi, MicrobatchesSplitOverDataAreBitwiseEqual) {
-  const std::vector<std::string> extra = {"ACTIVATION_DTYPE = 'bfloat16'", "trainer.Trainer.num_microbatches = 2"};
-  const TrainRun ref = run("mb_np1", 1, 1, 12, 12, "", extra, "OMP_NUM_THREADS=1");
-  const TrainRun d2 = run("mb_data2", 2, 1, 12, 12, "", extra, "OMP_NUM_THREADS=1");
-  ASSERT_EQ(ref.loss.size(), 12u);
-  for (int64_t s = 1; s <= 12; ++s) EXPECT_EQ(d2.loss.at(s), ref.loss.at(s)) << "step " << s;
-  auto a = CheckpointReader::open(ref.dir + "/checkpoint_12"), b = CheckpointReader::open(d2.dir + "/checkpoint_12");
+// Bitwise equality with one process, in bfloat16 with dropout:
+//   - over 'model' the lowering is mesh-invariant (no sum split across
+//     devices), so (1,2) equals one process with the same bindings;
+//   - over 'data', num_microbatches counts microbatches of the global batch:
+//     D processes running N/D each (None: one each) compute the same gradient
+//     blocks as one process running N and add them in the same pairwise order.
+void expect_bitwise(const TrainRun& got, const TrainRun& ref, int steps, const std::string& what) {
+  ASSERT_EQ(ref.loss.size(), size_t(steps));
+  for (int64_t s = 1; s <= steps; ++s) EXPECT_EQ(got.loss.at(s), ref.loss.at(s)) << what << " step " << s;
+  const std::string ckpt = "/checkpoint_" + std::to_string(steps);
+  auto a = CheckpointReader::open(ref.dir + ckpt), b = CheckpointReader::open(got.dir + ckpt);
   int compared = 0;
   for (const auto& path : a.array_paths()) {
     if (path.rfind("target/", 0) != 0 && path.rfind("state/param_states/", 0) != 0) continue;
-    EXPECT_EQ(a.read(path).data, b.read(path).data) << path;
+    EXPECT_EQ(a.read(path).data, b.read(path).data) << what << " " << path;
     ++compared;
   }
-  EXPECT_GT(compared, 20);
+  EXPECT_GT(compared, 20) << what;
+}
+
+TEST(TrainerMpi, MeshesAreBitwiseEqualToOneProcessInBfloat16) {
+  const std::vector<std::string> bf16 = {"ACTIVATION_DTYPE = 'bfloat16'", "DROPOUT_RATE = 0.1"};
+  auto with = [&](const std::string& b) {
+    auto v = bf16;
+    v.push_back(b);
+    return v;
+  };
+  const int steps = 6;
+  const TrainRun ref2 = run("bw_np1_mb2", 1, 1, steps, steps, "", with("trainer.Trainer.num_microbatches = 2"));
+  const TrainRun m2 = run("bw_model2_mb2", 2, 2, steps, steps, "", with("trainer.Trainer.num_microbatches = 2"));
+  expect_bitwise(m2, ref2, steps, "(1,2), 2 microbatches");
+  const TrainRun d2 = run("bw_data2", 2, 1, steps, steps, "", bf16);
+  expect_bitwise(d2, ref2, steps, "(2,1), None");
+  EXPECT_NE(d2.log.find("bitwise equal to one process with num_microbatches = 2"), std::string::npos) << d2.log;
+  const TrainRun d2m2 = run("bw_data2_model2", 4, 2, steps, steps, "", bf16);
+  expect_bitwise(d2m2, ref2, steps, "(2,2), None");
+  // Four data shards: the pairwise sum over 'data' is ((s0 + s1) + (s2 + s3)).
+  const TrainRun ref4 = run("bw_np1_mb4", 1, 1, steps, steps, "", with("trainer.Trainer.num_microbatches = 4"));
+  const TrainRun d4 = run("bw_data4", 4, 1, steps, steps, "", bf16);
+  expect_bitwise(d4, ref4, steps, "(4,1), None");
   // 3 microbatches do not split over 2 processes: a clear error, no training.
   const std::string bad = testing::temp_dir("mpi_mb_bad");
   std::string cmd = std::string(T5X_MPIEXEC) + " " + T5X_MPIEXEC_FLAGS + " -np 2 " + T5X_BINARY_DIR +
