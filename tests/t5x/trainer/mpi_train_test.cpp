@@ -1,8 +1,11 @@
 // `mpirun -np N t5x train` on (data, model) meshes (issue 6 acceptance),
 // running the real binary as separate processes:
-//   - meshes (2,1), (1,2) and (2,2) give the single-process losses of the
-//     first 20 steps within 1e-4 relative, with the parameters split over
-//     'model' where the mesh has a model axis;
+//   - meshes (1,2), (2,1), (2,2) and (4,1) are bitwise one process (bfloat16,
+//     dropout): over 'model' with the same bindings, over 'data' as one process
+//     with num_microbatches = the data-axis size;
+//   - in float32 with num_microbatches = None, meshes (2,1), (1,2) and (2,2)
+//     give the single-process losses of the first 20 steps within 1e-4
+//     relative, with the parameters split over 'model' on a model axis;
 //   - (data=2) follows the single-process loss curve over 50 steps (1e-3);
 //   - a checkpoint written shard by shard on (1,2) (one zarr chunk per shard)
 //     holds the same arrays as the single-process one, and restores on (2,1)
