@@ -37,7 +37,6 @@ int64_t prod(const Array& x, const std::vector<std::string>& names) {
 // bfloat16 operands (the GEMM's accumulators, unrounded).
 DType result_dtype(const Array& x, bool widen) { return widen && x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
 
-
 class Einsum : public Primitive {
  public:
   explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false)

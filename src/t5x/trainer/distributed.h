@@ -61,7 +61,8 @@ struct Distributed {
   // float32 sums are formed pairwise in data-shard order, ((s0 + s1) + (s2 +
   // s3)), like accumulate_grads_microbatched's blocks: the same value on every
   // process and for any MPI reduction algorithm, so D processes with N/D
-  // microbatches each equal one process with N (D, N/D powers of two).
+  // microbatches each equal one process with N when N/D is a power of two
+  // (each process's sum is then a whole subtree of one process's).
   void sum_over_data(std::vector<float>& v) const;
   // Rank 0's value of `v` on every process.
   uint64_t broadcast(uint64_t v) const;

@@ -99,12 +99,15 @@ std::string Trainer::layout() const {
   // What the run equals on one process, bit for bit (mesh-invariant over
   // 'model'; over 'data', each process's microbatches are gradient blocks).
   if (dist_.size() > 1) {
+    // The pairwise sums line up when each process holds a power of two of
+    // the blocks (distributed.h).
     const int64_t blocks = cfg_.num_microbatches > 1 ? cfg_.num_microbatches : dist_.num_data_shards;
-    if (cfg_.partitioner.mesh_invariant || !dist_.model_parallel())
+    const int64_t per_process = blocks / dist_.num_data_shards;
+    if (!cfg_.partitioner.mesh_invariant && dist_.model_parallel())
+      os << "; mesh_invariant = False: sums split over 'model' differ from one process's by float rounding";
+    else if ((per_process & (per_process - 1)) == 0)
       os << "; bitwise equal to one process with "
          << (blocks > 1 ? "num_microbatches = " + std::to_string(blocks) : std::string("the same bindings"));
-    else
-      os << "; mesh_invariant = False: sums split over 'model' differ from one process's by float rounding";
   }
   return os.str();
 }
