@@ -4,7 +4,7 @@
 # compared step by step (relative difference of the per-step train loss).
 #
 # Each mesh is compared with the single-process run of the same bindings and
-# with the one it equals bit for bit: over 'data', D processes compute the
+# with the one whose arithmetic it has: over 'data', D processes compute the
 # gradient blocks of one process running num_microbatches = D (the startup
 # line says which), so a second single-process run with 2 microbatches is the
 # reference for the meshes with data = 2.

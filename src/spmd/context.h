@@ -48,12 +48,14 @@ class Context {
   // operands are gathered along the summed dims and the work is split over
   // kept dims instead (rows or columns of each product), and einsum gradients
   // are einsums planned the same way (not the transpose of the forward's
-  // collectives). Every value is then computed by the same kernel, in the same
-  // order, as on one process: results are bitwise those of one process, for
-  // any split over the mesh (backend/cpu/gemm.h: a product's elements do not
-  // depend on the rows and columns computed with them). Costs more traffic
-  // than partial sums (gathers of activations and weights instead of one
-  // all-reduce per contraction).
+  // collectives). Every sum is then whole on one device, as on one process;
+  // a device computes a block of each product with the same kernel, so the
+  // results are bitwise one process's wherever the GEMM sums an element in
+  // the same order for a block as for the whole product (backend/cpu/gemm.h:
+  // for small k; otherwise they differ by float rounding, as one process
+  // with another thread count does). Costs more traffic than partial sums
+  // (gathers of activations and weights instead of one all-reduce per
+  // contraction).
   bool mesh_invariant() const { return mesh_invariant_; }
   void set_mesh_invariant(bool on) { mesh_invariant_ = on; }
 

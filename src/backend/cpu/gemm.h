@@ -10,11 +10,13 @@
 //
 // Threads: uses every OpenMP thread, except products under 16 MFLOP (decode
 // steps), which run on the calling thread (env T5X_GEMM_SMALL_FLOPS sets the
-// cut-off; 0 disables it). Each output element is summed over k in an order
-// that depends only on k: the same for any thread count and any number of
-// rows or columns computed with it (tests GemmBlocks.*; what mesh-invariant
-// spmd products rely on, spmd/context.h), except that products of at most
-// kSkinnyMaxRows rows take the streaming kernel (skinny_gemm.h). Callable from
+// cut-off; 0 disables it). Results are deterministic for a given thread count
+// and shape (oneDNN fixes the reduction order per shape). For small k an
+// output element's value does not depend on the rows and columns computed
+// with it nor on the threads (tests GemmBlocks.*: k <= 512); with k >= 1024
+// (A transposed) or k >= 2048 oneDNN's order over k changes with the row
+// count, and with the threads, measured on 256 x {256, 1024} products; rows
+// up to kSkinnyMaxRows take the streaming kernel (skinny_gemm.h). Callable from
 // several threads at once. Primitives are cached per (dtype, shape,
 // transposes, leading dims, batch strides, alpha, beta, threads).
 // bf16 goes through AVX512-BF16 / AMX when the CPU has them (~4x f32 here).

@@ -96,18 +96,18 @@ std::string Trainer::layout() const {
        << " parameter values per process";
   else
     os << "; parameters replicated";
-  // What the run equals on one process, bit for bit (mesh-invariant over
-  // 'model'; over 'data', each process's microbatches are gradient blocks).
+  // The one-process run with the same arithmetic (docs/trainer.md, "Several
+  // processes"): over 'data' the same gradient blocks, added pairwise (which
+  // lines up when each process holds a power of two of them, distributed.h);
+  // over 'model' no sum split across processes (mesh-invariant lowering).
   if (dist_.size() > 1) {
-    // The pairwise sums line up when each process holds a power of two of
-    // the blocks (distributed.h).
     const int64_t blocks = cfg_.num_microbatches > 1 ? cfg_.num_microbatches : dist_.num_data_shards;
     const int64_t per_process = blocks / dist_.num_data_shards;
-    if (!cfg_.partitioner.mesh_invariant && dist_.model_parallel())
-      os << "; mesh_invariant = False: sums split over 'model' differ from one process's by float rounding";
-    else if ((per_process & (per_process - 1)) == 0)
-      os << "; bitwise equal to one process with "
-         << (blocks > 1 ? "num_microbatches = " + std::to_string(blocks) : std::string("the same bindings"));
+    if (dist_.num_data_shards > 1 && (per_process & (per_process - 1)) == 0)
+      os << "; gradient blocks and sums of one process with num_microbatches = " << blocks;
+    if (dist_.model_parallel())
+      os << (cfg_.partitioner.mesh_invariant ? "; no sum split over 'model' (mesh_invariant)"
+                                             : "; sums split over 'model' (mesh_invariant = False)");
   }
   return os.str();
 }

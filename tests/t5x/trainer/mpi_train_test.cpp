@@ -148,9 +148,12 @@ TEST(TrainerMpi, DropoutMicrobatchesAndClippedAdamWOnAModelAxis) {
   expect_losses(m2, ref, 1, 4, 1e-4, "(1,2) dropout + microbatches + clipped adamw");
 }
 
-// Bitwise equality with one process, in bfloat16 with dropout:
+// Bitwise equality with one process, in bfloat16 with dropout (one thread
+// per process, as ctest sets):
 //   - over 'model' the lowering is mesh-invariant (no sum split across
-//     devices), so (1,2) equals one process with the same bindings;
+//     devices), and on these shapes each process's blocks of the products
+//     are summed as in the whole products (GemmBlocks.*), so (1,2) equals one
+//     process with the same bindings;
 //   - over 'data', num_microbatches counts microbatches of the global batch:
 //     D processes running N/D each (None: one each) compute the same gradient
 //     blocks as one process running N and add them in the same pairwise order.
@@ -181,7 +184,9 @@ TEST(TrainerMpi, MeshesAreBitwiseEqualToOneProcessInBfloat16) {
   expect_bitwise(m2, ref2, steps, "(1,2), 2 microbatches");
   const TrainRun d2 = run("bw_data2", 2, 1, steps, steps, "", bf16);
   expect_bitwise(d2, ref2, steps, "(2,1), None");
-  EXPECT_NE(d2.log.find("bitwise equal to one process with num_microbatches = 2"), std::string::npos) << d2.log;
+  EXPECT_NE(d2.log.find("gradient blocks and sums of one process with num_microbatches = 2"), std::string::npos)
+      << d2.log;
+  EXPECT_NE(m2.log.find("no sum split over 'model' (mesh_invariant)"), std::string::npos) << m2.log;
   const TrainRun d2m2 = run("bw_data2_model2", 4, 2, steps, steps, "", bf16);
   expect_bitwise(d2m2, ref2, steps, "(2,2), None");
   // Four data shards: the pairwise sum over 'data' is ((s0 + s1) + (s2 + s3)).
