@@ -95,7 +95,12 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
     throw std::invalid_argument(
         "[partitioning] set either num_partitions or model_parallel_submesh, not both (t5x raises the same)");
   if (!np && !sub) p.num_partitions = 1;
-  if (auto inv = opt_value(cfg, ref.scope, c, "mesh_invariant")) p.mesh_invariant = inv->as_bool();
+  if (auto inv = cfg.get_optional(ref.scope, c, "mesh_invariant")) {
+    if (inv->is_none())
+      throw gin::GinError(inv->where(), "partitioning.PjitPartitioner.mesh_invariant is None",
+                          "write True (no sum split across processes) or False (GSPMD's partial sums)");
+    p.mesh_invariant = inv->as_bool();
+  }
   auto rules = cfg.get_optional(ref.scope, c, "logical_axis_rules");
   if (rules && rules->kind() == ValueKind::kReference) {
     const Reference& rr = rules->as_reference();

@@ -187,6 +187,16 @@ double Trainer::normalizing_factor(const Batch& b) const {
 
 int64_t Trainer::local_microbatches() const {
   const int64_t m = std::max<int64_t>(1, cfg_.num_microbatches), d = dist_.data->size();
+  const int64_t b = cfg_.train_ds.batch_size;
+  if (b % d != 0)
+    throw std::invalid_argument("[trainer] BATCH_SIZE = " + std::to_string(b) + " is not divisible by the " +
+                                std::to_string(d) + " data-parallel processes\n  hint: use a multiple of " +
+                                std::to_string(d) + " (each process feeds BATCH_SIZE / " + std::to_string(d) +
+                                " rows), or change num_partitions");
+  if (m > 1 && b % m != 0)
+    throw std::invalid_argument("[trainer] BATCH_SIZE = " + std::to_string(b) +
+                                " is not divisible by trainer.Trainer.num_microbatches = " + std::to_string(m) +
+                                "\n  hint: use a num_microbatches that divides the global batch");
   if (m == 1) return 1;
   if (m % d != 0)
     throw std::invalid_argument("[trainer] trainer.Trainer.num_microbatches = " + std::to_string(m) +

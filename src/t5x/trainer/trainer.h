@@ -121,7 +121,8 @@ class Trainer {
   void message(const std::string& s);
   // The loss normalizing factor of a batch (t5x's loss_normalizing_factor).
   double normalizing_factor(const Batch& b) const;
-  // num_microbatches / data-parallel processes (throws unless it divides).
+  // num_microbatches / data-parallel processes. Throws unless it divides, or
+  // unless BATCH_SIZE divides over the processes and the microbatches.
   int64_t local_microbatches() const;
 };
 

@@ -286,5 +286,30 @@ TEST(Trainer, MicrobatchesGiveTheFullBatchLosses) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(rc.losses[i], rd.losses[i], 1e-4 * std::abs(rc.losses[i])) << "step " << i + 1;
 }
 
+// A batch that the microbatches do not divide fails at start-up with the
+// user's numbers, before anything lands in MODEL_DIR; a None where the
+// partitioner wants True/False is a gin error at its binding.
+TEST(Trainer, BadMicrobatchesAndMeshInvariantFailBeforeWriting) {
+  const std::string dir = temp_dir("mb_bad");
+  Trainer t(tiny_run(dir, 2, {"trainer.Trainer.num_microbatches = 3"}), single(), fast());
+  try {
+    t.train();
+    FAIL() << "expected a throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("BATCH_SIZE = 8 is not divisible by trainer.Trainer.num_microbatches = 3"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/config.gin"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_0"));
+  try {
+    tiny_run(temp_dir("inv_none"), 2, {"partitioning.PjitPartitioner.mesh_invariant = None"});
+    FAIL() << "expected a gin error";
+  } catch (const gin::GinError& e) {
+    EXPECT_NE(std::string(e.what()).find("mesh_invariant is None"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("write True"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace t5x::trainer
