@@ -87,7 +87,9 @@ int main(int argc, char** argv) {
       trainer::TrainRunConfig rc = trainer::read_train_config(cfg);
       trainer::TrainerOptions opt;
       opt.log = log;
-      opt.tty = chief && isatty(STDOUT_FILENO);
+      // Under mpirun each process's stdout is a pseudo-terminal even when
+      // mpirun's output goes to a file: plain lines there.
+      opt.tty = chief && world->size() == 1 && isatty(STDOUT_FILENO);
       opt.gin = &cfg;
       trainer::Trainer tr(rc, trainer::Distributed::create(rc.partitioner, world), opt);
       auto res = tr.train();
@@ -110,7 +112,12 @@ int main(int argc, char** argv) {
     if (chief) std::cout << "wrote " << st.examples << " examples (" << st.chunks_skipped << " chunks reused)\n";
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "t5x " << mode << ": " << e.what() << "\n";
+    // One write per process, so that the lines of several processes do not interleave.
+    const std::string who =
+        world && world->size() > 1 ? " [process " + std::to_string(world->rank()) + " of " +
+                                         std::to_string(world->size()) + "]"
+                                   : "";
+    std::cerr << ("t5x " + mode + who + ": " + e.what() + "\n") << std::flush;
     // A failure seen by one process would leave the others waiting.
     if (world && world->size() > 1) world->abort(1);
     return 1;
