@@ -90,7 +90,13 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
     for (const auto& v : sub->as_list()) p.model_parallel_submesh.push_back(v.as_int());
     p.num_partitions = 0;
   }
-  if (np) p.num_partitions = np->as_int();
+  if (np) {
+    p.num_partitions = np->as_int();
+    if (p.num_partitions < 1)
+      throw gin::GinError(np->where(), "partitioning.PjitPartitioner.num_partitions = " +
+                                           std::to_string(p.num_partitions) + " must be at least 1",
+                          "the size of the 'model' mesh axis: 1 for data parallelism only");
+  }
   if (np && sub)
     throw std::invalid_argument(
         "[partitioning] set either num_partitions or model_parallel_submesh, not both (t5x raises the same)");

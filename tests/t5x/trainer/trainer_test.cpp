@@ -309,6 +309,7 @@ TEST(Trainer, BadMicrobatchesAndMeshInvariantFailBeforeWriting) {
     EXPECT_NE(std::string(e.what()).find("mesh_invariant is None"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("write True"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(tiny_run(temp_dir("np0"), 2, {"partitioning.PjitPartitioner.num_partitions = 0"}), gin::GinError);
 }
 
 }  // namespace
