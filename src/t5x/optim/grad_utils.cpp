@@ -94,30 +94,15 @@ void GradAccumulator::add(const ParamTree& grads) {
 ParamTree accumulate_grads_microbatched(const ParamTree& params, int64_t num_microbatches,
                                         const std::function<ParamTree(int64_t)>& grad_fn) {
   if (num_microbatches <= 1) return grad_fn(0);
-  // Pairwise summation with a binary counter: levels[k] holds the sum of the
-  // last 2^k microbatches not yet merged (earlier blocks on the left).
-  std::vector<std::optional<GradAccumulator>> levels;
-  for (int64_t i = 0; i < num_microbatches; ++i) {
-    GradAccumulator carry(params);
-    carry.add(grad_fn(i));
-    size_t k = 0;
-    for (; k < levels.size() && levels[k]; ++k) {
-      GradAccumulator merged(std::move(*levels[k]));
-      merged.add(carry.sum());
-      carry = std::move(merged);
-      levels[k].reset();
-    }
-    if (k == levels.size()) levels.emplace_back();
-    levels[k] = std::move(carry);
-  }
-  // A count that is not a power of two: add the partial sums, oldest first.
-  std::optional<GradAccumulator> total;
-  for (size_t k = levels.size(); k-- > 0;) {
-    if (!levels[k]) continue;
-    if (!total) total = std::move(levels[k]);
-    else total->add(levels[k]->sum());
-  }
-  return total->sum();
+  return sum_pairwise<GradAccumulator>(
+             num_microbatches,
+             [&](int64_t i) {
+               GradAccumulator g(params);
+               g.add(grad_fn(i));
+               return g;
+             },
+             [](GradAccumulator& left, const GradAccumulator& right) { left.add(right.sum()); })
+      .sum();
 }
 
 }  // namespace t5x

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "t5x/optim/grad_utils.h"
+
 namespace t5x::trainer {
 
 Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }
@@ -46,40 +48,21 @@ void Distributed::sum_over_data(std::vector<float>& v) const {
     return;
   }
   // Gather every shard's block (in chunks, bounding memory to d x chunk),
-  // then add pairwise with a binary counter, as accumulate_grads_microbatched.
+  // then add them in accumulate_grads_microbatched's order (sum_pairwise).
   constexpr size_t kChunk = size_t(1) << 20;
-  std::vector<float> all, carry;
-  std::vector<std::vector<float>> levels;
-  std::vector<bool> full;
+  std::vector<float> all;
   for (size_t off = 0; off < v.size(); off += kChunk) {
     const size_t n = std::min(kChunk, v.size() - off);
     all.resize(n * d);
     data->all_gather(v.data() + off, all.data(), n, CommDtype::kF32);
-    levels.clear();
-    full.clear();
-    for (size_t r = 0; r < d; ++r) {
-      carry.assign(all.begin() + std::ptrdiff_t(r * n), all.begin() + std::ptrdiff_t((r + 1) * n));
-      size_t k = 0;
-      for (; k < levels.size() && full[k]; ++k) {
-        for (size_t i = 0; i < n; ++i) carry[i] = levels[k][i] + carry[i];
-        full[k] = false;
-      }
-      if (k == levels.size()) {
-        levels.emplace_back();
-        full.push_back(false);
-      }
-      levels[k] = carry;
-      full[k] = true;
-    }
-    bool first = true;
-    for (size_t k = levels.size(); k-- > 0;) {
-      if (!full[k]) continue;
-      if (first) carry = levels[k];
-      else
-        for (size_t i = 0; i < n; ++i) carry[i] += levels[k][i];
-      first = false;
-    }
-    std::copy(carry.begin(), carry.end(), v.begin() + std::ptrdiff_t(off));
+    using Block = std::vector<float>;
+    Block s = sum_pairwise<Block>(
+        int64_t(d),
+        [&](int64_t r) { return Block(all.begin() + std::ptrdiff_t(size_t(r) * n), all.begin() + std::ptrdiff_t(size_t(r + 1) * n)); },
+        [n](Block& left, const Block& right) {
+          for (size_t i = 0; i < n; ++i) left[i] += right[i];
+        });
+    std::copy(s.begin(), s.end(), v.begin() + std::ptrdiff_t(off));
   }
 }
 
