@@ -58,7 +58,10 @@ void Distributed::sum_over_data(std::vector<float>& v) const {
     using Block = std::vector<float>;
     Block s = sum_pairwise<Block>(
         int64_t(d),
-        [&](int64_t r) { return Block(all.begin() + std::ptrdiff_t(size_t(r) * n), all.begin() + std::ptrdiff_t(size_t(r + 1) * n)); },
+        [&](int64_t r) {
+          const auto first = all.begin() + std::ptrdiff_t(size_t(r) * n);
+          return Block(first, first + std::ptrdiff_t(n));
+        },
         [n](Block& left, const Block& right) {
           for (size_t i = 0; i < n; ++i) left[i] += right[i];
         });
