@@ -241,13 +241,13 @@ Array lowered(const Array& x, const Array& y, const Shape& out, const std::vecto
 class MeshInvariantEinsum : public Primitive {
  public:
   MeshInvariantEinsum(const Array& x, const Array& y, std::vector<std::string> out_dims,
-                      std::optional<PartitionSpec> out_spec, EinsumPrecision precision)
+                      std::optional<PartitionSpec> out_spec)
       : xs_(x.shape()), ys_(y.shape()), xsh_(x.sharding()), ysh_(y.sharding()), out_dims_(std::move(out_dims)),
-        out_spec_(std::move(out_spec)), precision_(precision) {}
+        out_spec_(std::move(out_spec)) {}
   const char* name() const override { return "spmd_einsum"; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     Array x = global(in[0], xs_, xsh_), y = global(in[1], ys_, ysh_);
-    Array r = lowered(x, y, out_shape_of(x, y, out_dims_), out_dims_, out_spec_, precision_, true);
+    Array r = lowered(x, y, out_shape_of(x, y, out_dims_), out_dims_, out_spec_, EinsumPrecision{}, true);
     rs_ = r.shape();
     rsh_ = r.sharding();
     return {to_local(r)};
@@ -273,7 +273,6 @@ class MeshInvariantEinsum : public Primitive {
   Sharding xsh_, ysh_, rsh_;
   std::vector<std::string> out_dims_;
   std::optional<PartitionSpec> out_spec_;
-  EinsumPrecision precision_;
 };
 
 Array mesh_invariant_einsum(Array x, Array y, const std::vector<std::string>& out_dims,
@@ -288,7 +287,7 @@ Array mesh_invariant_einsum(Array x, Array y, const std::vector<std::string>& ou
   };
   x = sum_out(x, y);
   y = sum_out(y, x);
-  auto p = std::make_shared<MeshInvariantEinsum>(x, y, out_dims, out_spec, EinsumPrecision{});
+  auto p = std::make_shared<MeshInvariantEinsum>(x, y, out_dims, out_spec);
   Array local = apply1(p, {to_local(x), to_local(y)});
   return p->result_sharding().mesh ? from_local(local, p->result_shape(), p->result_sharding()) : local;
 }

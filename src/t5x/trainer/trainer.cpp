@@ -226,7 +226,7 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // target tokens) divides by the whole step's factor: each microbatch and
   // process weights its own normalized loss by its share of that factor, so
   // the gradient is the full batch's however the batch is cut.
-  const bool shares = loss_is_normalized(cfg_.model.loss) && (split || dist_.data->size() > 1);
+  const bool shares = loss_is_normalized(cfg_.model.loss) && split;
   double step_factor = 0;
   if (shares) {
     std::vector<double> f = {normalizing_factor(host_batch)};
