@@ -15,8 +15,7 @@ FORMAT_VERSION=2   # bump when the cleaning rules or outputs change
 
 scripts/deps.sh --data
 BUILD_DIR=${BUILD_DIR:-build}
-[[ -f "$BUILD_DIR/CMakeCache.txt" ]] || cmake -S . -B "$BUILD_DIR" >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target t5x_prepare_bible >/dev/null
+TARGETS=t5x_prepare_bible scripts/build.sh >/dev/null
 
 versions=$(dpkg-query -W -f='${Package}=${Version} ' sword-text-web sword-text-kjv sword-text-sparv wordnet-base sentencepiece)
 fingerprint="format=$FORMAT_VERSION vocab=$VOCAB_SIZE $versions $(sha256sum examples/bible/*.cpp examples/bible/*.h | sha256sum | cut -c1-16)"

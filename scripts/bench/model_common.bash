@@ -12,10 +12,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_NUM_THREADS=$THREADS
 
 build_model_bench() {
-  if [ ! -x "$BIN" ]; then
-    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} >/dev/null
-    cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target t5x_model_bench >&2
-  fi
+  TARGETS=t5x_model_bench scripts/build.sh >&2
 }
 
 # PyTorch: the pyenv/PATH python3 when it has torch + transformers (PyPI
