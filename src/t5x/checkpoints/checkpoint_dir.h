@@ -97,7 +97,9 @@ class CheckpointReader {
  public:
   // `path` is a checkpoint directory or its `checkpoint` file; a directory
   // with a `state/` subdirectory is read from `state/checkpoint`. Throws
-  // CheckpointError when the msgpack is missing or corrupt.
+  // CheckpointError when the msgpack is missing or corrupt. A TensorFlow
+  // checkpoint prefix (PATH.index exists) is read whole, its Mesh-TF T5 names
+  // mapped to t5x paths (meshtf_mapping.h), and served as inline arrays.
   static CheckpointReader open(const std::string& path);
 
   struct LeafInfo {
