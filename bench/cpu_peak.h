@@ -7,8 +7,10 @@
 // Sapphire/Emerald Rapids parts): 2 x 16 x 2 = 64. AVX2+FMA: 2 x 8 x 2 = 32.
 // Clock: "cpu MHz" from /proc/cpuinfo (on KVM guests this is the TSC rate,
 // i.e. the nominal clock; turbo/AVX-512 licence clocks are not visible), or
-// BogoMIPS / 2 when that line is missing. measure_fma_gflops() times a loop of
-// independent FMAs so the assumption can be checked on the machine at hand.
+// BogoMIPS / 2 when that line is missing. The vector class is the one oneDNN
+// runs its products at (cpu_info.h: the CPU's, capped by ONEDNN_MAX_CPU_ISA),
+// and measure_fma_gflops() times a loop of independent FMAs of that class, so
+// that the assumption can be checked on the machine, and under the cap, at hand.
 #pragma once
 #include <cstdint>
 #include <string>

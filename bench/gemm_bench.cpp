@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/cpu_info.h"
 #include "cpu_peak.h"
 
 namespace {
@@ -101,9 +102,10 @@ int main(int argc, char** argv) {
       "{\"suite\":\"gemm\",\"machine\":true,\"loadavg_1min\":%.2f,\"threads\":%d,\"isa\":\"%s\",\"flop_per_cycle\":%d,"
       "\"clock_ghz\":%.3f,\"clock_source\":\"%s\",\"peak_gflops\":%.1f,"
       "\"measured_fma_gflops\":%.1f,\"measured_fma_gflops_per_cpu_s\":%.1f,"
-      "\"core_peak_gflops\":%.1f}\n",
+      "\"core_peak_gflops\":%.1f,\"cpu\":\"%s\"}\n",
       load1, threads, peak.isa.c_str(), peak.flop_per_cycle, peak.clock_ghz, peak.clock_source.c_str(),
-      peak.gflops(), fma.gflops, fma.gflops_per_cpu_s, peak.gflops() / threads);
+      peak.gflops(), fma.gflops, fma.gflops_per_cpu_s, peak.gflops() / threads,
+      t5x::cpu::describe_cpu().c_str());
   std::fflush(stdout);
 
   for (const Case& c : kCases) {

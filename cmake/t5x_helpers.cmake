@@ -17,31 +17,41 @@ function(t5x_add_test)
     DISCOVERY_TIMEOUT 60)
 endfunction()
 
+# The interpreter of the interop checks: scripts/test.sh passes the venv that
+# scripts/python_env.sh makes (pinned PyPI versions). Empty: python3 on PATH.
+set(T5X_PYTHON "" CACHE FILEPATH "Python of the interop checks (scripts/python_env.sh prints one)")
+if(T5X_PYTHON)
+  set(T5X_PYTHON_EXE ${T5X_PYTHON})
+else()
+  find_program(T5X_PYTHON_EXE python3)
+endif()
+
+# t5x_add_interop_test(NAME test IMPORTS "import a, b" RUNNER run_x.cmake ARGS -DK=V ...)
+# A ctest test that runs RUNNER (cmake -P) with PYTHON set, after checking
+# that IMPORTS work. Always registered: where the packages are missing the
+# test fails and says how to get them (a check that skips is not a check).
+function(t5x_add_interop_test)
+  cmake_parse_arguments(P "" "NAME;IMPORTS;RUNNER;TIMEOUT" "ARGS" ${ARGN})
+  if(NOT P_TIMEOUT)
+    set(P_TIMEOUT 300)
+  endif()
+  add_test(NAME ${P_NAME}
+           COMMAND ${CMAKE_COMMAND}
+             -DPYTHON=${T5X_PYTHON_EXE} "-DIMPORTS=${P_IMPORTS}"
+             -DRUNNER=${P_RUNNER} ${P_ARGS}
+             -P ${CMAKE_SOURCE_DIR}/cmake/run_interop.cmake)
+  set_tests_properties(${P_NAME} PROPERTIES TIMEOUT ${P_TIMEOUT} LABELS "interop")
+endfunction()
+
 # t5x_add_python_check(NAME test IMPORTS "import a, b" WRITER exe WRITER_SOURCES a.cpp
 #                      LIBS lib SCRIPT scripts/check/x.py RUNNER run_x.cmake OUT subdir)
 # A C++ writer makes files that a Python script from PyPI packages reads back.
-# Registered only when the imports work at configure time, so machines
-# without those packages still pass.
 function(t5x_add_python_check)
   cmake_parse_arguments(P "" "NAME;IMPORTS;WRITER;SCRIPT;RUNNER;OUT" "WRITER_SOURCES;LIBS" ${ARGN})
-  find_package(Python3 COMPONENTS Interpreter QUIET)
-  if(NOT Python3_Interpreter_FOUND)
-    return()
-  endif()
-  execute_process(COMMAND ${Python3_EXECUTABLE} -c "${P_IMPORTS}"
-                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
-  if(NOT rc EQUAL 0)
-    message(STATUS "${P_NAME}: skipped (${P_IMPORTS} fails)")
-    return()
-  endif()
   add_executable(${P_WRITER} ${P_WRITER_SOURCES})
   target_link_libraries(${P_WRITER} PRIVATE ${P_LIBS})
-  add_test(NAME ${P_NAME}
-           COMMAND ${CMAKE_COMMAND}
-             -DWRITER=$<TARGET_FILE:${P_WRITER}>
-             -DPYTHON=${Python3_EXECUTABLE}
-             -DSCRIPT=${CMAKE_SOURCE_DIR}/${P_SCRIPT}
-             -DOUT=${CMAKE_CURRENT_BINARY_DIR}/${P_OUT}
-             -P ${CMAKE_CURRENT_SOURCE_DIR}/${P_RUNNER})
-  set_tests_properties(${P_NAME} PROPERTIES TIMEOUT 300)
+  t5x_add_interop_test(NAME ${P_NAME} IMPORTS "${P_IMPORTS}"
+    RUNNER ${CMAKE_CURRENT_SOURCE_DIR}/${P_RUNNER}
+    ARGS -DWRITER=$<TARGET_FILE:${P_WRITER}> -DSCRIPT=${CMAKE_SOURCE_DIR}/${P_SCRIPT}
+         -DOUT=${CMAKE_CURRENT_BINARY_DIR}/${P_OUT})
 endfunction()

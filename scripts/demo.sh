@@ -13,7 +13,8 @@
 #   scripts/demo.sh [RUN_DIR]        (default runs/demo)
 #
 # Environment: DEMO_STEPS (training steps; default from the gin file),
-# DEMO_THREADS (OMP threads; default all cores). Re-running resumes: a finished
+# DEMO_THREADS (OMP threads; default all cores), BUILD_DIR (default build/).
+# As an AVX2-only machine would run it: scripts/avx2.sh scripts/demo.sh. Re-running resumes: a finished
 # run skips straight to the evaluation. Outputs in RUN_DIR:
 #   checkpoint_*/               t5x checkpoints (the last two)
 #   train/, training_eval/, inference_eval/   TensorBoard event files + JSONL metrics
@@ -23,6 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN_DIR=${1:-runs/demo}
+BIN=${BUILD_DIR:-build}/bin
 GIN=configs/examples/bible/translate_en_es_demo.gin
 TASK=bible_translate_en_es
 PREFIX="translate English to Spanish: "
@@ -32,9 +34,17 @@ stage() { printf '\n[demo %s +%ds] %s\n' "$(date +%H:%M:%S)" $(( $(date +%s) - t
 stage "1/6 Debian packages"
 scripts/deps.sh --data
 
-stage "2/6 building (build/; a few minutes on a fresh machine, seconds with ccache)"
-scripts/build.sh 2>&1 | grep --line-buffered -E '^\[ *[0-9]+%\] (Built|Linking)|error|warning: unused' || true
-[[ -x build/bin/t5x && -x build/bin/seqio ]] || { echo "demo: the build did not produce build/bin/t5x" >&2; exit 1; }
+stage "2/6 building the three programs (${BUILD_DIR:-build}/; minutes on a fresh machine, seconds with ccache)"
+mkdir -p "$RUN_DIR"
+build_rc=0
+TARGETS="t5x_cli seqio_cli t5x_prepare_bible" scripts/build.sh > >(tee "$RUN_DIR/build.log" |
+  grep --line-buffered -E '^\[ *[0-9]+%\] (Built|Linking)|error' || true) 2>&1 || build_rc=$?
+if ((build_rc != 0)); then
+  sleep 1  # let the progress filter finish
+  echo "demo: the build failed (exit $build_rc); the end of $RUN_DIR/build.log:" >&2
+  tail -n 30 "$RUN_DIR/build.log" >&2
+  exit 1
+fi
 
 stage "3/6 data: three Bibles from diatheke, cleaned and aligned; SentencePiece vocabulary"
 scripts/prepare_data.sh
@@ -43,20 +53,20 @@ stage "4/6 training T5.1.1 Mini on $TASK (progress: step, loss, tokens/s, ETA)"
 export OMP_NUM_THREADS=${DEMO_THREADS:-$(nproc)}
 steps=()
 [[ -n "${DEMO_STEPS:-}" ]] && steps=("--gin.TRAIN_STEPS=$DEMO_STEPS")
-build/bin/t5x train --gin_file="$GIN" --gin.MODEL_DIR="$RUN_DIR" "${steps[@]}"
+"$BIN/t5x" train --gin_file="$GIN" --gin.MODEL_DIR="$RUN_DIR" "${steps[@]}"
 
 stage "5/6 translating the test books (Ruth, Jonah, Titus, Philemon, Jude) with t5x infer"
 ckpt=$(ls -d "$RUN_DIR"/checkpoint_* | grep -E 'checkpoint_[0-9]+$' | sort -t_ -k2 -n | tail -1)
 rm -rf "$RUN_DIR/infer"
-build/bin/t5x infer --gin_file=configs/models/t5_1_1/mini.gin --gin_file=configs/runs/infer.gin \
+"$BIN/t5x" infer --gin_file=configs/models/t5_1_1/mini.gin --gin_file=configs/runs/infer.gin \
   --gin_file=configs/examples/bible/common.gin --gin.MIXTURE_OR_TASK_NAME="$TASK" \
   --gin.CHECKPOINT_PATH="$ckpt" --gin.INFER_OUTPUT_DIR="$RUN_DIR/infer" \
   --gin.TASK_FEATURE_LENGTHS="{'inputs': 128, 'targets': 128}" --gin.utils.RestoreCheckpointConfig.dtype="'float32'"
 cat "$RUN_DIR"/infer/"$TASK"-predict.jsonl-* > "$RUN_DIR/test_predictions.jsonl"
-model=$(build/bin/seqio metric bleu --predictions "$RUN_DIR/test_predictions.jsonl")
-copy=$(build/bin/seqio metric bleu --predictions "$RUN_DIR/test_predictions.jsonl" \
+model=$("$BIN/seqio" metric bleu --predictions "$RUN_DIR/test_predictions.jsonl")
+copy=$("$BIN/seqio" metric bleu --predictions "$RUN_DIR/test_predictions.jsonl" \
          --prediction_field inputs.inputs_pretokenized --strip_prefix "$PREFIX")
-acc=$(build/bin/seqio metric sequence_accuracy --predictions "$RUN_DIR/test_predictions.jsonl")
+acc=$("$BIN/seqio" metric sequence_accuracy --predictions "$RUN_DIR/test_predictions.jsonl")
 bleu_model=$(jq -r .bleu <<<"$model")
 bleu_copy=$(jq -r .bleu <<<"$copy")
 jq -n --arg ckpt "$ckpt" --argjson m "$model" --argjson c "$copy" --argjson a "$acc" \

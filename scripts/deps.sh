@@ -2,15 +2,19 @@
 # Installs the Debian packages t5x.cpp builds and runs with, when missing.
 # Usage: scripts/deps.sh [--data]   (--data adds the corpora and tools of the main job)
 set -euo pipefail
+# ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
+# for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
+# checks' venv (scripts/python_env.sh).
 pkgs=(cmake g++ make ccache pkg-config
-      libdnnl-dev libomp-dev
+      libdnnl-dev ocl-icd-opencl-dev libomp-dev
       libsentencepiece-dev sentencepiece
       libmsgpack-dev libmsgpack-cxx-dev nlohmann-json3-dev
       zlib1g-dev libzstd-dev
       libprotobuf-dev protobuf-compiler libleveldb-dev libsnappy-dev
       libcli11-dev
       libopenmpi-dev openmpi-bin
-      libgtest-dev libgmock-dev libbenchmark-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev
+      python3 python3-venv)
 if [[ "${1:-}" == "--data" ]]; then
   pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq)
 fi

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds into build/, runs ctest.
-# Exits non-zero on any failure.
+# The test command: installs what is missing (Debian packages; the interop
+# checks' Python venv from PyPI), builds into build/, runs ctest.
+# Exits non-zero on any failure. Extra arguments go to CMake's configure step.
+# As an AVX2-only machine would run it: scripts/avx2.sh scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+T5X_PYTHON=$(scripts/python_env.sh)
+export T5X_PYTHON
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 scripts/build.sh "$@"
 cd "${BUILD_DIR:-build}"
+echo "[test] $(./bin/t5x cpu)${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}"
 ctest --output-on-failure -j "${CTEST_JOBS:-2}"

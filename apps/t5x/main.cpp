@@ -4,6 +4,7 @@
 //       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
 //   t5x --run_mode=train ...       (same as the subcommand)
 //   t5x ckpt info|export-hf|import-hf ...   (checkpoint tools, ckpt_cmd.h)
+//   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
 //
 // Exit status: 0 done, 1 error (message on stderr), 2 stopped on a
 // non-finite loss, 64 usage.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ckpt_cmd.h"
+#include "backend/cpu/cpu_info.h"
 #include "backend/cpu/malloc_tuning.h"
 #include "seqio/registration.h"
 #include "t5x/gin/flags.h"
@@ -36,6 +38,7 @@ constexpr const char* kUsage =
     "  infer  infer.py: configs/runs/infer.gin (CHECKPOINT_PATH, INFER_OUTPUT_DIR)\n"
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
     "  ckpt   checkpoint tools: info, export-hf, import-hf (t5x ckpt --help)\n"
+    "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path)\n"
     "Run several processes with: mpirun -np N t5x train ... (batch split over 'data'; parameters split over\n"
     "'model' by logical_axis_rules when partitioning.PjitPartitioner.num_partitions > 1)\n";
 
@@ -56,6 +59,10 @@ int main(int argc, char** argv) {
   // (docs/performance.md).
   cpu::retain_freed_memory();
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "cpu") {  // the startup line alone
+    std::cout << cpu::describe_cpu() << "\n";
+    return 0;
+  }
   if (!args.empty() && args[0] == "ckpt")  // checkpoint tools: no gin, no MPI
     return cli::run_ckpt_command({args.begin() + 1, args.end()}, std::cout, std::cerr);
   std::string mode;
@@ -83,6 +90,8 @@ int main(int argc, char** argv) {
     gin::Config cfg = gin::load_gin_config(flags);
     cfg.check_complete();
     std::ostream* log = chief ? &std::cout : nullptr;
+    // What the kernels run on: speed and the bf16 path differ between CPUs.
+    if (log) *log << cpu::describe_cpu() << "\n";
     if (mode == "train") {
       trainer::TrainRunConfig rc = trainer::read_train_config(cfg);
       trainer::TrainerOptions opt;

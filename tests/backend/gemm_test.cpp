@@ -1,7 +1,10 @@
 // gemm_f32 / gemm_batched_f32 / gemm_batched_bf16 against naive loops.
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/cpu_info.h"
 
 #include <gtest/gtest.h>
+#include <cstdlib>
+#include <cstring>
 #include <omp.h>
 
 #include <cmath>
@@ -184,6 +187,59 @@ TEST(GemmBatched, Bf16OutputIsRoundedF32Result) {
   std::vector<bfloat16> c2(4, bfloat16(3.f));
   gemm_batched_bf16_out_bf16(GemmShape{2, 2, 0}, 1, 0, 0, 0, 1.f, a.data(), b.data(), 0.5f, c2.data());
   EXPECT_EQ(float(c2[0]), 1.5f);
+}
+
+// Where oneDNN has no bf16 matmul (AVX2; ctest also runs this binary with
+// T5X_BF16_GEMM=f32), a bf16 product is the f32 product of the widened
+// operands, bit for bit: strides, padding, transposes, broadcast, alpha, beta.
+// Natively it agrees within f32 summation-order differences.
+TEST(GemmBatched, Bf16IsTheF32ProductOfTheWidenedOperands) {
+  const int64_t batch = 3, m = 33, n = 300, k = 70, lda = 40;  // A stored [k, m] with padded rows
+  GemmShape s{m, n, k, true, false};
+  s.lda = lda;
+  auto af = random_vec(size_t(batch * k * lda), 61), bf = random_vec(size_t(k * n), 62);
+  std::vector<bfloat16> a(af.begin(), af.end()), b(bf.begin(), bf.end());
+  std::vector<float> wa(a.begin(), a.end()), wb(b.begin(), b.end());  // exact widening
+  const auto c0 = random_vec(size_t(batch * m * n), 63);
+  std::vector<float> c(c0), ref(c0);
+  // B broadcast over the batch (stride 0).
+  gemm_batched_bf16(s, batch, k * lda, 0, m * n, 0.75f, a.data(), b.data(), 0.5f, c.data());
+  gemm_batched_f32(s, batch, k * lda, 0, m * n, 0.75f, wa.data(), wb.data(), 0.5f, ref.data());
+  std::vector<bfloat16> cb(c0.begin(), c0.end()), refb(cb);
+  gemm_batched_bf16_out_bf16(s, batch, k * lda, 0, m * n, 0.75f, a.data(), b.data(), 0.5f, cb.data());
+  {  // bf16 output: alpha * A.B in f32, plus beta * C, rounded once.
+    std::vector<float> t(c0.size());
+    gemm_batched_f32(s, batch, k * lda, 0, m * n, 0.75f, wa.data(), wb.data(), 0.f, t.data());
+    for (size_t i = 0; i < t.size(); ++i) refb[i] = bfloat16(t[i] + 0.5f * float(refb[i]));
+  }
+  if (!gemm_bf16_native()) {
+    for (size_t i = 0; i < c.size(); ++i) {
+      ASSERT_EQ(c[i], ref[i]) << i;
+      ASSERT_EQ(cb[i].bits, refb[i].bits) << i;
+    }
+  } else {
+    for (size_t i = 0; i < c.size(); ++i) {
+      ASSERT_NEAR(c[i], ref[i], 1e-4f) << i;
+      ASSERT_NEAR(float(cb[i]), float(refb[i]), std::fabs(float(refb[i])) / 128 + 1e-4f) << i;
+    }
+  }
+}
+
+// The AVX2 leg of CI (scripts/avx2.sh) caps oneDNN with ONEDNN_MAX_CPU_ISA;
+// this checks that the cap took hold and that bf16 then takes the widening
+// path (oneDNN 2.6 has no bf16 matmul below AVX-512).
+TEST(GemmBatched, Avx2CapTakesTheWideningPath) {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap || std::strcmp(cap, "AVX2") != 0) {
+    // Without the cap: widening only when forced or when oneDNN lacks bf16.
+    const char* e = std::getenv("T5X_BF16_GEMM");
+    if (e && std::strcmp(e, "f32") == 0) EXPECT_FALSE(gemm_bf16_native());
+    return;
+  }
+  EXPECT_FALSE(gemm_bf16_native());
+  EXPECT_EQ(cpu_info().onednn_isa, "avx2");
+  EXPECT_EQ(cpu_info().gemm_vector, "avx2");
+  EXPECT_NE(describe_cpu().find("bf16 products via f32"), std::string::npos) << describe_cpu();
 }
 
 TEST(Gemm, RepeatedCallsReuseAndAgree) {

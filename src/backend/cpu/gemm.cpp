@@ -5,9 +5,16 @@
 // library-owned scratchpad between executions, so we own it instead).
 // Primitives are created once per (dtype, shape, transposes, strides, alpha,
 // beta) and kept in a mutex-guarded map; creating one costs ~0.1-1 ms (JIT).
+//
+// bf16 products where oneDNN has no bf16 matmul (oneDNN 2.6 needs AVX-512 for
+// one; AVX2 CPUs, or ONEDNN_MAX_CPU_ISA=AVX2) widen their operands to f32 and
+// run the f32 product: the same contract (f32 accumulation, one rounding of a
+// bf16 output), since bf16 -> f32 is exact.
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/convert.h"
 #include "backend/cpu/skinny_gemm.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -172,6 +179,76 @@ void scale_c(const GemmShape& s, int64_t batch, int64_t sc, int64_t ldc, float b
     }
 }
 
+// Does oneDNN create a bf16 matmul on this CPU (after ONEDNN_MAX_CPU_ISA)?
+// T5X_BF16_GEMM=f32 takes the widening path anyway (to test it anywhere).
+bool probe_native_bf16() {
+  const char* e = std::getenv("T5X_BF16_GEMM");
+  if (e && std::string(e) == "f32") return false;
+  try {
+    memory::desc a({64, 64}, memory::data_type::bf16, memory::dims{64, 1});
+    memory::desc c({64, 64}, memory::data_type::f32, memory::dims{64, 1});
+    dnnl::matmul::desc d(a, a, c);
+    dnnl::matmul::primitive_desc pd(d, engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
+         int64_t sc, float alpha, const void* a, const void* b, float beta, void* c);
+
+// Stored operand of `batch` matrices of `rows` x `cols` (leading dim `ld`,
+// `stride` apart, 0 = broadcast), widened into `out` densely packed.
+const float* widen(const bfloat16* x, int64_t batch, int64_t stride, int64_t rows,
+                   int64_t cols, int64_t ld, std::vector<float>& out) {
+  const int64_t n = (stride == 0 ? 1 : batch);
+  out.resize(size_t(n * rows * cols));
+  if (ld == cols && (n == 1 || stride == rows * cols)) {
+    convert_bf16_to_f32(x, out.data(), n * rows * cols);
+    return out.data();
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < rows; ++r)
+      convert_bf16_to_f32(x + i * stride + r * ld, out.data() + (i * rows + r) * cols, cols);
+  return out.data();
+}
+
+// The bf16 product as an f32 product of the widened operands (see the top).
+void run_bf16_via_f32(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
+                      int64_t sc, int64_t lda, int64_t ldb, int64_t ldc, float alpha,
+                      const bfloat16* a, const bfloat16* b, float beta, void* c) {
+  // Per calling thread: gemm may be called from several threads at once.
+  thread_local std::vector<float> wa, wb, wc;
+  const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  const bool bcast_a = batch > 1 && sa == 0, bcast_b = batch > 1 && sb == 0;
+  const float* fa = widen(a, batch, batch > 1 ? (bcast_a ? 0 : sa) : 0, a_rows, a_cols, lda, wa);
+  const float* fb = widen(b, batch, batch > 1 ? (bcast_b ? 0 : sb) : 0, b_rows, b_cols, ldb, wb);
+  GemmShape fs = s;
+  fs.lda = a_cols;
+  fs.ldb = b_cols;
+  const int64_t fsa = bcast_a ? 0 : a_rows * a_cols, fsb = bcast_b ? 0 : b_rows * b_cols;
+  if (dtype == 1)
+    return run(0, fs, batch, fsa, fsb, sc, alpha, fa, fb, beta, c);
+  // bf16 output: alpha * A.B in f32, then + beta * C and one rounding, as
+  // oneDNN's output scale and sum post-op do.
+  wc.resize(size_t(batch * s.m * s.n));
+  fs.ldc = s.n;
+  run(0, fs, batch, fsa, fsb, s.m * s.n, alpha, fa, fb, 0.0f, wc.data());
+  auto* cb = static_cast<bfloat16*>(c);
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t r = 0; r < s.m; ++r) {
+      const float* src = wc.data() + (i * s.m + r) * s.n;
+      bfloat16* dst = cb + i * sc + r * ldc;
+      if (beta == 0.0f) {
+        convert_f32_to_bf16(src, dst, s.n);
+      } else {
+        for (int64_t j = 0; j < s.n; ++j) dst[j] = bfloat16(src[j] + beta * float(dst[j]));
+      }
+    }
+}
+
 void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
          int64_t sc, float alpha, const void* a, const void* b, float beta, void* c) {
   int64_t lda, ldb, ldc;
@@ -195,6 +272,10 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
     return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda, static_cast<const bfloat16*>(b),
                        ldb, beta, static_cast<bfloat16*>(c), ldc);
   }
+
+  if (dtype != 0 && !gemm_bf16_native())
+    return run_bf16_via_f32(dtype, s, batch, sa, sb, sc, lda, ldb, ldc, alpha,
+                            static_cast<const bfloat16*>(a), static_cast<const bfloat16*>(b), beta, c);
 
   Key key{};
   key.dtype = dtype;
@@ -240,6 +321,11 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
 }
 
 }  // namespace
+
+bool gemm_bf16_native() {
+  static const bool native = probe_native_bf16();
+  return native;
+}
 
 int gemm_threads_for(const GemmShape& s, int64_t batch) {
   double flops = 2.0 * double(s.m) * double(s.n) * double(s.k) * double(batch);

@@ -19,7 +19,10 @@
 // up to kSkinnyMaxRows take the streaming kernel (skinny_gemm.h). Callable from
 // several threads at once. Primitives are cached per (dtype, shape,
 // transposes, leading dims, batch strides, alpha, beta, threads).
-// bf16 goes through AVX512-BF16 / AMX when the CPU has them (~4x f32 here).
+// bf16 goes through AVX512-BF16 / AMX when the CPU has them (~4x f32 here);
+// where oneDNN has no bf16 matmul (AVX2 CPUs: oneDNN 2.6 needs AVX-512) the
+// operands are widened to f32 and the f32 product runs, with the same
+// contract and the same block/thread invariance as the f32 product.
 // Errors: throws std::invalid_argument("[gemm] ...") for negative sizes,
 // leading dims smaller than the row length, stride_c == 0 with batch > 1, or
 // a problem oneDNN rejects. k == 0 gives C = beta * C.
@@ -55,6 +58,10 @@ void gemm_batched_bf16_out_bf16(const GemmShape& s, int64_t batch, int64_t strid
                                 int64_t stride_b, int64_t stride_c, float alpha,
                                 const bfloat16* a, const bfloat16* b, float beta,
                                 bfloat16* c);
+
+// True when oneDNN runs bf16 products natively here; false when they widen
+// to f32 (no bf16 matmul at oneDNN's effective ISA, or T5X_BF16_GEMM=f32).
+bool gemm_bf16_native();
 
 // OpenMP threads a call with this shape and batch would use (1 below the
 // small-product cut-off, else omp_get_max_threads()).

@@ -1,0 +1,76 @@
+#include "backend/cpu/cpu_info.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/gemm.h"
+
+namespace t5x::cpu {
+namespace {
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+const char* gemm_vector(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+    case dnnl::cpu_isa::avx512_mic:
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512";
+    case dnnl::cpu_isa::avx2:
+    case dnnl::cpu_isa::avx2_vnni: return "avx2";
+    default: return "sse";
+  }
+}
+
+constexpr const char* compiled_kernels() {
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+  return "avx512+bf16";
+#elif defined(__AVX512F__)
+  return "avx512";
+#elif defined(__AVX2__) && defined(__FMA__)
+  return "avx2+fma";
+#elif defined(__AVX2__)
+  return "avx2";
+#else
+  return "sse2";
+#endif
+}
+
+}  // namespace
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = [] {
+    CpuInfo i;
+    i.kernels = compiled_kernels();
+    const auto isa = dnnl::get_effective_cpu_isa();
+    i.onednn_isa = isa_name(isa);
+    i.gemm_vector = gemm_vector(isa);
+    const dnnl_version_t* v = dnnl_version();
+    i.onednn_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                       std::to_string(v->patch);
+    i.bf16_native = gemm_bf16_native();
+    return i;
+  }();
+  return info;
+}
+
+std::string describe_cpu() {
+  const CpuInfo& i = cpu_info();
+  return "cpu: " + i.kernels + " kernels, oneDNN " + i.onednn_version + " at " + i.onednn_isa +
+         "; bf16 products " + (i.bf16_native ? "native" : "via f32");
+}
+
+}  // namespace t5x::cpu

@@ -1,0 +1,30 @@
+// What the CPU backend runs on, for the startup line and the benchmarks.
+//
+// Three things can differ from one machine to another, and all three decide
+// speed and, for bf16, the path a product takes:
+//   - the ISA the project's own kernels were compiled for (-march; the
+//     build's T5X_ARCH, `native` by default),
+//   - oneDNN's effective ISA: what the CPU has, capped by ONEDNN_MAX_CPU_ISA,
+//   - whether bf16 products run natively in oneDNN or widen to f32 (gemm.h).
+#pragma once
+#include <string>
+
+namespace t5x::cpu {
+
+// Vector class of fp32 FMA that the GEMM runs at: "avx512" (16 lanes),
+// "avx2" (8 lanes, with FMA), or "sse" (4 lanes, no FMA).
+struct CpuInfo {
+  std::string kernels;         // compiled-for ISA of our kernels: "avx512+bf16", "avx512", "avx2+fma", "sse2"
+  std::string onednn_isa;      // oneDNN's effective ISA after any cap, e.g. "avx2", "avx512_core_amx"
+  std::string onednn_version;  // "2.6.3"
+  std::string gemm_vector;     // "avx512" | "avx2" | "sse": the fp32 FMA width of oneDNN's products
+  bool bf16_native = false;    // gemm_bf16_native()
+};
+
+const CpuInfo& cpu_info();
+
+// One line, e.g. "cpu: avx2+fma kernels, oneDNN 2.6.3 at avx2; bf16 products
+// via f32". Queries oneDNN on first use (creates its engine).
+std::string describe_cpu();
+
+}  // namespace t5x::cpu
