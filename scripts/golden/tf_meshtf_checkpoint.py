@@ -10,13 +10,15 @@ Run once; the outputs are committed (tests never need TensorFlow).
 What it writes (as Mesh-TF's sharded Saver would, tensor_bundle.cc): the
 parameters as DT_BFLOAT16 under Mesh-TF T5.1.1 names (the t5x.cpp checkpoint
 must be saved with SaveCheckpointConfig.dtype = 'bfloat16', so that the bits
-are the original's), the Adafactor `v` slots as DT_FLOAT `<name>_slot_v`,
+are the original's), the Adafactor slots as DT_FLOAT `<name>_slot_v`, or
+`<name>_slot_vr` / `<name>_slot_vc` for factored ones (t5x's v_row / v_col;
+t5x's checkpoint_importer.py SLOT_MAP maps them back unchanged),
 `global_step` DT_INT64, in two shards (tf.raw_ops.SaveV2 twice, then
 MergeV2Checkpoints), with `shared/embedding` stored as two row slices, one per
 shard (a partitioned variable). The encoder's norms use the `rms_norm`
 spelling and the decoder's the legacy `layer_norm` / `final_layer_norm`, so
-that both spellings are read. (1,) placeholder slots (m, v_row, v_col of
-unfactored parameters) are not written: t5x's importer recreates them.
+that both spellings are read. (1,) placeholder slots (m; v_row and v_col of
+unfactored parameters; v of factored ones) are not written: t5x's importer recreates them.
 tf.train.load_checkpoint then reads everything back and checks it bitwise.
 """
 import gzip

@@ -1,7 +1,7 @@
 // TensorBundle (TF v2 checkpoint) reader and writer: CRC and slice-key test
 // vectors from ../shared/reference/meshtf-checkpoints.md, the Google-written
 // Mesh-TF index in ../shared/fixtures/mtf_tiny_t5/, a TensorFlow-written
-// fixture (tests/data/tf_mtf_tiny/, scripts/golden/make_tf_checkpoint.py), and
+// fixture (tests/data/tf_mtf_tiny/, scripts/golden/tf_meshtf_checkpoint.py), and
 // every bad-file case with its exact message.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/dtype_bf16.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/meshtf_mapping.h"
 #include "t5x/checkpoints/tf_bundle.h"
@@ -21,6 +22,7 @@ namespace fs = std::filesystem;
 
 const std::string kGoogle = std::string(T5X_SOURCE_DIR) + "/../shared/fixtures/mtf_tiny_t5/model.ckpt-0";
 const std::string kFixture = std::string(T5X_SOURCE_DIR) + "/tests/data/tf_mtf_tiny/model.ckpt-2";
+const std::string kOriginal = std::string(T5X_SOURCE_DIR) + "/tests/data/tf_mtf_tiny/t5x/checkpoint_2";
 
 std::string tmp(const std::string& name) {
   auto d = fs::temp_directory_path() / ("t5x_tf_bundle_" + name + "_" + std::to_string(::getpid()));
@@ -226,7 +228,15 @@ TEST(TfBundle, TensorFlowWrittenFixtureAndOurWriterAgree) {
   ASSERT_EQ(emb.slices.size(), 2u);
   EXPECT_EQ(slice_string(emb.slices[0]), "[0:576, :]");
   EXPECT_EQ(slice_string(emb.slices[1]), "[576:1152, :]");
-  EXPECT_EQ(r.entry("shared/embedding_slot_v").dtype, "float32");
+  // Adafactor's factored second moments (Mesh-TF optimize.py: vr drops the
+  // largest dim, vc the second largest) and the unfactored v of a norm.
+  EXPECT_EQ(r.entry("shared/embedding_slot_vr").dtype, "float32");
+  EXPECT_EQ(r.entry("shared/embedding_slot_vr").shape, std::vector<int64_t>{8});
+  EXPECT_EQ(r.entry("shared/embedding_slot_vc").shape, std::vector<int64_t>{1152});
+  EXPECT_EQ(r.entry("encoder/block_000/layer_001/DenseReluDense/wo/kernel_slot_vr").shape, std::vector<int64_t>{8});
+  EXPECT_EQ(r.entry("encoder/block_000/layer_001/DenseReluDense/wo/kernel_slot_vc").shape, std::vector<int64_t>{16});
+  EXPECT_FALSE(r.has("shared/embedding_slot_v"));
+  EXPECT_EQ(r.entry("encoder/rms_norm/scale_slot_v").dtype, "float32");
   EXPECT_EQ(r.entry("global_step").dtype, "int64");
   EXPECT_EQ(r.read("global_step").values<int64_t>(), std::vector<int64_t>{2});
   EXPECT_TRUE(r.has("encoder/block_001/layer_001/rms_norm/scale"));
@@ -279,6 +289,35 @@ TEST(TfBundle, TensorFlowWrittenFixtureAndOurWriterAgree) {
     EXPECT_EQ(z.entry(n).masked_crc, r.entry(n).masked_crc) << n;
   }
   fs::remove_all(d);
+}
+
+// The TensorFlow-written `_slot_vr` / `_slot_vc` land in t5x's factored state
+// (SLOT_MAP: vr -> v_row, vc -> v_col, nothing swapped) with the bits of the
+// t5x.cpp Adafactor state they were written from; factored parameters get a
+// (1,) `v` placeholder, unfactored ones (1,) `v_row` / `v_col`.
+TEST(TfBundle, FactoredAdafactorSlotsImportBitwise) {
+  MeshTfImport im = import_meshtf(TfBundleReader::open(kFixture));
+  CheckpointReader orig = CheckpointReader::open(kOriginal);
+  int factored = 0, whole = 0;
+  for (const auto& path : orig.array_paths()) {
+    if (!path.starts_with("state/param_states/")) continue;
+    ASSERT_TRUE(im.leaves.count(path)) << path;
+    EXPECT_EQ(im.leaves.at(path), orig.read(path)) << path;
+    const bool placeholder = orig.info(path).shape == std::vector<int64_t>{1};
+    if (!placeholder && (path.ends_with("/v_row") || path.ends_with("/v_col"))) ++factored;
+    if (!placeholder && path.ends_with("/v")) ++whole;
+  }
+  EXPECT_EQ(factored, 2 * 38);  // 36 attention/MLP kernels, the embedding and the logits
+  EXPECT_EQ(whole, 14);         // norm scales and the two relpos biases
+  const HostTensor& vr = im.leaves.at("state/param_states/decoder/layers_1/mlp/wi_0/kernel/v_row");
+  EXPECT_EQ(im.source.at("state/param_states/decoder/layers_1/mlp/wi_0/kernel/v_row"),
+            "decoder/block_001/layer_002/DenseReluDense/wi_0/kernel_slot_vr");
+  EXPECT_EQ(vr.dtype, "float32");
+  EXPECT_EQ(vr.shape, std::vector<int64_t>{8});
+  EXPECT_EQ(im.leaves.at("state/param_states/decoder/layers_1/mlp/wi_0/kernel/v_col").shape, std::vector<int64_t>{16});
+  EXPECT_EQ(im.leaves.at("state/param_states/decoder/layers_1/mlp/wi_0/kernel/v").shape, std::vector<int64_t>{1});
+  EXPECT_EQ(im.source.at("state/param_states/decoder/layers_1/mlp/wi_0/kernel/v"), "");
+  EXPECT_EQ(im.leaves.at("state/param_states/encoder/encoder_norm/scale/v_row").shape, std::vector<int64_t>{1});
 }
 
 // ---- Bad files: each message names the file, the offset and the tensor ----
