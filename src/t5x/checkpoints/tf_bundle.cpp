@@ -4,10 +4,11 @@
 #include <leveldb/iterator.h>
 #include <leveldb/options.h>
 #include <leveldb/table.h>
-#include <leveldb/table_builder.h>
 
 #include <array>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
@@ -90,9 +91,8 @@ class MemFile : public leveldb::RandomAccessFile {
 // carries its own protobuf-lite 3.14 runtime under the same symbol names, and
 // the two abort at start-up ("compiled against version 3.14.0 ... installed
 // version 3.21.12"). So, as src/t5x/summaries does for event files, the few
-// fields are encoded and decoded here; tf_bundle.proto is their schema.
-// Serialization follows protobuf's: fields in number order, proto3 zero
-// scalars left out, a set oneof (Extent.length) always written.
+// fields are decoded here (and encoded in tf_bundle_writer.cpp);
+// tf_bundle.proto is their schema.
 
 struct Wire {
   const uint8_t* p;
@@ -207,71 +207,26 @@ bool parse_entry(const uint8_t* d, size_t n, TfEntry* e) {
   });
 }
 
-void put_varint(std::string* o, uint64_t v) {
-  while (v >= 0x80) {
-    o->push_back(char(v | 0x80));
-    v >>= 7;
-  }
-  o->push_back(char(v));
-}
-void put_tag(std::string* o, int field, int type) { put_varint(o, uint64_t(field) << 3 | uint64_t(type)); }
-void put_int(std::string* o, int field, int64_t v) {
-  if (v == 0) return;
-  put_tag(o, field, 0);
-  put_varint(o, uint64_t(v));
-}
-void put_bytes(std::string* o, int field, const std::string& b) {
-  put_tag(o, field, 2);
-  put_varint(o, b.size());
-  *o += b;
-}
-
-std::string encode_entry(const TfEntry& e, bool with_location) {
-  std::string o;
-  put_int(&o, 1, e.tf_dtype);
-  std::string shape;
-  for (auto d : e.shape) {
-    std::string dim;
-    put_int(&dim, 1, d);
-    put_bytes(&shape, 2, dim);
-  }
-  put_bytes(&o, 2, shape);  // TF always sets it: a scalar has an empty shape message
-  if (with_location) {
-    put_int(&o, 3, e.shard_id);
-    put_int(&o, 4, e.offset);
-    put_int(&o, 5, e.size);
-    put_tag(&o, 6, 5);
-    for (int i = 0; i < 4; ++i) o.push_back(char(e.masked_crc >> (8 * i)));
-  }
-  for (const auto& s : e.slices) {
-    std::string sp;
-    for (const auto& x : s) {
-      std::string ext;
-      if (x.length >= 0) {  // TensorSlice::AsProto leaves a full dimension empty
-        put_int(&ext, 1, x.start);
-        put_tag(&ext, 2, 0);
-        put_varint(&ext, uint64_t(x.length));
-      }
-      put_bytes(&sp, 1, ext);
-    }
-    put_bytes(&o, 7, sp);
-  }
-  return o;
-}
-
-std::string encode_header(int num_shards) {
-  std::string o, version;
-  put_int(&o, 1, num_shards);
-  put_int(&version, 1, 1);  // producer = kTensorBundleVersion
-  put_bytes(&o, 3, version);
-  return o;
-}
-
 std::string shape_str(const std::vector<int64_t>& s) {
   HostTensor t;
   t.shape = s;
   return t.shape_string();
 }
+
+// The tensor name inside a slice key (ordered_code string: 00 ff is a 0x00
+// byte, ff 00 a 0xff byte, 00 01 ends it), for messages.
+std::string slice_key_name(const std::string& key) {
+  std::string n;
+  for (size_t i = 1; i + 1 < key.size(); ++i) {
+    const char c = key[i], next = key[i + 1];
+    if (c == '\0' && next == '\x01') break;
+    n += c;
+    if ((c == '\0' && next == '\xff') || (c == '\xff' && next == '\0')) ++i;
+  }
+  return n;
+}
+
+std::string at_block(int64_t offset) { return " (index block at offset " + std::to_string(offset) + "): "; }
 
 }  // namespace
 
@@ -397,16 +352,20 @@ TfBundleReader TfBundleReader::open(const std::string& prefix) {
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string key = it->key().ToString();
     const leveldb::Slice v = it->value();
+    const int64_t block = int64_t(file.last_offset);  // the data block being iterated
     if (key.empty()) {
       Header h;
+      const std::string where = index + ": header entry" + at_block(block);
       if (!parse_header(reinterpret_cast<const uint8_t*>(v.data()), v.size(), &h))
-        throw CheckpointError(index + ": the header entry (key \"\") is not a BundleHeaderProto");
-      if (h.endianness != 0) throw CheckpointError(index + ": big-endian tensor data is not supported");
+        throw CheckpointError(where + "not a BundleHeaderProto");
+      if (h.endianness != 0)
+        throw CheckpointError(where + "big-endian tensor data is not supported (endianness " +
+                              std::to_string(h.endianness) + ")");
       if (h.min_consumer > 1)
-        throw CheckpointError(index + ": bundle version needs a reader of version >= " +
+        throw CheckpointError(where + "bundle version needs a reader of version >= " +
                               std::to_string(h.min_consumer) + " (this reads version 1)");
       if (h.num_shards < 1 || h.num_shards > 1000000)
-        throw CheckpointError(index + ": header has num_shards " + std::to_string(h.num_shards));
+        throw CheckpointError(where + "num_shards " + std::to_string(h.num_shards));
       r.num_shards_ = int(h.num_shards);
       have_header = true;
       continue;
@@ -414,10 +373,10 @@ TfBundleReader TfBundleReader::open(const std::string& prefix) {
     const bool is_slice = key[0] == '\0';
     TfEntry e;
     if (!parse_entry(reinterpret_cast<const uint8_t*>(v.data()), v.size(), &e))
-      throw CheckpointError(index + ": the entry of tensor '" + (is_slice ? std::string("<slice key>") : key) +
-                            "' (in the block at offset " + std::to_string(file.last_offset) +
-                            ") is not a BundleEntryProto");
+      throw CheckpointError(index + ": tensor '" + (is_slice ? slice_key_name(key) + "' (a slice's entry)" : key + "'") +
+                            at_block(block) + "not a BundleEntryProto (" + std::to_string(v.size()) + " bytes)");
     e.name = key;
+    e.index_block = block;
     e.dtype = tf_dtype_name(e.tf_dtype);
     (is_slice ? r.slice_entries_ : r.entries_).emplace(key, std::move(e));
   }
@@ -428,16 +387,16 @@ TfBundleReader TfBundleReader::open(const std::string& prefix) {
     if (n >= 5 && file.at(off + n - 5) == 1) ++r.snappy_blocks_;
   }
   for (const auto& [name, e] : r.entries_) {
+    const std::string where = index + ": tensor '" + name + "'" + at_block(e.index_block);
     if (e.shard_id < 0 || e.shard_id >= r.num_shards_)
-      throw CheckpointError(index + ": tensor '" + name + "' is in shard " + std::to_string(e.shard_id) +
-                            " but the header says " + std::to_string(r.num_shards_) + " shard(s)");
+      throw CheckpointError(where + "in shard " + std::to_string(e.shard_id) + " but the header says " +
+                            std::to_string(r.num_shards_) + " shard(s)");
     for (const auto& s : e.slices) {
       if (s.size() != e.shape.size())
-        throw CheckpointError(index + ": tensor '" + name + "' " + shape_str(e.shape) + " has a slice " +
-                              slice_string(s) + " of another rank");
+        throw CheckpointError(where + "slice " + slice_string(s) + " has rank " + std::to_string(s.size()) +
+                              " but the shape " + shape_str(e.shape) + " has rank " + std::to_string(e.shape.size()));
       if (!r.slice_entries_.count(slice_key(name, s)))
-        throw CheckpointError(index + ": tensor '" + name + "' lists slice " + slice_string(s) +
-                              " but the index has no entry for it");
+        throw CheckpointError(where + "lists slice " + slice_string(s) + " but the index has no entry for it");
     }
   }
   return r;
@@ -461,14 +420,15 @@ const TfEntry* TfBundleReader::slice_entry(const std::string& name, const Tensor
 }
 
 HostTensor TfBundleReader::read_stored(const TfEntry& e, const std::string& tensor) const {
+  const std::string where = index_file() + ": tensor " + tensor + at_block(e.index_block);
   if (e.dtype.empty())
-    throw CheckpointError(index_file() + ": tensor " + tensor + " has TF dtype " + std::to_string(e.tf_dtype) +
-                          ", which is not supported (float32, bfloat16, float16, float64, int8/16/32/64, uint8, bool)");
+    throw CheckpointError(where + "TF dtype " + std::to_string(e.tf_dtype) + " is not supported (float32, bfloat16, "
+                          "float16, float64, int8/16/32/64, uint8, uint16, bool)");
   const int64_t want = e.numel() * int64_t(dtype_itemsize(e.dtype));
   const std::string file = data_file(e.shard_id);
   if (e.size != want)
-    throw CheckpointError(index_file() + ": tensor " + tensor + " " + e.dtype + shape_str(e.shape) + " has size " +
-                          std::to_string(e.size) + " bytes, expected " + std::to_string(want));
+    throw CheckpointError(where + e.dtype + shape_str(e.shape) + " has size " + std::to_string(e.size) +
+                          " bytes, expected " + std::to_string(want));
   std::FILE* f = std::fopen(file.c_str(), "rb");
   if (!f)
     throw CheckpointError(file + ": missing (needed for tensor " + tensor + ")\n  hint: every PREFIX.data-*-of-" +
@@ -500,31 +460,46 @@ HostTensor TfBundleReader::read(const std::string& name) const {
   const TfEntry& e = entry(name);
   if (e.slices.empty()) return read_stored(e, "'" + name + "'");
   if (e.dtype.empty()) return read_stored(e, "'" + name + "'");  // throws the dtype message
-  HostTensor full = HostTensor::zeros(e.dtype, e.shape);
-  const IndexBox full_box = IndexBox::full(e.shape);
+  const std::string where = index_file() + ": tensor '" + name + "'" + at_block(e.index_block);
+  // The slices must tile the shape: each inside it, no two overlapping, and
+  // together as many elements as the shape (so no gaps).
+  std::vector<IndexBox> boxes;
   int64_t covered = 0;
   for (const auto& s : e.slices) {
-    const std::string what = "'" + name + "' slice " + slice_string(s);
-    const TfEntry& se = slice_entries_.at(slice_key(name, s));
     IndexBox box;
     for (size_t d = 0; d < s.size(); ++d) {
       const int64_t start = s[d].length < 0 ? 0 : s[d].start;
       const int64_t stop = s[d].length < 0 ? e.shape[d] : s[d].start + s[d].length;
       if (start < 0 || stop > e.shape[d] || start > stop)
-        throw CheckpointError(index_file() + ": tensor " + what + " lies outside its shape " + shape_str(e.shape));
+        throw CheckpointError(where + "slice " + slice_string(s) + " lies outside its shape " + shape_str(e.shape));
       box.start.push_back(start);
       box.stop.push_back(stop);
     }
-    if (se.shape != box.extent() || se.tf_dtype != e.tf_dtype)
-      throw CheckpointError(index_file() + ": tensor " + what + " is stored as " + se.dtype + shape_str(se.shape) +
-                            ", expected " + e.dtype + shape_str(box.extent()));
-    HostTensor part = read_stored(se, what);
-    copy_box(part.data.data(), box, full.data.data(), full_box, dtype_itemsize(e.dtype));
+    for (size_t j = 0; j < boxes.size(); ++j) {
+      bool meet = box.numel() > 0 && boxes[j].numel() > 0;
+      for (size_t d = 0; meet && d < s.size(); ++d)
+        meet = std::max(box.start[d], boxes[j].start[d]) < std::min(box.stop[d], boxes[j].stop[d]);
+      if (meet)
+        throw CheckpointError(where + "slices " + slice_string(e.slices[j]) + " and " + slice_string(s) + " overlap");
+    }
     covered += box.numel();
+    boxes.push_back(std::move(box));
   }
-  if (covered != full.numel())
-    throw CheckpointError(index_file() + ": the slices of tensor '" + name + "' cover " + std::to_string(covered) +
-                          " of its " + std::to_string(full.numel()) + " elements");
+  if (covered != e.numel())
+    throw CheckpointError(where + "its slices cover " + std::to_string(covered) + " of its " +
+                          std::to_string(e.numel()) + " elements");
+  HostTensor full = HostTensor::zeros(e.dtype, e.shape);
+  const IndexBox full_box = IndexBox::full(e.shape);
+  for (size_t i = 0; i < e.slices.size(); ++i) {
+    const std::string what = "'" + name + "' slice " + slice_string(e.slices[i]);
+    const TfEntry& se = slice_entries_.at(slice_key(name, e.slices[i]));
+    if (se.shape != boxes[i].extent() || se.tf_dtype != e.tf_dtype)
+      throw CheckpointError(index_file() + ": tensor " + what + at_block(se.index_block) + "stored as " +
+                            (se.dtype.empty() ? "TF dtype " + std::to_string(se.tf_dtype) : se.dtype) +
+                            shape_str(se.shape) + ", expected " + e.dtype + shape_str(boxes[i].extent()));
+    HostTensor part = read_stored(se, what);
+    copy_box(part.data.data(), boxes[i], full.data.data(), full_box, dtype_itemsize(e.dtype));
+  }
   return full;
 }
 
@@ -535,69 +510,6 @@ std::optional<std::string> TfBundleReader::verify(const std::string& name) const
   } catch (const CheckpointError& e) {
     return std::string(e.what());
   }
-}
-
-// ---- Writer ----
-
-void write_tf_bundle(const std::string& prefix, const std::vector<TfWriteTensor>& tensors,
-                     const TfWriteOptions& opt) {
-  int num_shards = opt.num_shards;
-  for (const auto& t : tensors) num_shards = std::max(num_shards, t.shard + 1);
-  num_shards = std::max(num_shards, 1);
-  std::vector<std::vector<uint8_t>> shard_bytes(static_cast<size_t>(num_shards));
-  std::map<std::string, std::string> kv;  // std::string orders bytes as unsigned, as leveldb's bytewise
-  std::map<std::string, TfEntry> full_entries;
-  for (const auto& t : tensors) {
-    const int dt = tf_dtype_number(t.data.dtype);
-    if (dt == 0) throw std::invalid_argument("[write_tf_bundle] dtype " + t.data.dtype + " of '" + t.name + "'");
-    if (t.shard < 0) throw std::invalid_argument("[write_tf_bundle] negative shard for '" + t.name + "'");
-    auto& out = shard_bytes[size_t(t.shard)];
-    TfEntry p;
-    p.tf_dtype = dt;
-    p.shape = t.data.shape;
-    p.shard_id = t.shard;
-    p.offset = int64_t(out.size());
-    p.size = int64_t(t.data.data.size());
-    p.masked_crc = crc_mask(crc32c(t.data.data.data(), t.data.data.size()));
-    out.insert(out.end(), t.data.data.begin(), t.data.data.end());
-    if (t.slice.empty()) {
-      if (!kv.emplace(t.name, encode_entry(p, true)).second)
-        throw std::invalid_argument("[write_tf_bundle] duplicate tensor '" + t.name + "'");
-      continue;
-    }
-    if (t.slice.size() != t.full_shape.size())
-      throw std::invalid_argument("[write_tf_bundle] slice rank of '" + t.name + "'");
-    kv[slice_key(t.name, t.slice)] = encode_entry(p, true);
-    auto& fe = full_entries[t.name];
-    fe.tf_dtype = dt;
-    fe.shape = t.full_shape;
-    fe.slices.push_back(t.slice);
-  }
-  for (auto& [name, fe] : full_entries)
-    if (!kv.emplace(name, encode_entry(fe, false)).second)
-      throw std::invalid_argument("[write_tf_bundle] '" + name + "' is both whole and sliced");
-  kv[""] = encode_header(num_shards);
-
-  for (int s = 0; s < num_shards; ++s) {
-    char b[40];
-    std::snprintf(b, sizeof b, ".data-%05d-of-%05d", s, num_shards);
-    fileio::write_file(prefix + b, shard_bytes[size_t(s)], false);
-  }
-  leveldb::Options lo;
-  lo.compression = opt.snappy ? leveldb::kSnappyCompression : leveldb::kNoCompression;
-  lo.block_size = size_t(opt.block_size);
-  lo.block_restart_interval = opt.block_restart_interval;
-  leveldb::WritableFile* wf = nullptr;
-  const std::string index = prefix + ".index";
-  leveldb::Status st = leveldb::Env::Default()->NewWritableFile(index, &wf);
-  if (!st.ok()) throw CheckpointError(index + ": " + st.ToString());
-  std::unique_ptr<leveldb::WritableFile> file(wf);
-  leveldb::TableBuilder tb(lo, file.get());
-  for (const auto& [k, v] : kv) tb.Add(k, v);
-  st = tb.Finish();
-  if (st.ok()) st = file->Sync();
-  if (st.ok()) st = file->Close();
-  if (!st.ok()) throw CheckpointError(index + ": " + st.ToString());
 }
 
 }  // namespace t5x::tf

@@ -27,6 +27,8 @@
 // Errors: CheckpointError naming the file, the byte offset and the tensor, e.g.
 //   "m.ckpt.data-00001-of-00002: tensor 'encoder/block_000/layer_000/SelfAttention/q'
 //    at offset 64 (1536 bytes): crc32c mismatch (stored 0x..., computed 0x...)"
+// and, for a bad index entry, the offset of the index block that holds it:
+//   "m.ckpt.index: tensor 'x' (index block at offset 0): TF dtype 7 is not supported ..."
 #pragma once
 #include <cstdint>
 #include <map>
@@ -75,6 +77,7 @@ struct TfEntry {
   int64_t offset = 0, size = 0;
   uint32_t masked_crc = 0;
   std::vector<TensorSlice> slices;  // non-empty: a partitioned variable
+  int64_t index_block = 0;          // offset in PREFIX.index of the data block holding the entry
 
   int64_t numel() const;
 };
@@ -108,7 +111,8 @@ class TfBundleReader {
 
   // The whole tensor: bytes read, size and crc32c checked, slices copied into
   // place. Throws CheckpointError (file, offset, tensor) for a missing or
-  // truncated data file, a CRC or size mismatch, or slices that do not tile.
+  // truncated data file, a CRC or size mismatch, an unsupported dtype, or
+  // slices that do not tile the shape (outside it, overlapping, or leaving gaps).
   HostTensor read(const std::string& name) const;
   // nullopt when read(name) would succeed, else its error message.
   std::optional<std::string> verify(const std::string& name) const;

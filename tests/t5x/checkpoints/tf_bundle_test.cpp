@@ -412,7 +412,7 @@ TEST_F(TfBundleBad, SizeDisagreesWithShape) {
   write_tf_bundle(p, {t});
   TfBundleReader r = TfBundleReader::open(p);
   EXPECT_EQ(error_of([&] { r.read("encoder/rms_norm/scale"); }),
-            p + ".index: tensor 'encoder/rms_norm/scale' float32(5,) has size 16 bytes, expected 20");
+            p + ".index: tensor 'encoder/rms_norm/scale' (index block at offset 0): float32(5,) has size 16 bytes, expected 20");
 }
 
 TEST_F(TfBundleBad, UnmappedNames) {
