@@ -37,6 +37,7 @@ const char* const kCkptUsage =
     "  import-tf  a TensorFlow Mesh-TF T5 checkpoint (PREFIX.index + PREFIX.data-*) -> MODEL_DIR/checkpoint_<step>\n"
     "             (t5x's checkpoint_importer names) and MODEL_DIR/model.gin; step defaults to global_step\n"
     "  info PREFIX lists a TensorFlow checkpoint: names, dtypes, shapes, shards, CRC status, t5x paths\n"
+    "  PREFIX may be a directory with TensorFlow's `checkpoint` state file (its newest checkpoint)\n"
     "  PATH/CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest complete checkpoint)\n";
 
 namespace {
@@ -139,9 +140,9 @@ int cmd_info_tf(const std::string& prefix, std::ostream& out) {
 
 int cmd_info(const Args& a, std::ostream& out) {
   allow_only(a, {"digest", "digest_only", "threads"}, 1);
-  if (tf::is_tf_checkpoint(a.pos[0])) {
+  if (auto prefix = tf::tf_checkpoint_prefix(a.pos[0])) {
     if (!a.opt.empty()) throw Usage("--digest / --threads apply to t5x checkpoints; import-tf first");
-    return cmd_info_tf(a.pos[0], out);
+    return cmd_info_tf(*prefix, out);
   }
   InspectOptions o;
   o.digest = a.opt.count("digest") || a.opt.count("digest_only");
@@ -303,7 +304,8 @@ int cmd_import(const Args& a, std::ostream& out) {
 
 int cmd_import_tf(const Args& a, std::ostream& out) {
   allow_only(a, {"step", "dtype", "compressor"}, 2);
-  const std::string prefix = a.pos[0], model_dir = a.pos[1];
+  const std::string model_dir = a.pos[1];
+  const std::string prefix = tf::tf_checkpoint_prefix(a.pos[0]).value_or(a.pos[0]);
   TfImportOptions o;
   if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
   if (a.opt.count("dtype")) o.dtype = a.opt.at("dtype") == "keep" ? "" : a.opt.at("dtype");

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -308,6 +309,66 @@ int64_t TfEntry::numel() const {
 
 bool is_tf_checkpoint(const std::string& prefix) {
   return !prefix.empty() && fileio::exists(prefix + ".index") && !fileio::is_dir(prefix + ".index");
+}
+
+std::optional<std::string> tf_checkpoint_prefix(const std::string& path) {
+  if (is_tf_checkpoint(path)) return path;
+  if (path.empty() || !fileio::is_dir(path)) return std::nullopt;
+  const std::string state = fileio::join(path, "checkpoint");
+  if (fileio::is_dir(state)) return std::nullopt;
+  static const std::string kKey = "model_checkpoint_path";
+  {
+    // Only the first bytes: a t5x msgpack `checkpoint` can be large.
+    std::ifstream in(state, std::ios::binary);
+    std::string head(kKey.size(), '\0');
+    if (!in || !in.read(head.data(), std::streamsize(head.size())) || head != kKey) return std::nullopt;
+  }
+  auto bytes = fileio::read_file_if_exists(state);
+  if (!bytes) return std::nullopt;
+  // model_checkpoint_path: "model.ckpt-1000" (text format: C escapes).
+  const std::string text(bytes->begin(), bytes->end());
+  size_t i = kKey.size();
+  while (i < text.size() && (text[i] == ' ' || text[i] == ':')) ++i;
+  const size_t value_at = i;
+  std::string value;
+  bool closed = false;
+  if (i < text.size() && (text[i] == '"' || text[i] == '\'')) {
+    const char q = text[i++];
+    for (; i < text.size() && text[i] != '\n'; ++i) {
+      char c = text[i];
+      if (c == q) {
+        closed = true;
+        break;
+      }
+      if (c == '\\' && i + 1 < text.size()) {
+        c = text[++i];
+        if (c >= '0' && c <= '7') {  // \ooo
+          int v = 0;
+          for (int k = 0; k < 3 && i < text.size() && text[i] >= '0' && text[i] <= '7'; ++k, ++i) v = v * 8 + (text[i] - '0');
+          --i;
+          c = char(v);
+        } else if (c == 'n') {
+          c = '\n';
+        } else if (c == 't') {
+          c = '\t';
+        }
+      }
+      value += c;
+    }
+  }
+  if (!closed || value.empty())
+    throw CheckpointError(state + ": TensorFlow checkpoint state file: expected a quoted, non-empty "
+                          "model_checkpoint_path at offset " + std::to_string(value_at));
+  const bool absolute = value[0] == '/' || value.find("://") != std::string::npos;
+  std::string prefix = absolute ? value : fileio::join(path, value);
+  if (!is_tf_checkpoint(prefix) && absolute) {
+    const std::string here = fileio::join(path, value.substr(value.find_last_of('/') + 1));
+    if (is_tf_checkpoint(here)) prefix = here;
+  }
+  if (!is_tf_checkpoint(prefix))
+    throw CheckpointError(state + ": model_checkpoint_path \"" + value + "\" names " + prefix + ", but " + prefix +
+                          ".index is missing\n  hint: the newest checkpoint's files are not in " + path);
+  return prefix;
 }
 
 TfBundleReader::~TfBundleReader() = default;

@@ -156,4 +156,18 @@ void write_tf_bundle(const std::string& prefix, const std::vector<TfWriteTensor>
 // P + '.index').
 bool is_tf_checkpoint(const std::string& prefix);
 
+// The TF checkpoint that PATH names, wherever a prefix is accepted:
+//   - PATH itself when PATH.index exists;
+//   - for a directory holding TensorFlow's `checkpoint` state file (a
+//     CheckpointState text proto, recognized as t5x's detect_checkpoint_type
+//     does by its first 21 bytes, "model_checkpoint_path"): the newest
+//     prefix, its `model_checkpoint_path`, taken relative to the directory
+//     unless absolute. An absolute or remote path (gs://...) that is not
+//     here falls back to its last component in the directory, for copies.
+//   - nullopt otherwise (a t5x checkpoint's msgpack `checkpoint` file is not a
+//     state file).
+// Throws CheckpointError naming the state file when it is malformed or the
+// prefix it names has no .index.
+std::optional<std::string> tf_checkpoint_prefix(const std::string& path);
+
 }  // namespace t5x::tf

@@ -215,7 +215,10 @@ std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& c
   for (auto it = cfg.paths.rbegin(); it != cfg.paths.rend(); ++it) {
     const std::string& p = *it;
     if (p.empty()) continue;
-    if (tf::is_tf_checkpoint(p)) return p;  // a TensorFlow (Mesh-TF) checkpoint prefix
+    // A TensorFlow (Mesh-TF) checkpoint prefix, or a directory whose TF
+    // `checkpoint` state file names the newest one (before the t5x test below:
+    // both call their file `checkpoint`).
+    if (auto prefix = tf::tf_checkpoint_prefix(p)) return prefix;
     if (fs::exists(fs::path(p) / "checkpoint")) return p;
     auto scan = latest_valid_step(p);
     if (scan.step) return checkpoint_dir_for_step(p, *scan.step);

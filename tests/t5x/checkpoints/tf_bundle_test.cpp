@@ -320,6 +320,42 @@ TEST(TfBundle, FactoredAdafactorSlotsImportBitwise) {
   EXPECT_EQ(im.leaves.at("state/param_states/encoder/encoder_norm/scale/v_row").shape, std::vector<int64_t>{1});
 }
 
+// A directory with TensorFlow's `checkpoint` state file stands for its newest
+// prefix (model_checkpoint_path); a t5x checkpoint's msgpack `checkpoint` file
+// does not.
+TEST(TfBundle, StateFileDirectoryResolvesToNewestPrefix) {
+  const std::string google_dir = fs::path(kGoogle).parent_path().string();
+  EXPECT_EQ(tf_checkpoint_prefix(google_dir), google_dir + "/model.ckpt-0");
+  EXPECT_EQ(TfBundleReader::open(*tf_checkpoint_prefix(google_dir)).names().size(), 105u);
+  EXPECT_EQ(tf_checkpoint_prefix(kFixture), kFixture);
+  EXPECT_EQ(tf_checkpoint_prefix(kOriginal), std::nullopt);
+  EXPECT_EQ(tf_checkpoint_prefix(fs::path(kFixture).parent_path().string()), std::nullopt);  // no state file
+  const std::string d = tmp("state");
+  auto state = [&](const std::string& text) { fileio::write_text(d + "/checkpoint", text, false); };
+  write_tf_bundle(d + "/model.ckpt-5", small_tensors());
+  write_tf_bundle(d + "/model.ckpt-9", small_tensors());
+  state("model_checkpoint_path: \"model.ckpt-9\"\nall_model_checkpoint_paths: \"model.ckpt-5\"\n"
+        "all_model_checkpoint_paths: \"model.ckpt-9\"\n");
+  EXPECT_EQ(tf_checkpoint_prefix(d), d + "/model.ckpt-9");
+  EXPECT_EQ(CheckpointReader::open(d).dir(), d + "/model.ckpt-9");
+  EXPECT_EQ(CheckpointReader::open(d).step(), 7);
+  // Absolute paths are kept; one that is not here (a copy from GCS) falls
+  // back to its last component in the directory.
+  state("model_checkpoint_path: \"" + d + "/model.ckpt-5\"\n");
+  EXPECT_EQ(tf_checkpoint_prefix(d), d + "/model.ckpt-5");
+  state("model_checkpoint_path: \"gs://t5-data/pretrained_models/small/model.ckpt-9\"\n");
+  EXPECT_EQ(tf_checkpoint_prefix(d), d + "/model.ckpt-9");
+  state("model_checkpoint_path: \"model.ckpt-12\"\n");
+  EXPECT_EQ(error_of([&] { tf_checkpoint_prefix(d); }),
+            d + "/checkpoint: model_checkpoint_path \"model.ckpt-12\" names " + d + "/model.ckpt-12, but " + d +
+                "/model.ckpt-12.index is missing\n  hint: the newest checkpoint's files are not in " + d);
+  state("model_checkpoint_path: model.ckpt-9\n");
+  EXPECT_EQ(error_of([&] { tf_checkpoint_prefix(d); }),
+            d + "/checkpoint: TensorFlow checkpoint state file: expected a quoted, non-empty model_checkpoint_path "
+                "at offset 23");
+  fs::remove_all(d);
+}
+
 // ---- Bad files: each message names the file, the offset and the tensor ----
 
 class TfBundleBad : public ::testing::Test {

@@ -123,10 +123,24 @@ TEST(TfImport, BadInputsNameTheFile) {
   fs::remove_all(root);
 }
 
-std::vector<std::string> finetune_argv(const std::string& dir, int steps, const std::vector<std::string>& extra) {
+// A copy of the fixture in a directory with TensorFlow's `checkpoint` state
+// file, as tf.train.Saver leaves it.
+std::string state_file_dir(const std::string& root) {
+  const std::string d = root + "/tf_dir";
+  fs::create_directories(d);
+  for (const auto& e : fs::directory_iterator(kData))
+    if (e.is_regular_file() && e.path().filename().string().starts_with("model.ckpt-2."))
+      fs::copy_file(e.path(), d + "/" + e.path().filename().string());
+  std::ofstream(d + "/checkpoint") << "model_checkpoint_path: \"model.ckpt-2\"\n"
+                                      "all_model_checkpoint_paths: \"model.ckpt-2\"\n";
+  return d;
+}
+
+std::vector<std::string> finetune_argv(const std::string& dir, int steps, const std::vector<std::string>& extra,
+                                       const std::string& initial = kPrefix) {
   std::vector<std::string> a = {t5x_bin(), "train", "--gin_file=configs/models/t5_1_1/tiny.gin",
                                 "--gin_file=configs/runs/finetune.gin"};
-  std::vector<std::string> b = {"MODEL_DIR = '" + dir + "'", "INITIAL_CHECKPOINT_PATH = '" + kPrefix + "'",
+  std::vector<std::string> b = {"MODEL_DIR = '" + dir + "'", "INITIAL_CHECKPOINT_PATH = '" + initial + "'",
                                 "MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
                                 "TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}",
                                 "TRAIN_STEPS = " + std::to_string(steps), "BATCH_SIZE = 4", "USE_CACHED_TASKS = False",
@@ -168,6 +182,31 @@ TEST(TfImport, FineTuneFromTfPrefixLossFalls) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("restored parameters from " + kPrefix + " (step 0)"), std::string::npos) << r.out;
   expect_loss_falls(root + "/ft_params", 1);
+  fs::remove_all(root);
+}
+
+// A directory holding TensorFlow's `checkpoint` state file stands for its
+// newest prefix in `ckpt info`, `import-tf` and INITIAL_CHECKPOINT_PATH.
+TEST(TfImport, StateFileDirectoryWhereverAPrefixGoes) {
+  const std::string google_dir = fs::path(kGoogle).parent_path().string();
+  RunResult g = sh(quote(t5x_bin()) + " ckpt info " + quote(google_dir));
+  EXPECT_EQ(g.rc, 1) << g.out;  // its second shard is not here
+  EXPECT_EQ(g.out.rfind("TensorFlow checkpoint " + kGoogle + ": 105 tensors in 2 shard(s)", 0), 0u) << g.out;
+  const std::string root = temp_dir("tf_state");
+  const std::string d = state_file_dir(root);
+  RunResult info = sh(quote(t5x_bin()) + " ckpt info " + quote(d));
+  EXPECT_EQ(info.rc, 0) << info.out;
+  EXPECT_NE(info.out.find("\n143 of 143 tensors read with matching CRCs\n"), std::string::npos) << info.out;
+  RunResult im = sh(quote(t5x_bin()) + " ckpt import-tf " + quote(d) + " " + quote(root + "/model") + " --dtype=keep");
+  ASSERT_EQ(im.rc, 0) << im.out;
+  EXPECT_EQ(im.out.rfind("imported " + d + "/model.ckpt-2 into " + root + "/model/checkpoint_2 (step 2)", 0), 0u)
+      << im.out;
+  std::string err;
+  EXPECT_EQ(digests(kOriginal, &err), digests(root + "/model/checkpoint_2", &err)) << err;
+  RunResult ft = sh(join_cmd(finetune_argv(root + "/ft", 3, {}, d)));
+  ASSERT_EQ(ft.rc, 0) << ft.out;
+  EXPECT_NE(ft.out.find("restored parameters and optimizer state from " + d + "/model.ckpt-2 (step 2)"),
+            std::string::npos) << ft.out;
   fs::remove_all(root);
 }
 
