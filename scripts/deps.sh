@@ -10,7 +10,7 @@ pkgs=(cmake g++ make ccache pkg-config
       libsentencepiece-dev sentencepiece
       libmsgpack-dev libmsgpack-cxx-dev nlohmann-json3-dev
       zlib1g-dev libzstd-dev
-      libprotobuf-dev protobuf-compiler
+      libprotobuf-dev protobuf-compiler libleveldb-dev libsnappy-dev
       libcli11-dev
       libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev libbenchmark-dev

@@ -11,6 +11,9 @@
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/hf_convert.h"
 #include "t5x/checkpoints/inspect.h"
+#include "t5x/checkpoints/meshtf_mapping.h"
+#include "t5x/checkpoints/tf_bundle.h"
+#include "t5x/checkpoints/tf_convert.h"
 #include "t5x/gin/flags.h"
 #include "t5x/models/gin_model.h"
 
@@ -24,12 +27,17 @@ const char* const kCkptUsage =
     "           [--relative_attention_max_distance=N] [--dropout_rate=X] [--gin_file=F ...] [--gin.NAME=V ...]\n"
     "       t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep]\n"
     "           [--compressor=gzip|zstd|raw]\n"
+    "       t5x ckpt import-tf PREFIX MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep] [--compressor=gzip|zstd|raw]\n"
     "  info       arrays with dtypes, shapes (logical axes from model-info.txt), sizes and storage;\n"
     "             --digest adds a 64-bit FNV-1a hash of every array (--digest_only: just path dtype shape hash)\n"
     "  export-hf  model.safetensors + config.json with Hugging Face T5 names (T5ForConditionalGeneration);\n"
     "             the config comes from --gin_file, else MODEL_DIR/config.gin, else the shapes\n"
     "             (gated MLP -> T5.1.1 'gated-gelu', plain -> T5.1.0 'relu'); flags override\n"
     "  import-hf  config.json + model.safetensors -> MODEL_DIR/checkpoint_<step> and MODEL_DIR/model.gin\n"
+    "  import-tf  a TensorFlow Mesh-TF T5 checkpoint (PREFIX.index + PREFIX.data-*) -> MODEL_DIR/checkpoint_<step>\n"
+    "             (t5x's checkpoint_importer names) and MODEL_DIR/model.gin; step defaults to global_step\n"
+    "  info PREFIX lists a TensorFlow checkpoint: names, dtypes, shapes, shards, CRC status, t5x paths\n"
+    "  PREFIX may be a directory with TensorFlow's `checkpoint` state file (its newest checkpoint)\n"
     "  PATH/CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest complete checkpoint)\n";
 
 namespace {
@@ -90,8 +98,52 @@ double to_double(const std::string& flag, const std::string& v) {
   throw Usage("--" + flag + " needs a number, got '" + v + "'");
 }
 
+std::string shape_text(const std::vector<int64_t>& s) {
+  HostTensor t;
+  t.shape = s;
+  return t.shape_string();
+}
+
+// `t5x ckpt info PREFIX` of a TensorFlow checkpoint: every tensor is read and
+// its CRC checked. Exit 1 when any tensor cannot be read.
+int cmd_info_tf(const std::string& prefix, std::ostream& out) {
+  tf::TfBundleReader r = tf::TfBundleReader::open(prefix);
+  out << "TensorFlow checkpoint " << prefix << ": " << r.names().size() << " tensors in " << r.num_shards()
+      << " shard(s); index " << r.num_blocks() << " block(s) read, CRCs ok"
+      << (r.had_snappy_block() ? ", snappy-compressed" : "") << "\n";
+  int ok = 0;
+  std::map<std::string, int> problems;
+  for (const auto& n : r.names()) {
+    const tf::TfEntry& e = r.entry(n);
+    auto p = meshtf_to_t5x_path(n);
+    std::string status = "crc ok";
+    if (auto err = r.verify(n)) {
+      const std::string first = err->substr(0, err->find('\n'));
+      status = first.find(": missing") != std::string::npos ? "not checked (" + first.substr(0, first.find(" (")) + ")"
+                                                            : "BAD: " + first;
+      ++problems[status.rfind("BAD", 0) == 0 ? "bad" : first.substr(0, first.find(':'))];
+    } else {
+      ++ok;
+    }
+    out << n << " " << (e.dtype.empty() ? "tf_dtype_" + std::to_string(e.tf_dtype) : e.dtype) << " "
+        << shape_text(e.shape) << " shard " << e.shard_id;
+    if (e.slices.empty()) out << " offset " << e.offset << " size " << e.size;
+    else out << " in " << e.slices.size() << " slices";
+    out << " " << status << " -> " << (p ? *p : std::string("<unmapped>")) << "\n";
+  }
+  out << ok << " of " << r.names().size() << " tensors read with matching CRCs";
+  for (const auto& [what, n] : problems)
+    out << "; " << n << (what == "bad" ? " damaged" : " not checked: " + what + " missing");
+  out << "\n";
+  return ok == int(r.names().size()) ? 0 : 1;
+}
+
 int cmd_info(const Args& a, std::ostream& out) {
   allow_only(a, {"digest", "digest_only", "threads"}, 1);
+  if (auto prefix = tf::tf_checkpoint_prefix(a.pos[0])) {
+    if (!a.opt.empty()) throw Usage("--digest / --threads apply to t5x checkpoints; import-tf first");
+    return cmd_info_tf(*prefix, out);
+  }
   InspectOptions o;
   o.digest = a.opt.count("digest") || a.opt.count("digest_only");
   if (a.opt.count("threads")) o.num_threads = int(to_int("threads", a.opt.at("threads")));
@@ -250,6 +302,42 @@ int cmd_import(const Args& a, std::ostream& out) {
   return 0;
 }
 
+int cmd_import_tf(const Args& a, std::ostream& out) {
+  allow_only(a, {"step", "dtype", "compressor"}, 2);
+  const std::string model_dir = a.pos[1];
+  const std::string prefix = tf::tf_checkpoint_prefix(a.pos[0]).value_or(a.pos[0]);
+  TfImportOptions o;
+  if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
+  if (a.opt.count("dtype")) o.dtype = a.opt.at("dtype") == "keep" ? "" : a.opt.at("dtype");
+  if (!o.dtype.empty() && o.dtype != "float32" && o.dtype != "bfloat16" && o.dtype != "float16")
+    throw Usage("--dtype must be float32, bfloat16, float16 or keep");
+  if (a.opt.count("compressor")) {
+    const std::string& z = a.opt.at("compressor");
+    if (z == "raw") o.compressor = {"", 1};
+    else if (z == "gzip" || z == "zstd") o.compressor = {z, 1};
+    else throw Usage("--compressor must be gzip, zstd or raw");
+  }
+  if (!tf::is_tf_checkpoint(prefix))
+    throw CheckpointError(prefix + ".index: missing\n  hint: give the checkpoint prefix, e.g. .../model.ckpt-1000000 "
+                          "(the files are PREFIX.index and PREFIX.data-*-of-*)");
+  TfImportResult res = import_tf_checkpoint(prefix, model_dir, o);
+  // The model gin, from the parameter shapes (T5.1.1 when wi_0/wi_1, untied logits).
+  CheckpointReader ck = CheckpointReader::open(res.dir);
+  std::vector<ParamShape> shapes;
+  for (const auto& p : ck.array_paths())
+    if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), ck.info(p).shape});
+  HfT5Config c = infer_hf_t5_config(shapes);
+  c.feed_forward_proj = c.is_gated_act() ? "gated-gelu" : "relu";
+  const std::string gin_path = fileio::join(model_dir, "model.gin");
+  fileio::write_text(gin_path, model_gin_for_hf_config(c, prefix), true);
+  out << "imported " << prefix << " into " << res.dir << " (step " << res.step << "): " << res.num_params
+      << " parameters, " << res.num_slots << " Adafactor slots, " << res.num_placeholders << " placeholders\n"
+      << "model gin: " << gin_path << " (from the shapes: " << (c.is_gated_act() ? "T5.1.1 gated-gelu, untied" : "T5.1.0 relu")
+      << (c.tie_word_embeddings ? ", tied logits" : "") << "; use --gin_file=" << gin_path
+      << " --gin_search_paths=configs/models)\n";
+  return 0;
+}
+
 }  // namespace
 
 std::string feed_forward_proj_from_activations(const std::vector<std::string>& acts) {
@@ -312,6 +400,7 @@ int run_ckpt_command(const std::vector<std::string>& args, std::ostream& out, st
     if (sub == "info") return cmd_info(a, out);
     if (sub == "export-hf") return cmd_export(a, out, err);
     if (sub == "import-hf") return cmd_import(a, out);
+    if (sub == "import-tf") return cmd_import_tf(a, out);
     err << "t5x ckpt: unknown tool '" << sub << "'\n" << kCkptUsage;
     return 64;
   } catch (const Usage& e) {

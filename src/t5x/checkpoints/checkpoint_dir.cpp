@@ -8,6 +8,8 @@
 #include <set>
 
 #include "t5x/checkpoints/file_io.h"
+#include "t5x/checkpoints/meshtf_mapping.h"
+#include "t5x/checkpoints/tf_bundle.h"
 
 namespace t5x {
 
@@ -150,6 +152,15 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
 
 CheckpointReader CheckpointReader::open(const std::string& path) {
   CheckpointReader r;
+  if (auto prefix = tf::tf_checkpoint_prefix(path)) {
+    // A TensorFlow (Mesh-TF T5) checkpoint prefix, or a directory whose TF
+    // `checkpoint` state file names one: read whole and mapped to t5x paths,
+    // as t5x's RestoreCheckpointConfig does (checkpoint_importer.py).
+    r.dir_ = *prefix;
+    r.version_ = 3;
+    for (auto& [p, t] : import_meshtf(tf::TfBundleReader::open(*prefix)).leaves) r.leaves_.emplace(p, std::move(t));
+    return r;
+  }
   std::string file;
   if (fileio::is_dir(path)) {
     r.dir_ = path;

@@ -97,7 +97,11 @@ class CheckpointReader {
  public:
   // `path` is a checkpoint directory or its `checkpoint` file; a directory
   // with a `state/` subdirectory is read from `state/checkpoint`. Throws
-  // CheckpointError when the msgpack is missing or corrupt.
+  // CheckpointError when the msgpack is missing or corrupt. A TensorFlow
+  // checkpoint prefix (PATH.index exists), or a directory whose TF `checkpoint`
+  // state file names one (tf::tf_checkpoint_prefix), is read whole, its
+  // Mesh-TF T5 names mapped to t5x paths (meshtf_mapping.h), and served as
+  // inline arrays; dir() is then the prefix.
   static CheckpointReader open(const std::string& path);
 
   struct LeafInfo {

@@ -9,6 +9,7 @@
 #include "core/dtype_bf16.h"
 #include "mesh/partition_spec.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/checkpoints/tf_bundle.h"
 
 namespace t5x::trainer {
 
@@ -214,6 +215,10 @@ std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& c
   for (auto it = cfg.paths.rbegin(); it != cfg.paths.rend(); ++it) {
     const std::string& p = *it;
     if (p.empty()) continue;
+    // A TensorFlow (Mesh-TF) checkpoint prefix, or a directory whose TF
+    // `checkpoint` state file names the newest one (before the t5x test below:
+    // both call their file `checkpoint`).
+    if (auto prefix = tf::tf_checkpoint_prefix(p)) return prefix;
     if (fs::exists(fs::path(p) / "checkpoint")) return p;
     auto scan = latest_valid_step(p);
     if (scan.step) return checkpoint_dir_for_step(p, *scan.step);

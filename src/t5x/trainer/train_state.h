@@ -88,6 +88,8 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
 // A checkpoint directory from RestoreCheckpointConfig paths: mode 'specific'
 // takes the path as a checkpoint_<N> directory (or a model dir's latest);
 // 'latest' takes the newest valid checkpoint under the path. nullopt if none.
+// A TensorFlow checkpoint prefix (PATH.index exists) is taken as it is; the
+// restore maps its Mesh-TF T5 names to t5x paths (t5x's TF restore).
 std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& cfg);
 
 // True when every float parameter is finite.

@@ -3,7 +3,10 @@ logits with t5x.cpp's (written by t5x_ckpt_hf_logits) on the same inputs.
 
 usage: hf_roundtrip_check.py [--tolerance=T] HF_DIR LOGITS.safetensors [HF_DIR LOGITS ...]
 Needs torch, transformers and safetensors (PyPI). Exit 0 when, for every
-pair, the largest absolute difference is within T (default 1e-4).
+pair, the largest absolute difference of the logits is within T (default
+1e-4) and each sequence's log-likelihood of its targets (the sum over
+non-padding targets of log_softmax(logits)[target], as `t5x score` sums it)
+agrees within 1e-4 relative.
 """
 import json
 import os
@@ -41,6 +44,19 @@ def check(hf_dir, logits_file, tol):
         return 1
     if diff > tol:
         print("FAIL: difference above tolerance")
+        return 1
+
+    def log_likelihood(logits):
+        lp = torch.log_softmax(logits.double(), dim=-1)
+        tok = lp.gather(-1, dec_tgt.unsqueeze(-1)).squeeze(-1)
+        return (tok * (dec_tgt > 0).double()).sum(-1)
+
+    ll_got, ll_want = log_likelihood(got), log_likelihood(want)
+    rel = ((ll_got - ll_want).abs() / ll_want.abs().clamp_min(1e-12)).max().item()
+    print(f"  log-likelihoods {[round(v, 4) for v in ll_want.tolist()]}: "
+          f"max relative difference {rel:.3e} (tolerance 1e-4)")
+    if rel > 1e-4:
+        print("FAIL: log-likelihoods differ")
         return 1
     return 0
 
