@@ -62,6 +62,7 @@ const CpuInfo& cpu_info() {
     i.onednn_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                        std::to_string(v->patch);
     i.bf16_native = gemm_bf16_native();
+    i.block_invariant = gemm_block_invariant();
     return i;
   }();
   return info;
@@ -70,7 +71,10 @@ const CpuInfo& cpu_info() {
 std::string describe_cpu() {
   const CpuInfo& i = cpu_info();
   return "cpu: " + i.kernels + " kernels, oneDNN " + i.onednn_version + " at " + i.onednn_isa +
-         "; bf16 products " + (i.bf16_native ? "native" : "via f32");
+         "; bf16 products " + (i.bf16_native ? "native" : "via f32") +
+         (i.block_invariant ? ""
+                            : "; products not block-invariant (mesh-invariant runs match one process to "
+                              "rounding, not bitwise)");
 }
 
 }  // namespace t5x::cpu

@@ -19,12 +19,15 @@ struct CpuInfo {
   std::string onednn_version;  // "2.6.3"
   std::string gemm_vector;     // "avx512" | "avx2" | "sse": the fp32 FMA width of oneDNN's products
   bool bf16_native = false;    // gemm_bf16_native()
+  bool block_invariant = false;  // gemm_block_invariant()
 };
 
 const CpuInfo& cpu_info();
 
 // One line, e.g. "cpu: avx2+fma kernels, oneDNN 2.6.3 at avx2; bf16 products
-// via f32". Queries oneDNN on first use (creates its engine).
+// via f32; products not block-invariant (mesh-invariant runs match one
+// process to rounding, not bitwise)". Queries oneDNN on first use (creates
+// its engine and runs the probes of gemm.h, a few milliseconds).
 std::string describe_cpu();
 
 }  // namespace t5x::cpu

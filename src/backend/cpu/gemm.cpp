@@ -14,7 +14,6 @@
 #include "backend/cpu/convert.h"
 #include "backend/cpu/skinny_gemm.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -325,6 +324,70 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
 bool gemm_bf16_native() {
   static const bool native = probe_native_bf16();
   return native;
+}
+
+namespace {
+
+// Row halves, column halves and 1 vs all threads of a few small products,
+// f32 and bf16, against the whole product's bits (see gemm_block_invariant).
+bool probe_block_invariant() {
+  struct P { int64_t m, n, k; bool ta, tb; };
+  const P probes[] = {{64, 64, 64, false, false}, {64, 64, 64, false, true},
+                      {48, 40, 200, true, true}, {128, 96, 256, true, false}};
+  uint32_t state = 12345;
+  auto next = [&] { state = state * 1664525u + 1013904223u; return float(int(state >> 9) % 2001 - 1000) / 1000.0f; };
+  const int all = omp_get_max_threads();
+  for (const P& p : probes) {
+    std::vector<float> a(size_t(p.m * p.k)), b(size_t(p.k * p.n));
+    for (auto& x : a) x = float(bfloat16(next()));
+    for (auto& x : b) x = float(bfloat16(next()));
+    std::vector<bfloat16> ab(a.begin(), a.end()), bb(b.begin(), b.end());
+    // op(A) rows [r0, r0 + rows) and op(B) columns [c0, c0 + cols), packed.
+    auto block = [&](bool bf16, int64_t r0, int64_t rows, int64_t c0, int64_t cols, int threads) {
+      std::vector<float> pa(size_t(rows * p.k)), pb(size_t(p.k * cols));
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t q = 0; q < p.k; ++q)
+          (p.ta ? pa[size_t(q * rows + i)] : pa[size_t(i * p.k + q)]) =
+              p.ta ? a[size_t(q * p.m + r0 + i)] : a[size_t((r0 + i) * p.k + q)];
+      for (int64_t q = 0; q < p.k; ++q)
+        for (int64_t j = 0; j < cols; ++j)
+          (p.tb ? pb[size_t(j * p.k + q)] : pb[size_t(q * cols + j)]) =
+              p.tb ? b[size_t((c0 + j) * p.k + q)] : b[size_t(q * p.n + c0 + j)];
+      std::vector<float> c(size_t(rows * cols));
+      const GemmShape s{rows, cols, p.k, p.ta, p.tb};
+      omp_set_num_threads(threads);
+      if (bf16) {
+        std::vector<bfloat16> pa16(pa.begin(), pa.end()), pb16(pb.begin(), pb.end());
+        gemm_batched_bf16(s, 1, 0, 0, 0, 1.0f, pa16.data(), pb16.data(), 0.0f, c.data());
+      } else {
+        gemm_f32(s, 1.0f, pa.data(), pb.data(), 0.0f, c.data());
+      }
+      omp_set_num_threads(all);
+      return c;
+    };
+    for (bool bf16 : {false, true}) {
+      const auto whole = block(bf16, 0, p.m, 0, p.n, all);
+      for (int threads : {1, all})
+        for (int h = 0; h < 2; ++h) {
+          const auto rows = block(bf16, h * p.m / 2, p.m / 2, 0, p.n, threads);
+          for (int64_t i = 0; i < p.m / 2; ++i)
+            for (int64_t j = 0; j < p.n; ++j)
+              if (rows[size_t(i * p.n + j)] != whole[size_t((h * p.m / 2 + i) * p.n + j)]) return false;
+          const auto cols = block(bf16, 0, p.m, h * p.n / 2, p.n / 2, threads);
+          for (int64_t i = 0; i < p.m; ++i)
+            for (int64_t j = 0; j < p.n / 2; ++j)
+              if (cols[size_t(i * p.n / 2 + j)] != whole[size_t(i * p.n + h * p.n / 2 + j)]) return false;
+        }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool gemm_block_invariant() {
+  static const bool invariant = probe_block_invariant();
+  return invariant;
 }
 
 int gemm_threads_for(const GemmShape& s, int64_t batch) {

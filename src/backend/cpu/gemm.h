@@ -63,6 +63,15 @@ void gemm_batched_bf16_out_bf16(const GemmShape& s, int64_t batch, int64_t strid
 // to f32 (no bf16 matmul at oneDNN's effective ISA, or T5X_BF16_GEMM=f32).
 bool gemm_bf16_native();
 
+// Whether an output element's bits here do not depend on the rows and
+// columns computed with it nor on the thread count, as probed once on a few
+// small f32 and bf16 products (row and column halves, 1 and all threads).
+// Mesh-invariant lowering (spmd/context.h) is bitwise one process's only where
+// this holds: oneDNN 2.6's AVX-512 products keep it on the shapes of
+// GemmBlocks.*; its AVX2 products do not (their order over k follows the block
+// shape), so there the same runs agree to rounding, not bit for bit.
+bool gemm_block_invariant();
+
 // OpenMP threads a call with this shape and batch would use (1 below the
 // small-product cut-off, else omp_get_max_threads()).
 int gemm_threads_for(const GemmShape& s, int64_t batch);

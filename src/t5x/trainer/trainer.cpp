@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "backend/cpu/gemm.h"
 #include "mesh/logical_axis_rules.h"
 #include "nn/params.h"
 #include "ops/elementwise.h"
@@ -105,9 +106,14 @@ std::string Trainer::layout() const {
     const int64_t per_process = blocks / dist_.num_data_shards;
     if (dist_.num_data_shards > 1 && (per_process & (per_process - 1)) == 0)
       os << "; gradient blocks and sums of one process with num_microbatches = " << blocks;
-    if (dist_.model_parallel())
+    if (dist_.model_parallel()) {
       os << (cfg_.partitioner.mesh_invariant ? "; no sum split over 'model' (mesh_invariant)"
                                              : "; sums split over 'model' (mesh_invariant = False)");
+      // Bitwise only where the GEMM sums an element of a block as it sums
+      // the whole product (backend/cpu/gemm.h); not on AVX2 CPUs.
+      if (cfg_.partitioner.mesh_invariant && !cpu::gemm_block_invariant())
+        os << ", equal to one process to rounding, not bitwise: this CPU's products are not block-invariant";
+    }
   }
   return os.str();
 }

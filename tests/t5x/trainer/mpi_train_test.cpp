@@ -180,15 +180,25 @@ TEST(TrainerMpi, MeshesAreBitwiseEqualToOneProcessInBfloat16) {
   };
   const int steps = 6;
   const TrainRun ref2 = run("bw_np1_mb2", 1, 1, steps, steps, "", with("trainer.Trainer.num_microbatches = 2"));
+  // Over 'model' the bits need block-invariant products (backend/cpu/gemm.h):
+  // oneDNN's AVX-512 ones, not its AVX2 ones. The CPU line and the layout
+  // line say which; where they are not, the runs agree to bf16 rounding.
+  const bool invariant = ref2.log.find("not block-invariant") == std::string::npos;
+  auto expect_model_axis = [&](const TrainRun& got, const std::string& what) {
+    if (invariant) return expect_bitwise(got, ref2, steps, what);
+    EXPECT_NE(got.log.find("equal to one process to rounding, not bitwise"), std::string::npos) << got.log;
+    for (int64_t s = 1; s <= steps; ++s)
+      EXPECT_NEAR(got.loss.at(s), ref2.loss.at(s), 1e-2 * std::fabs(ref2.loss.at(s))) << what << " step " << s;
+  };
   const TrainRun m2 = run("bw_model2_mb2", 2, 2, steps, steps, "", with("trainer.Trainer.num_microbatches = 2"));
-  expect_bitwise(m2, ref2, steps, "(1,2), 2 microbatches");
+  expect_model_axis(m2, "(1,2), 2 microbatches");
   const TrainRun d2 = run("bw_data2", 2, 1, steps, steps, "", bf16);
   expect_bitwise(d2, ref2, steps, "(2,1), None");
   EXPECT_NE(d2.log.find("gradient blocks and sums of one process with num_microbatches = 2"), std::string::npos)
       << d2.log;
   EXPECT_NE(m2.log.find("no sum split over 'model' (mesh_invariant)"), std::string::npos) << m2.log;
   const TrainRun d2m2 = run("bw_data2_model2", 4, 2, steps, steps, "", bf16);
-  expect_bitwise(d2m2, ref2, steps, "(2,2), None");
+  expect_model_axis(d2m2, "(2,2), None");
   // Four data shards: the pairwise sum over 'data' is ((s0 + s1) + (s2 + s3)).
   const TrainRun ref4 = run("bw_np1_mb4", 1, 1, steps, steps, "", with("trainer.Trainer.num_microbatches = 4"));
   const TrainRun d4 = run("bw_data4", 4, 1, steps, steps, "", bf16);
