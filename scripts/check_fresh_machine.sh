@@ -33,14 +33,23 @@ fi
 
 t_start=$(date +%s)
 times=()
-stage_begin() { t_stage=$(date +%s); printf '\n[fresh %s +%ds] %s\n' "$(date +%H:%M:%S)" $((t_stage - t_start)) "$1"; }
+stage_begin() { current_stage=$1; t_stage=$(date +%s); printf '\n[fresh %s +%ds] %s\n' "$(date +%H:%M:%S)" $((t_stage - t_start)) "$1"; }
 stage_end() { local d=$(( $(date +%s) - t_stage )); times+=("$(printf '%-44s %4d min %02d s' "$1" $((d / 60)) $((d % 60)))"); }
 
 mounts=()
 cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
 }
-trap cleanup EXIT
+summary() {
+  local rc=$?
+  cleanup
+  if ((rc != 0)); then
+    echo
+    echo "check_fresh_machine.sh: FAILED (exit $rc) in: ${current_stage:-setup}; stages done:"
+    printf '  %s\n' "${times[@]}"
+  fi
+}
+trap summary EXIT
 bind() {  # bind SRC DST (inside ROOT)
   mkdir -p "$ROOT$2"
   mount --bind "$1" "$ROOT$2"
@@ -97,6 +106,12 @@ fi
 
 git clone -q "$repo" "$ROOT/root/t5x.cpp"
 echo "cloned $(git -C "$repo" rev-parse --short HEAD) into $ROOT/root/t5x.cpp"
+# The third-party test data the tests read from ../shared/fixtures (never
+# committed), beside the clone as CI has it.
+if [[ -d "$repo/../shared/fixtures" ]]; then
+  mkdir -p "$ROOT/root/shared"
+  cp -a "$repo/../shared/fixtures" "$ROOT/root/shared/"
+fi
 
 # A login-like, clean environment: nothing of this shell's leaks in.
 in_chroot() {

@@ -12,6 +12,7 @@
 // bf16 output), since bf16 -> f32 is exact.
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/convert.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/skinny_gemm.h"
 
 #include <cstdlib>
@@ -207,9 +208,17 @@ const float* widen(const bfloat16* x, int64_t batch, int64_t stride, int64_t row
     convert_bf16_to_f32(x, out.data(), n * rows * cols);
     return out.data();
   }
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < rows; ++r)
-      convert_bf16_to_f32(x + i * stride + r * ld, out.data() + (i * rows + r) * cols, cols);
+  // Strided rows (batched attention products): one pass over all rows,
+  // threads only for large operands.
+  const int64_t total_rows = n * rows;
+  parallel_for(total_rows, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, cols)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t q = r0; q < r1; ++q) {
+                   const bfloat16* src = x + (q / rows) * stride + (q % rows) * ld;
+                   float* dst = out.data() + q * cols;
+                   for (int64_t c = 0; c < cols; ++c) dst[c] = float(src[c]);
+                 }
+               });
   return out.data();
 }
 

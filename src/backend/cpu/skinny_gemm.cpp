@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cpu/bf16_vec.h"
 #include "backend/cpu/parallel.h"
@@ -52,15 +53,33 @@ void block(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const
     }
 }
 #else
+// The same kernel in plain C++ for other targets (AVX2 builds: GCC vectorises
+// the inner loops): the same order over k and, with FMA, the same single
+// rounding per step as the AVX-512 kernel, so the same bits.
 constexpr int64_t kCols = 512;
+inline float fmadd(float x, float y, float z) {
+#if defined(__FMA__)
+  return std::fma(x, y, z);
+#else
+  return x * y + z;
+#endif
+}
 template <int MR, typename TA, typename TB, typename TC>
 void block(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb, float beta,
            TC* c, int64_t ldc) {
+  alignas(64) float acc[MR][kCols] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    const TB* row = b + p * ldb;
+    for (int i = 0; i < MR; ++i) {
+      const float av = float(a[i * lda + p]);
+      float* ai = acc[i];
+      for (int64_t j = 0; j < cols; ++j) ai[j] = fmadd(av, float(row[j]), ai[j]);
+    }
+  }
   for (int i = 0; i < MR; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      float s = 0;
-      for (int64_t p = 0; p < k; ++p) s += float(a[i * lda + p]) * float(b[p * ldb + j]);
-      float r = alpha * s + (beta != 0.0f ? beta * float(c[i * ldc + j]) : 0.0f);
+      float r = alpha * acc[i][j];
+      if (beta != 0.0f) r = fmadd(beta, float(c[i * ldc + j]), r);
       c[i * ldc + j] = TC(r);
     }
 }
