@@ -350,7 +350,6 @@ bool probe_block_invariant() {
     std::vector<float> a(size_t(p.m * p.k)), b(size_t(p.k * p.n));
     for (auto& x : a) x = float(bfloat16(next()));
     for (auto& x : b) x = float(bfloat16(next()));
-    std::vector<bfloat16> ab(a.begin(), a.end()), bb(b.begin(), b.end());
     // op(A) rows [r0, r0 + rows) and op(B) columns [c0, c0 + cols), packed.
     auto block = [&](bool bf16, int64_t r0, int64_t rows, int64_t c0, int64_t cols, int threads) {
       std::vector<float> pa(size_t(rows * p.k)), pb(size_t(p.k * cols));
