@@ -259,10 +259,9 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
-int cmd_import(const Args& a, std::ostream& out) {
-  allow_only(a, {"step", "dtype", "compressor"}, 2);
-  const std::string hf_dir = a.pos[0], model_dir = a.pos[1];
-  HfImportOptions o;
+// --step, --dtype and --compressor of import-hf and import-tf.
+template <typename Options>
+void read_import_flags(const Args& a, Options& o) {
   if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
   if (a.opt.count("dtype")) o.dtype = a.opt.at("dtype") == "keep" ? "" : a.opt.at("dtype");
   if (!o.dtype.empty() && o.dtype != "float32" && o.dtype != "bfloat16" && o.dtype != "float16")
@@ -273,6 +272,13 @@ int cmd_import(const Args& a, std::ostream& out) {
     else if (z == "gzip" || z == "zstd") o.compressor = {z, 1};
     else throw Usage("--compressor must be gzip, zstd or raw");
   }
+}
+
+int cmd_import(const Args& a, std::ostream& out) {
+  allow_only(a, {"step", "dtype", "compressor"}, 2);
+  const std::string hf_dir = a.pos[0], model_dir = a.pos[1];
+  HfImportOptions o;
+  read_import_flags(a, o);
   if (!fileio::is_dir(hf_dir))
     throw CheckpointError(hf_dir + ": no such directory\n  hint: give a Hugging Face model directory with config.json and model.safetensors");
   const std::string cfg_path = fileio::join(hf_dir, "config.json");
@@ -307,16 +313,7 @@ int cmd_import_tf(const Args& a, std::ostream& out) {
   const std::string model_dir = a.pos[1];
   const std::string prefix = tf::tf_checkpoint_prefix(a.pos[0]).value_or(a.pos[0]);
   TfImportOptions o;
-  if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
-  if (a.opt.count("dtype")) o.dtype = a.opt.at("dtype") == "keep" ? "" : a.opt.at("dtype");
-  if (!o.dtype.empty() && o.dtype != "float32" && o.dtype != "bfloat16" && o.dtype != "float16")
-    throw Usage("--dtype must be float32, bfloat16, float16 or keep");
-  if (a.opt.count("compressor")) {
-    const std::string& z = a.opt.at("compressor");
-    if (z == "raw") o.compressor = {"", 1};
-    else if (z == "gzip" || z == "zstd") o.compressor = {z, 1};
-    else throw Usage("--compressor must be gzip, zstd or raw");
-  }
+  read_import_flags(a, o);
   if (!tf::is_tf_checkpoint(prefix))
     throw CheckpointError(prefix + ".index: missing\n  hint: give the checkpoint prefix, e.g. .../model.ckpt-1000000 "
                           "(the files are PREFIX.index and PREFIX.data-*-of-*)");

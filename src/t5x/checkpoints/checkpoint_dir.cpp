@@ -56,6 +56,28 @@ std::string dataset_state_file_name(int process_index, int process_count) {
   return buf;
 }
 
+SaveLeaf SaveLeaf::whole(std::string path, HostTensor data) {
+  std::vector<int64_t> shape = data.shape;
+  SaveLeaf l = sharded(std::move(path), std::move(data), shape, IndexBox::full(shape));
+  l.chunks = t5x_chunk_shape(shape, dtype_itemsize(l.data.dtype));
+  return l;
+}
+
+std::string save_converted_checkpoint(const std::string& model_dir, int64_t step, std::vector<SaveLeaf> leaves,
+                                      const ZarrCompressor& compressor, bool durable) {
+  leaves.push_back(SaveLeaf::inline_array(
+      "state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(step)})));
+  SaveOptions so;
+  so.compressor = compressor;
+  so.save_dtype = "";
+  so.durable = durable;
+  fileio::make_dirs(model_dir);
+  SaveResult r = save_checkpoint(model_dir, step, leaves, so);
+  if (r.skipped_existing)
+    throw CheckpointError(r.dir + " already exists; choose another --step or MODEL_DIR");
+  return r.dir;
+}
+
 SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
                            const std::vector<SaveLeaf>& leaves, const SaveOptions& opt) {
   if (opt.process_index < 0 || opt.process_index >= opt.process_count)

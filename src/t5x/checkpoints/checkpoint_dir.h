@@ -56,6 +56,9 @@ struct SaveLeaf {
     l.write = write;
     return l;
   }
+  // A whole array written by one process as t5x writes a parameter: one zarr
+  // array in t5x's chunks (zarr.h, t5x_chunk_shape). For the converters.
+  static SaveLeaf whole(std::string path, HostTensor data);
 };
 
 struct SaveOptions {
@@ -88,6 +91,13 @@ struct SaveResult {
 // and CheckpointError for I/O failures.
 SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
                            const std::vector<SaveLeaf>& leaves, const SaveOptions& opt = {});
+
+// The converters' save (import-hf, import-tf): `leaves` plus an inline int32
+// "state/step", written as they are (no dtype cast) to
+// MODEL_DIR/checkpoint_<step>. Returns that directory; throws CheckpointError
+// when it already exists (nothing is overwritten) or on I/O failures.
+std::string save_converted_checkpoint(const std::string& model_dir, int64_t step, std::vector<SaveLeaf> leaves,
+                                      const ZarrCompressor& compressor, bool durable);
 
 std::string checkpoint_dir_for_step(const std::string& model_dir, int64_t step,
                                     const std::string& prefix = "checkpoint");

@@ -93,22 +93,9 @@ std::string import_hf_t5(const std::string& hf_dir, const std::string& model_dir
   std::vector<SaveLeaf> leaves;
   for (auto& [name, t] : params) {
     HostTensor v = maybe_cast(std::move(t), opt.dtype);
-    std::vector<int64_t> shape = v.shape;
-    SaveLeaf l = SaveLeaf::sharded("target/" + name, std::move(v), shape, IndexBox::full(shape));
-    l.chunks = t5x_chunk_shape(shape, dtype_itemsize(l.data.dtype));
-    leaves.push_back(std::move(l));
+    leaves.push_back(SaveLeaf::whole("target/" + name, std::move(v)));
   }
-  leaves.push_back(SaveLeaf::inline_array(
-      "state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(opt.step)})));
-  SaveOptions so;
-  so.compressor = opt.compressor;
-  so.save_dtype = "";
-  so.durable = opt.durable;
-  fileio::make_dirs(model_dir);
-  SaveResult r = save_checkpoint(model_dir, opt.step, leaves, so);
-  if (r.skipped_existing)
-    throw CheckpointError(r.dir + " already exists; choose another step or directory");
-  return r.dir;
+  return save_converted_checkpoint(model_dir, opt.step, std::move(leaves), opt.compressor, opt.durable);
 }
 
 }  // namespace t5x

@@ -26,22 +26,9 @@ TfImportResult import_tf_checkpoint(const std::string& prefix, const std::string
       continue;
     }
     (target ? res.num_params : res.num_slots) += 1;
-    std::vector<int64_t> shape = v.shape;
-    SaveLeaf l = SaveLeaf::sharded(path, std::move(v), shape, IndexBox::full(shape));
-    l.chunks = t5x_chunk_shape(shape, dtype_itemsize(l.data.dtype));
-    leaves.push_back(std::move(l));
+    leaves.push_back(SaveLeaf::whole(path, std::move(v)));
   }
-  leaves.push_back(SaveLeaf::inline_array(
-      "state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(res.step)})));
-  SaveOptions so;
-  so.compressor = opt.compressor;
-  so.save_dtype = "";
-  so.durable = opt.durable;
-  fileio::make_dirs(model_dir);
-  SaveResult r = save_checkpoint(model_dir, res.step, leaves, so);
-  if (r.skipped_existing)
-    throw CheckpointError(r.dir + " already exists; choose another --step or MODEL_DIR");
-  res.dir = r.dir;
+  res.dir = save_converted_checkpoint(model_dir, res.step, std::move(leaves), opt.compressor, opt.durable);
   return res;
 }
 

@@ -2,13 +2,7 @@
 # train two steps with `t5x train`, `t5x ckpt export-hf`, write t5x.cpp's logits
 # (t5x_ckpt_hf_logits) and compare them with transformers' (hf_roundtrip_check.py).
 # Variables: T5X, LOGITS, PYTHON, SCRIPT, OUT, SRC (the repository root).
-function(run what)
-  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${SRC} RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
-  message(STATUS "${what}: ${o}${e}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc})")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_step.cmake)
 
 set(common
   "--gin_bindings=MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"

@@ -4,13 +4,7 @@
 # checkpoint (t5x_ckpt_hf_logits, model.gin written by import-tf) against
 # transformers' on the export (hf_roundtrip_check.py).
 # Variables: T5X, LOGITS, PYTHON, SCRIPT, OUT, SRC (the repository root).
-function(run what)
-  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${SRC} RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE e)
-  message(STATUS "${what}: ${o}${e}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc})")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_step.cmake)
 
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
