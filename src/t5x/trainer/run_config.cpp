@@ -188,7 +188,15 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   d.mixture_or_task_name = cfg.get_string(s, c, "mixture_or_task_name");
   if (auto v = opt_value(cfg, s, c, "task_feature_lengths")) {
     seqio::SequenceLengths lens;
-    for (const auto& [k, len] : v->as_dict()) lens[k.as_string()] = static_cast<int>(len.as_int());
+    for (const auto& [k, len] : v->as_dict()) {
+      // Caught here, before initialisation writes anything (a length of 0
+      // used to surface as a bad record of the data file).
+      if (len.as_int() < 1)
+        throw std::invalid_argument("[trainer] " + c + ".task_feature_lengths['" + k.as_string() +
+                                    "'] must be >= 1, got " + std::to_string(len.as_int()) +
+                                    " (TASK_FEATURE_LENGTHS)");
+      lens[k.as_string()] = static_cast<int>(len.as_int());
+    }
     d.task_feature_lengths = lens;
   }
   d.split = cfg.get_string(s, c, "split");
@@ -337,7 +345,13 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (!cfg.is_none(ck.scope, ckc, "restore")) t.restore = read_restore(cfg, nested_ref(cfg, ck, "restore"));
   t.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   t.total_steps = cfg.get_int("", f, "total_steps");
+  if (t.total_steps < 0)
+    throw std::invalid_argument("[trainer] " + f + ".total_steps (TRAIN_STEPS) must be >= 0, got " +
+                                std::to_string(t.total_steps));
   if (auto v = opt_value(cfg, "", f, "relative_steps")) t.relative_steps = v->as_int();
+  if (t.relative_steps && *t.relative_steps < 0)
+    throw std::invalid_argument("[trainer] " + f + ".relative_steps must be >= 0, got " +
+                                std::to_string(*t.relative_steps));
   t.eval_steps = cfg.get_int("", f, "eval_steps");
   t.eval_period = cfg.get_int("", f, "eval_period");
   if (auto v = opt_value(cfg, "", f, "stats_period")) t.stats_period = v->as_int();

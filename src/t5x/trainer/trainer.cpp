@@ -365,6 +365,10 @@ TrainResult Trainer::train() {
   message("training " + std::to_string(model_->num_params()) + " parameters on " + layout() + "; steps " +
           std::to_string(start) + " -> " + std::to_string(total) + ", global batch " +
           std::to_string(cfg_.train_ds.batch_size));
+  // As in t5x, nothing is trained then; say so rather than look done.
+  if (total < start)
+    message("warning: TRAIN_STEPS = " + std::to_string(total) + " is below the restored step " +
+            std::to_string(start) + ": no step is trained (raise TRAIN_STEPS, or use another MODEL_DIR)");
   // t5x saves before the loop unless the state came from MODEL_DIR itself.
   if (!restored_from_model_dir_) save();
   if (cfg_.run_eval_before_training) evaluate();

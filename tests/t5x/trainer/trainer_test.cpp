@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -310,6 +311,43 @@ TEST(Trainer, BadMicrobatchesAndMeshInvariantFailBeforeWriting) {
     EXPECT_NE(std::string(e.what()).find("write True"), std::string::npos) << e.what();
   }
   EXPECT_THROW(tiny_run(temp_dir("np0"), 2, {"partitioning.PjitPartitioner.num_partitions = 0"}), gin::GinError);
+}
+
+// Nonsense steps and feature lengths fail when the config is read, before a
+// model is built or anything is written (issue 22, findings 7 and 9).
+TEST(Trainer, NegativeStepsAndEmptyFeatureLengthsFailAtRead) {
+  auto message_of = [](const std::vector<std::string>& extra) {
+    try {
+      tiny_run(temp_dir("bad_read"), 2, extra);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(message_of({"TRAIN_STEPS = -1"}),
+            "[trainer] train_script.train.total_steps (TRAIN_STEPS) must be >= 0, got -1");
+  EXPECT_EQ(message_of({"TASK_FEATURE_LENGTHS = {'inputs': 0, 'targets': 24}"}),
+            "[trainer] utils.DatasetConfig.task_feature_lengths['inputs'] must be >= 1, got 0 (TASK_FEATURE_LENGTHS)");
+  EXPECT_EQ(message_of({"TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': -3}"}),
+            "[trainer] utils.DatasetConfig.task_feature_lengths['targets'] must be >= 1, got -3 (TASK_FEATURE_LENGTHS)");
+}
+
+// TRAIN_STEPS below the restored step trains nothing, as in t5x, and says so.
+TEST(Trainer, StepsBelowTheRestoredStepWarn) {
+  const std::string dir = temp_dir("steps_below");
+  {
+    Trainer t(tiny_run(dir, 3), single(), fast());
+    t.train();
+  }
+  std::ostringstream log;
+  TrainerOptions o = fast();
+  o.log = &log;
+  Trainer t(tiny_run(dir, 1), single(), o);
+  t.train();
+  EXPECT_NE(log.str().find("warning: TRAIN_STEPS = 1 is below the restored step 3: no step is trained"),
+            std::string::npos)
+      << log.str();
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_1"));
 }
 
 }  // namespace
