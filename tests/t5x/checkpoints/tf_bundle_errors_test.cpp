@@ -21,20 +21,14 @@
 #include "core/dtype_bf16.h"
 #include "t5x/checkpoints/meshtf_mapping.h"
 #include "t5x/checkpoints/tf_bundle.h"
+#include "error_of.h"
 
 namespace t5x::tf {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing_ckpt::error_of;
 
 // shared/embedding [10,4] bf16 as the given row slices (one shard each), and
 // two whole tensors.

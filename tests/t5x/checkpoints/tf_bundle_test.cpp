@@ -14,6 +14,7 @@
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/meshtf_mapping.h"
 #include "t5x/checkpoints/tf_bundle.h"
+#include "error_of.h"
 
 namespace t5x::tf {
 namespace {
@@ -41,14 +42,7 @@ std::string hexs(const std::string& s) {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing_ckpt::error_of;
 
 TEST(TfBundle, Crc32cAndMask) {
   const std::string s = "123456789";
