@@ -1,7 +1,7 @@
 // dot_product_attention (ops/fused.h): fused kernel path and reference.
 #include "backend/cpu/attention.h"
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
 #include "ops/fused.h"
@@ -151,9 +151,8 @@ class Attention : public Primitive {
 
 }  // namespace
 
-Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
-  if (any_sharded(q, k, v, o.bias, o.q_segment_ids, o.kv_segment_ids, o.q_mask, o.kv_mask))
-    return dispatch1("dot_product_attention", {q, k, v}, OpArgs{.attention = &o});
+namespace {
+Array attention_local(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
   if (!fused_kernels_enabled()) return dot_product_attention_reference(q, k, v, o);
   Canon c = canonicalise(q, k, v, o);
   cpu::AttentionShape s;
@@ -167,6 +166,16 @@ Array dot_product_attention(const Array& q, const Array& k, const Array& v, cons
   if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
   Array out = apply1(std::make_shared<Attention>(s, c, o.scale, o.causal), in);
   return transpose(cast(out, q.dtype()), q.names());
+}
+}  // namespace
+
+// A composite (ops/primitive.h) over q, k, v and the options' arrays, any of
+// which may be split; the sharded rule keeps the fused kernel per shard.
+Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
+  return composite1(
+      "dot_product_attention", {q, k, v, o.bias, o.q_segment_ids, o.kv_segment_ids, o.q_mask, o.kv_mask},
+      [&](const std::vector<Array>& in) { return attention_local(in[0], in[1], in[2], o); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.attention(in[0], in[1], in[2], o); });
 }
 
 Array dot_product_attention_reference(const Array& q, const Array& k0, const Array& v0, const AttentionOptions& o) {

@@ -11,7 +11,9 @@
 
 #include <atomic>
 
+#include "ops/detail.h"
 #include "ops/elementwise.h"
+#include "ops/lowering.h"
 #include "ops/primitive.h"
 
 namespace t5x {
@@ -214,6 +216,7 @@ class Remat : public Primitive {
  public:
   explicit Remat(ArrayFn fn) : fn_(std::move(fn)) {}
   const char* name() const override { return "checkpoint"; }
+  bool accepts_split_inputs() const override { return true; }  // the block's ops lower themselves
   std::vector<Array> forward(const std::vector<Array>& inputs) override {
     NoGradGuard g;
     return fn_(inputs);
@@ -233,6 +236,17 @@ class Remat : public Primitive {
 }  // namespace
 
 std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs) {
+  // The sharded rule (ops/lowering.h): the lowering's ops run on local shards
+  // and record themselves, so neither p nor its outputs are recorded here.
+  if (!p->accepts_split_inputs()) {
+    bool split = false;
+    for (const Array& in : inputs) split = split || (in.valid() && !in.is_fully_local());
+    if (split) {
+      if (const ShardedLowering* l = sharded_lowering()) return p->lower(*l, inputs);
+      detail::check_local(p->name(), inputs);  // throws
+    }
+  }
+  if (p->is_composite()) return p->forward(inputs);  // its ops record themselves
   std::vector<Array> outs;
   {
     NoGradGuard inner;  // ops used inside forward are not recorded separately

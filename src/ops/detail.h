@@ -3,11 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/array.h"
+
+namespace t5x {
+class ShardedLowering;  // ops/lowering.h
+}
 
 namespace t5x::detail {
 
@@ -25,8 +30,12 @@ template <typename T> inline T st(compute_t<T> v) {
 constexpr int64_t kParallelThreshold = 1 << 15;
 
 // Throws "[op] sharded inputs not supported yet (...)" unless every valid array
-// is single-device or fully replicated.
+// is single-device or fully replicated (apply() calls it when no sharded
+// lowering is installed).
 void check_local(const char* op, const std::vector<Array>& xs);
+// apply_composite (ops/primitive.h) of a one-output op.
+Array composite1(const char* name, const std::vector<Array>& inputs, std::function<Array(const std::vector<Array>&)> expand,
+                 std::function<Array(const ShardedLowering&, const std::vector<Array>&)> lower);
 // Output of an op over `inputs`: uninitialised (or zeroed), on the same mesh
 // (replicated) as the first input that has one.
 Array make_output(const Shape& shape, DType dtype, const std::vector<Array>& inputs, bool zero = false);

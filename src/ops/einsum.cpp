@@ -6,7 +6,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 #include "ops/profile.h"
@@ -130,9 +130,8 @@ Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& o
   return einsum(x0, y0, out, EinsumPrecision{});
 }
 
-Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& out, EinsumPrecision precision) {
-  if (any_sharded(x0, y0)) return dispatch1("einsum", {x0, y0}, OpArgs{.dims = out});
-  check_local("einsum", {x0, y0});
+namespace {
+Array einsum_local(const Array& x0, const Array& y0, const std::vector<std::string>& out, EinsumPrecision precision) {
   check_same_dtype("einsum", x0, y0);
   check_floating("einsum", x0);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -151,6 +150,15 @@ Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& o
   Array x = xs.empty() ? x0 : sum(x0, xs);
   Array y = ys.empty() ? y0 : sum(y0, ys);
   return apply1(std::make_shared<Einsum>(out, precision.wide_result, precision.wide_grads), {x, y});
+}
+}  // namespace
+
+// A composite: the sharded rule takes the operands before the sums of dims
+// in one operand only, which it may leave pending as partial sums.
+Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out, EinsumPrecision precision) {
+  return composite1(
+      "einsum", {x, y}, [&](const std::vector<Array>& in) { return einsum_local(in[0], in[1], out, precision); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.einsum(in[0], in[1], out); });
 }
 
 namespace {

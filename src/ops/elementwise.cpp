@@ -1,11 +1,12 @@
 #include "ops/elementwise.h"
 
 #include <cmath>
+#include <optional>
 
 #include "backend/cpu/convert.h"
 #include "backend/cpu/vec_math.h"
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/primitive.h"
 
 namespace t5x {
@@ -121,6 +122,13 @@ class Unary : public Primitive {
     return op_ == U::Exp || op_ == U::Tanh || op_ == U::Sqrt || op_ == U::Rsqrt || op_ == U::Sigmoid;
   }
   std::vector<Array> forward(const std::vector<Array>& in) override { return {unary_forward(op_, in[0])}; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    static const UnaryOp public_op[] = {UnaryOp::Neg,  UnaryOp::Abs,     UnaryOp::Sign, UnaryOp::Square,
+                                        UnaryOp::Exp,  UnaryOp::Log,     UnaryOp::Tanh, UnaryOp::Sqrt,
+                                        UnaryOp::Rsqrt, UnaryOp::Sigmoid, UnaryOp::Relu, UnaryOp::Gelu};
+    if (op_ == U::GeluGrad) return Primitive::lower(l, in);  // vjps only
+    return {l.unary(op_ == U::Not ? UnaryOp::LogicalNot : public_op[int(op_)], in[0])};
+  }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out,
                          const std::vector<Array>& cot, const std::vector<bool>& needs) override {
     if (!needs[0]) return {Array()};
@@ -149,8 +157,6 @@ class Unary : public Primitive {
 };
 
 Array unary(U op, const Array& x, bool float_only) {
-  if (any_sharded(x)) return dispatch1(uname(op), {x});
-  check_local(uname(op), {x});
   if (float_only) check_floating(uname(op), x);
   else if (x.dtype() == DType::boolean && op != U::Not)
     throw_invalid(uname(op), "does not accept bool, got " + describe(x));
@@ -246,8 +252,13 @@ Array binary_forward(B op, const Array& a, const Array& b, const Shape& out_shap
 
 class Binary : public Primitive {
  public:
-  Binary(B op, Shape out) : op_(op), out_(std::move(out)) {}
+  Binary(B op, Shape out, std::optional<double> scalar) : op_(op), out_(std::move(out)), scalar_(scalar) {}
   const char* name() const override { return bname(op_); }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    static_assert(int(B::Max) == int(BinaryOp::Maximum) && int(B::Or) == int(BinaryOp::LogicalOr));
+    const BinaryOp op = BinaryOp(int(op_));  // same order
+    return {scalar_ ? l.binary_scalar(op, in[0], *scalar_) : l.binary(op, in[0], in[1])};
+  }
   bool saves_inputs() const override { return op_ != B::Add && op_ != B::Sub; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     a_shape_ = in[0].shape();
@@ -289,12 +300,11 @@ class Binary : public Primitive {
  private:
   B op_;
   Shape out_, a_shape_, b_shape_;
+  std::optional<double> scalar_;  // b's value, for add(a, 2.0) and the like
 };
 
-Array binary(B op, const Array& a, const Array& b) {
+Array binary(B op, const Array& a, const Array& b, std::optional<double> scalar = std::nullopt) {
   const char* n = bname(op);
-  if (any_sharded(a, b)) return dispatch1(n, {a, b});
-  check_local(n, {a, b});
   check_same_dtype(n, a, b);
   if (op == B::And || op == B::Or) {
     if (a.dtype() != DType::boolean) throw_invalid(n, "expects bool operands, got " + describe(a));
@@ -302,13 +312,18 @@ Array binary(B op, const Array& a, const Array& b) {
     throw_invalid(n, "does not accept bool operands, got " + describe(a));
   }
   Shape out = broadcast_shapes(n, a.shape(), b.shape());
-  return apply1(std::make_shared<Binary>(op, out), {a, b});
+  return apply1(std::make_shared<Binary>(op, out, scalar), {a, b});
 }
+// add(a, 2.0) and the like: sharded, the scalar is applied to each shard.
+Array binary_scalar(B op, const Array& a, double b) { return binary(op, a, scalar_like(a, b), b); }
 
 class Where : public Primitive {
  public:
   explicit Where(Shape out) : out_(std::move(out)) {}
   const char* name() const override { return "where"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.where(in[0], in[1], in[2])};
+  }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     const Array &c = in[0], &x = in[1], &y = in[2];
     x_shape_ = x.shape();
@@ -346,6 +361,9 @@ class Cast : public Primitive {
  public:
   explicit Cast(DType to) : to_(to) {}
   const char* name() const override { return "cast"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.cast(in[0], to_)};
+  }
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     const Array& x = in[0];
@@ -413,30 +431,12 @@ Array mul(const Array& a, const Array& b) { return binary(B::Mul, a, b); }
 Array div(const Array& a, const Array& b) { return binary(B::Div, a, b); }
 Array maximum(const Array& a, const Array& b) { return binary(B::Max, a, b); }
 Array minimum(const Array& a, const Array& b) { return binary(B::Min, a, b); }
-Array add(const Array& a, double b) {
-  if (any_sharded(a)) return dispatch1("add_scalar", {a}, OpArgs{.scalar = b});
-  return binary(B::Add, a, scalar_like(a, b));
-}
-Array sub(const Array& a, double b) {
-  if (any_sharded(a)) return dispatch1("sub_scalar", {a}, OpArgs{.scalar = b});
-  return binary(B::Sub, a, scalar_like(a, b));
-}
-Array mul(const Array& a, double b) {
-  if (any_sharded(a)) return dispatch1("mul_scalar", {a}, OpArgs{.scalar = b});
-  return binary(B::Mul, a, scalar_like(a, b));
-}
-Array div(const Array& a, double b) {
-  if (any_sharded(a)) return dispatch1("div_scalar", {a}, OpArgs{.scalar = b});
-  return binary(B::Div, a, scalar_like(a, b));
-}
-Array maximum(const Array& a, double b) {
-  if (any_sharded(a)) return dispatch1("maximum_scalar", {a}, OpArgs{.scalar = b});
-  return binary(B::Max, a, scalar_like(a, b));
-}
-Array minimum(const Array& a, double b) {
-  if (any_sharded(a)) return dispatch1("minimum_scalar", {a}, OpArgs{.scalar = b});
-  return binary(B::Min, a, scalar_like(a, b));
-}
+Array add(const Array& a, double b) { return binary_scalar(B::Add, a, b); }
+Array sub(const Array& a, double b) { return binary_scalar(B::Sub, a, b); }
+Array mul(const Array& a, double b) { return binary_scalar(B::Mul, a, b); }
+Array div(const Array& a, double b) { return binary_scalar(B::Div, a, b); }
+Array maximum(const Array& a, double b) { return binary_scalar(B::Max, a, b); }
+Array minimum(const Array& a, double b) { return binary_scalar(B::Min, a, b); }
 
 Array eq(const Array& a, const Array& b) { return binary(B::Eq, a, b); }
 Array ne(const Array& a, const Array& b) { return binary(B::Ne, a, b); }
@@ -454,8 +454,6 @@ Array logical_and(const Array& a, const Array& b) { return binary(B::And, a, b);
 Array logical_or(const Array& a, const Array& b) { return binary(B::Or, a, b); }
 
 Array where(const Array& cond, const Array& x, const Array& y) {
-  if (any_sharded(cond, x, y)) return dispatch1("where", {cond, x, y});
-  check_local("where", {cond, x, y});
   if (cond.dtype() != DType::boolean) throw_invalid("where", "cond must be bool, got " + describe(cond));
   check_same_dtype("where", x, y);
   Shape out = broadcast_shapes("where", broadcast_shapes("where", x.shape(), y.shape()), cond.shape());
@@ -471,9 +469,7 @@ Array clip(const Array& x, double lo, double hi) {
 
 namespace {
 template <typename Pred>
-Array float_mask(const char* op, const Array& x, Pred pred) {
-  if (any_sharded(x)) return dispatch1(op, {x});
-  check_local(op, {x});
+Array float_mask_local(const char* op, const Array& x, Pred pred) {
   check_floating(op, x);
   Array out = make_output(x.shape(), DType::boolean, {x});
   uint8_t* o = out.data<uint8_t>();
@@ -485,14 +481,19 @@ Array float_mask(const char* op, const Array& x, Pred pred) {
   });
   return out;
 }
+// Not differentiable: a composite whose expansion is the host loop.
+template <typename Pred>
+Array float_mask(UnaryOp op, const Array& x, Pred pred) {
+  return composite1(
+      op_name(op), {x}, [&](const std::vector<Array>& in) { return float_mask_local(op_name(op), in[0], pred); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.unary(op, in[0]); });
+}
 }  // namespace
 
-Array isnan(const Array& x) { return float_mask("isnan", x, [](float v) { return v != v; }); }
-Array isfinite(const Array& x) { return float_mask("isfinite", x, [](float v) { return std::isfinite(v); }); }
+Array isnan(const Array& x) { return float_mask(UnaryOp::IsNan, x, [](float v) { return v != v; }); }
+Array isfinite(const Array& x) { return float_mask(UnaryOp::IsFinite, x, [](float v) { return std::isfinite(v); }); }
 
 Array cast(const Array& x, DType dtype) {
-  if (any_sharded(x)) return dispatch1("cast", {x}, OpArgs{.dtype = dtype});
-  check_local("cast", {x});
   if (x.dtype() == dtype) return x;
   return apply1(std::make_shared<Cast>(dtype), {x});
 }

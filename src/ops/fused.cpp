@@ -8,7 +8,7 @@
 #include "backend/cpu/rms_norm.h"
 #include "ops/autodiff.h"
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
@@ -133,7 +133,7 @@ class GatedGelu : public Primitive {
 };
 
 void check_rms_args(const char* op, const Array& x, const Array& scale, const std::string& dim, double eps) {
-  check_local(op, {x, scale});
+  check_local(op, {x, scale});  // the reference too refuses split inputs
   check_floating(op, x);
   check_floating(op, scale, "scale");
   require_dim(op, x, dim);
@@ -164,8 +164,10 @@ Array canonical_targets(const char* op, const Array& logits, const Array& target
 
 }  // namespace
 
-Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
-  if (any_sharded(x, scale)) return dispatch1("rms_norm", {x, scale}, OpArgs{.dim = dim, .scalar = eps});
+// The fused ops are composites (ops/primitive.h): their sharded rules keep
+// the fused kernel (or, without fused kernels, the reference) per shard.
+namespace {
+Array rms_norm_local(const Array& x, const Array& scale, const std::string& dim, double eps) {
   if (!fused_kernels_enabled()) return rms_norm_reference(x, scale, dim, eps);
   check_rms_args("rms_norm", x, scale, dim, eps);
   // bf16 activations go in and come out as bf16 (no cast passes).
@@ -173,6 +175,13 @@ Array rms_norm(const Array& x, const Array& scale, const std::string& dim, doubl
   Array xt = cast(transpose(x, with_last(x, dim)), kdt);
   Array y = apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)});
   return transpose(cast(y, x.dtype()), x.names());
+}
+}  // namespace
+
+Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
+  return composite1(
+      "rms_norm", {x, scale}, [&](const std::vector<Array>& in) { return rms_norm_local(in[0], in[1], dim, eps); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.rms_norm(in[0], in[1], dim, eps); });
 }
 
 Array rms_norm_reference(const Array& x, const Array& scale, const std::string& dim, double eps) {
@@ -182,13 +191,9 @@ Array rms_norm_reference(const Array& x, const Array& scale, const std::string& 
   return mul(cast(y, x.dtype()), cast(scale, x.dtype()));
 }
 
-CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,
-                                                       double label_smoothing, const std::string& vocab) {
-  if (any_sharded(logits, targets)) {
-    auto r = dispatch_n("softmax_cross_entropy_with_integer_labels", {logits, targets},
-                        OpArgs{.dim = vocab, .scalar = z_loss, .scalar2 = label_smoothing}, 2);
-    return {r[0], r[1]};
-  }
+namespace {
+CrossEntropy cross_entropy_local(const Array& logits, const Array& targets, double z_loss, double label_smoothing,
+                                 const std::string& vocab) {
   if (!fused_kernels_enabled())
     return softmax_cross_entropy_with_integer_labels_reference(logits, targets, z_loss, label_smoothing, vocab);
   const char* op = "softmax_cross_entropy_with_integer_labels";
@@ -205,6 +210,22 @@ CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, cons
   o.label_smoothing = float(label_smoothing);
   auto r = t5x::apply(std::make_shared<XEnt>(o), {l, t});
   return {r[0], stop_gradient(r[1])};
+}
+}  // namespace
+
+CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,
+                                                       double label_smoothing, const std::string& vocab) {
+  auto r = apply_composite(
+      "softmax_cross_entropy_with_integer_labels", {logits, targets},
+      [&](const std::vector<Array>& in) {
+        CrossEntropy c = cross_entropy_local(in[0], in[1], z_loss, label_smoothing, vocab);
+        return std::vector<Array>{c.loss, c.z_loss};
+      },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) {
+        CrossEntropy c = l.softmax_cross_entropy(in[0], in[1], z_loss, label_smoothing, vocab);
+        return std::vector<Array>{c.loss, c.z_loss};
+      });
+  return {r[0], r[1]};
 }
 
 CrossEntropy softmax_cross_entropy_with_integer_labels_reference(const Array& logits, const Array& targets,
@@ -224,10 +245,9 @@ CrossEntropy softmax_cross_entropy_with_integer_labels_reference(const Array& lo
   return {add(xent, zl), stop_gradient(zl)};
 }
 
-Array gated_gelu(const Array& h0, const Array& h1) {
-  if (any_sharded(h0, h1)) return dispatch1("gated_gelu", {h0, h1});
+namespace {
+Array gated_gelu_local(const Array& h0, const Array& h1) {
   if (!fused_kernels_enabled()) return gated_gelu_reference(h0, h1);
-  check_local("gated_gelu", {h0, h1});
   check_floating("gated_gelu", h0, "h0");
   check_same_dtype("gated_gelu", h0, h1, "h0", "h1");
   if (broadcast_shapes("gated_gelu", h0.shape(), h1.shape()).rank() != h0.rank() || h0.rank() != h1.rank())
@@ -235,6 +255,13 @@ Array gated_gelu(const Array& h0, const Array& h1) {
   if (h0.dtype() == DType::bf16) return apply1(std::make_shared<GatedGelu>(), {h0, transpose(h1, h0.names())});
   Array a = cast(h0, DType::f32), b = cast(transpose(h1, h0.names()), DType::f32);
   return cast(apply1(std::make_shared<GatedGelu>(), {a, b}), h0.dtype());
+}
+}  // namespace
+
+Array gated_gelu(const Array& h0, const Array& h1) {
+  return composite1(
+      "gated_gelu", {h0, h1}, [](const std::vector<Array>& in) { return gated_gelu_local(in[0], in[1]); },
+      [](const ShardedLowering& l, const std::vector<Array>& in) { return l.gated_gelu(in[0], in[1]); });
 }
 
 Array gated_gelu_reference(const Array& h0, const Array& h1) {

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
@@ -35,6 +35,9 @@ class Take : public Primitive {
  public:
   Take(int axis, Shape out) : axis_(axis), out_(std::move(out)) {}
   const char* name() const override { return "take"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.take(in[0], in[1], in[0].names()[size_t(axis_)])};
+  }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     const Array &x = in[0], &idx = in[1];
     x_shape_ = x.shape();
@@ -93,6 +96,10 @@ class TopK : public Primitive {
  public:
   TopK(int64_t k, std::string dim) : k_(k), dim_(std::move(dim)) {}
   const char* name() const override { return "top_k"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    auto [values, indices] = l.top_k(in[0], k_, dim_);
+    return {values, indices};
+  }
   bool saves_inputs() const override { return false; }
   bool saves_outputs() const override { return true; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
@@ -156,10 +163,8 @@ Array iota(const Shape& shape, const std::string& dim, DType dtype) {
   return broadcast_to(line, shape);
 }
 
-Array one_hot(const Array& indices, int64_t depth, const std::string& name, DType dtype) {
-  if (any_sharded(indices))
-    return dispatch1("one_hot", {indices}, OpArgs{.name = name, .k = depth, .dtype = dtype});
-  check_local("one_hot", {indices});
+namespace {
+Array one_hot_local(const Array& indices, int64_t depth, const std::string& name, DType dtype) {
   if (!is_integer(indices.dtype())) throw_invalid("one_hot", "indices must be int32/int64, got " + describe(indices));
   if (indices.has_dim(name)) throw_invalid("one_hot", "new dim '" + name + "' already in indices " + describe(indices));
   if (depth < 0) throw_invalid("one_hot", "negative depth " + std::to_string(depth));
@@ -178,10 +183,16 @@ Array one_hot(const Array& indices, int64_t depth, const std::string& name, DTyp
   });
   return out;
 }
+}  // namespace
+
+// Not differentiable: a composite whose expansion is the host loop.
+Array one_hot(const Array& indices, int64_t depth, const std::string& name, DType dtype) {
+  return composite1(
+      "one_hot", {indices}, [&](const std::vector<Array>& in) { return one_hot_local(in[0], depth, name, dtype); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.one_hot(in[0], depth, name, dtype); });
+}
 
 Array take(const Array& x, const Array& indices, const std::string& dim) {
-  if (any_sharded(x, indices)) return dispatch1("take", {x, indices}, OpArgs{.dim = dim});
-  check_local("take", {x, indices});
   int a = require_dim("take", x, dim);
   std::vector<int64_t> ids = index_values("take", indices);
   const int64_t n = x.shape()[a].size;
@@ -205,11 +216,6 @@ Array take(const Array& x, const Array& indices, const std::string& dim) {
 }
 
 std::pair<Array, Array> top_k(const Array& x, int64_t k, const std::string& dim) {
-  if (any_sharded(x)) {
-    auto r = dispatch_n("top_k", {x}, OpArgs{.dim = dim, .k = k}, 2);
-    return {r[0], r[1]};
-  }
-  check_local("top_k", {x});
   int a = require_dim("top_k", x, dim);
   if (x.dtype() == DType::boolean) throw_invalid("top_k", "does not accept bool, got " + describe(x));
   if (k < 0 || k > x.shape()[a].size)

@@ -1,13 +1,27 @@
-// Primitive: one op's forward computation and its vjp, side by side (MLX style).
+// Primitive: one op's forward computation, its vjp and its sharded rule, side
+// by side (MLX's primitives, Mesh-TensorFlow's Operation.lower).
 //
-// Every public op (ops/*.h) is a free function that validates its arguments,
-// broadcasts by name and decides the output shape, then calls apply() with a
-// fresh primitive instance. apply() runs forward() eagerly and, when an
-// autodiff tape is recording (ops/autodiff.h) and some input is tracked,
-// records the primitive so that vjp() can run during the backward pass.
+// Every public op (ops/*.h) is a free function that validates its arguments
+// on the global shapes, broadcasts by name and decides the output shape, then
+// calls apply() with a fresh primitive instance that holds the op's typed
+// attributes. apply() is the one place that decides how the op runs:
+//   - some valid input split over the mesh (!is_fully_local()) and a sharded
+//     lowering installed (ops/lowering.h): returns lower(lowering, inputs),
+//     the op's sharded rule, and records nothing itself (the lowering's own
+//     ops, on local shards, record themselves);
+//   - a split input and no lowering: throws "[op] sharded inputs not
+//     supported yet (got ... split over the mesh); reshard to replicated
+//     first";
+//   - otherwise runs forward() eagerly on the local buffers and, when an
+//     autodiff tape is recording (ops/autodiff.h) and some input is tracked,
+//     records the primitive so that vjp() can run during the backward pass.
+// Primitives with accepts_split_inputs() (to_local, checkpoint blocks) skip
+// the first two cases. Composite ops (is_composite(), see Composite below)
+// run forward() op by op instead, with recording on.
 // A primitive instance belongs to one call: it may keep metadata (shapes,
 // dims) from forward() for vjp().
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +29,8 @@
 #include "core/array.h"
 
 namespace t5x {
+
+class ShardedLowering;  // ops/lowering.h
 
 class Primitive {
  public:
@@ -34,15 +50,59 @@ class Primitive {
   // input is not differentiable.
   virtual std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>& outputs,
                                  const std::vector<Array>& cotangents, const std::vector<bool>& needs_grad) = 0;
+  // The sharded rule: the same outputs as forward() would give on the global
+  // arrays, for inputs of which some are split, computed by the one method of
+  // `lowering` that matches this op, called with this primitive's attributes.
+  // The default throws "[name] no sharded lowering for op 'name'; reshard its
+  // inputs to replicated first" (e.g. gelu_grad, which only vjps use).
+  virtual std::vector<Array> lower(const ShardedLowering& lowering, const std::vector<Array>& inputs) const;
   virtual bool saves_inputs() const { return true; }
   virtual bool saves_outputs() const { return false; }
   // True when vjp() takes float32 cotangents for bfloat16 outputs as they are
   // (casts, reshapes, transposes); other primitives get them rounded first.
   virtual bool accepts_wide_cotangents() const { return false; }
+  // True when forward() itself takes split (global) arrays: apply() neither
+  // lowers nor refuses them (spmd's to_local, checkpoint blocks).
+  virtual bool accepts_split_inputs() const { return false; }
+  // True for a composite op: forward() is written with other public ops (or
+  // computes a non-differentiable result, such as argmax), and those ops
+  // record themselves; apply() runs it with recording on and records nothing
+  // for the composite, whose vjp() is never called.
+  virtual bool is_composite() const { return false; }
 };
 
-// Runs `p` on `inputs`; records it on the active tape when needed.
+// A composite op whose sharded rule is its own rather than the composition of
+// its parts' rules (stack along a new dim, mean, the fused kernels with their
+// reference decompositions, argmax, ...): `expand` computes the outputs from
+// local inputs, with the op's checks; `lower` calls the op's method of the
+// lowering. Both may capture the op's arguments by reference: they run
+// within the apply() call.
+class Composite final : public Primitive {
+ public:
+  using Expand = std::function<std::vector<Array>(const std::vector<Array>&)>;
+  using Lower = std::function<std::vector<Array>(const ShardedLowering&, const std::vector<Array>&)>;
+  Composite(const char* name, Expand expand, Lower lower)
+      : name_(name), expand_(std::move(expand)), lower_(std::move(lower)) {}
+  const char* name() const override { return name_; }
+  bool is_composite() const override { return true; }
+  std::vector<Array> forward(const std::vector<Array>& inputs) override { return expand_(inputs); }
+  std::vector<Array> lower(const ShardedLowering& lowering, const std::vector<Array>& inputs) const override {
+    return lower_(lowering, inputs);
+  }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override;  // throws std::logic_error
+
+ private:
+  const char* name_;
+  Expand expand_;
+  Lower lower_;
+};
+
+// Runs `p` on `inputs` as described above; records it on the active tape when needed.
 std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs);
 Array apply1(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs);
+// apply() of a Composite.
+std::vector<Array> apply_composite(const char* name, const std::vector<Array>& inputs, Composite::Expand expand,
+                                   Composite::Lower lower);
 
 }  // namespace t5x

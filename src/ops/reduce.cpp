@@ -6,7 +6,7 @@
 #include "backend/cpu/vec_math.h"
 #include "ops/autodiff.h"
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 #include "ops/shape.h"
@@ -97,8 +97,11 @@ Array reduce_forward(R op, const Array& x0, const Plan& p) {
 
 class Reduce : public Primitive {
  public:
-  Reduce(R op, Plan p) : op_(op), p_(std::move(p)) {}
+  Reduce(R op, Plan p, std::vector<std::string> dims) : op_(op), p_(std::move(p)), dims_(std::move(dims)) {}
   const char* name() const override { return op_ == R::Sum ? "sum" : op_ == R::Max ? "max" : "min"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.reduce(op_ == R::Sum ? Reduction::Sum : op_ == R::Max ? Reduction::Max : Reduction::Min, in[0], dims_)};
+  }
   bool saves_inputs() const override { return op_ != R::Sum; }
   bool saves_outputs() const override { return op_ != R::Sum; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
@@ -119,16 +122,15 @@ class Reduce : public Primitive {
  private:
   R op_;
   Plan p_;
+  std::vector<std::string> dims_;
   Shape in_;
 };
 
 Array reduce(R op, const char* name, const Array& x, const std::vector<std::string>& dims) {
-  if (any_sharded(x)) return dispatch1(name, {x}, OpArgs{.dims = dims});
-  check_local(name, {x});
   if (x.dtype() == DType::boolean) throw_invalid(name, "does not accept bool, got " + describe(x));
   Plan p = plan_reduce(name, x, dims);
   if (dims.empty()) return x;
-  return apply1(std::make_shared<Reduce>(op, std::move(p)), {x});
+  return apply1(std::make_shared<Reduce>(op, std::move(p), dims), {x});
 }
 
 std::vector<std::string> all_dims(const Array& x) { return x.names(); }
@@ -189,6 +191,9 @@ class Softmax : public Primitive {
  public:
   Softmax(std::string dim, bool log) : dim_(std::move(dim)), log_(log) {}
   const char* name() const override { return log_ ? "log_softmax" : "softmax"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.softmax(in[0], dim_, log_)};
+  }
   bool saves_inputs() const override { return false; }
   bool saves_outputs() const override { return true; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
@@ -210,6 +215,9 @@ class Cumsum : public Primitive {
  public:
   Cumsum(std::string dim, bool exclusive, bool reverse) : dim_(std::move(dim)), excl_(exclusive), rev_(reverse) {}
   const char* name() const override { return "cumsum"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.cumsum(in[0], dim_, excl_, rev_)};
+  }
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     const Array& x = in[0];
@@ -258,16 +266,23 @@ Array max(const Array& x) { return reduce(R::Max, "max", x, all_dims(x)); }
 Array min(const Array& x, const std::vector<std::string>& dims) { return reduce(R::Min, "min", x, dims); }
 Array min(const Array& x) { return reduce(R::Min, "min", x, all_dims(x)); }
 
-Array mean(const Array& x, const std::vector<std::string>& dims) {
-  if (any_sharded(x)) return dispatch1("mean", {x}, OpArgs{.dims = dims});
+namespace {
+Array mean_local(const Array& x, const std::vector<std::string>& dims) {
   check_floating("mean", x);
   Plan p = plan_reduce("mean", x, dims);
   return mul(sum(x, dims), 1.0 / double(std::max<int64_t>(p.cols, 1)));
 }
+}  // namespace
+
+Array mean(const Array& x, const std::vector<std::string>& dims) {
+  return composite1(
+      "mean", {x}, [&](const std::vector<Array>& in) { return mean_local(in[0], dims); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.mean(in[0], dims); });
+}
 Array mean(const Array& x) { return mean(x, all_dims(x)); }
 
-Array logsumexp(const Array& x, const std::vector<std::string>& dims) {
-  if (any_sharded(x)) return dispatch1("logsumexp", {x}, OpArgs{.dims = dims});
+namespace {
+Array logsumexp_local(const Array& x, const std::vector<std::string>& dims) {
   check_floating("logsumexp", x);
   plan_reduce("logsumexp", x, dims);
   // Shift by the (gradient-free) max for stability; rows of -inf stay -inf.
@@ -279,26 +294,28 @@ Array logsumexp(const Array& x, const std::vector<std::string>& dims) {
   }
   return add(log(sum(exp(sub(x, m)), dims)), m);
 }
+}  // namespace
+
+Array logsumexp(const Array& x, const std::vector<std::string>& dims) {
+  return composite1(
+      "logsumexp", {x}, [&](const std::vector<Array>& in) { return logsumexp_local(in[0], dims); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.logsumexp(in[0], dims); });
+}
 
 Array softmax(const Array& x, const std::string& dim) {
-  if (any_sharded(x)) return dispatch1("softmax", {x}, OpArgs{.dim = dim});
-  check_local("softmax", {x});
   check_floating("softmax", x);
   require_dim("softmax", x, dim);
   return apply1(std::make_shared<Softmax>(dim, false), {x});
 }
 
 Array log_softmax(const Array& x, const std::string& dim) {
-  if (any_sharded(x)) return dispatch1("log_softmax", {x}, OpArgs{.dim = dim});
-  check_local("log_softmax", {x});
   check_floating("log_softmax", x);
   require_dim("log_softmax", x, dim);
   return apply1(std::make_shared<Softmax>(dim, true), {x});
 }
 
-Array argmax(const Array& x0, const std::string& dim) {
-  if (any_sharded(x0)) return dispatch1("argmax", {x0}, OpArgs{.dim = dim});
-  check_local("argmax", {x0});
+namespace {
+Array argmax_local(const Array& x0, const std::string& dim) {
   int a = require_dim("argmax", x0, dim);
   if (x0.dtype() == DType::boolean) throw_invalid("argmax", "does not accept bool, got " + describe(x0));
   std::vector<std::string> order = x0.names();
@@ -328,10 +345,16 @@ Array argmax(const Array& x0, const std::string& dim) {
   });
   return out;
 }
+}  // namespace
+
+// Not differentiable: a composite whose expansion is the host loop.
+Array argmax(const Array& x, const std::string& dim) {
+  return composite1(
+      "argmax", {x}, [&](const std::vector<Array>& in) { return argmax_local(in[0], dim); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.argmax(in[0], dim); });
+}
 
 Array cumsum(const Array& x, const std::string& dim, bool exclusive, bool reverse) {
-  if (any_sharded(x)) return dispatch1("cumsum", {x}, OpArgs{.dim = dim, .ints = {exclusive, reverse}});
-  check_local("cumsum", {x});
   require_dim("cumsum", x, dim);
   if (x.dtype() == DType::boolean) throw_invalid("cumsum", "does not accept bool, got " + describe(x));
   return apply1(std::make_shared<Cumsum>(dim, exclusive, reverse), {x});

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "ops/detail.h"
-#include "ops/dispatch.h"
+#include "ops/lowering.h"
 #include "ops/elementwise.h"
 #include "ops/primitive.h"
 
@@ -219,6 +219,9 @@ class Concat : public Primitive {
  public:
   Concat(Shape out, int axis) : out_(std::move(out)), axis_(axis) {}
   const char* name() const override { return "concat"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.concat(in, out_.names()[size_t(axis_)])};
+  }
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     Array out = make_output(out_, in[0].dtype(), in);
@@ -271,6 +274,106 @@ class DynamicUpdateSlice : public Primitive {
   Shape upd_;
 };
 
+// The public ops over the shared kernels above: each adds its arguments and
+// its sharded rule (the kernels' own instances, made by vjps, run on local
+// shards only).
+class Transpose final : public Relayout {
+ public:
+  Transpose(Shape out, std::vector<std::string> order) : Relayout("transpose", std::move(out)), order_(std::move(order)) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.transpose(in[0], order_)};
+  }
+
+ private:
+  std::vector<std::string> order_;
+};
+
+class BroadcastTo final : public Relayout {
+ public:
+  explicit BroadcastTo(Shape out) : Relayout("broadcast_to", out), shape_(std::move(out)) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.broadcast_to(in[0], shape_)};
+  }
+
+ private:
+  Shape shape_;
+};
+
+class Rename final : public View {
+ public:
+  Rename(Shape out, std::map<std::string, std::string> renames) : View("rename", std::move(out)), renames_(std::move(renames)) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.rename(in[0], renames_)};
+  }
+
+ private:
+  std::map<std::string, std::string> renames_;
+};
+
+class Reshape final : public View {
+ public:
+  explicit Reshape(Shape out) : View("reshape", out), shape_(std::move(out)) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.reshape(in[0], shape_)};
+  }
+
+ private:
+  Shape shape_;
+};
+
+class Slice final : public SliceBlock {
+ public:
+  Slice(Shape out, std::vector<int64_t> st, std::string dim, int64_t start, int64_t size)
+      : SliceBlock(std::move(out), std::move(st)), dim_(std::move(dim)), start_(start), size_(size) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.slice(in[0], dim_, start_, size_)};
+  }
+
+ private:
+  std::string dim_;
+  int64_t start_, size_;
+};
+
+class DynamicSlice final : public SliceBlock {
+ public:
+  DynamicSlice(Shape out, std::vector<int64_t> st, std::map<std::string, int64_t> starts,
+               std::map<std::string, int64_t> sizes)
+      : SliceBlock(std::move(out), std::move(st)), starts_(std::move(starts)), sizes_(std::move(sizes)) {}
+  const char* name() const override { return "dynamic_slice"; }
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.dynamic_slice(in[0], starts_, sizes_)};
+  }
+
+ private:
+  std::map<std::string, int64_t> starts_, sizes_;
+};
+
+class Pad final : public PadBlock {
+ public:
+  Pad(Shape out, std::vector<int64_t> st, std::string dim, int64_t lo, int64_t hi, double value)
+      : PadBlock(std::move(out), std::move(st), value), dim_(std::move(dim)), lo_(lo), hi_(hi), value_(value) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.pad(in[0], dim_, lo_, hi_, value_)};
+  }
+
+ private:
+  std::string dim_;
+  int64_t lo_, hi_;
+  double value_;
+};
+
+class DynamicUpdate final : public DynamicUpdateSlice {
+ public:
+  DynamicUpdate(std::vector<int64_t> st, std::map<std::string, int64_t> starts)
+      : DynamicUpdateSlice(std::move(st)), starts_(std::move(starts)) {}
+  std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
+    return {l.dynamic_update_slice(in[0], in[1], starts_)};
+  }
+
+ private:
+  std::map<std::string, int64_t> starts_;
+};
+
 Shape with_size(const Shape& s, int axis, int64_t size) {
   std::vector<Dim> d = s.dims();
   d[size_t(axis)].size = size;
@@ -280,8 +383,6 @@ Shape with_size(const Shape& s, int axis, int64_t size) {
 }  // namespace
 
 Array transpose(const Array& x, const std::vector<std::string>& order) {
-  if (any_sharded(x)) return dispatch1("transpose", {x}, OpArgs{.dims = order});
-  check_local("transpose", {x});
   if (int(order.size()) != x.rank())
     throw_invalid("transpose", "order " + names_to_string(order) + " is not a permutation of the dims of " + describe(x));
   std::vector<Dim> dims;
@@ -292,19 +393,10 @@ Array transpose(const Array& x, const std::vector<std::string>& order) {
   }
   Shape out(dims);  // rejects duplicates
   if (out == x.shape()) return x;
-  return apply1(std::make_shared<Relayout>("transpose", out), {x});
+  return apply1(std::make_shared<Transpose>(out, order), {x});
 }
 
 Array rename(const Array& x, const std::map<std::string, std::string>& renames) {
-  if (any_sharded(x)) {
-    std::vector<std::string> pairs;  // spmd::dispatch's {from, to, from, to, ...}
-    for (const auto& [from, to] : renames) {
-      pairs.push_back(from);
-      pairs.push_back(to);
-    }
-    return dispatch1("rename", {x}, OpArgs{.dims = pairs});
-  }
-  check_local("rename", {x});
   std::vector<Dim> dims = x.shape().dims();
   for (const auto& [from, to] : renames) {
     int i = require_dim("rename", x, from);
@@ -316,22 +408,18 @@ Array rename(const Array& x, const std::map<std::string, std::string>& renames) 
   } catch (const std::invalid_argument&) {
     throw_invalid("rename", "renaming dims of " + describe(x) + " gives duplicate names");
   }
-  return apply1(std::make_shared<View>("rename", out), {x});
+  return apply1(std::make_shared<Rename>(out, renames), {x});
 }
 
 Array reshape(const Array& x, const Shape& shape) {
-  if (any_sharded(x)) return dispatch1("reshape", {x}, OpArgs{.shape = shape});
-  check_local("reshape", {x});
   if (shape.numel() != x.size())
     throw_invalid("reshape", "cannot reshape " + describe(x) + " (" + std::to_string(x.size()) + " elements) to " +
                                  shape.to_string() + " (" + std::to_string(shape.numel()) + " elements)");
   if (shape == x.shape()) return x;
-  return apply1(std::make_shared<View>("reshape", shape), {x});
+  return apply1(std::make_shared<Reshape>(shape), {x});
 }
 
 Array broadcast_to(const Array& x, const Shape& shape) {
-  if (any_sharded(x)) return dispatch1("broadcast_to", {x}, OpArgs{.shape = shape});
-  check_local("broadcast_to", {x});
   for (const Dim& d : x.shape().dims()) {
     int i = shape.index(d.name);
     if (i < 0) throw_invalid("broadcast_to", "dim '" + d.name + "' of " + describe(x) + " is absent from " + shape.to_string());
@@ -340,12 +428,10 @@ Array broadcast_to(const Array& x, const Shape& shape) {
                                         " but " + std::to_string(shape[i].size) + " in the target " + shape.to_string());
   }
   if (shape == x.shape()) return x;
-  return apply1(std::make_shared<Relayout>("broadcast_to", shape), {x});
+  return apply1(std::make_shared<BroadcastTo>(shape), {x});
 }
 
 Array slice(const Array& x, const std::string& dim, int64_t start, int64_t size) {
-  if (any_sharded(x)) return dispatch1("slice", {x}, OpArgs{.dim = dim, .ints = {start, size}});
-  check_local("slice", {x});
   int a = require_dim("slice", x, dim);
   int64_t n = x.shape()[a].size;
   if (start < 0 || size < 0 || start + size > n)
@@ -353,24 +439,20 @@ Array slice(const Array& x, const std::string& dim, int64_t start, int64_t size)
                                ") out of bounds for dim '" + dim + "' of size " + std::to_string(n) + " in " + describe(x));
   std::vector<int64_t> st(size_t(x.rank()), 0);
   st[size_t(a)] = start;
-  return apply1(std::make_shared<SliceBlock>(with_size(x.shape(), a, size), st), {x});
+  return apply1(std::make_shared<Slice>(with_size(x.shape(), a, size), st, dim, start, size), {x});
 }
 
 Array pad(const Array& x, const std::string& dim, int64_t lo, int64_t hi, double value) {
-  if (any_sharded(x)) return dispatch1("pad", {x}, OpArgs{.dim = dim, .ints = {lo, hi}, .scalar = value});
-  check_local("pad", {x});
   int a = require_dim("pad", x, dim);
   if (lo < 0 || hi < 0)
     throw_invalid("pad", "negative padding (" + std::to_string(lo) + ", " + std::to_string(hi) + ") for dim '" + dim + "'");
   std::vector<int64_t> st(size_t(x.rank()), 0);
   st[size_t(a)] = lo;
-  return apply1(std::make_shared<PadBlock>(with_size(x.shape(), a, x.shape()[a].size + lo + hi), st, value), {x});
+  return apply1(std::make_shared<Pad>(with_size(x.shape(), a, x.shape()[a].size + lo + hi), st, dim, lo, hi, value), {x});
 }
 
 Array concat(const std::vector<Array>& xs, const std::string& dim) {
-  if (any_sharded_in(xs)) return dispatch1("concat", xs, OpArgs{.dim = dim});
   if (xs.empty()) throw_invalid("concat", "needs at least one array");
-  check_local("concat", xs);
   int a = require_dim("concat", xs[0], dim, "xs[0]");
   int64_t total = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -388,8 +470,11 @@ Array concat(const std::vector<Array>& xs, const std::string& dim) {
   return apply1(std::make_shared<Concat>(with_size(xs[0].shape(), a, total), a), xs);
 }
 
-Array stack(const std::vector<Array>& xs, const std::string& name, int axis) {
-  if (any_sharded_in(xs)) return dispatch1("stack", xs, OpArgs{.name = name, .k = axis});
+// stack, expand_dims and squeeze are composites: a sharded stack keeps the
+// stacked arrays' layouts, where their parts (reshapes adding a dim, then a
+// concat) might gather them.
+namespace {
+Array stack_local(const std::vector<Array>& xs, const std::string& name, int axis) {
   if (xs.empty()) throw_invalid("stack", "needs at least one array");
   if (xs[0].has_dim(name)) throw_invalid("stack", "new dim '" + name + "' already in " + describe(xs[0]));
   int r = xs[0].rank();
@@ -407,8 +492,7 @@ Array stack(const std::vector<Array>& xs, const std::string& name, int axis) {
   return concat(parts, name);
 }
 
-Array expand_dims(const Array& x, const std::string& name, int axis) {
-  if (any_sharded(x)) return dispatch1("expand_dims", {x}, OpArgs{.name = name, .k = axis});
+Array expand_dims_local(const Array& x, const std::string& name, int axis) {
   if (x.has_dim(name)) throw_invalid("expand_dims", "dim '" + name + "' already in " + describe(x));
   int r = x.rank();
   if (axis < 0) axis += r + 1;
@@ -418,14 +502,32 @@ Array expand_dims(const Array& x, const std::string& name, int axis) {
   return reshape(x, Shape(dims));
 }
 
-Array squeeze(const Array& x, const std::string& name) {
-  if (any_sharded(x)) return dispatch1("squeeze", {x}, OpArgs{.name = name});
+Array squeeze_local(const Array& x, const std::string& name) {
   int a = require_dim("squeeze", x, name);
   if (x.shape()[a].size != 1)
     throw_invalid("squeeze", "dim '" + name + "' has size " + std::to_string(x.shape()[a].size) + ", not 1, in " + describe(x));
   std::vector<Dim> dims = x.shape().dims();
   dims.erase(dims.begin() + a);
   return reshape(x, Shape(dims));
+}
+}  // namespace
+
+Array stack(const std::vector<Array>& xs, const std::string& name, int axis) {
+  return composite1(
+      "stack", xs, [&](const std::vector<Array>& in) { return stack_local(in, name, axis); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.stack(in, name, axis); });
+}
+
+Array expand_dims(const Array& x, const std::string& name, int axis) {
+  return composite1(
+      "expand_dims", {x}, [&](const std::vector<Array>& in) { return expand_dims_local(in[0], name, axis); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.expand_dims(in[0], name, axis); });
+}
+
+Array squeeze(const Array& x, const std::string& name) {
+  return composite1(
+      "squeeze", {x}, [&](const std::vector<Array>& in) { return squeeze_local(in[0], name); },
+      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.squeeze(in[0], name); });
 }
 
 std::vector<Array> unstack(const Array& x, const std::string& dim) {
@@ -450,8 +552,6 @@ std::vector<int64_t> clamp_starts(const char* op, const Shape& big, const Shape&
 
 Array dynamic_slice(const Array& x, const std::map<std::string, int64_t>& starts,
                     const std::map<std::string, int64_t>& sizes) {
-  if (any_sharded(x)) return dispatch1("dynamic_slice", {x}, OpArgs{.starts = starts, .sizes = sizes});
-  check_local("dynamic_slice", {x});
   std::vector<Dim> dims = x.shape().dims();
   for (const auto& [n, v] : sizes) {
     int i = require_dim("dynamic_slice", x, n);
@@ -461,13 +561,11 @@ Array dynamic_slice(const Array& x, const std::map<std::string, int64_t>& starts
     dims[size_t(i)].size = v;
   }
   Shape out(dims);
-  return apply1(std::make_shared<SliceBlock>(out, clamp_starts("dynamic_slice", x.shape(), out, starts)), {x});
+  return apply1(std::make_shared<DynamicSlice>(out, clamp_starts("dynamic_slice", x.shape(), out, starts), starts, sizes),
+                {x});
 }
 
 Array dynamic_update_slice(const Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
-  if (any_sharded(operand, update))
-    return dispatch1("dynamic_update_slice", {operand, update}, OpArgs{.starts = starts});
-  check_local("dynamic_update_slice", {operand, update});
   check_same_dtype("dynamic_update_slice", operand, update, "operand", "update");
   const Shape &a = operand.shape(), &u = update.shape();
   bool ok = a.rank() == u.rank();
@@ -475,7 +573,8 @@ Array dynamic_update_slice(const Array& operand, const Array& update, const std:
   if (!ok)
     throw_invalid("dynamic_update_slice", "update " + describe(update) + " must have the dims of operand " +
                                               describe(operand) + " in the same order, each no larger");
-  return apply1(std::make_shared<DynamicUpdateSlice>(clamp_starts("dynamic_update_slice", a, u, starts)), {operand, update});
+  return apply1(std::make_shared<DynamicUpdate>(clamp_starts("dynamic_update_slice", a, u, starts), starts),
+                {operand, update});
 }
 
 }  // namespace t5x

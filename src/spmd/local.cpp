@@ -42,6 +42,7 @@ Array local_part(const Array& g, const Shape& shape, const Sharding& sharding) {
 class ToLocal : public Primitive {
  public:
   const char* name() const override { return "to_local"; }
+  bool accepts_split_inputs() const override { return true; }  // its input is the global array
   bool saves_inputs() const override { return false; }
   std::vector<Array> forward(const std::vector<Array>& in) override {
     shape_ = in[0].shape();

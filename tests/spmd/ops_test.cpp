@@ -268,8 +268,8 @@ TEST(SpmdOps, ShardingConstraintFollowsRules) {
 namespace t5x::testing_spmd {
 namespace {
 
-// The op-layer dispatcher routes by op name to the same lowerings.
-TEST(SpmdDispatch, RoutesOpsByName) {
+// The op layer's typed lowering methods reach the same spmd:: lowerings.
+TEST(SpmdDispatch, LoweringMethodsMatchThePlainOps) {
   for (const auto& ctx : contexts()) {
     spmd::ContextScope scope(ctx);
     SCOPED_TRACE(mesh_name(*ctx));
@@ -277,33 +277,23 @@ TEST(SpmdDispatch, RoutesOpsByName) {
     Array x = randn(act(), 31), w = randn(Shape{{"embed", 4}, {"mlp", 4}}, 32);
     Array xs = spmd::shard(x, spmd::param_spec(x.shape(), rules)), ws = spmd::shard(w, spmd::param_spec(w.shape(), rules));
     NoGradGuard g;
-    spmd::OpArgs e;
-    e.dims = {"batch", "length", "mlp"};
-    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("einsum", {xs, ws}, e)[0]), einsum(x, w, e.dims)), 1e-5);
-    spmd::OpArgs s;
-    s.dims = {"embed"};
-    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("sum", {xs}, s)[0]), sum(x, {"embed"})), 1e-5);
-    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("exp", {xs}, {})[0]), exp(x)), 1e-6);
-    spmd::OpArgs m;
-    m.scalar = 3.0;
-    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("mul_scalar", {xs}, m)[0]), mul(x, 3.0)), 1e-6);
-    spmd::OpArgs sm;
-    sm.dim = "embed";
-    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("softmax", {xs}, sm)[0]), softmax(x, "embed")), 1e-5);
-    spmd::OpArgs t;
-    t.dims = {"embed", "length", "batch"};
-    EXPECT_TRUE(array_equal(spmd::gather(spmd::dispatch("transpose", {xs}, t)[0]), transpose(x, t.dims)));
-    spmd::OpArgs sl;
-    sl.dim = "embed";
-    sl.ints = {1, 2};
-    EXPECT_TRUE(array_equal(spmd::gather(spmd::dispatch("slice", {xs}, sl)[0]), slice(x, "embed", 1, 2)));
+    const spmd::Lowering& l = spmd::lowering();
+    const std::vector<std::string> out = {"batch", "length", "mlp"};
+    EXPECT_LE(rel_err(spmd::gather(l.einsum(xs, ws, out)), einsum(x, w, out)), 1e-5);
+    EXPECT_LE(rel_err(spmd::gather(l.reduce(Reduction::Sum, xs, {"embed"})), sum(x, {"embed"})), 1e-5);
+    EXPECT_LE(rel_err(spmd::gather(l.unary(UnaryOp::Exp, xs)), exp(x)), 1e-6);
+    EXPECT_LE(rel_err(spmd::gather(l.binary_scalar(BinaryOp::Mul, xs, 3.0)), mul(x, 3.0)), 1e-6);
+    EXPECT_LE(rel_err(spmd::gather(l.softmax(xs, "embed", false)), softmax(x, "embed")), 1e-5);
+    EXPECT_LE(rel_err(spmd::gather(l.softmax(xs, "embed", true)), log_softmax(x, "embed")), 1e-5);
+    EXPECT_LE(rel_err(spmd::gather(l.cumsum(xs, "embed", true, true)), cumsum(x, "embed", true, true)), 1e-6);
+    const std::vector<std::string> order = {"embed", "length", "batch"};
+    EXPECT_TRUE(array_equal(spmd::gather(l.transpose(xs, order)), transpose(x, order)));
+    EXPECT_TRUE(array_equal(spmd::gather(l.slice(xs, "embed", 1, 2)), slice(x, "embed", 1, 2)));
     Array scale = randn(Shape{{"embed", 4}}, 33);
-    spmd::OpArgs rn;
-    rn.dim = "embed";
-    rn.scalar = 1e-6;
-    EXPECT_LE(rel_err(spmd::gather(spmd::dispatch("rms_norm", {xs, spmd::shard(scale, spmd::param_spec(scale.shape(), rules))}, rn)[0]),
+    EXPECT_LE(rel_err(spmd::gather(l.rms_norm(xs, spmd::shard(scale, spmd::param_spec(scale.shape(), rules)), "embed", 1e-6)),
                       rms_norm(x, scale)), 1e-5);
-    EXPECT_THROW(spmd::dispatch("conv2d", {xs}, {}), std::invalid_argument);
+    // add(a, 2.0)-style scalar forms exist only for the arithmetic ops.
+    EXPECT_THROW(l.binary_scalar(BinaryOp::Eq, xs, 0.0), std::invalid_argument);
     // Collectives take local arrays; a sharded global one is misuse.
     if (!xs.is_fully_local()) {
       try {
