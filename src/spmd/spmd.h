@@ -1,6 +1,6 @@
 // Umbrella header of the spmd layer (docs/spmd.md): context, differentiable
 // collectives, local views, resharding, sharded op lowerings, parameter
-// partitioning and the op-layer dispatch.
+// partitioning and the op layer's sharded lowering (spmd::Lowering).
 #pragma once
 #include "spmd/collectives.h"
 #include "spmd/context.h"

@@ -181,7 +181,7 @@ TEST(ModelsMeshParity, ForwardBackwardEqualsSingleDevice) {
 }
 
 // True when the op layer passes rename, comparisons and gated_gelu on split
-// arrays to the spmd dispatcher (src/ops; docs/spmd.md 10). Every process
+// arrays to their spmd lowering (src/ops; docs/spmd.md 8, 10). Every process
 // gets the same answer (no communication: one layout throughout).
 bool op_layer_routes_all(const spmd::Context& ctx) {
   const std::string axis = ctx.mesh().axis_sizes()[0] > 1 ? "data" : "model";
