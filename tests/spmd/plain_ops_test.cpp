@@ -166,7 +166,9 @@ TEST(SpmdPlainOps, InstallRoutesToSpmdLowering) {
         const int before = g_calls.load();
         Array again = einsum(xs, ws, {"batch", "length", "mlp"});
         EXPECT_EQ(spmd::gather(again).to_floats(), spmd::gather(lowered).to_floats());
-        if (split) EXPECT_EQ(g_calls.load(), before + 1);
+        if (split) {
+          EXPECT_EQ(g_calls.load(), before + 1);
+        }
       }
       EXPECT_TRUE(spmd::installed());
     }
