@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs a command as an AVX2-only machine would (no AVX-512, no bf16 or AMX
 # instructions; e.g. AMD Zen 3, Intel before Skylake-SP), on any x86-64 CPU
-# with AVX2 and FMA: our kernels are built for x86-64-v3 into build-avx2/ and
-# oneDNN is capped at AVX2. bf16 products then take the widening path
-# (src/backend/cpu/gemm.h).
+# with AVX2 and FMA: the same portable build, with our SIMD kernels capped at
+# their AVX2 target (T5X_CPU_ISA, src/backend/cpu/simd.h) and oneDNN at AVX2.
+# bf16 products then take the widening path (src/backend/cpu/gemm.h).
 #
 #   scripts/avx2.sh scripts/test.sh
 #   scripts/avx2.sh scripts/demo.sh runs/demo_avx2
-#   scripts/avx2.sh scripts/bench.sh gemm
+#   scripts/avx2.sh scripts/bench.sh kernels
 set -euo pipefail
 if (($# == 0)); then
   echo "usage: scripts/avx2.sh COMMAND [ARGS...]" >&2
@@ -17,5 +17,5 @@ grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || {
   echo "scripts/avx2.sh: this CPU has no AVX2+FMA; run the command as it is" >&2
   exit 1
 }
-export BUILD_DIR=${BUILD_DIR:-build-avx2} T5X_ARCH=x86-64-v3 ONEDNN_MAX_CPU_ISA=AVX2
+export T5X_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 exec "$@"

@@ -9,7 +9,7 @@ JOBS=${JOBS:-$(nproc)}
 # Let ccache share hits between checkouts in different folders (CI clones).
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 args=(-DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}")
-# T5X_ARCH: a fixed -march target (scripts/avx2.sh sets x86-64-v3).
+# T5X_ARCH: a fixed -march target for the whole program (default: portable).
 [[ -n "${T5X_ARCH:-}" ]] && args+=(-DT5X_ARCH="$T5X_ARCH")
 # T5X_PYTHON: the interpreter of the interop checks (scripts/python_env.sh).
 [[ -n "${T5X_PYTHON:-}" ]] && args+=(-DT5X_PYTHON="$T5X_PYTHON")

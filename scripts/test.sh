@@ -11,5 +11,5 @@ export T5X_PYTHON
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 scripts/build.sh "$@"
 cd "${BUILD_DIR:-build}"
-echo "[test] $(./bin/t5x cpu)${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}"
+echo "[test] $(./bin/t5x cpu)${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}${T5X_CPU_ISA:+ (T5X_CPU_ISA=$T5X_CPU_ISA)}"
 ctest --output-on-failure -j "${CTEST_JOBS:-2}"

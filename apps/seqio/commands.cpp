@@ -66,15 +66,58 @@ int cmd_list(std::ostream& out) {
   return 0;
 }
 
+namespace {
+
+// The identity of a `seqio show` stream, stored beside its position so that a
+// position cannot resume another task, split, shard, seed or order.
+nlohmann::json stream_identity(const ShowArgs& a) {
+  const DatasetOptions& o = a.options;
+  return {{"name", a.name},
+          {"split", o.split},
+          {"shard", std::to_string(o.shard.index) + "/" + std::to_string(o.shard.num_shards)},
+          {"seed", o.seed ? nlohmann::json(*o.seed) : nlohmann::json(nullptr)},
+          {"shuffle", o.shuffle}};
+}
+
+// Tasks behind `name` (itself, or a mixture's) without a cache step.
+std::vector<std::string> uncached_tasks(const std::string& name) {
+  std::vector<std::string> out;
+  if (auto t = TaskRegistry::find(name)) {
+    if (!t->supports_caching()) out.push_back(name);
+  } else if (auto m = MixtureRegistry::find(name)) {
+    for (const auto& t : m->tasks())
+      if (!t->supports_caching()) out.push_back(t->name());
+  }
+  return out;
+}
+
+}  // namespace
+
 int cmd_show(const ShowArgs& a, std::ostream& out) {
   DatasetOptions o = a.options;
+  const nlohmann::json identity = stream_identity(a);
   if (!a.resume_from.empty()) {
     std::ifstream f(a.resume_from);
     if (!f) throw DataError(a.resume_from + ": cannot open position file");
     std::stringstream buf;
     buf << f.rdbuf();
     o.resume = position_from_json(buf.str());
+    nlohmann::json saved;
+    try {
+      saved = nlohmann::json::parse(buf.str());
+    } catch (const nlohmann::json::exception&) {
+    }
+    for (const auto& [key, want] : identity.items()) {
+      if (!saved.is_object() || !saved.contains(key)) continue;  // positions written before these fields
+      if (saved[key] != want)
+        throw DataError(a.resume_from + ": position of " + key + " " + saved[key].dump() + ", but this run has " +
+                        key + " " + want.dump() + " (hint: resume with the options that wrote the position)");
+    }
   }
+  if (o.use_cached)
+    for (const auto& t : uncached_tasks(a.name))
+      std::cerr << "seqio: warning: task '" << t << "' has no cache step; --use-cached reads it from its source, "
+                << "as seqio does\n";
   auto ds = get_dataset(a.name, o);
   Example ex;
   int64_t k = 0;
@@ -83,9 +126,15 @@ int cmd_show(const ShowArgs& a, std::ostream& out) {
     ++k;
   }
   out.flush();
+  if (k == 0 && a.n != 0)
+    std::cerr << "seqio: warning: '" << a.name << "' split '" << o.split << "' gave no examples"
+              << (o.resume || o.start ? " after the start position" : "")
+              << " (hint: check its files, the shard, and filters)\n";
   if (!a.position_out.empty()) {
+    nlohmann::json pos = nlohmann::json::parse(position_to_json(ds->position()));
+    for (const auto& [key, v] : identity.items()) pos[key] = v;
     std::ofstream f(a.position_out);
-    f << position_to_json(ds->position()) << "\n";
+    f << pos.dump() << "\n";
     if (!f) throw DataError(a.position_out + ": cannot write position file");
   }
   auto st = ds->stats();
@@ -274,7 +323,13 @@ int cmd_metric(const MetricArgs& a, std::ostream& out) {
     }
   } else {
     p = std::move(plines);
+    if (a.targets_file.empty())
+      throw DataError(a.predictions_file + ": one prediction per line and no --targets (hint: pass --targets FILE, "
+                      "or give JSONL predictions with a target field, as t5x infer writes them)");
   }
+  if (p.empty())
+    throw DataError(a.predictions_file + ": no predictions (an empty file; hint: score a t5x infer or "
+                    "inference_eval output)");
   if (!a.targets_file.empty()) {
     auto tlines = read_lines(a.targets_file);
     if (looks_like_jsonl(tlines)) {
@@ -285,8 +340,6 @@ int cmd_metric(const MetricArgs& a, std::ostream& out) {
       t = std::move(tlines);
     }
   }
-  if (t.empty() && p.empty() && a.targets_file.empty())
-    throw DataError(a.predictions_file + ": no targets (hint: pass --targets FILE, or JSONL predictions with a target field)");
   if (!a.strip_prefix.empty())
     for (auto& s : p)
       if (s.rfind(a.strip_prefix, 0) == 0) s.erase(0, a.strip_prefix.size());

@@ -4,6 +4,9 @@
 
 #include "commands.h"
 #include "seqio/registration.h"
+#ifdef T5X_HAVE_BIBLE_TASKS
+#include "bible/tasks.h"
+#endif
 
 int main(int argc, char** argv) {
   using namespace seqio;
@@ -74,12 +77,24 @@ int main(int argc, char** argv) {
                  "JSONL field of the target (default: target, inputs.targets_pretokenized, targets_pretokenized)");
   me->add_option("--strip_prefix", metric.strip_prefix, "Remove this prefix from predictions that start with it");
 
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors exit 64 (EX_USAGE), as `t5x` does; --help exits 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 64;
+  }
   try {
     register_builtin_tasks();
     load_task_modules();
     for (const auto& m : modules) load_shared_module(m);
-    if (*list) return cli::cmd_list(std::cout);
+    if (*list) {
+#ifdef T5X_HAVE_BIBLE_TASKS
+      // Said here as `t5x` says it: the main job's tasks need prepared data.
+      std::string why;
+      if (!t5x::bible::register_bible_tasks(&why)) std::cerr << "note: Bible tasks not registered: " << why << "\n";
+#endif
+      return cli::cmd_list(std::cout);
+    }
     if (*sh) {
       show.options.seed = seed;
       show.options.shuffle = shuffle;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # suite: greedy decoding tokens/s at batch 1 and 8, t5x.cpp vs PyTorch and JAX
 # Usage: scripts/bench.sh decode [--models "small tiny"] [--steps N] [--warmup N]
-#          [--repeats N] [--peers "torch jax"] [--peer-dtypes "bfloat16 float32"] [--out FILE]
+#          [--repeats N] [--peers "torch jax"] [--peer-dtypes "bfloat16 float32"] [--isa native|avx2] [--out FILE]
 # Encodes 128 input tokens, then decodes 32 tokens greedily with the KV cache
 # (no early stop at EOS), at batch 1 and 8 (BATCHES, INPUTS, TARGETS override). Every
 # implementation runs as its own process, one after the other, on the same
@@ -17,9 +17,14 @@ OUT_JSONL=${OUT_JSONL:-/tmp/t5x_bench_decode.jsonl}
 parse_suite_args decode "$@"
 : > "$OUT_JSONL"
 build_model_bench
-pick_torch || { echo "bench: no PyTorch found; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
+if [[ " $PEERS " == *" torch "* ]]; then
+  pick_torch || { echo "bench: PyTorch did not import; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
+fi
+if [[ " $PEERS " == *" jax "* ]]; then
+  pick_jax || { echo "bench: JAX did not import; skipping that peer" >&2; PEERS=${PEERS/jax/}; }
+fi
 SHAPE=(--inputs "${INPUTS:-128}" --targets "${TARGETS:-32}" --steps "$STEPS" --warmup "$WARMUP")
-echo "# $(date -u +%FT%TZ) $(uptime)" >&2
+echo "# $(date -u +%FT%TZ) isa=${ISA:-native} $("$BUILD_DIR/bin/t5x" cpu 2>/dev/null || true) $(uptime)" >&2
 for model in $MODELS; do
   for b in ${BATCHES:-1 8}; do
     for r in $(seq "$REPEATS"); do

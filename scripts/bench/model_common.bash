@@ -12,25 +12,36 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_NUM_THREADS=$THREADS
 
 build_model_bench() {
-  TARGETS=t5x_model_bench scripts/build.sh >&2
+  TARGETS="t5x_model_bench t5x_cli" scripts/build.sh >&2
 }
 
-# PyTorch: the pyenv/PATH python3 when it has torch + transformers (PyPI
-# build), else Debian's python3-torch (OpenBLAS needs SkylakeX there).
+# The peers run in the project's pinned venv (scripts/python_env.sh: torch,
+# transformers, jax, optax from PyPI), so anyone reproduces the same table;
+# TORCH_PY / JAX_PY override.
 TORCH_PY=${TORCH_PY:-}
 TORCH_ENV=()
 pick_torch() {
-  if [ -n "$TORCH_PY" ]; then return 0; fi
-  if python3 -c "import torch, transformers" 2>/dev/null; then
-    TORCH_PY=python3
-  elif /usr/bin/python3 -c "import torch, transformers" 2>/dev/null; then
-    TORCH_PY=/usr/bin/python3
-    TORCH_ENV=(OPENBLAS_CORETYPE=SkylakeX)
-  else
-    return 1
-  fi
+  if [ -z "$TORCH_PY" ]; then TORCH_PY=$(scripts/python_env.sh); fi
+  "$TORCH_PY" -c "import torch, transformers" 2>/dev/null
 }
-JAX_PY=${JAX_PY:-python3}
+JAX_PY=${JAX_PY:-}
+pick_jax() {
+  if [ -z "$JAX_PY" ]; then JAX_PY=$(scripts/python_env.sh); fi
+  "$JAX_PY" -c "import jax, optax" 2>/dev/null
+}
+
+# --isa avx2: every implementation capped at AVX2 (as an AVX2-only CPU runs):
+# t5x.cpp's kernels (T5X_CPU_ISA) and oneDNN; PyTorch's ATen kernels and its
+# oneDNN; XLA's code generation.
+apply_isa_cap() {
+  case ${1:-native} in
+    native) ;;
+    avx2)
+      export T5X_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
+      export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_cpu_max_isa=AVX2" ;;
+    *) echo "bench: --isa must be native or avx2, got '$1'" >&2; exit 2 ;;
+  esac
+}
 
 # run_impl <impl: t5x|torch|jax> <args...>: one process, its JSON line to $OUT_JSONL.
 run_impl() {
@@ -65,7 +76,8 @@ parse_suite_args() {
       --peers) PEERS=$2; shift 2 ;;
       --peer-dtypes) PEER_DTYPES=$2; shift 2 ;;
       --out) OUT_JSONL=$2; shift 2 ;;
-      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--out FILE]" >&2
+      --isa) apply_isa_cap "$2"; ISA=$2; shift 2 ;;
+      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--isa native|avx2] [--out FILE]" >&2
          exit 2 ;;
     esac
   done

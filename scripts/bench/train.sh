@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # suite: T5.1.1 training step, t5x.cpp vs PyTorch and JAX (ms/step, tokens/s, MFU, RSS)
 # Usage: scripts/bench.sh train [--models "small tiny"] [--steps N] [--warmup N]
-#          [--repeats N] [--peers "torch jax"] [--peer-dtypes "bfloat16 float32"] [--out FILE]
+#          [--repeats N] [--peers "torch jax"] [--peer-dtypes "bfloat16 float32"] [--isa native|avx2] [--out FILE]
 # Batch 8, inputs 128, targets 32 (BATCH, INPUTS, TARGETS override). Every
 # implementation runs as its own process, one after the other, on the same
 # shapes; each prints one JSON line (bench/model/model_bench.cpp,
@@ -16,9 +16,14 @@ OUT_JSONL=${OUT_JSONL:-/tmp/t5x_bench_train.jsonl}
 parse_suite_args train "$@"
 : > "$OUT_JSONL"
 build_model_bench
-pick_torch || { echo "bench: no PyTorch found; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
+if [[ " $PEERS " == *" torch "* ]]; then
+  pick_torch || { echo "bench: PyTorch did not import; skipping that peer" >&2; PEERS=${PEERS/torch/}; }
+fi
+if [[ " $PEERS " == *" jax "* ]]; then
+  pick_jax || { echo "bench: JAX did not import; skipping that peer" >&2; PEERS=${PEERS/jax/}; }
+fi
 SHAPE=(--batch "${BATCH:-8}" --inputs "${INPUTS:-128}" --targets "${TARGETS:-32}" --steps "$STEPS" --warmup "$WARMUP")
-echo "# $(date -u +%FT%TZ) $(uptime)" >&2
+echo "# $(date -u +%FT%TZ) isa=${ISA:-native} $("$BUILD_DIR/bin/t5x" cpu 2>/dev/null || true) $(uptime)" >&2
 for model in $MODELS; do
   for r in $(seq "$REPEATS"); do
     run_impl t5x --mode train --model "$model" "${SHAPE[@]}"

@@ -3,8 +3,9 @@
 #include <cmath>
 #include <optional>
 
+#include "backend/cpu/binary.h"
 #include "backend/cpu/convert.h"
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/unary.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/primitive.h"
@@ -22,8 +23,6 @@ const char* uname(U op) {
   return n[int(op)];
 }
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
-
 template <typename C>
 inline C unary_eval(U op, C x) {
   if constexpr (std::is_floating_point_v<C>) {
@@ -32,19 +31,13 @@ inline C unary_eval(U op, C x) {
       case U::Abs: return std::fabs(x);
       case U::Sign: return C((x > 0) - (x < 0));
       case U::Square: return x * x;
-      case U::Exp: return std::exp(x);
       case U::Log: return std::log(x);
-      case U::Tanh: return std::tanh(x);
       case U::Sqrt: return std::sqrt(x);
       case U::Rsqrt: return C(1) / std::sqrt(x);
-      case U::Sigmoid: return C(1) / (C(1) + std::exp(-x));
       case U::Relu: return x > 0 ? x : C(0);
-      case U::Gelu: return C(0.5) * x * (C(1) + std::tanh(kGeluC * (x + C(0.044715) * x * x * x)));
-      case U::GeluGrad: {
-        C t = std::tanh(kGeluC * (x + C(0.044715) * x * x * x));
-        return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * kGeluC * (C(1) + C(3 * 0.044715) * x * x);
-      }
       case U::Not: return x == 0;
+      // exp, tanh, sigmoid, gelu: the backend kernels (unary_float_kernel).
+      default: return x;
     }
   } else {
     switch (op) {
@@ -60,49 +53,40 @@ inline C unary_eval(U op, C x) {
   return x;
 }
 
-#if defined(__AVX512F__)
-// f32 exp / tanh / sigmoid / gelu with the backend's AVX-512 exp (relative
-// error < 3e-7); every element, the tail included, takes the same path.
-bool unary_f32_vec(U op, const float* a, float* o, int64_t n) {
-  if (op != U::Exp && op != U::Tanh && op != U::Sigmoid && op != U::Gelu && op != U::GeluGrad) return false;
-  const int64_t blocks = (n + 15) / 16;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i = b * 16;
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    const __m512 x = _mm512_maskz_loadu_ps(m, a + i);
-    const __m512 one = _mm512_set1_ps(1.f), half = _mm512_set1_ps(0.5f);
-    __m512 y;
-    switch (op) {
-      case U::Exp: y = cpu::exp512(x); break;
-      case U::Tanh: y = cpu::tanh512(x); break;
-      case U::Sigmoid: y = _mm512_div_ps(one, _mm512_add_ps(one, cpu::exp512(_mm512_sub_ps(_mm512_setzero_ps(), x)))); break;
-      default: {
-        const __m512 x2 = _mm512_mul_ps(x, x);
-        const __m512 u = _mm512_mul_ps(_mm512_set1_ps(kGeluC), _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x2), x, x));
-        const __m512 t = cpu::tanh512(u);
-        if (op == U::Gelu) {
-          y = _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t));
-        } else {
-          // 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2)
-          const __m512 du = _mm512_mul_ps(_mm512_set1_ps(kGeluC), _mm512_fmadd_ps(_mm512_set1_ps(3 * 0.044715f), x2, one));
-          const __m512 sech2 = _mm512_fnmadd_ps(t, t, one);
-          y = _mm512_fmadd_ps(half, _mm512_add_ps(one, t), _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_mul_ps(sech2, du)));
-        }
-      }
-    }
-    _mm512_mask_storeu_ps(o + i, m, y);
+// exp / tanh / sigmoid / gelu of float dtypes run on the backend's SIMD
+// kernels, one formula per function, bitwise the same on every CPU target;
+// 16-bit floats are widened to f32 and rounded once, as elsewhere.
+bool kernel_of(U op, cpu::UnaryKernel& k) {
+  switch (op) {
+    case U::Exp: k = cpu::UnaryKernel::Exp; return true;
+    case U::Tanh: k = cpu::UnaryKernel::Tanh; return true;
+    case U::Sigmoid: k = cpu::UnaryKernel::Sigmoid; return true;
+    case U::Gelu: k = cpu::UnaryKernel::Gelu; return true;
+    case U::GeluGrad: k = cpu::UnaryKernel::GeluGrad; return true;
+    default: return false;
   }
-  return true;
 }
-#endif
 
 Array unary_forward(U op, const Array& x) {
   Array out = make_output(x.shape(), x.dtype(), {x});
   const int64_t n = x.local_size();
-#if defined(__AVX512F__)
-  if (x.dtype() == DType::f32 && unary_f32_vec(op, x.data<float>(), out.data<float>(), n)) return out;
-#endif
+  cpu::UnaryKernel k;
+  if (is_floating(x.dtype()) && kernel_of(op, k)) {
+    if (x.dtype() == DType::f32) {
+      cpu::unary_f32(k, x.data<float>(), out.data<float>(), n);
+      return out;
+    }
+    std::vector<float> buf(static_cast<size_t>(n));
+    dispatch_dtype(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* a = static_cast<const T*>(x.raw_data());
+      for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = float(ld(a[i]));
+      cpu::unary_f32(k, buf.data(), buf.data(), n);
+      T* o = static_cast<T*>(out.raw_data());
+      for (int64_t i = 0; i < n; ++i) o[i] = st<T>(buf[size_t(i)]);
+    });
+    return out;
+  }
   dispatch_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* a = static_cast<const T*>(x.raw_data());
@@ -208,7 +192,8 @@ Array binary_forward(B op, const Array& a, const Array& b, const Shape& out_shap
   // accumulation): one vectorised pass.
   if ((op == B::Add || op == B::Sub || op == B::Mul) && a.shape() == out_shape && b.shape() == out_shape &&
       (odt == DType::f32 || odt == DType::bf16)) {
-    const int code = op == B::Add ? 0 : op == B::Sub ? 1 : 2;
+    const cpu::BinaryKernel code =
+        op == B::Add ? cpu::BinaryKernel::Add : op == B::Sub ? cpu::BinaryKernel::Sub : cpu::BinaryKernel::Mul;
     if (odt == DType::f32) cpu::binary_f32(code, a.data<float>(), b.data<float>(), out.data<float>(), out.local_size());
     else cpu::binary_bf16(code, a.data<bfloat16>(), b.data<bfloat16>(), out.data<bfloat16>(), out.local_size());
     return out;

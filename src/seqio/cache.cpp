@@ -56,12 +56,24 @@ CacheWriteResult write_cache(const Task& task, const std::string& output_dir, co
   res.dir = dir.string();
   if (fs::exists(dir / "COMPLETED") && !opt.overwrite)
     throw DataError(dir.string() + ": a completed cache exists (hint: pass --overwrite to replace it)");
+  std::vector<std::string> splits = opt.splits.empty() ? task.splits() : opt.splits;
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  if (opt.splits.empty() || !fs::exists(dir / "COMPLETED")) {
+    fs::remove_all(dir, ec);
+  } else {
+    // Overwriting some splits of a completed cache keeps the others: remove
+    // only these splits' shards and metadata (and the marker until done).
+    fs::remove(dir / "COMPLETED", ec);
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string f = e.path().filename().string();
+      for (const auto& split : splits)
+        if (f.rfind(split + ".tfrecord-", 0) == 0 || f == "info." + split + ".json" || f == "stats." + split + ".json")
+          fs::remove(e.path(), ec);
+    }
+  }
   fs::create_directories(dir, ec);
   if (ec) throw DataError(dir.string() + ": cannot create directory: " + ec.message());
 
-  std::vector<std::string> splits = opt.splits.empty() ? task.splits() : opt.splits;
   for (const auto& split : splits) {
     const int n = static_cast<int>(task.source().list_shards(split).size());
     nlohmann::json features = nlohmann::json::object();

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/binary.h"
 #include "backend/cpu/convert.h"
 #include "test_util.h"
 
@@ -61,8 +62,8 @@ TEST(Convert, BinaryOpsMatchScalar) {
   convert_f32_to_bf16(b.data(), bb.data(), int64_t(a.size()));
   std::vector<float> z(a.size());
   for (int op = 0; op < 3; ++op) {
-    binary_f32(op, a.data(), b.data(), z.data(), int64_t(a.size()));
-    binary_bf16(op, ab.data(), bb.data(), zb.data(), int64_t(a.size()));
+    binary_f32(BinaryKernel(op), a.data(), b.data(), z.data(), int64_t(a.size()));
+    binary_bf16(BinaryKernel(op), ab.data(), bb.data(), zb.data(), int64_t(a.size()));
     for (size_t i = 0; i < a.size(); ++i) {
       float ref = op == 0 ? a[i] + b[i] : op == 1 ? a[i] - b[i] : a[i] * b[i];
       float fa = float(ab[i]), fb = float(bb[i]);
@@ -74,7 +75,7 @@ TEST(Convert, BinaryOpsMatchScalar) {
   }
   // In place (z aliases x).
   std::vector<float> c = b;
-  binary_f32(0, c.data(), b.data(), c.data(), int64_t(c.size()));
+  binary_f32(BinaryKernel::Add, c.data(), b.data(), c.data(), int64_t(c.size()));
   for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i], b[i] + b[i]);
 }
 

@@ -68,6 +68,43 @@ rm "$T/cache/gpl3_prefix/COMPLETED"
 if "$SEQIO" show gpl3_prefix --use-cached --cache-dir "$T/cache" > /dev/null 2> "$T/err"; then fail "incomplete cache accepted"; fi
 grep -q "no completed cache" "$T/err" || fail "unclear incomplete-cache message: $(cat "$T/err")"
 
+# Overwriting one split of a cache keeps the others (issue 22, finding 11).
+"$SEQIO" cache gpl3_prefix --output "$T/cache2" > /dev/null
+"$SEQIO" cache gpl3_prefix --output "$T/cache2" --split validation --overwrite > /dev/null
+ls "$T/cache2/gpl3_prefix" | grep -q '^train\.tfrecord-' || fail "cache --split validation --overwrite deleted train"
+[ -f "$T/cache2/gpl3_prefix/COMPLETED" ] || fail "no COMPLETED after a split overwrite"
+"$SEQIO" show gpl3_prefix --lengths inputs=32,targets=32 --use-cached --cache-dir "$T/cache2" > "$T/cached2" 2>/dev/null
+cmp -s "$T/fly" "$T/cached2" || fail "train examples changed by a validation overwrite"
+
+# --use-cached on a task without a cache step says so (seqio reads it on the fly).
+"$SEQIO" show gpl3_lm -n 1 --use-cached --cache-dir "$T/cache" > /dev/null 2> "$T/err"
+grep -q "task 'gpl3_lm' has no cache step" "$T/err" || fail "--use-cached on gpl3_lm silent: $(cat "$T/err")"
+
+# A position resumes only the stream that wrote it.
+"$SEQIO" show gpl3_lines_copy --seed 3 -n 5 --position-out "$T/pos2.json" > /dev/null 2>&1
+if "$SEQIO" show gpl3_lines_copy --seed 3 --split validation --resume "$T/pos2.json" > /dev/null 2> "$T/err"; then
+  fail "position of the train split resumed validation"
+fi
+grep -q 'position of split "train", but this run has split "validation"' "$T/err" || fail "resume mismatch: $(cat "$T/err")"
+if "$SEQIO" show gpl3_lm --seed 3 --resume "$T/pos2.json" > /dev/null 2> "$T/err"; then fail "position of another task resumed"; fi
+grep -q 'position of name "gpl3_lines_copy"' "$T/err" || fail "resume task mismatch: $(cat "$T/err")"
+
+# No examples is said, not silent.
+"$SEQIO" show gpl3_lines_copy --start 1000000 > "$T/none" 2> "$T/err"
+[ ! -s "$T/none" ] || fail "examples past the end"
+grep -q "gave no examples" "$T/err" || fail "empty output silent: $(cat "$T/err")"
+
+# Usage errors exit 64, as t5x does; --help exits 0.
+rc=0; "$SEQIO" show > /dev/null 2>&1 || rc=$?
+[ "$rc" -eq 64 ] || fail "usage error exit $rc, want 64"
+rc=0; "$SEQIO" frobnicate > /dev/null 2>&1 || rc=$?
+[ "$rc" -eq 64 ] || fail "unknown subcommand exit $rc, want 64"
+"$SEQIO" show --help > /dev/null || fail "--help failed"
+
+# Without prepared data, `seqio list` says why the Bible tasks are missing.
+T5X_DATA_DIR="$T/no-data" "$SEQIO" list 2> "$T/err" > /dev/null
+grep -q "note: Bible tasks not registered: .*T5X_DATA_DIR" "$T/err" || fail "list without Bible data silent: $(cat "$T/err")"
+
 # Bad input names the line.
 if printf '{"text": "a"}\n\n' | "$SEQIO" vocab decode --vocab byte > /dev/null 2> "$T/err"; then fail "bad ids accepted"; fi
 grep -q "stdin:1:" "$T/err" || fail "decode error lacks line: $(cat "$T/err")"
@@ -84,7 +121,7 @@ if "$SEQIO" convert --converter lm --lengths targets=4 < /dev/null > /dev/null 2
 fi
 # metric: JSONL predictions (t5x infer's layout and inference_eval's) give the
 # same score as line files; --strip_prefix scores a copy-the-input baseline.
-if "$SEQIO" metric sequence_accuracy --targets /dev/null --predictions /dev/null > /dev/null 2>&1; then
+{
   printf 'the cat sat on the mat\nel gato\nhello world again\n' > "$T/tgt"
   printf 'the cat sat on a mat\nel perro\nhello world again\n' > "$T/pred"
   printf '%s\n' '{"inputs":{"inputs_pretokenized":"copy: the cat sat on the mat","targets_pretokenized":"the cat sat on the mat"},"prediction":"the cat sat on a mat"}' \
@@ -108,5 +145,13 @@ if "$SEQIO" metric sequence_accuracy --targets /dev/null --predictions /dev/null
     fail "missing field accepted"
   fi
   grep -q "infer.jsonl:1: no field nope" "$T/err" || fail "metric error lacks place: $(cat "$T/err")"
-fi
+  # Plain-text predictions need --targets; empty predictions are an error, not a zero score.
+  if "$SEQIO" metric bleu --predictions "$T/pred" > /dev/null 2> "$T/err"; then fail "plain predictions without targets"; fi
+  grep -q "one prediction per line and no --targets" "$T/err" || fail "plain predictions: $(cat "$T/err")"
+  : > "$T/empty"
+  if "$SEQIO" metric bleu --predictions "$T/empty" --targets "$T/empty" > "$T/out" 2> "$T/err"; then
+    fail "empty predictions scored $(cat "$T/out")"
+  fi
+  grep -q "no predictions" "$T/err" || fail "empty predictions: $(cat "$T/err")"
+}
 echo "cli_test: all checks passed"

@@ -1,5 +1,5 @@
-// f32 <-> bf16 array conversions, vectorised (AVX-512 when compiled for it)
-// and split over the OpenMP threads for long arrays.
+// f32 <-> bf16 array conversions on the CPU's best SIMD target, split over
+// the OpenMP threads for long arrays.
 //
 // f32 -> bf16 rounds to nearest, ties to even, and turns NaN into a quiet NaN
 // with the same rule as bfloat16::from_float (core/dtype_bf16.h), so results
@@ -14,11 +14,5 @@ namespace t5x::cpu {
 
 void convert_f32_to_bf16(const float* x, bfloat16* y, int64_t n);
 void convert_bf16_to_f32(const bfloat16* x, float* y, int64_t n);
-
-// z = x (op) y elementwise over n contiguous values, op 0 = add, 1 = sub,
-// 2 = mul, computed in f32 and (bf16) rounded once as the scalar ops do.
-// z may alias x or y.
-void binary_f32(int op, const float* x, const float* y, float* z, int64_t n);
-void binary_bf16(int op, const bfloat16* x, const bfloat16* y, bfloat16* z, int64_t n);
 
 }  // namespace t5x::cpu

@@ -45,19 +45,18 @@ struct RowStats {
 };
 
 // Blocks stay in L1 between the max and the exp-sum, so memory is read once.
+// Each piece runs on the best SIMD target with fixed-order sums (vec_math.h),
+// so the statistics are bitwise the same on every CPU.
 RowStats row_stats(const float* x, int64_t vocab) {
   constexpr int64_t kBlock = 2048;
   float m = -std::numeric_limits<float>::infinity(), l = 0.f, sum = 0.f;
   for (int64_t v0 = 0; v0 < vocab; v0 += kBlock) {
     int64_t n = std::min(kBlock, vocab - v0);
     const float* xb = x + v0;
-    float s = 0.f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += xb[i];
-    sum += s;
+    sum += sum_of(xb, n);
     float nm = std::max(m, max_of(xb, n));
     if (nm == -std::numeric_limits<float>::infinity()) continue;  // all -inf so far
-    l = l * (m == nm ? 1.f : std::exp(m - nm)) + exp_sum(xb, n, nm);
+    l = l * (m == nm ? 1.f : fast_exp(m - nm)) + exp_sum(xb, n, nm);
     m = nm;
   }
   return {m + std::log(l), sum};
@@ -99,7 +98,7 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits,
       int32_t t = targets[r];
       float xt = x[t];  // read before a possibly aliased dlogits overwrites it
       exp_affine(x, dx, vocab, l, coef, -off);
-      dx[t] = coef * std::exp(xt - l) - g * sm.confidence;
+      dx[t] = coef * fast_exp(xt - l) - g * sm.confidence;
     }
   });
 }

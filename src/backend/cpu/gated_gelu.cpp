@@ -1,18 +1,67 @@
 #include "backend/cpu/gated_gelu.h"
 
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "backend/cpu/bf16_vec.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/gated_gelu.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "backend/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
+
+// The same f32 arithmetic for f32 and bf16 storage (bf16 is widened on load
+// and rounded once on store), so bf16 I/O equals cast -> f32 kernel -> cast.
+template <typename T>
+HWY_INLINE void ForwardRange(int64_t n, const T* h0, const T* h1, T* out) {
+  const DF d;
+  ForVectors(n, [&](int64_t i, size_t m) {
+    StorePart(d, hn::Mul(Gelu(d, LoadPart(d, h0 + i, m)), LoadPart(d, h1 + i, m)), out + i, m);
+  });
+}
+
+template <typename T>
+HWY_INLINE void BackwardRange(int64_t n, const T* h0, const T* h1, const T* dout, T* dh0, T* dh1) {
+  const DF d;
+  ForVectors(n, [&](int64_t i, size_t m) {
+    const VF u = LoadPart(d, h0 + i, m), v = LoadPart(d, h1 + i, m), g = LoadPart(d, dout + i, m);
+    const GeluParts<VF> p = GeluAndGrad(d, u);
+    StorePart(d, hn::Mul(hn::Mul(g, v), p.grad), dh0 + i, m);
+    StorePart(d, hn::Mul(g, p.value), dh1 + i, m);
+  });
+}
+
+void ForwardF32(int64_t n, const float* h0, const float* h1, float* out) { ForwardRange(n, h0, h1, out); }
+void ForwardBf16(int64_t n, const bfloat16* h0, const bfloat16* h1, bfloat16* out) { ForwardRange(n, h0, h1, out); }
+void BackwardF32(int64_t n, const float* h0, const float* h1, const float* dout, float* dh0, float* dh1) {
+  BackwardRange(n, h0, h1, dout, dh0, dh1);
+}
+void BackwardBf16(int64_t n, const bfloat16* h0, const bfloat16* h1, const bfloat16* dout, bfloat16* dh0,
+                  bfloat16* dh1) {
+  BackwardRange(n, h0, h1, dout, dh0, dh1);
+}
+float GeluOne(float x) {
+  return OneLane(x, [](auto d, auto v) { return Gelu(d, v); });
+}
+float GeluGradOne(float x) {
+  return OneLane(x, [](auto d, auto v) { return GeluAndGrad(d, v).grad; });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kCoef = 0.044715f;
 constexpr int64_t kGrain = 1 << 14;
 
 void check(int64_t n) {
@@ -21,97 +70,44 @@ void check(int64_t n) {
 
 }  // namespace
 
-float gelu_tanh(float u) {
-  float t = fast_tanh(kSqrt2OverPi * (u + kCoef * u * u * u));
-  return 0.5f * u * (1.f + t);
-}
+HWY_EXPORT(ForwardF32);
+HWY_EXPORT(ForwardBf16);
+HWY_EXPORT(BackwardF32);
+HWY_EXPORT(BackwardBf16);
+HWY_EXPORT(GeluOne);
+HWY_EXPORT(GeluGradOne);
 
-float gelu_tanh_grad(float u) {
-  float t = fast_tanh(kSqrt2OverPi * (u + kCoef * u * u * u));
-  float dinner = kSqrt2OverPi * (1.f + 3.f * kCoef * u * u);
-  return 0.5f * (1.f + t) + 0.5f * u * (1.f - t * t) * dinner;
-}
+float gelu_tanh(float u) { return T5X_DISPATCH(GeluOne)(u); }
+float gelu_tanh_grad(float u) { return T5X_DISPATCH(GeluGradOne)(u); }
 
-namespace {
-
-#if defined(__AVX512F__)
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const bfloat16* p) { return bf16x16_load(p); }
-inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-inline void store16(bfloat16* p, __m512 v) { bf16x16_store(p, v); }
-#endif
-inline float to_f(float x) { return x; }
-inline float to_f(bfloat16 x) { return float(x); }
-
-// The same f32 arithmetic for f32 and bf16 storage (bf16 is widened on load
-// and rounded once on store), so bf16 I/O equals cast -> f32 kernel -> cast.
-template <typename T>
-void forward_impl(int64_t n, const T* h0, const T* h1, T* out) {
+void gated_gelu_forward(int64_t n, const float* h0, const float* h1, float* out) {
   check(n);
-  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-#if defined(__AVX512F__)
-    const __m512 c0 = _mm512_set1_ps(kSqrt2OverPi), c1 = _mm512_set1_ps(kCoef),
-                 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
-    for (; i + 16 <= e; i += 16) {
-      __m512 u = load16(h0 + i);
-      __m512 u3 = _mm512_mul_ps(_mm512_mul_ps(u, u), u);
-      __m512 t = tanh512(_mm512_mul_ps(c0, _mm512_fmadd_ps(c1, u3, u)));
-      __m512 g = _mm512_mul_ps(_mm512_mul_ps(half, u), _mm512_add_ps(one, t));
-      store16(out + i, _mm512_mul_ps(g, load16(h1 + i)));
-    }
-#endif
-    for (; i < e; ++i) out[i] = T(gelu_tanh(to_f(h0[i])) * to_f(h1[i]));
-  });
+  simd_init();
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) { HWY_DYNAMIC_DISPATCH(ForwardF32)(e - b, h0 + b, h1 + b, out + b); });
 }
-
-template <typename T>
-void backward_impl(int64_t n, const T* h0, const T* h1, const T* dout, T* dh0, T* dh1) {
-  check(n);
-  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-#if defined(__AVX512F__)
-    const __m512 c0 = _mm512_set1_ps(kSqrt2OverPi), c1 = _mm512_set1_ps(kCoef),
-                 c3 = _mm512_set1_ps(3.f * kCoef), half = _mm512_set1_ps(0.5f),
-                 one = _mm512_set1_ps(1.f);
-    for (; i + 16 <= e; i += 16) {
-      __m512 u = load16(h0 + i), v = load16(h1 + i), g = load16(dout + i);
-      __m512 u2 = _mm512_mul_ps(u, u);
-      __m512 t = tanh512(_mm512_mul_ps(c0, _mm512_fmadd_ps(c1, _mm512_mul_ps(u2, u), u)));
-      __m512 dinner = _mm512_mul_ps(c0, _mm512_fmadd_ps(c3, u2, one));
-      __m512 opt = _mm512_add_ps(one, t);
-      __m512 gelu = _mm512_mul_ps(_mm512_mul_ps(half, u), opt);
-      // 0.5 (1 + t) + 0.5 u (1 - t^2) dinner
-      __m512 omt2 = _mm512_fnmadd_ps(t, t, one);
-      __m512 dgelu = _mm512_mul_ps(half, _mm512_fmadd_ps(_mm512_mul_ps(u, omt2), dinner, opt));
-      store16(dh0 + i, _mm512_mul_ps(_mm512_mul_ps(g, v), dgelu));
-      store16(dh1 + i, _mm512_mul_ps(g, gelu));
-    }
-#endif
-    for (; i < e; ++i) {
-      float u = to_f(h0[i]), g = to_f(dout[i]), v = to_f(h1[i]);
-      float gelu = gelu_tanh(u), dgelu = gelu_tanh_grad(u);
-      dh0[i] = T(g * v * dgelu);
-      dh1[i] = T(g * gelu);
-    }
-  });
-}
-
-}  // namespace
-
-void gated_gelu_forward(int64_t n, const float* h0, const float* h1, float* out) { forward_impl(n, h0, h1, out); }
 
 void gated_gelu_backward(int64_t n, const float* h0, const float* h1, const float* dout, float* dh0, float* dh1) {
-  backward_impl(n, h0, h1, dout, dh0, dh1);
+  check(n);
+  simd_init();
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    HWY_DYNAMIC_DISPATCH(BackwardF32)(e - b, h0 + b, h1 + b, dout + b, dh0 + b, dh1 + b);
+  });
 }
 
 void gated_gelu_forward_bf16(int64_t n, const bfloat16* h0, const bfloat16* h1, bfloat16* out) {
-  forward_impl(n, h0, h1, out);
+  check(n);
+  simd_init();
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) { HWY_DYNAMIC_DISPATCH(ForwardBf16)(e - b, h0 + b, h1 + b, out + b); });
 }
 
 void gated_gelu_backward_bf16(int64_t n, const bfloat16* h0, const bfloat16* h1, const bfloat16* dout,
                               bfloat16* dh0, bfloat16* dh1) {
-  backward_impl(n, h0, h1, dout, dh0, dh1);
+  check(n);
+  simd_init();
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    HWY_DYNAMIC_DISPATCH(BackwardBf16)(e - b, h0 + b, h1 + b, dout + b, dh0 + b, dh1 + b);
+  });
 }
 
 }  // namespace t5x::cpu
+#endif

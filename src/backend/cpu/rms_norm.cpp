@@ -5,8 +5,97 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/bf16_vec.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/rms_norm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "backend/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
+
+// The same f32 arithmetic for f32 and bf16 rows (bf16 widened on load,
+// rounded once on store), so bf16 equals cast -> f32 kernel -> cast.
+template <typename T>
+HWY_INLINE float RowRstd(const T* x, int64_t embed, float eps) {
+  const DF d;
+  LaneSums<DF> ss(d);
+  ForBlocks16(embed, [&](size_t k, int64_t i, size_t m) {
+    const VF v = LoadPart(d, x + i, m);
+    ss.add(k, hn::Mul(v, v));
+  });
+  return 1.0f / std::sqrt(ss.total(d) / float(embed) + eps);
+}
+
+template <typename T>
+HWY_INLINE void ForwardRowsT(int64_t r0, int64_t r1, int64_t embed, const T* x, const float* scale, float eps,
+                             T* y, float* rstd) {
+  const DF d;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * embed;
+    T* yr = y + r * embed;
+    const float s = RowRstd(xr, embed, eps);
+    const VF sv = hn::Set(d, s);
+    ForVectors(embed, [&](int64_t i, size_t m) {
+      StorePart(d, hn::Mul(hn::Mul(LoadPart(d, xr + i, m), sv), LoadPart(d, scale + i, m)), yr + i, m);
+    });
+    if (rstd) rstd[r] = s;
+  }
+}
+
+// Adds rows [r0, r1)'s dscale terms into ds[embed] and writes their dx.
+template <typename T>
+HWY_INLINE void BackwardRowsT(int64_t r0, int64_t r1, int64_t embed, const T* x, const float* scale,
+                              const float* rstd, const T* dy, float eps, T* dx, float* ds) {
+  const DF d;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * embed;
+    const T* dyr = dy + r * embed;
+    T* dxr = dx + r * embed;
+    const float s = rstd ? rstd[r] : RowRstd(xr, embed, eps);
+    const VF sv = hn::Set(d, s);
+    LaneSums<DF> dot(d);  // sum_e dy * scale * xhat
+    ForBlocks16(embed, [&](size_t k, int64_t i, size_t m) {
+      const VF xhat = hn::Mul(LoadPart(d, xr + i, m), sv);
+      const VF g = LoadPart(d, dyr + i, m);
+      if (m) StorePart(d, Fma(d, g, xhat, LoadPart(d, ds + i, m)), ds + i, m);
+      dot.add(k, hn::Mul(hn::Mul(g, LoadPart(d, scale + i, m)), xhat));
+    });
+    const VF mean_dot = hn::Set(d, dot.total(d) / float(embed));
+    ForVectors(embed, [&](int64_t i, size_t m) {
+      const VF xhat = hn::Mul(LoadPart(d, xr + i, m), sv);
+      const VF gs = hn::Mul(LoadPart(d, dyr + i, m), LoadPart(d, scale + i, m));
+      StorePart(d, hn::Mul(sv, NegFma(d, xhat, mean_dot, gs)), dxr + i, m);
+    });
+  }
+}
+
+void ForwardRowsF32(int64_t r0, int64_t r1, int64_t embed, const float* x, const float* scale, float eps, float* y,
+                    float* rstd) {
+  ForwardRowsT(r0, r1, embed, x, scale, eps, y, rstd);
+}
+void ForwardRowsBf16(int64_t r0, int64_t r1, int64_t embed, const bfloat16* x, const float* scale, float eps,
+                     bfloat16* y, float* rstd) {
+  ForwardRowsT(r0, r1, embed, x, scale, eps, y, rstd);
+}
+void BackwardRowsF32(int64_t r0, int64_t r1, int64_t embed, const float* x, const float* scale, const float* rstd,
+                     const float* dy, float eps, float* dx, float* ds) {
+  BackwardRowsT(r0, r1, embed, x, scale, rstd, dy, eps, dx, ds);
+}
+void BackwardRowsBf16(int64_t r0, int64_t r1, int64_t embed, const bfloat16* x, const float* scale,
+                      const float* rstd, const bfloat16* dy, float eps, bfloat16* dx, float* ds) {
+  BackwardRowsT(r0, r1, embed, x, scale, rstd, dy, eps, dx, ds);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
 namespace {
@@ -19,132 +108,65 @@ void check(int64_t rows, int64_t embed, float eps) {
     throw std::invalid_argument("[rms_norm] eps must be >= 0, got " + std::to_string(eps));
 }
 
-float row_rstd(const float* x, int64_t embed, float eps) {
-  float ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t e = 0; e < embed; ++e) ss += x[e] * x[e];
-  return 1.0f / std::sqrt(ss / float(embed) + eps);
-}
-
 constexpr int64_t kRowChunk = 64;  // fixed: dscale partials must not depend on threads
 
-}  // namespace
-
-namespace {
-
-// One row, f32: the same code serves f32 storage and (through row buffers)
-// bf16 storage, so bf16 results equal cast -> f32 kernel -> cast.
-inline float forward_row(const float* xr, const float* scale, int64_t embed, float eps, float* yr) {
-  float s = row_rstd(xr, embed, eps);
-#pragma omp simd
-  for (int64_t j = 0; j < embed; ++j) yr[j] = xr[j] * s * scale[j];
-  return s;
-}
-
-inline void backward_row(const float* xr, const float* dyr, const float* scale, float s, int64_t embed, float* ds,
-                         float* dxr) {
-  float dot = 0;  // sum_e dy * scale * xhat
-#pragma omp simd reduction(+ : dot)
-  for (int64_t j = 0; j < embed; ++j) {
-    float xhat = xr[j] * s;
-    ds[j] += dyr[j] * xhat;
-    dot += dyr[j] * scale[j] * xhat;
-  }
-  float mean_dot = dot / float(embed);
-#pragma omp simd
-  for (int64_t j = 0; j < embed; ++j) {
-    float xhat = xr[j] * s;
-    dxr[j] = s * (dyr[j] * scale[j] - xhat * mean_dot);
-  }
-}
-
-inline void widen(const bfloat16* x, int64_t n, float* out) {
-  int64_t j = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(out + j, bf16x16_load(x + j));
-#endif
-  for (; j < n; ++j) out[j] = float(x[j]);
-}
-inline void narrow(const float* x, int64_t n, bfloat16* out) {
-  int64_t j = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-  for (; j + 16 <= n; j += 16) bf16x16_store(out + j, _mm512_loadu_ps(x + j));
-#endif
-  for (; j < n; ++j) out[j] = bfloat16(x[j]);
-}
+int64_t row_grain(int64_t embed) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(embed, 1)); }
 
 void reduce_dscale(const std::vector<float>& partial, int64_t nc, int64_t embed, float* dscale) {
   for (int64_t j = 0; j < embed; ++j) dscale[j] = 0;
   for (int64_t c = 0; c < nc; ++c) {
     const float* p = partial.data() + c * embed;
-#pragma omp simd
     for (int64_t j = 0; j < embed; ++j) dscale[j] += p[j];
   }
 }
 
+template <typename T, typename Fn>
+void backward(int64_t rows, int64_t embed, const T* x, const float* scale, const float* rstd, const T* dy, float eps,
+              T* dx, float* dscale, Fn fn) {
+  check(rows, embed, eps);
+  simd_init();
+  const int64_t nc = num_chunks(rows, kRowChunk);
+  std::vector<float> partial(size_t(nc * embed), 0.0f);
+  parallel_for_chunks(rows, kRowChunk, [&](int64_t c, int64_t b, int64_t e) {
+    fn(b, e, embed, x, scale, rstd, dy, eps, dx, partial.data() + c * embed);
+  });
+  reduce_dscale(partial, nc, embed, dscale);
+}
+
 }  // namespace
 
-void rms_norm_forward(int64_t rows, int64_t embed, const float* x, const float* scale,
-                      float eps, float* y, float* rstd) {
+HWY_EXPORT(ForwardRowsF32);
+HWY_EXPORT(ForwardRowsBf16);
+HWY_EXPORT(BackwardRowsF32);
+HWY_EXPORT(BackwardRowsBf16);
+
+void rms_norm_forward(int64_t rows, int64_t embed, const float* x, const float* scale, float eps, float* y,
+                      float* rstd) {
   check(rows, embed, eps);
-  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(embed, 1)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t r = b; r < e; ++r) {
-                   float s = forward_row(x + r * embed, scale, embed, eps, y + r * embed);
-                   if (rstd) rstd[r] = s;
-                 }
-               });
+  simd_init();
+  parallel_for(rows, row_grain(embed), [&](int64_t b, int64_t e) {
+    HWY_DYNAMIC_DISPATCH(ForwardRowsF32)(b, e, embed, x, scale, eps, y, rstd);
+  });
 }
 
 void rms_norm_forward_bf16(int64_t rows, int64_t embed, const bfloat16* x, const float* scale, float eps,
                            bfloat16* y, float* rstd) {
   check(rows, embed, eps);
-  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(embed, 1)),
-               [&](int64_t b, int64_t e) {
-                 std::vector<float> xr(static_cast<size_t>(embed)), yr(static_cast<size_t>(embed));
-                 for (int64_t r = b; r < e; ++r) {
-                   widen(x + r * embed, embed, xr.data());
-                   float s = forward_row(xr.data(), scale, embed, eps, yr.data());
-                   narrow(yr.data(), embed, y + r * embed);
-                   if (rstd) rstd[r] = s;
-                 }
-               });
+  simd_init();
+  parallel_for(rows, row_grain(embed), [&](int64_t b, int64_t e) {
+    HWY_DYNAMIC_DISPATCH(ForwardRowsBf16)(b, e, embed, x, scale, eps, y, rstd);
+  });
 }
 
-void rms_norm_backward(int64_t rows, int64_t embed, const float* x, const float* scale,
-                       const float* rstd, const float* dy, float eps, float* dx,
-                       float* dscale) {
-  check(rows, embed, eps);
-  int64_t nc = num_chunks(rows, kRowChunk);
-  std::vector<float> partial(size_t(nc * embed), 0.0f);
-  parallel_for_chunks(rows, kRowChunk, [&](int64_t c, int64_t b, int64_t e) {
-    float* ds = partial.data() + c * embed;
-    for (int64_t r = b; r < e; ++r) {
-      const float* xr = x + r * embed;
-      float s = rstd ? rstd[r] : row_rstd(xr, embed, eps);
-      backward_row(xr, dy + r * embed, scale, s, embed, ds, dx + r * embed);
-    }
-  });
-  reduce_dscale(partial, nc, embed, dscale);
+void rms_norm_backward(int64_t rows, int64_t embed, const float* x, const float* scale, const float* rstd,
+                       const float* dy, float eps, float* dx, float* dscale) {
+  backward(rows, embed, x, scale, rstd, dy, eps, dx, dscale, HWY_DYNAMIC_DISPATCH(BackwardRowsF32));
 }
 
 void rms_norm_backward_bf16(int64_t rows, int64_t embed, const bfloat16* x, const float* scale, const float* rstd,
                             const bfloat16* dy, float eps, bfloat16* dx, float* dscale) {
-  check(rows, embed, eps);
-  int64_t nc = num_chunks(rows, kRowChunk);
-  std::vector<float> partial(size_t(nc * embed), 0.0f);
-  parallel_for_chunks(rows, kRowChunk, [&](int64_t c, int64_t b, int64_t e) {
-    float* ds = partial.data() + c * embed;
-    std::vector<float> xr(static_cast<size_t>(embed)), dyr(static_cast<size_t>(embed)), dxr(static_cast<size_t>(embed));
-    for (int64_t r = b; r < e; ++r) {
-      widen(x + r * embed, embed, xr.data());
-      widen(dy + r * embed, embed, dyr.data());
-      float s = rstd ? rstd[r] : row_rstd(xr.data(), embed, eps);
-      backward_row(xr.data(), dyr.data(), scale, s, embed, ds, dxr.data());
-      narrow(dxr.data(), embed, dx + r * embed);
-    }
-  });
-  reduce_dscale(partial, nc, embed, dscale);
+  backward(rows, embed, x, scale, rstd, dy, eps, dx, dscale, HWY_DYNAMIC_DISPATCH(BackwardRowsBf16));
 }
 
 }  // namespace t5x::cpu
+#endif

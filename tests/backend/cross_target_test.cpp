@@ -1,0 +1,196 @@
+// Every SIMD kernel gives the same bits on every target the CPU supports
+// (AVX-512, AVX2, SSE4, SSSE3, the 128-bit emulation on this kind of x86-64
+// machine), on lengths with and without tails and on special values.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/binary.h"
+#include "backend/cpu/convert.h"
+#include "backend/cpu/cross_entropy.h"
+#include "backend/cpu/gated_gelu.h"
+#include "backend/cpu/rms_norm.h"
+#include "backend/cpu/unary.h"
+#include "backend/cpu/vec_math.h"
+#include "cross_target.h"
+#include "test_util.h"
+
+namespace t5x::cpu {
+namespace {
+
+using testing::append;
+using testing::Bytes;
+using testing::expect_same_on_every_target;
+using testing::random_vec;
+
+const int64_t kLengths[] = {1, 3, 15, 16, 17, 31, 33, 100, 1000, 40000};
+
+// Random values over a wide range, with the special ones sprinkled in.
+std::vector<float> inputs(int64_t n, uint32_t seed, float lo = -30.f, float hi = 30.f) {
+  std::vector<float> x = random_vec(size_t(n), seed, lo, hi);
+  const float special[] = {0.f, -0.f, 1e-40f, -1e-40f, 88.69f, -87.29f, 89.f, -88.f, 1e30f, -1e30f,
+                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (size_t i = 0; i < std::size(special) && i * 7 < x.size(); ++i) x[i * 7] = special[i];
+  return x;
+}
+
+std::vector<bfloat16> to_bf16(const std::vector<float>& x) {
+  std::vector<bfloat16> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = bfloat16(x[i]);
+  return y;
+}
+
+TEST(CrossTarget, ThereAreSeveralTargetsToCompare) {
+#if defined(__x86_64__)
+  // Any x86-64 CPU runs at least the 128-bit emulation and SSSE3/SSE4; a
+  // build that compiled one target only would make the tests below vacuous.
+  EXPECT_GE(simd_targets().size(), 2u) << "targets: " << simd_target();
+#endif
+}
+
+TEST(CrossTarget, Unary) {
+  for (UnaryKernel op : {UnaryKernel::Exp, UnaryKernel::Tanh, UnaryKernel::Sigmoid, UnaryKernel::Gelu,
+                         UnaryKernel::GeluGrad})
+    for (int64_t n : kLengths) {
+      const auto x = inputs(n, uint32_t(n));
+      expect_same_on_every_target("unary " + std::to_string(int(op)) + " n=" + std::to_string(n), [&] {
+        std::vector<float> y(x.size());
+        unary_f32(op, x.data(), y.data(), n);
+        Bytes b;
+        append(b, y);
+        return b;
+      });
+    }
+}
+
+TEST(CrossTarget, ScalarCallsEqualVectorLanes) {
+  const auto x = inputs(1000, 7);
+  std::vector<float> e(x.size()), t(x.size()), g(x.size());
+  unary_f32(UnaryKernel::Exp, x.data(), e.data(), 1000);
+  unary_f32(UnaryKernel::Tanh, x.data(), t.data(), 1000);
+  unary_f32(UnaryKernel::Gelu, x.data(), g.data(), 1000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    float fe = fast_exp(x[i]), ft = fast_tanh(x[i]), fg = gelu_tanh(x[i]);
+    ASSERT_EQ(std::memcmp(&fe, &e[i], 4), 0) << x[i];
+    ASSERT_EQ(std::memcmp(&ft, &t[i], 4), 0) << x[i];
+    ASSERT_EQ(std::memcmp(&fg, &g[i], 4), 0) << x[i];
+  }
+}
+
+TEST(CrossTarget, RowReductions) {
+  for (int64_t n : kLengths) {
+    const auto x = inputs(n, uint32_t(100 + n), -20.f, 20.f);
+    std::vector<float> finite = x;
+    for (float& v : finite)
+      if (!std::isfinite(v) || std::fabs(v) > 80.f) v = 0.5f;
+    expect_same_on_every_target("rows n=" + std::to_string(n), [&] {
+      std::vector<float> y(static_cast<size_t>(n)), z(static_cast<size_t>(n));
+      std::vector<float> sums = {exp_shift_sum(finite.data(), y.data(), n, 1.25f), exp_sum(finite.data(), n, -2.f),
+                                 max_of(finite.data(), n), sum_of(finite.data(), n), max_of(x.data(), n)};
+      exp_affine(finite.data(), z.data(), n, 0.5f, 1.5f, -0.25f);
+      Bytes b;
+      append(b, y);
+      append(b, z);
+      append(b, sums);
+      return b;
+    });
+  }
+}
+
+TEST(CrossTarget, GatedGelu) {
+  for (int64_t n : kLengths) {
+    const auto h0 = inputs(n, uint32_t(n), -6.f, 6.f), h1 = random_vec(size_t(n), uint32_t(n + 1)),
+               g = random_vec(size_t(n), uint32_t(n + 2));
+    const auto h0b = to_bf16(h0), h1b = to_bf16(h1), gb = to_bf16(g);
+    expect_same_on_every_target("gated_gelu n=" + std::to_string(n), [&] {
+      std::vector<float> out(static_cast<size_t>(n)), d0(static_cast<size_t>(n)), d1(static_cast<size_t>(n));
+      std::vector<bfloat16> outb(static_cast<size_t>(n)), d0b(static_cast<size_t>(n)), d1b(static_cast<size_t>(n));
+      gated_gelu_forward(n, h0.data(), h1.data(), out.data());
+      gated_gelu_backward(n, h0.data(), h1.data(), g.data(), d0.data(), d1.data());
+      gated_gelu_forward_bf16(n, h0b.data(), h1b.data(), outb.data());
+      gated_gelu_backward_bf16(n, h0b.data(), h1b.data(), gb.data(), d0b.data(), d1b.data());
+      Bytes b;
+      append(b, out), append(b, d0), append(b, d1), append(b, outb), append(b, d0b), append(b, d1b);
+      return b;
+    });
+  }
+}
+
+TEST(CrossTarget, RmsNorm) {
+  for (int64_t embed : {1, 7, 16, 33, 512}) {
+    const int64_t rows = 70;  // more than one 64-row dscale chunk
+    const auto x = random_vec(size_t(rows * embed), uint32_t(embed), -3.f, 3.f);
+    const auto dy = random_vec(size_t(rows * embed), uint32_t(embed + 1));
+    const auto scale = random_vec(size_t(embed), uint32_t(embed + 2), 0.5f, 1.5f);
+    const auto xb = to_bf16(x), dyb = to_bf16(dy);
+    expect_same_on_every_target("rms_norm embed=" + std::to_string(embed), [&] {
+      std::vector<float> y(x.size()), rstd(static_cast<size_t>(rows)), dx(x.size()), ds(static_cast<size_t>(embed)), ds2(static_cast<size_t>(embed));
+      std::vector<bfloat16> yb(x.size()), dxb(x.size());
+      rms_norm_forward(rows, embed, x.data(), scale.data(), 1e-6f, y.data(), rstd.data());
+      rms_norm_backward(rows, embed, x.data(), scale.data(), nullptr, dy.data(), 1e-6f, dx.data(), ds.data());
+      rms_norm_forward_bf16(rows, embed, xb.data(), scale.data(), 1e-6f, yb.data(), nullptr);
+      rms_norm_backward_bf16(rows, embed, xb.data(), scale.data(), nullptr, dyb.data(), 1e-6f, dxb.data(), ds2.data());
+      Bytes b;
+      append(b, y), append(b, rstd), append(b, dx), append(b, ds), append(b, yb), append(b, dxb), append(b, ds2);
+      return b;
+    });
+  }
+}
+
+TEST(CrossTarget, CrossEntropy) {
+  for (int64_t vocab : {2, 17, 300, 5000}) {
+    const int64_t rows = 5;
+    const auto logits = random_vec(size_t(rows * vocab), uint32_t(vocab), -10.f, 10.f);
+    std::vector<int32_t> targets(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) targets[size_t(r)] = int32_t((r * 7919) % vocab);
+    const std::vector<float> dloss = {1.f, 0.5f, -2.f, 0.25f, 3.f};
+    CrossEntropyOptions opt;
+    opt.z_loss = 1e-4f;
+    opt.label_smoothing = 0.1f;
+    expect_same_on_every_target("cross_entropy vocab=" + std::to_string(vocab), [&] {
+      std::vector<float> loss(static_cast<size_t>(rows)), z(static_cast<size_t>(rows)), lse(static_cast<size_t>(rows)), dl(logits.size());
+      cross_entropy_forward(rows, vocab, logits.data(), targets.data(), opt, loss.data(), z.data(), lse.data());
+      cross_entropy_backward(rows, vocab, logits.data(), targets.data(), lse.data(), dloss.data(), opt, dl.data());
+      Bytes b;
+      append(b, loss), append(b, z), append(b, lse), append(b, dl);
+      return b;
+    });
+  }
+}
+
+TEST(CrossTarget, ConvertAndBinary) {
+  for (int64_t n : kLengths) {
+    const auto x = inputs(n, uint32_t(n), -1e5f, 1e5f), y = inputs(n, uint32_t(n + 9), -3.f, 3.f);
+    const auto xb = to_bf16(x), yb = to_bf16(y);
+    expect_same_on_every_target("convert/binary n=" + std::to_string(n), [&] {
+      std::vector<bfloat16> cb(static_cast<size_t>(n));
+      std::vector<float> cf(static_cast<size_t>(n));
+      convert_f32_to_bf16(x.data(), cb.data(), n);
+      convert_bf16_to_f32(cb.data(), cf.data(), n);
+      Bytes b;
+      append(b, cb), append(b, cf);
+      for (BinaryKernel op : {BinaryKernel::Add, BinaryKernel::Sub, BinaryKernel::Mul}) {
+        std::vector<float> z(static_cast<size_t>(n));
+        std::vector<bfloat16> zb(static_cast<size_t>(n));
+        binary_f32(op, x.data(), y.data(), z.data(), n);
+        binary_bf16(op, xb.data(), yb.data(), zb.data(), n);
+        append(b, z), append(b, zb);
+      }
+      return b;
+    });
+  }
+}
+
+// The bf16 store of every target rounds exactly as bfloat16::from_float.
+TEST(CrossTarget, Bf16RoundingEqualsScalarRule) {
+  std::vector<float> x;
+  for (uint32_t u = 0; u < (1u << 20); u += 37) x.push_back(std::bit_cast<float>(u * 4093u));
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  x.push_back(-std::numeric_limits<float>::signaling_NaN());
+  std::vector<bfloat16> y(x.size());
+  convert_f32_to_bf16(x.data(), y.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i].bits, bfloat16::from_float(x[i])) << "at " << i;
+}
+
+}  // namespace
+}  // namespace t5x::cpu

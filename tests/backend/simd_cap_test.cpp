@@ -1,0 +1,53 @@
+// T5X_CPU_ISA caps the SIMD target (run by ctest under several values; see
+// tests/backend/CMakeLists.txt). Without the variable the best target runs.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cpu/simd.h"
+#include "backend/cpu/unary.h"
+
+namespace t5x::cpu {
+namespace {
+
+std::string env_cap() {
+  const char* v = std::getenv("T5X_CPU_ISA");
+  return v ? v : "";
+}
+
+TEST(SimdCap, TheCapNamesTheTargetThatRuns) {
+  const std::string cap = env_cap();
+  if (cap == "bogus") {
+    try {
+      simd_init();
+      FAIL() << "T5X_CPU_ISA=bogus was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("T5X_CPU_ISA='bogus' is not a CPU target; use one of avx512, avx2"),
+                std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  const std::string best = simd_target_name(simd_targets().front());
+  if (cap.empty()) {
+    EXPECT_EQ(simd_cap(), "");
+    EXPECT_EQ(simd_target(), best);
+    return;
+  }
+  EXPECT_EQ(simd_cap(), cap);
+  // The cap is the best target left (this CPU has each capped one: the test
+  // runs only on x86-64 CPUs with AVX2).
+  const std::string want = cap == "avx2" ? "AVX2" : cap == "sse4" ? "SSE4" : cap == "emu128" ? "EMU128" : "?";
+  EXPECT_EQ(simd_target(), want);
+  EXPECT_EQ(best, want);
+  // And the kernels run there.
+  float x[3] = {0.f, 1.f, -1.f}, y[3];
+  unary_f32(UnaryKernel::Exp, x, y, 3);
+  EXPECT_EQ(y[0], 1.f);
+  EXPECT_NEAR(y[1], 2.7182817f, 1e-6f);
+}
+
+}  // namespace
+}  // namespace t5x::cpu
