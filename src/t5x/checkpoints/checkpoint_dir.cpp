@@ -489,7 +489,9 @@ StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt,
     const std::string d = checkpoint_dir_for_step(model_dir, *it, prefix);
     if (auto err = validate_checkpoint(d, opt.verify, opt.num_threads)) {
       scan.skipped.push_back({d, *err});
-      if (opt.move_damaged_aside) scan.moved.push_back({d, move_damaged_aside(d)});
+      // An Orbax checkpoint is another format, not damage: left where it is.
+      const bool orbax = fileio::exists(fileio::join(d, "_METADATA")) || fileio::exists(fileio::join(d, "state/_METADATA"));
+      if (opt.move_damaged_aside && !orbax) scan.moved.push_back({d, move_damaged_aside(d)});
       continue;
     }
     scan.step = *it;

@@ -187,7 +187,8 @@ std::string move_damaged_aside(const std::string& ckpt_dir);
 struct ScanOptions {
   Verify verify = Verify::kSizes;
   // Move every damaged step newer than the one found aside
-  // (move_damaged_aside). The trainer does, on process 0 only.
+  // (move_damaged_aside); Orbax checkpoints (_METADATA) are skipped but not
+  // moved. The trainer does this, on process 0 only.
   bool move_damaged_aside = false;
   int num_threads = 1;  // CRC threads
 };

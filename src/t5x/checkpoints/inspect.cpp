@@ -150,6 +150,7 @@ CheckpointInventory inspect_checkpoint(const std::string& path, const InspectOpt
     try {
       m = read_manifest(inv.dir);
     } catch (const CheckpointError&) {
+      // Unreadable: validate_checkpoint above has already refused it.
     }
     const char* what = *opt.verify == Verify::kSizes       ? "sizes"
                        : *opt.verify == Verify::kChecksums ? "sizes and crc32c"

@@ -374,7 +374,8 @@ TEST(CheckpointDir, MissingChunkIsReportedWhenFillValueIsNull) {
 }
 
 TEST(CheckpointDir, OrbaxCheckpointsAreNamedAsSuch) {
-  const std::string dir = tmpdir("orbax") + "/checkpoint_1";
+  const std::string model_dir = tmpdir("orbax");
+  const std::string dir = model_dir + "/checkpoint_1";
   fs::create_directories(dir + "/state");
   fileio::write_text(dir + "/state/_METADATA", "{}", false);
   try {
@@ -383,6 +384,13 @@ TEST(CheckpointDir, OrbaxCheckpointsAreNamedAsSuch) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("Orbax"), std::string::npos) << e.what();
   }
+  // Skipped by the scan, but another format is not damage: it stays.
+  StepScan scan = latest_valid_step(model_dir, {.move_damaged_aside = true});
+  EXPECT_FALSE(scan.step.has_value());
+  ASSERT_EQ(scan.skipped.size(), 1u);
+  EXPECT_NE(scan.skipped[0].second.find("Orbax"), std::string::npos) << scan.skipped[0].second;
+  EXPECT_TRUE(scan.moved.empty());
+  EXPECT_TRUE(fs::exists(dir + "/state/_METADATA"));
 }
 
 TEST(CheckpointDir, RetentionKeepsNewestAndPinned) {
