@@ -22,14 +22,16 @@ namespace t5x::cli {
 namespace fs = std::filesystem;
 
 const char* const kCkptUsage =
-    "usage: t5x ckpt info PATH [--digest | --digest_only]\n"
+    "usage: t5x ckpt info PATH [--digest | --digest_only] [--verify=checksums|sizes|decode|none] [--threads=N]\n"
     "       t5x ckpt export-hf CKPT OUT [--dtype=float32|bfloat16|float16] [--feed_forward_proj=P]\n"
     "           [--relative_attention_max_distance=N] [--dropout_rate=X] [--gin_file=F ...] [--gin.NAME=V ...]\n"
     "       t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep]\n"
     "           [--compressor=gzip|zstd|raw]\n"
     "       t5x ckpt import-tf PREFIX MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep] [--compressor=gzip|zstd|raw]\n"
     "  info       arrays with dtypes, shapes (logical axes from model-info.txt), sizes and storage;\n"
-    "             --digest adds a 64-bit FNV-1a hash of every array (--digest_only: just path dtype shape hash)\n"
+    "             --digest adds a 64-bit FNV-1a hash of every array (--digest_only: just path dtype shape hash);\n"
+    "             first verifies the checkpoint (default: sizes and CRC-32C of manifest.t5xcpp.json) and\n"
+    "             exits 1 naming the damaged file\n"
     "  export-hf  model.safetensors + config.json with Hugging Face T5 names (T5ForConditionalGeneration);\n"
     "             the config comes from --gin_file, else MODEL_DIR/config.gin, else the shapes\n"
     "             (gated MLP -> T5.1.1 'gated-gelu', plain -> T5.1.0 'relu'); flags override\n"
@@ -139,12 +141,17 @@ int cmd_info_tf(const std::string& prefix, std::ostream& out) {
 }
 
 int cmd_info(const Args& a, std::ostream& out) {
-  allow_only(a, {"digest", "digest_only", "threads"}, 1);
+  allow_only(a, {"digest", "digest_only", "threads", "verify"}, 1);
   if (auto prefix = tf::tf_checkpoint_prefix(a.pos[0])) {
-    if (!a.opt.empty()) throw Usage("--digest / --threads apply to t5x checkpoints; import-tf first");
+    if (!a.opt.empty()) throw Usage("--digest / --threads / --verify apply to t5x checkpoints; import-tf first");
     return cmd_info_tf(*prefix, out);
   }
   InspectOptions o;
+  if (a.opt.count("verify")) {
+    const std::string v = a.opt.at("verify");
+    if (v == "none") o.verify.reset();
+    else if (!(o.verify = parse_verify(v))) throw Usage("--verify must be checksums, sizes, decode or none, got '" + v + "'");
+  }
   o.digest = a.opt.count("digest") || a.opt.count("digest_only");
   if (a.opt.count("threads")) o.num_threads = int(to_int("threads", a.opt.at("threads")));
   CheckpointInventory inv = inspect_checkpoint(a.pos[0], o);

@@ -5,8 +5,10 @@
 //                    [--threads N] [--dir DIR] [--no-fsync]
 //
 // For each codec: one save (single process, t5x's 64 MiB chunk rule, msgpack
-// last, rename, fsync) and one full restore of every array. MB/s counts the
-// uncompressed float32 bytes (1 MB = 1e6 bytes). Prints one line per codec.
+// and manifest last, rename, fsync), one check of the manifest's sizes and
+// CRCs (what `t5x train` does before it resumes) and one full restore of
+// every array. MB/s counts the uncompressed float32 bytes (1 MB = 1e6 bytes).
+// Prints one line per codec.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -118,6 +120,14 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     SaveResult r = save_checkpoint(dir, 1, leaves, opt);
     const double ts = secs_since(t0);
+    // What `t5x train` does before it resumes: sizes and CRC-32C of every
+    // file against manifest.t5xcpp.json (validate_checkpoint, kChecksums).
+    t0 = std::chrono::steady_clock::now();
+    if (auto bad = validate_checkpoint(r.dir, Verify::kChecksums, threads)) {
+      std::fprintf(stderr, "verify failed: %s\n", bad->c_str());
+      return 1;
+    }
+    const double tv = secs_since(t0);
     t0 = std::chrono::steady_clock::now();
     CheckpointReader reader = CheckpointReader::open(r.dir);
     uint64_t checksum = 0;
@@ -126,9 +136,10 @@ int main(int argc, char** argv) {
       checksum += t.data.empty() ? 0 : t.data[t.data.size() / 2];
     }
     const double tr = secs_since(t0);
-    std::printf("%-5s save %7.1f MB/s (%6.2f s, %7.1f MB on disk, ratio %.3f)  restore %7.1f MB/s (%6.2f s)  [%llu]\n",
+    std::printf("%-5s save %7.1f MB/s (%6.2f s, %7.1f MB on disk, ratio %.3f)  verify %7.1f MB/s (%5.2f s)  "
+                "restore %7.1f MB/s (%6.2f s)  [%llu]\n",
                 codec.c_str(), mb / ts, ts, double(r.bytes_written) / 1e6, double(r.bytes_written) / 1e6 / mb,
-                mb / tr, tr, (unsigned long long)checksum);
+                mb / tv, tv, mb / tr, tr, (unsigned long long)checksum);
     std::fflush(stdout);
   }
   fileio::remove_all(dir);

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <regex>
 #include <set>
 
@@ -33,6 +34,48 @@ std::vector<std::string> list_names(const std::string& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     out.push_back(it->path().filename().string());
   return out;
+}
+
+constexpr const char* kManifestPartPrefix = "manifest.t5xcpp.part-";
+
+std::string manifest_part_name(int process_index, int process_count) {
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%s%03d-of-%03d.json", kManifestPartPrefix, process_index, process_count);
+  return buf;
+}
+
+std::span<const uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The manifest of the files in `tmp` (all but the manifest and its parts):
+// digests from `own` (this process's writes) or the other processes' part
+// files where the size matches, else read back from disk.
+CheckpointManifest collect_manifest(const std::string& tmp, const std::map<std::string, FileDigest>& own) {
+  std::map<std::string, FileDigest> noted = own;
+  std::error_code ec;
+  for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind(kManifestPartPrefix, 0) != 0) continue;
+    try {
+      for (auto& [p, d] : CheckpointManifest::from_json(fileio::read_text(it->path().string()), n).files)
+        noted.emplace(p, d);
+    } catch (const CheckpointError&) {
+      // An unreadable part: its files are read back below.
+    }
+  }
+  CheckpointManifest m;
+  for (fs::recursive_directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string rel = fs::relative(it->path(), tmp, ec).generic_string();
+    if (ec) throw CheckpointError("cannot list '" + tmp + "': " + ec.message());
+    if (rel.rfind("manifest.t5xcpp.", 0) == 0) continue;
+    auto n = noted.find(rel);
+    const uint64_t size = it->file_size(ec);
+    m.files[rel] = n != noted.end() && !ec && n->second.bytes == size ? n->second : digest_file(it->path().string());
+  }
+  if (ec) throw CheckpointError("cannot list '" + tmp + "': " + ec.message());
+  return m;
 }
 
 // std::regex has no escaping helper; prefixes are plain names in practice.
@@ -125,6 +168,15 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
   barrier(opt, "checkpointer:make_dir:" + tmp);
   if (opt.process_index != 0) fileio::make_dirs(tmp);  // tolerate non-shared fs in tests
 
+  // Size and CRC of every file this process writes (relative path), for the manifest.
+  std::mutex noted_mu;
+  std::map<std::string, FileDigest> noted;
+  auto note = [&](const std::string& rel, std::span<const uint8_t> bytes) {
+    const FileDigest d = FileDigest::of(bytes);
+    std::lock_guard<std::mutex> lock(noted_mu);
+    noted[rel] = d;
+  };
+
   // Phase 1: every process writes the chunks it owns.
   for (const auto& l : leaves) {
     if (!l.partitioned || !l.write) continue;
@@ -136,16 +188,23 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
     m.compressor = s.compressor;
     const std::string adir = fileio::join(tmp, s.path);
     zarr_write_metadata(adir, m, opt.durable);
+    note(s.path + "/.zarray", as_bytes(m.to_json()));
     HostTensor data = s.dtype == l.data.dtype ? HostTensor{} : cast_host_tensor(l.data, s.dtype);
     const HostTensor& src = s.dtype == l.data.dtype ? l.data : data;
-    res.bytes_written += zarr_write_box(adir, m, src, l.box, {opt.durable, opt.num_threads});
+    ZarrWriteOptions wo{opt.durable, opt.num_threads};
+    wo.on_chunk = [&](const std::string& key, std::span<const uint8_t> bytes) { note(s.path + "/" + key, bytes); };
+    res.bytes_written += zarr_write_box(adir, m, src, l.box, wo);
     if (opt.durable) fileio::fsync_dir(adir);
   }
   if (opt.dataset_state_json) {
-    const std::string p = fileio::join(tmp, dataset_state_file_name(opt.process_index, opt.process_count));
-    fileio::write_text(p, *opt.dataset_state_json, opt.durable);
+    const std::string name = dataset_state_file_name(opt.process_index, opt.process_count);
+    fileio::write_text(fileio::join(tmp, name), *opt.dataset_state_json, opt.durable);
+    note(name, as_bytes(*opt.dataset_state_json));
     res.bytes_written += opt.dataset_state_json->size();
   }
+  if (opt.process_index != 0)
+    fileio::write_text(fileio::join(tmp, manifest_part_name(opt.process_index, opt.process_count)),
+                       CheckpointManifest{noted}.to_json(), opt.durable);
   barrier(opt, "checkpointer:tensorstore_write_complete:" + tmp);
   if (opt.crash_before_msgpack) return res;
 
@@ -158,7 +217,16 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
     }
     auto bytes = encode_checkpoint_msgpack(state, 3);
     fileio::write_file(fileio::join(tmp, kMsgpackName), bytes, opt.durable);
+    note(kMsgpackName, bytes);
     res.bytes_written += bytes.size();
+    // The manifest, last before the commit: a renamed directory always has one.
+    const std::string manifest = collect_manifest(tmp, noted).to_json();
+    fileio::write_text(fileio::join(tmp, kManifestFile), manifest, opt.durable);
+    res.bytes_written += manifest.size();
+    for (int p = 1; p < opt.process_count; ++p) {
+      std::error_code rm;
+      fs::remove(fileio::join(tmp, manifest_part_name(p, opt.process_count)), rm);
+    }
     if (opt.durable) fileio::fsync_dir(tmp);
     std::error_code ec;
     fs::rename(tmp, res.dir, ec);
@@ -336,12 +404,18 @@ std::vector<std::string> list_temp_dirs(const std::string& model_dir, const std:
   return out;
 }
 
-void remove_temp_dirs(const std::string& model_dir, const std::string& prefix) {
-  for (const auto& d : list_temp_dirs(model_dir, prefix)) fileio::remove_all(d);
+std::vector<std::string> remove_temp_dirs(const std::string& model_dir, const std::string& prefix) {
+  auto dirs = list_temp_dirs(model_dir, prefix);
+  for (const auto& d : dirs) fileio::remove_all(d);
+  return dirs;
 }
 
-std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool deep) {
+std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Verify level, int num_threads) {
   try {
+    // Without the msgpack the save did not finish: CheckpointReader::open says so.
+    std::optional<CheckpointManifest> manifest;
+    if (fileio::exists(fileio::join(ckpt_dir, kMsgpackName)) && (manifest = read_manifest(ckpt_dir)))
+      if (auto bad = verify_manifest(ckpt_dir, *manifest, level, num_threads)) return bad;
     CheckpointReader r = CheckpointReader::open(ckpt_dir);
     for (const auto& [path, leaf] : r.leaves()) {
       const auto* s = std::get_if<TensorStoreSpec>(&leaf);
@@ -350,8 +424,8 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool
       ZarrMetadata m = zarr_read_metadata(adir);
       if (!s->shape.empty() && m.shape != s->shape)
         return adir + "/.zarray: shape differs from the msgpack spec of '" + path + "'";
-      if (deep) {
-        zarr_read_box(adir, m, IndexBox::full(m.shape));
+      if (level == Verify::kDecode) {
+        zarr_read_box(adir, m, IndexBox::full(m.shape), num_threads);
         continue;
       }
       const auto grid = m.grid_shape();
@@ -361,7 +435,10 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool
       for (int64_t k = 0; k < n; ++k) {
         int64_t rem = k;
         for (size_t i = grid.size(); i-- > 0;) { idx[i] = rem % grid[i]; rem /= grid[i]; }
-        const std::string cf = fileio::join(adir, m.chunk_key(idx));
+        const std::string key = m.chunk_key(idx);
+        // Listed in the manifest: its size (and CRC) were checked above.
+        if (manifest && manifest->files.count(s->path + "/" + key)) continue;
+        const std::string cf = fileio::join(adir, key);
         auto bytes = fileio::read_file_if_exists(cf);
         if (!bytes) {
           // With a numeric fill_value TensorStore may omit chunks equal to it;
@@ -379,23 +456,42 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool
   return std::nullopt;
 }
 
+std::string move_damaged_aside(const std::string& ckpt_dir) {
+  std::string dir = ckpt_dir;
+  while (!dir.empty() && dir.back() == '/') dir.pop_back();
+  const std::string base = dir + ".damaged-" + std::to_string(int64_t(std::time(nullptr)));
+  std::string to = base;
+  for (int k = 2; fileio::exists(to); ++k) to = base + "-" + std::to_string(k);
+  std::error_code ec;
+  fs::rename(dir, to, ec);
+  if (ec)
+    throw CheckpointError("cannot move the damaged checkpoint '" + dir + "' aside to '" + to + "': " + ec.message() +
+                          "\n  hint: move or delete it by hand; while it is there its step is never saved again");
+  return to;
+}
+
 std::string StepScan::report() const {
   std::string s;
   for (const auto& [dir, why] : skipped) s += "skipped " + dir + ": " + why + "\n";
+  for (const auto& [dir, to] : moved)
+    s += "moved " + dir + " aside to " + to + " so that its step is saved again (delete it once it is not needed)\n";
   if (!skipped.empty())
     s += step ? "resuming from step " + std::to_string(*step) + "\n" : "no complete checkpoint found\n";
   return s;
 }
 
-StepScan latest_valid_step(const std::string& model_dir, bool deep, const std::string& prefix) {
+StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt, const std::string& prefix) {
   StepScan scan;
   for (const auto& t : list_temp_dirs(model_dir, prefix))
     scan.skipped.push_back({t, "half-written temporary directory of an interrupted save (ignored)"});
   auto steps = all_steps(model_dir, prefix);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const std::string d = checkpoint_dir_for_step(model_dir, *it, prefix);
-    if (auto err = validate_checkpoint(d, deep)) {
+    if (auto err = validate_checkpoint(d, opt.verify, opt.num_threads)) {
       scan.skipped.push_back({d, *err});
+      // An Orbax checkpoint is another format, not damage: left where it is.
+      const bool orbax = fileio::exists(fileio::join(d, "_METADATA")) || fileio::exists(fileio::join(d, "state/_METADATA"));
+      if (opt.move_damaged_aside && !orbax) scan.moved.push_back({d, move_damaged_aside(d)});
       continue;
     }
     scan.step = *it;

@@ -6,12 +6,17 @@
 //     checkpoint                            msgpack, written last by process 0
 //     target.encoder.layers_0....kernel/    one zarr v2 array per partitioned leaf
 //     train_ds-<p:03>-of-<n:03>.json        data-pipeline position per process (t5x.cpp)
+//     manifest.t5xcpp.json                  size and CRC-32C of every file above (t5x.cpp, manifest.h)
 //     PINNED                                optional: exempt from retention
 //
 // Save protocol (t5x Checkpointer.save): write into
-// `checkpoint_<step>.tmp-<timestamp>` (timestamp identical on all processes),
-// barrier, process 0 writes the msgpack, fsyncs, renames into place, applies
-// retention, barrier. An existing final directory means the save is skipped.
+// `checkpoint_<step>.tmp-<timestamp>` (timestamp identical on all processes);
+// each process notes the size and CRC of every file it writes (with several
+// processes it leaves them in `manifest.t5xcpp.part-<p>-of-<n>.json`);
+// barrier; process 0 writes the msgpack, then the manifest (every file in the
+// directory, CRCs from the notes, files without a note read back), removes
+// the notes, fsyncs, renames into place, applies retention; barrier. An
+// existing final directory means the save is skipped.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "t5x/checkpoints/manifest.h"
 #include "t5x/checkpoints/msgpack_checkpoint.h"
 #include "t5x/checkpoints/zarr.h"
 
@@ -155,23 +161,48 @@ std::vector<int64_t> all_steps(const std::string& model_dir, const std::string& 
 std::optional<int64_t> latest_step(const std::string& model_dir, const std::string& prefix = "checkpoint");
 // Leftover `<prefix>_<N>.tmp-<T>` directories of interrupted saves.
 std::vector<std::string> list_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
-void remove_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
+// Removes them and returns the ones removed. Only for a MODEL_DIR in which no
+// save is under way: the trainer calls it on process 0 before its first save
+// (another process's save of the same run cannot have started yet).
+std::vector<std::string> remove_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
 
-// Checks one checkpoint directory. Shallow: msgpack parses, every
-// TensorStore leaf has a valid .zarray matching its spec, every chunk file
-// exists (when fill_value is null, as t5x writes it) with a plausible size (raw: exact; zstd: complete frame; gzip: the
-// trailer's size field). Deep additionally decodes every chunk. Returns the
-// problem (naming the file) or nullopt when the checkpoint is complete.
-std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, bool deep = false);
+// Checks one checkpoint directory; returns the problem (naming the file) or
+// nullopt when the checkpoint is complete. Always: the msgpack exists and
+// parses, every TensorStore leaf has a valid .zarray matching its spec, and
+// every chunk file exists (when fill_value is null, as t5x writes it). With a
+// manifest (manifest.h), first every listed file has its recorded size
+// (Verify::kSizes) and CRC-32C (kChecksums, kDecode), and a listed chunk needs
+// no more; a chunk the manifest does not list (a checkpoint without one) gets
+// a plausible-size check (raw: exact; zstd: complete frame; gzip: the
+// trailer's size field). kDecode also decodes every chunk.
+std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Verify level = Verify::kSizes,
+                                               int num_threads = 1);
+
+// Renames a damaged checkpoint directory to `<dir>.damaged-<unix time>` (a
+// "-2", "-3" ... suffix if that exists): out of the step listing, so that its
+// step is saved again, and kept for inspection. Returns the new path; throws
+// CheckpointError when the rename fails.
+std::string move_damaged_aside(const std::string& ckpt_dir);
+
+struct ScanOptions {
+  Verify verify = Verify::kSizes;
+  // Move every damaged step newer than the one found aside
+  // (move_damaged_aside); Orbax checkpoints (_METADATA) are skipped but not
+  // moved. The trainer does this, on process 0 only.
+  bool move_damaged_aside = false;
+  int num_threads = 1;  // CRC threads
+};
 
 struct StepScan {
   std::optional<int64_t> step;                               // newest valid step
   std::vector<std::pair<std::string, std::string>> skipped;  // (directory, reason)
+  std::vector<std::pair<std::string, std::string>> moved;    // (damaged directory, its new path)
   std::string report() const;  // human-readable lines, empty if nothing was skipped
 };
 // Newest complete checkpoint, skipping (and reporting) temp dirs and damaged
-// checkpoints - the automatic-resume rule.
-StepScan latest_valid_step(const std::string& model_dir, bool deep = false,
+// checkpoints - the automatic-resume rule. Only the directories from the
+// newest down to the first valid one are checked.
+StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt = {},
                            const std::string& prefix = "checkpoint");
 
 bool is_pinned(const std::string& ckpt_dir);

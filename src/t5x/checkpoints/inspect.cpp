@@ -68,7 +68,7 @@ uint64_t dir_bytes(const std::string& dir) {
 
 }  // namespace
 
-std::string resolve_checkpoint_path(const std::string& path, std::string* note) {
+std::string resolve_checkpoint_path(const std::string& path, std::string* note, Verify verify) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw CheckpointError(path + ": no such file or directory\n  hint: give a checkpoint_<step> directory or a MODEL_DIR");
@@ -79,7 +79,7 @@ std::string resolve_checkpoint_path(const std::string& path, std::string* note) 
   }
   if (holds_msgpack(path)) return path;
   if (!all_steps(path).empty() || !list_temp_dirs(path).empty()) {
-    StepScan scan = latest_valid_step(path);
+    StepScan scan = latest_valid_step(path, {.verify = verify});
     if (note) *note = scan.report();
     if (!scan.step)
       throw CheckpointError(path + ": no complete checkpoint_<step> directory\n" + scan.report() +
@@ -136,7 +136,30 @@ std::string digest_hex(uint64_t d) {
 
 CheckpointInventory inspect_checkpoint(const std::string& path, const InspectOptions& opt) {
   CheckpointInventory inv;
-  inv.dir = resolve_checkpoint_path(path, &inv.note);
+  inv.dir = resolve_checkpoint_path(path, &inv.note, opt.verify.value_or(Verify::kSizes));
+  if (opt.verify) {
+    // A MODEL_DIR's choice passed these checks in resolve_checkpoint_path; a
+    // checkpoint named directly is held to the same.
+    std::error_code ec;
+    if (holds_msgpack(path) || fs::is_regular_file(path, ec))
+      if (auto bad = validate_checkpoint(inv.dir, *opt.verify, opt.num_threads))
+        throw CheckpointError(inv.dir + " is damaged: " + *bad +
+                              "\n  hint: use an earlier step (`t5x ckpt info MODEL_DIR` names the newest complete "
+                              "one; `t5x train` moves a damaged newest step aside and saves it again)");
+    std::optional<CheckpointManifest> m;
+    try {
+      m = read_manifest(inv.dir);
+    } catch (const CheckpointError&) {
+      // Unreadable: validate_checkpoint above has already refused it.
+    }
+    const char* what = *opt.verify == Verify::kSizes       ? "sizes"
+                       : *opt.verify == Verify::kChecksums ? "sizes and crc32c"
+                                                           : "sizes and crc32c, chunks decoded";
+    inv.verified = m ? "verified: " + std::to_string(m->files.size()) + " files match " + kManifestFile + " (" + what + ")"
+                     : std::string("verified: structure and chunk sizes (no ") + kManifestFile +
+                           ": written by t5x or an older t5x.cpp, so no checksums)" +
+                           (*opt.verify == Verify::kDecode ? ", chunks decoded" : "");
+  }
   CheckpointReader r = CheckpointReader::open(inv.dir);
   inv.version = r.version();
   inv.step = r.step();
@@ -189,6 +212,7 @@ std::string format_inventory(const CheckpointInventory& inv) {
   o << "  format version " << inv.version;
   if (inv.step) o << ", step " << *inv.step;
   o << "\n";
+  if (!inv.verified.empty()) o << "  " << inv.verified << "\n";
   size_t w_path = 4, w_dtype = 5, w_shape = 5;
   std::vector<std::string> shapes;
   for (const auto& a : inv.arrays) {

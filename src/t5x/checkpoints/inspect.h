@@ -16,15 +16,18 @@
 #include <vector>
 
 #include "t5x/checkpoints/host_tensor.h"
+#include "t5x/checkpoints/manifest.h"
 
 namespace t5x {
 
 // `path` is a checkpoint directory (holds the `checkpoint` msgpack, or
 // `state/checkpoint`), a `checkpoint` file, or a MODEL_DIR: then the newest
-// complete checkpoint_<N> is taken (latest_valid_step), and `note` (if given)
-// receives the lines about skipped damaged/half-written directories.
+// checkpoint_<N> that passes `verify` is taken (latest_valid_step), and
+// `note` (if given) receives the lines about skipped damaged/half-written
+// directories. A checkpoint directory named directly is not verified here.
 // Throws CheckpointError naming the path and a hint when nothing usable is there.
-std::string resolve_checkpoint_path(const std::string& path, std::string* note = nullptr);
+std::string resolve_checkpoint_path(const std::string& path, std::string* note = nullptr,
+                                    Verify verify = Verify::kSizes);
 
 // Logical axis names per parameter from a model-info.txt ("Variable
 // encoder/layers_0/mlp/wi_0/kernel size 2048 shape (embed=32, mlp=64) ...").
@@ -51,16 +54,21 @@ struct CheckpointInventory {
   std::vector<ArrayInfo> arrays;           // target/ first, then state/, by path
   std::map<std::string, std::string> scalars;  // non-array leaves, as text
   std::vector<std::string> dataset_states;     // train_ds-*.json files present
+  std::string verified;                        // what was verified, one line ("" when nothing)
 };
 
 struct InspectOptions {
   bool digest = false;     // read every array and hash it
-  int num_threads = 1;     // chunk decode threads per array read
+  int num_threads = 1;     // chunk decode and CRC threads
+  // validate_checkpoint level, for a checkpoint named directly and for the
+  // choice in a MODEL_DIR alike; nullopt: none.
+  std::optional<Verify> verify = Verify::kChecksums;
 };
 
-// Reads the msgpack and the .zarray files (and every chunk with `digest`).
-// Logical axes come from model-info.txt in the checkpoint's parent dir.
-// Throws CheckpointError (naming the file) for corrupt checkpoints.
+// Verifies the checkpoint (InspectOptions::verify), then reads the msgpack and
+// the .zarray files (and every chunk with `digest`). Logical axes come from
+// model-info.txt in the checkpoint's parent dir. Throws CheckpointError
+// (naming the file) for a damaged or corrupt checkpoint.
 CheckpointInventory inspect_checkpoint(const std::string& path, const InspectOptions& opt = {});
 
 // FNV-1a 64 of dtype, shape and bytes (see above).

@@ -13,21 +13,12 @@
 #include <set>
 #include <stdexcept>
 
+#include "t5x/checkpoints/crc32c.h"
 #include "t5x/checkpoints/file_io.h"
 
 namespace t5x::tf {
 
 namespace {
-
-std::array<uint32_t, 256> make_crc_table() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;  // reflected Castagnoli
-    t[i] = c;
-  }
-  return t;
-}
 
 std::string hex32(uint32_t v) {
   char b[16];
@@ -232,10 +223,7 @@ std::string at_block(int64_t offset) { return " (index block at offset " + std::
 }  // namespace
 
 uint32_t crc32c(const uint8_t* data, size_t n, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = make_crc_table();
-  uint32_t c = ~crc;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ data[i]) & 0xff] ^ (c >> 8);
-  return ~c;
+  return checksum::crc32c(data, n, crc);
 }
 
 uint32_t crc_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }

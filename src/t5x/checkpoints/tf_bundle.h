@@ -13,9 +13,9 @@
 // write a single .table file with the bytewise comparator TF uses; snappy
 // blocks come through leveldb's own snappy). Every block CRC is checked
 // (verify_checksums, paranoid_checks). Hand-written here, because no library
-// on the machine offers them: crc32c with TF's mask (leveldb keeps its crc32c
-// in a private header) and the slice keys of partitioned variables (TF's
-// ordered_code, saved_tensor_slice_util.cc EncodeTensorNameSlice).
+// on the machine offers them: the crc32c (crc32c.h) with TF's mask, and the
+// slice keys of partitioned variables (TF's ordered_code,
+// saved_tensor_slice_util.cc EncodeTensorNameSlice).
 //
 // The protobuf entries are coded by hand (tf_bundle.cpp explains why; the
 // schema is tf_bundle.proto).
@@ -41,8 +41,7 @@
 
 namespace t5x::tf {
 
-// crc32c (Castagnoli), extended from `crc` (0 to start). crc32c("123456789")
-// is 0xE3069283.
+// checksum::crc32c (crc32c.h), kept under this name for the TF code.
 uint32_t crc32c(const uint8_t* data, size_t n, uint32_t crc = 0);
 // TF/LevelDB's stored form: rotate right 15 bits, add 0xa282ead8.
 uint32_t crc_mask(uint32_t crc);

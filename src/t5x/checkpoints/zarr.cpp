@@ -298,7 +298,9 @@ uint64_t zarr_write_box(const std::string& dir, const ZarrMetadata& m, const Hos
     if (edge) fill_buffer(buf, pattern);
     copy_box(local.data.data(), box, buf.data(), cb, isz);
     auto enc = encode_chunk(m.compressor, buf);
-    fileio::write_file(fileio::join(dir, m.chunk_key(g)), enc, opt.durable);
+    const std::string key = m.chunk_key(g);
+    fileio::write_file(fileio::join(dir, key), enc, opt.durable);
+    if (opt.on_chunk) opt.on_chunk(key, enc);
     written += enc.size();
   });
   return written.load();

@@ -11,7 +11,9 @@
 // zlib / zstd / raw; a missing chunk reads as fill_value (0 when null).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,9 @@ std::vector<int64_t> t5x_chunk_shape(const std::vector<int64_t>& write_shape, si
 struct ZarrWriteOptions {
   bool durable = true;  // fsync every chunk file
   int num_threads = 1;  // chunks are encoded and written in parallel
+  // Called with each chunk's file name ("0.1") and encoded bytes once it is
+  // written, from the writing thread (several at once with num_threads > 1).
+  std::function<void(const std::string& chunk_key, std::span<const uint8_t> bytes)> on_chunk = {};
 };
 
 // Creates `dir` and writes `.zarray` (atomic replace; every process may call it).

@@ -1,5 +1,6 @@
 #include "t5x/trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <ostream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "backend/cpu/gemm.h"
 #include "mesh/logical_axis_rules.h"
@@ -156,10 +158,29 @@ void Trainer::initialize() {
 
   std::optional<seqio::BatchPosition> resume;
   restored_from_model_dir_ = false;
-  StepScan scan = latest_valid_step(cfg_.model_dir);
-  if (!scan.skipped.empty()) message("checkpoints skipped while looking for the latest one:\n" + scan.report());
-  if (scan.step) {
-    const std::string dir = checkpoint_dir_for_step(cfg_.model_dir, *scan.step);
+  // Process 0 alone looks at MODEL_DIR, before any save of this run has
+  // begun (the broadcast below holds the others back): it removes the
+  // temporary directories of interrupted saves, verifies the newest
+  // checkpoint's manifest checksums, and moves damaged steps aside so that
+  // they are trained and saved again (docs/checkpoints.md).
+  std::optional<int64_t> found;
+  if (chief) {
+    for (const auto& t : remove_temp_dirs(cfg_.model_dir))
+      message("removed " + t + ": half-written temporary directory of an interrupted save");
+    const int threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    StepScan scan = latest_valid_step(cfg_.model_dir, {.verify = Verify::kChecksums, .move_damaged_aside = true,
+                                                       .num_threads = threads});
+    if (!scan.skipped.empty()) {
+      std::string report = scan.report();
+      report.pop_back();  // message() ends the line
+      message("warning: checkpoints skipped while looking for the latest one:\n" + report);
+    }
+    found = scan.step;
+  }
+  const uint64_t shared = dist_.broadcast(found ? uint64_t(*found) : ~uint64_t(0));
+  if (shared != ~uint64_t(0)) found = int64_t(shared);
+  if (found) {
+    const std::string dir = checkpoint_dir_for_step(cfg_.model_dir, *found);
     auto r = restore_train_state(dir, state_, true, "", dist_.rank(), dist_.size());
     restored_from_model_dir_ = true;
     if (r.data_state_json) {

@@ -6,9 +6,11 @@
 #include <barrier>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "core/dtype_bf16.h"
+#include "t5x/checkpoints/crc32c.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/model_info.h"
 
@@ -96,7 +98,26 @@ TEST(CheckpointDir, FourProcessSaveThenRestoreAnySlice) {
   EXPECT_EQ(r.read("state/param_states/encoder/layers_0/attention/query/kernel/v_row").values<float>()[7], 8.f);
   EXPECT_EQ(*r.dataset_state(2, 4), "{\"position\": 102}");
   EXPECT_EQ(latest_step(model_dir), 20);
-  EXPECT_FALSE(validate_checkpoint(model_dir + "/checkpoint_20", true).has_value());
+  EXPECT_FALSE(validate_checkpoint(model_dir + "/checkpoint_20", Verify::kDecode).has_value());
+  // The manifest holds every file of all four processes (their notes merged,
+  // then removed): kernel chunks 0.0-0.3 come one from each process.
+  auto m = read_manifest(model_dir + "/checkpoint_20");
+  ASSERT_TRUE(m.has_value());
+  std::set<std::string> on_disk;
+  for (const auto& e : fs::recursive_directory_iterator(model_dir + "/checkpoint_20"))
+    if (e.is_regular_file()) on_disk.insert(fs::relative(e.path(), model_dir + "/checkpoint_20").generic_string());
+  std::set<std::string> listed;
+  for (const auto& [rel, d] : m->files) {
+    listed.insert(rel);
+    EXPECT_EQ(d, FileDigest::of(fileio::read_file(model_dir + "/checkpoint_20/" + rel))) << rel;
+  }
+  on_disk.erase(kManifestFile);
+  EXPECT_EQ(listed, on_disk);
+  for (const char* f : {"checkpoint", "train_ds-003-of-004.json",
+                        "target.encoder.layers_0.attention.query.kernel/.zarray",
+                        "target.encoder.layers_0.attention.query.kernel/0.3", "target.token_embedder.embedding/0.0"})
+    EXPECT_TRUE(listed.count(f)) << f;
+  EXPECT_EQ(listed.size(), 1u + 4u + 2u + 4u + 1u);  // msgpack, data positions, 2 .zarray, chunks
 }
 
 TEST(CheckpointDir, SaveDtypeCastsTargetOnlyAndRestoreCasts) {
@@ -136,6 +157,44 @@ SaveResult save_simple(const std::string& model_dir, int64_t step, SaveOptions o
   return save_checkpoint(model_dir, step, leaves, opt);
 }
 
+// Flips `n` bytes in the middle of a file (same size).
+void flip_bytes(const std::string& path, size_t n = 16) {
+  auto b = fileio::read_file(path);
+  ASSERT_GE(b.size(), n);
+  const size_t at = (b.size() - n) / 2;
+  for (size_t i = 0; i < n; ++i) b[at + i] ^= 0x5a;
+  fileio::write_file(path, b, false);
+}
+
+TEST(Crc32c, CheckValuesAndEveryLengthAndAlignment) {
+  const std::string s = "123456789";
+  EXPECT_EQ(checksum::crc32c(s.data(), s.size()), 0xE3069283u);  // RFC 3720 check value
+  EXPECT_EQ(checksum::crc32c_portable(s.data(), s.size()), 0xE3069283u);
+  const std::vector<uint8_t> zeros(32, 0), ones(32, 0xff);
+  EXPECT_EQ(checksum::crc32c(zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4
+  EXPECT_EQ(checksum::crc32c(ones.data(), 32), 0x62A8AB43u);
+  std::mt19937 rng(3);
+  std::vector<uint8_t> buf(300);
+  for (auto& c : buf) c = uint8_t(rng());
+  // A byte-at-a-time oracle, independent of both implementations.
+  auto slow = [](const uint8_t* p, size_t n) {
+    uint32_t c = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+  };
+  for (size_t off = 0; off < 8; ++off)
+    for (size_t n = 0; n + off <= 80; ++n) {
+      const uint32_t want = slow(buf.data() + off, n);
+      ASSERT_EQ(checksum::crc32c(buf.data() + off, n), want) << off << " " << n;
+      ASSERT_EQ(checksum::crc32c_portable(buf.data() + off, n), want) << off << " " << n;
+    }
+  // Extending: crc(a ++ b) == crc(b, crc(a)).
+  EXPECT_EQ(checksum::crc32c(buf.data() + 77, 223, checksum::crc32c(buf.data(), 77)), slow(buf.data(), 300));
+}
+
 TEST(CheckpointDir, ExistingStepIsSkipped) {
   const std::string model_dir = tmpdir("skip");
   EXPECT_FALSE(save_simple(model_dir, 3).skipped_existing);
@@ -156,8 +215,9 @@ TEST(CheckpointDir, CrashLeavesTmpDirThatResumeIgnores) {
   ASSERT_EQ(scan.skipped.size(), 1u);
   EXPECT_NE(scan.skipped[0].first.find("checkpoint_20.tmp-123"), std::string::npos);
   EXPECT_NE(scan.report().find("half-written"), std::string::npos);
-  remove_temp_dirs(model_dir);
+  EXPECT_EQ(remove_temp_dirs(model_dir), std::vector<std::string>{model_dir + "/checkpoint_20.tmp-123"});
   EXPECT_TRUE(list_temp_dirs(model_dir).empty());
+  EXPECT_TRUE(fs::exists(model_dir + "/checkpoint_10/checkpoint"));
 }
 
 TEST(CheckpointDir, DamagedCheckpointsFallBackToNewestComplete) {
@@ -192,6 +252,112 @@ TEST(CheckpointDir, DamagedCheckpointsFallBackToNewestComplete) {
   EXPECT_THROW(CheckpointReader::open(model_dir + "/checkpoint_3"), CheckpointError);
 }
 
+TEST(CheckpointDir, ManifestListsEveryFileAndRoundTrips) {
+  const std::string model_dir = tmpdir("manifest");
+  const std::string d = save_simple(model_dir, 1).dir;
+  auto m = read_manifest(d);
+  ASSERT_TRUE(m.has_value());
+  std::vector<std::string> names;
+  for (const auto& [rel, digest] : m->files) names.push_back(rel);
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "target.w/.zarray", "target.w/0.0", "target.w/1.0"}));
+  const auto msgpack = fileio::read_file(d + "/checkpoint");
+  EXPECT_EQ(m->files.at("checkpoint").bytes, msgpack.size());
+  EXPECT_EQ(m->files.at("checkpoint").crc32c, checksum::crc32c(msgpack.data(), msgpack.size()));
+  EXPECT_EQ(CheckpointManifest::from_json(m->to_json(), "x").files, m->files);
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kChecksums).has_value());
+  // A manifest that is not one names its file.
+  try {
+    CheckpointManifest::from_json(R"({"format":"t5x.cpp checkpoint manifest","version":1,"checksum":"crc32c",)"
+                                  R"("files":{"a/0.0":{"bytes":3,"crc32c":"xyz"}}})", "m.json");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.json: bad entry for \"a/0.0\""), std::string::npos) << e.what();
+  }
+  fileio::write_text(d + "/" + kManifestFile, "{\"format\": \"t5x.cpp", false);
+  auto err = validate_checkpoint(d);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find(d + "/" + kManifestFile + ": not valid JSON"), std::string::npos) << *err;
+}
+
+// The trial's damage (issue 22, findings 1, 2 and 8): each kind is found by
+// the level that can see it, names the file, and the scan that moves damaged
+// steps aside falls back to the previous step.
+TEST(CheckpointDir, ManifestFindsTruncationBitFlipsAndMissingFiles) {
+  struct Case {
+    const char* name;
+    const char* file;        // relative to checkpoint_2
+    int sizes_see_it;        // Verify::kSizes finds it: 1 yes, 0 no (only the CRCs do), -1 either
+    const char* message;
+  };
+  const Case cases[] = {
+      {"truncated_chunk", "target.w/1.0", 1, "/target.w/1.0: truncated or corrupt ("},
+      {"flipped_chunk", "target.w/1.0", 0, "/target.w/1.0: crc32c 0x"},
+      // The msgpack parser may or may not trip over the flipped bytes.
+      {"flipped_msgpack", "checkpoint", -1, "/checkpoint: crc32c 0x"},
+      {"missing_zarray", "target.w/.zarray", 1, "/target.w/.zarray is missing (listed in manifest.t5xcpp.json)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string model_dir = tmpdir(std::string("damage_") + c.name);
+    save_simple(model_dir, 1);
+    const std::string d = save_simple(model_dir, 2).dir;
+    const std::string f = d + "/" + c.file;
+    if (std::string(c.name).starts_with("truncated")) fs::resize_file(f, fs::file_size(f) / 2);
+    else if (std::string(c.name).starts_with("flipped")) flip_bytes(f);
+    else fs::remove(f);
+    if (c.sizes_see_it >= 0) {
+      EXPECT_EQ(validate_checkpoint(d, Verify::kSizes).has_value(), c.sizes_see_it == 1);
+    }
+    auto err = validate_checkpoint(d, Verify::kChecksums);
+    ASSERT_TRUE(err.has_value());
+    EXPECT_NE(err->find(d + c.message), std::string::npos) << *err;
+
+    StepScan scan = latest_valid_step(model_dir, {.verify = Verify::kChecksums, .move_damaged_aside = true});
+    EXPECT_EQ(scan.step, 1);
+    ASSERT_EQ(scan.moved.size(), 1u);
+    EXPECT_EQ(scan.moved[0].first, d);
+    EXPECT_TRUE(scan.moved[0].second.starts_with(d + ".damaged-")) << scan.moved[0].second;
+    EXPECT_TRUE(fs::exists(scan.moved[0].second + "/" + kManifestFile));
+    EXPECT_FALSE(fs::exists(d));
+    EXPECT_EQ(all_steps(model_dir), std::vector<int64_t>{1});
+    EXPECT_NE(scan.report().find("skipped " + d + ": " + d + c.message), std::string::npos) << scan.report();
+    EXPECT_NE(scan.report().find("moved " + d + " aside to " + d + ".damaged-"), std::string::npos) << scan.report();
+    // The step is saved again.
+    EXPECT_FALSE(save_simple(model_dir, 2).skipped_existing);
+    EXPECT_FALSE(validate_checkpoint(d, Verify::kChecksums).has_value());
+  }
+}
+
+// Checkpoints without a manifest (t5x's, older t5x.cpp's) keep the
+// structure checks: a truncated chunk is still found, a flip in a gzip chunk
+// only when decoded.
+TEST(CheckpointDir, CheckpointWithoutManifestKeepsStructureChecks) {
+  const std::string model_dir = tmpdir("no_manifest");
+  const std::string d = save_simple(model_dir, 1).dir;
+  fs::remove(d + "/" + kManifestFile);
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kChecksums).has_value());
+  flip_bytes(d + "/target.w/0.0", 4);
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kChecksums).has_value());
+  EXPECT_TRUE(validate_checkpoint(d, Verify::kDecode).has_value());
+  fs::resize_file(d + "/target.w/0.0", 10);
+  auto err = validate_checkpoint(d);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("damaged chunk '" + d + "/target.w/0.0'"), std::string::npos) << *err;
+}
+
+TEST(CheckpointDir, MoveDamagedAsideNeverOverwrites) {
+  const std::string model_dir = tmpdir("move_aside");
+  const std::string a = save_simple(model_dir, 3).dir;
+  const std::string first = move_damaged_aside(a);
+  save_simple(model_dir, 3);
+  const std::string second = move_damaged_aside(a);
+  EXPECT_NE(first, second);
+  EXPECT_TRUE(fs::exists(first + "/checkpoint"));
+  EXPECT_TRUE(fs::exists(second + "/checkpoint"));
+  EXPECT_TRUE(all_steps(model_dir).empty());
+  EXPECT_TRUE(list_temp_dirs(model_dir).empty());
+}
+
 TEST(CheckpointDir, MissingChunkIsReportedWhenFillValueIsNull) {
   const std::string model_dir = tmpdir("missing_chunk");
   save_simple(model_dir, 1);
@@ -199,11 +365,17 @@ TEST(CheckpointDir, MissingChunkIsReportedWhenFillValueIsNull) {
   fs::remove(chunk);
   auto err = validate_checkpoint(model_dir + "/checkpoint_1");
   ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find(chunk + " is missing (listed in manifest.t5xcpp.json)"), std::string::npos) << *err;
+  // Without a manifest, from the .zarray's chunk grid.
+  fs::remove(model_dir + "/checkpoint_1/" + kManifestFile);
+  err = validate_checkpoint(model_dir + "/checkpoint_1");
+  ASSERT_TRUE(err.has_value());
   EXPECT_NE(err->find("missing chunk '" + chunk + "'"), std::string::npos) << *err;
 }
 
 TEST(CheckpointDir, OrbaxCheckpointsAreNamedAsSuch) {
-  const std::string dir = tmpdir("orbax") + "/checkpoint_1";
+  const std::string model_dir = tmpdir("orbax");
+  const std::string dir = model_dir + "/checkpoint_1";
   fs::create_directories(dir + "/state");
   fileio::write_text(dir + "/state/_METADATA", "{}", false);
   try {
@@ -212,6 +384,13 @@ TEST(CheckpointDir, OrbaxCheckpointsAreNamedAsSuch) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("Orbax"), std::string::npos) << e.what();
   }
+  // Skipped by the scan, but another format is not damage: it stays.
+  StepScan scan = latest_valid_step(model_dir, {.move_damaged_aside = true});
+  EXPECT_FALSE(scan.step.has_value());
+  ASSERT_EQ(scan.skipped.size(), 1u);
+  EXPECT_NE(scan.skipped[0].second.find("Orbax"), std::string::npos) << scan.skipped[0].second;
+  EXPECT_TRUE(scan.moved.empty());
+  EXPECT_TRUE(fs::exists(dir + "/state/_METADATA"));
 }
 
 TEST(CheckpointDir, RetentionKeepsNewestAndPinned) {

@@ -25,7 +25,7 @@ TEST(GoldenT5xLayout, RestoresEveryLeafWithDtypeAndValues) {
   auto expected = nlohmann::json::parse(fileio::read_text(kGolden + "/t5x_layout_expected.json"));
   const std::string model_dir = kGolden + "/t5x_layout";
   EXPECT_EQ(latest_step(model_dir), expected["step"].get<int64_t>());
-  StepScan scan = latest_valid_step(model_dir, /*deep=*/true);
+  StepScan scan = latest_valid_step(model_dir, {.verify = Verify::kDecode});
   EXPECT_EQ(scan.step, 7);
   EXPECT_TRUE(scan.skipped.empty()) << scan.report();
 

@@ -122,6 +122,13 @@ TEST(TrainerMpi, MeshesGiveTheSingleProcessLosses) {
   EXPECT_TRUE(fs::exists(m2.dir + logits + "0.0") && fs::exists(m2.dir + logits + "0.1"));
   EXPECT_TRUE(fs::exists(m2.dir + wo + "0.0") && fs::exists(m2.dir + wo + "1.0"));
   EXPECT_TRUE(fs::exists(ref.dir + logits + "0.0") && !fs::exists(ref.dir + logits + "0.1"));
+  // Its manifest holds both processes' chunks with their CRCs (process 1's
+  // from its note), and they match the files.
+  auto manifest = read_manifest(m2.dir + "/checkpoint_20");
+  ASSERT_TRUE(manifest.has_value());
+  EXPECT_TRUE(manifest->files.count("target.decoder.logits_dense.kernel/0.1"));
+  EXPECT_TRUE(manifest->files.count("train_ds-001-of-002.json"));
+  EXPECT_EQ(validate_checkpoint(m2.dir + "/checkpoint_20", Verify::kChecksums), std::nullopt);
 
   // Restore on another layout with the same process count: (1,2) -> (2,1),
   // continuing from step 20 to 25 on the single-process curve.
