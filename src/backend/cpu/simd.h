@@ -1,17 +1,18 @@
 // Which SIMD target the CPU kernels run on (Google Highway runtime dispatch).
 //
-// Every kernel in backend/cpu is compiled once per x86 target (EMU128,
-// SSSE3, SSE4, AVX2, AVX3 = AVX-512 F/BW/DQ/VL; NEON on ARM) and the best one
+// Every kernel in backend/cpu is compiled once per x86 target (the portable
+// fallback: SCALAR in Highway 1.0.3, EMU128 later; SSSE3, SSE4, AVX2, AVX3 =
+// AVX-512 F/BW/DQ/VL; NEON on ARM) and the best one
 // the CPU supports is chosen at the first call, so a binary built on one
 // machine runs at full speed on another. Results are bitwise identical on
 // every target (simd-inl.h says how), so the cap below changes speed only.
 //
 // Cap: the environment variable T5X_CPU_ISA (read once, before the first
-// kernel runs) names the best target allowed: emu128 | ssse3 | sse4 | avx2 |
-// avx512 (also: scalar = emu128, avx3 = avx512). When it is set and
-// ONEDNN_MAX_CPU_ISA is not, oneDNN is capped to match (sse41, avx2,
-// avx512_core), so one variable makes this machine behave like an older one.
-// An unknown value is an error naming the valid ones.
+// kernel runs) names the best target allowed: avx512 | avx2 | sse4 | ssse3 |
+// emu128 (also: avx3 = avx512; scalar = emu128 = the portable fallback).
+// When it is set and ONEDNN_MAX_CPU_ISA is not, oneDNN is capped to match
+// (avx512_core, avx2, sse41), so one variable makes this machine behave like
+// an older one. An unknown value is an error naming the valid ones.
 #pragma once
 #include <cstdint>
 #include <string>
