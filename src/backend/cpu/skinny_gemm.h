@@ -17,6 +17,11 @@ namespace t5x::cpu {
 // Rows up to which gemm_* route non-transposed, batch-1 products here.
 constexpr int64_t kSkinnyMaxRows = 8;
 
+// Columns of B per block (and per thread task): the accumulators (up to 4
+// rows x 512 f32, 8 KiB) stay in L1 while each step over k streams one
+// contiguous strip of a B row.
+constexpr int64_t kSkinnyBlockCols = 512;
+
 template <typename TA, typename TB, typename TC>
 void skinny_gemm(int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
                  float beta, TC* c, int64_t ldc);
