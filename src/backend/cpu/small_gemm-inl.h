@@ -33,6 +33,17 @@ inline constexpr size_t kSmallGemmVecs = 2;
 inline constexpr size_t kSmallGemmVecs = 4;
 #endif
 
+// x[0, valid) and zeros (valid <= lanes): masked, where masked loads cannot
+// fault (AVX-512), else through LoadPart's padded copy. The same values.
+HWY_INLINE VF LoadFirst(const float* p, size_t valid) {
+  const DF d;
+#if HWY_MEM_OPS_MIGHT_FAULT
+  return valid ? LoadPart(d, p, valid) : hn::Zero(d);
+#else
+  return hn::MaskedLoad(hn::FirstN(d, valid), d, p);
+#endif
+}
+
 // MR rows x up to kSmallGemmVecs vectors (ncols columns) of C.
 template <int MR, bool kAccumulate>
 HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t a_row, int64_t a_col,
@@ -59,7 +70,7 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
     for (int64_t p = 0; p < k; ++p) {
       const float* bp = b + p * ldb;
       VF bv[NV];
-      for (size_t v = 0; v < NV; ++v) bv[v] = valid[v] ? LoadPart(d, bp + v * N, valid[v]) : hn::Zero(d);
+      for (size_t v = 0; v < NV; ++v) bv[v] = LoadFirst(bp + v * N, valid[v]);
       for (int r = 0; r < MR; ++r) {
         const VF av = hn::Set(d, a[r * a_row + p * a_col]);
         for (size_t v = 0; v < NV; ++v) acc[r][v] = Fma(d, av, bv[v], acc[r][v]);
@@ -71,8 +82,12 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
       if (!valid[v]) continue;
       float* cp = c + r * ldc + int64_t(v) * N;
       VF x = acc[r][v];
-      if (kAccumulate) x = hn::Add(LoadPart(d, cp, valid[v]), x);
+      if (kAccumulate) x = hn::Add(LoadFirst(cp, valid[v]), x);
+#if HWY_MEM_OPS_MIGHT_FAULT
       StorePart(d, x, cp, valid[v]);
+#else
+      hn::BlendedStore(x, hn::FirstN(d, valid[v]), d, cp);
+#endif
     }
 }
 
