@@ -4,8 +4,10 @@
 // oneDNN 2.6's f32 / bf16 matmul reaches only 2-5 GB/s on them; this kernel
 // streams B once per 4 rows of A at close to the memory bandwidth.
 //
-// Sums run over k in order for each output (deterministic for any thread
-// count; columns are split over threads). A and B are f32 or bf16, with f32
+// Sums run over k in order for each output, one fused multiply-add per step
+// from zero, then alpha * sum (+ beta * C, fused): deterministic for any
+// thread count (columns are split over threads) and bitwise the same on every
+// SIMD target (Highway, vectorised across columns; backend/cpu/simd.h). A and B are f32 or bf16, with f32
 // accumulation; C is f32 or bf16 (rounded once at the end).
 #pragma once
 #include <cstdint>

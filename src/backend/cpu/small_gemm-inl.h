@@ -33,11 +33,19 @@ inline constexpr size_t kSmallGemmVecs = 2;
 inline constexpr size_t kSmallGemmVecs = 4;
 #endif
 
-// x[0, valid) and zeros (valid <= lanes): masked, where masked loads cannot
-// fault (AVX-512), else through LoadPart's padded copy. The same values.
+// Masked f32 loads and stores do not touch masked-off lanes on AVX-512 and on
+// AVX2 (vmaskmovps suppresses their faults); elsewhere tails go through
+// LoadPart / StorePart's padded copies. The same values either way.
+#if !HWY_MEM_OPS_MIGHT_FAULT || HWY_TARGET == HWY_AVX2
+#define T5X_SMALL_GEMM_MASKED 1
+#else
+#define T5X_SMALL_GEMM_MASKED 0
+#endif
+
+// x[0, valid) and zeros (valid <= lanes).
 HWY_INLINE VF LoadFirst(const float* p, size_t valid) {
   const DF d;
-#if HWY_MEM_OPS_MIGHT_FAULT
+#if !T5X_SMALL_GEMM_MASKED
   return valid ? LoadPart(d, p, valid) : hn::Zero(d);
 #else
   return hn::MaskedLoad(hn::FirstN(d, valid), d, p);
@@ -83,7 +91,7 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
       float* cp = c + r * ldc + int64_t(v) * N;
       VF x = acc[r][v];
       if (kAccumulate) x = hn::Add(LoadFirst(cp, valid[v]), x);
-#if HWY_MEM_OPS_MIGHT_FAULT
+#if !T5X_SMALL_GEMM_MASKED
       StorePart(d, x, cp, valid[v]);
 #else
       hn::BlendedStore(x, hn::FirstN(d, valid[v]), d, cp);
@@ -118,4 +126,5 @@ HWY_INLINE void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64
 }  // namespace t5x::cpu
 HWY_AFTER_NAMESPACE();
 
+#undef T5X_SMALL_GEMM_MASKED
 #endif  // T5X_BACKEND_CPU_SMALL_GEMM_INL_H_ toggle
