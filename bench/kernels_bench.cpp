@@ -1,11 +1,14 @@
 // Google Benchmark microbenchmarks for the fused CPU kernels, on T5.1.1-small
 // shapes (embed 512, mlp 1024, heads 6 x kv 64, vocab 32128).
 //   build/bin/t5x_kernels_bench [--benchmark_filter=attention]
-// Counters: bytes_per_second for memory-bound kernels, FLOP/s ("flops") for
-// attention (4 * b * h * q * k * d per forward, counted without causal
+//   T5X_CPU_ISA=avx2 build/bin/t5x_kernels_bench   (as on an AVX2-only CPU)
+// Counters: bytes_per_second for memory-bound kernels (the skinny GEMMs of
+// decoding count the B bytes they stream), FLOP/s ("flops") for the small
+// GEMM tiles and attention (4 * b * h * q * k * d per forward, counted without causal
 // savings; the backward is counted as 2.5x the forward, as in FlashAttention).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -13,10 +16,17 @@
 #include "backend/cpu/cross_entropy.h"
 #include "backend/cpu/gated_gelu.h"
 #include "backend/cpu/rms_norm.h"
+#include "backend/cpu/skinny_gemm.h"
+#include "backend/cpu/small_gemm.h"
+#include "core/dtype_bf16.h"
 
 namespace {
 
 using namespace t5x::cpu;
+
+// The "min" aggregate of --benchmark_repetitions (beside mean, median, stddev):
+// on a shared machine the fastest repetition is the least disturbed one.
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 std::vector<float> rnd(size_t n, uint32_t seed) {
   std::mt19937 g(seed);
@@ -33,7 +43,7 @@ void BM_RmsNormForward(benchmark::State& st) {
   for (auto _ : st) rms_norm_forward(rows, embed, x.data(), s.data(), 1e-6f, y.data(), r.data());
   st.SetBytesProcessed(st.iterations() * rows * embed * 8);
 }
-BENCHMARK(BM_RmsNormForward)->Arg(4096)->UseRealTime();
+BENCHMARK(BM_RmsNormForward)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_RmsNormBackward(benchmark::State& st) {
   int64_t rows = st.range(0), embed = 512;
@@ -43,7 +53,7 @@ void BM_RmsNormBackward(benchmark::State& st) {
     rms_norm_backward(rows, embed, x.data(), s.data(), nullptr, dy.data(), 1e-6f, dx.data(), ds.data());
   st.SetBytesProcessed(st.iterations() * rows * embed * 12);
 }
-BENCHMARK(BM_RmsNormBackward)->Arg(4096)->UseRealTime();
+BENCHMARK(BM_RmsNormBackward)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_GatedGeluForward(benchmark::State& st) {
   int64_t n = st.range(0) * 1024;
@@ -52,7 +62,7 @@ void BM_GatedGeluForward(benchmark::State& st) {
   for (auto _ : st) gated_gelu_forward(n, h0.data(), h1.data(), out.data());
   st.SetBytesProcessed(st.iterations() * n * 12);
 }
-BENCHMARK(BM_GatedGeluForward)->Arg(4096)->UseRealTime();
+BENCHMARK(BM_GatedGeluForward)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_GatedGeluBackward(benchmark::State& st) {
   int64_t n = st.range(0) * 1024;
@@ -61,7 +71,7 @@ void BM_GatedGeluBackward(benchmark::State& st) {
   for (auto _ : st) gated_gelu_backward(n, h0.data(), h1.data(), g.data(), d0.data(), d1.data());
   st.SetBytesProcessed(st.iterations() * n * 20);
 }
-BENCHMARK(BM_GatedGeluBackward)->Arg(4096)->UseRealTime();
+BENCHMARK(BM_GatedGeluBackward)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_CrossEntropyForward(benchmark::State& st) {
   int64_t rows = st.range(0), vocab = 32128;
@@ -72,7 +82,7 @@ void BM_CrossEntropyForward(benchmark::State& st) {
     cross_entropy_forward(rows, vocab, x.data(), t.data(), {1e-4f, 0.f}, loss.data(), z.data(), lse.data());
   st.SetBytesProcessed(st.iterations() * rows * vocab * 4);
 }
-BENCHMARK(BM_CrossEntropyForward)->Arg(256)->UseRealTime();
+BENCHMARK(BM_CrossEntropyForward)->Arg(256)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_CrossEntropyBackward(benchmark::State& st) {
   int64_t rows = st.range(0), vocab = 32128;
@@ -84,7 +94,44 @@ void BM_CrossEntropyBackward(benchmark::State& st) {
     cross_entropy_backward(rows, vocab, x.data(), t.data(), lse.data(), g.data(), {1e-4f, 0.f}, dx.data());
   st.SetBytesProcessed(st.iterations() * rows * vocab * 8);
 }
-BENCHMARK(BM_CrossEntropyBackward)->Arg(256)->UseRealTime();
+BENCHMARK(BM_CrossEntropyBackward)->Arg(256)->UseRealTime()->ComputeStatistics("min", min_of);
+
+// Decode-step products C[m, n] = A[m, k] B[k, n] (skinny_gemm.h). Args: m, k,
+// n: m = 1 or 8 rows (batch of one token), k = embed 512, n = mlp 1024,
+// 2048 (the two halves of a gated MLP) or vocab 32128 (the logits).
+template <typename T, typename TC>
+void BM_SkinnyGemm(benchmark::State& st) {
+  const int64_t m = st.range(0), k = st.range(1), n = st.range(2);
+  const auto fa = rnd(size_t(m * k), 1), fb = rnd(size_t(k * n), 2);
+  const std::vector<T> a(fa.begin(), fa.end()), b(fb.begin(), fb.end());
+  std::vector<TC> c(size_t(m * n));
+  for (auto _ : st) {
+    skinny_gemm<T, T, TC>(m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(st.iterations() * k * n * int64_t(sizeof(T)));
+}
+void skinny_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 8})
+    for (int64_t n : {1024, 2048, 32128}) b->Args({m, 512, n});
+}
+BENCHMARK(BM_SkinnyGemm<float, float>)->Name("BM_SkinnyGemmF32")->Apply(skinny_shapes)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_SkinnyGemm<t5x::bfloat16, float>)->Name("BM_SkinnyGemmBf16")->Apply(skinny_shapes)->UseRealTime()->ComputeStatistics("min", min_of);
+
+// The attention tiles' accumulate-GEMM (small_gemm.h): one 32-query x
+// 64-key logits tile (k = head_dim 64) and its P v product. Args: m, n, k.
+void BM_SmallGemm(benchmark::State& st) {
+  const int64_t m = st.range(0), n = st.range(1), k = st.range(2);
+  const auto a = rnd(size_t(m * k), 1), b = rnd(size_t(k * n), 2);
+  std::vector<float> c(size_t(m * n));
+  for (auto _ : st) {
+    small_gemm_acc(m, n, k, a.data(), k, 1, b.data(), n, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  st.counters["flops"] = benchmark::Counter(2.0 * double(m * n * k) * double(st.iterations()),
+                                            benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SmallGemm)->Args({32, 64, 64})->Args({31, 50, 64})->UseRealTime()->ComputeStatistics("min", min_of);
 
 // Args: batch, length, causal.
 struct AttnData {
@@ -112,7 +159,7 @@ void BM_AttentionForward(benchmark::State& st) {
   st.counters["flops"] = benchmark::Counter(d.flops() * double(st.iterations()),
                                             benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionForward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime();
+BENCHMARK(BM_AttentionForward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_AttentionBackward(benchmark::State& st) {
   AttnData d(st.range(0), st.range(1), st.range(2) != 0);
@@ -123,7 +170,7 @@ void BM_AttentionBackward(benchmark::State& st) {
   st.counters["flops"] = benchmark::Counter(2.5 * d.flops() * double(st.iterations()),
                                             benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionBackward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime();
+BENCHMARK(BM_AttentionBackward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime()->ComputeStatistics("min", min_of);
 
 }  // namespace
 

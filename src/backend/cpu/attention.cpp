@@ -18,6 +18,7 @@
 
 #include "backend/cpu/attention_tile.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
 namespace {
@@ -49,6 +50,7 @@ void check(const AttentionShape& s, const AttentionParams& p) {
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
                        const float* k, const float* v, float* out, float* lse) {
   check(s, p);
+  simd_init();  // before the threads: an unknown T5X_CPU_ISA throws here
   Problem pr(s, p);
   int64_t q_tiles = (s.q_length + kBq - 1) / kBq;
   int64_t tasks = s.batch * s.heads * q_tiles;
@@ -65,21 +67,12 @@ void attention_backward(const AttentionShape& s, const AttentionParams& p, const
                         const float* dout, float* dq, float* dk, float* dv, float* dbias) {
   check(s, p);
   if (lse == nullptr) throw std::invalid_argument("[attention] backward needs lse from forward");
+  simd_init();
   Problem pr(s, p);
   // Delta[b, h, i] = dout_i . out_i, shared by both passes.
   std::vector<float> delta(size_t(s.batch * s.heads * s.q_length));
   parallel_for(s.batch * s.q_length, 64, [&](int64_t b0, int64_t e0) {
-    for (int64_t bi = b0; bi < e0; ++bi) {
-      int64_t b = bi / s.q_length, i = bi % s.q_length;
-      for (int64_t h = 0; h < s.heads; ++h) {
-        const float* o = out + (bi * s.heads + h) * s.head_dim;
-        const float* g = dout + (bi * s.heads + h) * s.head_dim;
-        float acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t d = 0; d < s.head_dim; ++d) acc += o[d] * g[d];
-        delta[size_t((b * s.heads + h) * s.q_length + i)] = acc;
-      }
-    }
+    attention_detail::delta_rows(s, out, dout, b0, e0, delta.data());
   });
   // Rows with no allowed key get (max, log-sum) recomputed; others use lse.
   std::vector<float> row_lse(lse, lse + s.batch * s.heads * s.q_length);

@@ -3,105 +3,128 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/attention_tile.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
-#include "backend/cpu/small_gemm.h"
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/simd-inl.h"
+#include "backend/cpu/small_gemm-inl.h"
+#include "backend/cpu/vec_math-inl.h"
 
-namespace t5x::cpu::attention_detail {
+// The tile code is compiled once per SIMD target (like every kernel here) and
+// calls the small GEMM and the row primitives inline on that target. Every
+// step is elementwise, a sum over k in order (the small GEMM), or a row sum in
+// the fixed 16-lane order (vec_math-inl.h), so every target gives the same bits.
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
 namespace {
+
+using attention_detail::kBk;
+using attention_detail::kBq;
+using attention_detail::kFullyMaskedBelow;
+using attention_detail::Problem;
+using attention_detail::TileScratch;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+HWY_INLINE float ExpOf(float x) {
+  return OneLane(x, [](auto d, auto v) { return Exp(d, v); });
+}
+
 // dst[i * D + d] = factor * x[b, i0 + i, h, d] for x laid out [batch, L, H, D].
-void load_rows(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h,
-               int64_t i0, int64_t n, float factor, float* dst) {
+HWY_INLINE void LoadRows(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t i0,
+                         int64_t n, float factor, float* dst) {
+  const DF d;
+  const VF f = hn::Set(d, factor);
   for (int64_t i = 0; i < n; ++i) {
     const float* src = x + ((b * L + i0 + i) * H + h) * D;
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) dst[i * D + d] = factor * src[d];
+    float* row = dst + i * D;
+    ForVectors(D, [&](int64_t j, size_t valid) {
+      StorePart(d, hn::Mul(f, LoadPart(d, src + j, valid)), row + j, valid);
+    });
   }
 }
 
-#if defined(__AVX512F__)
-// In-register transpose of 16 rows of 16 floats.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+// In-register transpose of N rows of N floats, N = the vector's lanes (4, 8
+// or 16; 1 on HWY_SCALAR): 4 x 4 within each 128-bit block (as SSE's
+// _MM_TRANSPOSE4_PS), then the blocks: halves for N = 8, adjacent blocks and
+// halves for N = 16.
+template <class D>
+HWY_INLINE void TransposeSquare(D d, hn::Vec<D>* r) {
+  constexpr size_t N = hn::MaxLanes(D());
+  static_assert(N == 1 || N == 4 || N == 8 || N == 16, "square transpose of 1, 4, 8 or 16 lanes");
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  (void)r;
+#else
+  const hn::Repartition<double, D> dd;
+  hn::Vec<D> t[N];
+  for (size_t i = 0; i < N; i += 2) {
+    t[i] = hn::InterleaveLower(d, r[i], r[i + 1]);
+    t[i + 1] = hn::InterleaveUpper(d, r[i], r[i + 1]);
   }
-  for (int i = 0; i < 4; ++i) {
-    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
-            c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  // r[4g + k]: in each block B, column 4B + k of rows 4g .. 4g + 3.
+  for (size_t i = 0; i < N; i += 4) {
+    const auto a = hn::BitCast(dd, t[i]), b = hn::BitCast(dd, t[i + 1]);
+    const auto c = hn::BitCast(dd, t[i + 2]), e = hn::BitCast(dd, t[i + 3]);
+    r[i + 0] = hn::BitCast(d, hn::InterleaveLower(dd, a, c));
+    r[i + 1] = hn::BitCast(d, hn::InterleaveUpper(dd, a, c));
+    r[i + 2] = hn::BitCast(d, hn::InterleaveLower(dd, b, e));
+    r[i + 3] = hn::BitCast(d, hn::InterleaveUpper(dd, b, e));
   }
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < 4; ++k) {
-      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
-      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
+  if constexpr (N == 8) {
+    for (size_t k = 0; k < 4; ++k) {
+      const auto lo = r[k], hi = r[4 + k];
+      r[k] = hn::ConcatLowerLower(d, hi, lo);
+      r[4 + k] = hn::ConcatUpperUpper(d, hi, lo);
     }
-  for (int k = 0; k < 8; ++k) {
-    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
-    r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+  } else if constexpr (N == 16) {
+    for (size_t k = 0; k < 4; ++k) {
+      const auto g0 = r[k], g1 = r[4 + k], g2 = r[8 + k], g3 = r[12 + k];
+      // u0 = [g0.b0 g1.b0 g0.b2 g1.b2], u1 = [g0.b1 g1.b1 g0.b3 g1.b3]; u2, u3 alike.
+      const auto u0 = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(g1), g0);
+      const auto u1 = hn::OddEvenBlocks(g1, hn::SwapAdjacentBlocks(g0));
+      const auto u2 = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(g3), g2);
+      const auto u3 = hn::OddEvenBlocks(g3, hn::SwapAdjacentBlocks(g2));
+      r[k] = hn::ConcatLowerLower(d, u2, u0);
+      r[4 + k] = hn::ConcatLowerLower(d, u3, u1);
+      r[8 + k] = hn::ConcatUpperUpper(d, u2, u0);
+      r[12 + k] = hn::ConcatUpperUpper(d, u3, u1);
+    }
   }
-}
 #endif
+}
 
 // dst[d * kBk + j] = x[b, j0 + j, h, d]; columns j >= n are zero.
-void load_transposed(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h,
-                     int64_t j0, int64_t n, float* dst) {
-#if defined(__AVX512F__)
+HWY_INLINE void LoadTransposed(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t j0,
+                               int64_t n, float* dst) {
+  const DF d;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  static_assert(kBk % N == 0, "key tiles are whole vectors");
   const int64_t row_stride = H * D;
   const float* base = x + ((b * L + j0) * H + h) * D;
-  for (int64_t jb = 0; jb < kBk; jb += 16) {
-    for (int64_t db = 0; db < D; db += 16) {
-      int64_t dn = std::min<int64_t>(16, D - db);
-      __mmask16 dmask = dn == 16 ? __mmask16(0xffff) : __mmask16((1u << dn) - 1);
-      __m512 r[16];
-      for (int64_t jj = 0; jj < 16; ++jj)
-        r[jj] = jb + jj < n ? _mm512_maskz_loadu_ps(dmask, base + (jb + jj) * row_stride + db)
-                            : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t dd = 0; dd < dn; ++dd) _mm512_storeu_ps(dst + (db + dd) * kBk + jb, r[dd]);
+  for (int64_t jb = 0; jb < kBk; jb += N)
+    for (int64_t db = 0; db < D; db += N) {
+      const size_t dn = size_t(std::min(N, D - db));
+      VF r[N];
+      for (int64_t jj = 0; jj < N; ++jj)
+        r[jj] = jb + jj < n ? LoadPart(d, base + (jb + jj) * row_stride + db, dn) : hn::Zero(d);
+      TransposeSquare(d, r);
+      for (size_t dd = 0; dd < dn; ++dd) hn::StoreU(r[dd], d, dst + (db + int64_t(dd)) * kBk + jb);
     }
-  }
-#else
-  for (int64_t j = 0; j < n; ++j) {
-    const float* src = x + ((b * L + j0 + j) * H + h) * D;
-    for (int64_t d = 0; d < D; ++d) dst[d * kBk + j] = src[d];
-  }
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t j = n; j < kBk; ++j) dst[d * kBk + j] = 0.f;
-#endif
-}
-
-bool allowed(const Problem& pr, int64_t b, int64_t i, int64_t j) {
-  const AttentionParams& p = pr.p;
-  if (p.causal && j > i + pr.causal_off) return false;
-  if (p.q_mask && !p.q_mask[b * pr.s.q_length + i]) return false;
-  if (p.kv_mask && !p.kv_mask[b * pr.s.kv_length + j]) return false;
-  if (p.q_segment_ids) {
-    int32_t qs = p.q_segment_ids[b * pr.s.q_length + i];
-    if (qs == 0 || qs != p.kv_segment_ids[b * pr.s.kv_length + j]) return false;
-  }
-  return true;
 }
 
 // S = scale q k^T (qc is pre-scaled) + (mask_bias + bias), in flax's order of
 // additions; padding columns j >= nk get -inf.
-void logits_tile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0,
-                 int64_t nq, int64_t j0, int64_t nk) {
+void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                int64_t nk) {
   const int64_t D = pr.s.head_dim;
   float* S = ts.s.data();
-  std::fill(S, S + nq * kBk, 0.f);
-  small_gemm_acc(nq, kBk, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
+  SmallGemm<false>(nq, kBk, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
   const AttentionParams& p = pr.p;
   // Per-column facts of this key tile, then a branch-free pass per row.
   int32_t kv_seg[kBk];
@@ -135,31 +158,28 @@ void logits_tile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64
 }
 
 // From qc, doc, kt, vt: pm = P = exp(S - lse), dp = dS = P * (dout v^T - delta).
-void probs_and_dlogits(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0,
-                       int64_t nq, int64_t j0, int64_t nk, const float* lse_row,
-                       const float* logl_row, const float* delta_row) {
+void ProbsAndDlogits(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                     int64_t nk, const float* lse_row, const float* logl_row, const float* delta_row) {
   const int64_t D = pr.s.head_dim;
-  logits_tile(pr, ts, b, h, i0, nq, j0, nk);
+  LogitsTile(pr, ts, b, h, i0, nq, j0, nk);
   float* P = ts.pm.data();
   float* dP = ts.dp.data();
-  std::fill(dP, dP + nq * kBk, 0.f);
-  small_gemm_acc(nq, kBk, D, ts.doc.data(), D, 1, ts.vt.data(), kBk, dP, kBk);
+  SmallGemm<false>(nq, kBk, D, ts.doc.data(), D, 1, ts.vt.data(), kBk, dP, kBk);
   for (int64_t i = 0; i < nq; ++i) {
     const float* srow = ts.s.data() + i * kBk;
     float* prow = P + i * kBk;
     float* drow = dP + i * kBk;
-    float dl = delta_row[i];
-    exp_shift_sum(srow, prow, kBk, lse_row[i]);
+    const float dl = delta_row[i];
+    RowExpShiftSum(srow, prow, kBk, lse_row[i]);
     if (logl_row[i] != 0.f) {  // row with no allowed key, see masked_row_stats
-      float f = std::exp(-logl_row[i]);
+      const float f = ExpOf(-logl_row[i]);
       for (int64_t j = 0; j < kBk; ++j) prow[j] *= f;
     }
-#pragma omp simd
     for (int64_t j = 0; j < kBk; ++j) drow[j] = prow[j] * (drow[j] - dl);
   }
 }
 
-bool rows_have_allowed_key(const float* lse_row, int64_t nq) {
+bool RowsHaveAllowedKey(const float* lse_row, int64_t nq) {
   for (int64_t i = 0; i < nq; ++i)
     if (!(lse_row[i] >= kFullyMaskedBelow)) return false;
   return true;
@@ -167,13 +187,178 @@ bool rows_have_allowed_key(const float* lse_row, int64_t nq) {
 
 }  // namespace
 
-void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h,
-                      int64_t i, float* m, float* logl) {
+void AttnForwardTile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
+                     int64_t i0, float* out, float* lse, TileScratch& ts) {
+  const AttentionShape& s = pr.s;
+  const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
+  float* S = ts.s.data();
+  float* acc = ts.acc.data();
+  float* m = ts.m.data();
+  float* l = ts.l.data();
+  LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
+  for (bool allow_skip : {true, false}) {
+    std::fill(m, m + nq, kNegInf);
+    std::fill(l, l + nq, 0.f);
+    std::fill(acc, acc + nq * D, 0.f);
+    bool skipped = false;
+    for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
+      int64_t nk = std::min(kBk, s.kv_length - j0);
+      if (allow_skip && pr.causally_masked(i0, nq, j0)) {
+        skipped = true;  // so are all later tiles
+        break;
+      }
+      LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+      LogitsTile(pr, ts, b, h, i0, nq, j0, nk);
+      for (int64_t i = 0; i < nq; ++i) {
+        float* row = S + i * kBk;
+        const float nm = std::max(m[i], RowMax(row, nk));
+        const float corr = m[i] == kNegInf ? 0.f : ExpOf(m[i] - nm);
+        const float sum = RowExpShiftSum(row, row, kBk, nm);
+        l[i] = l[i] * corr + sum;
+        m[i] = nm;
+        if (corr != 1.f) {
+          float* ar = acc + i * D;
+          for (int64_t d = 0; d < D; ++d) ar[d] *= corr;
+        }
+      }
+      const float* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
+      SmallGemm<true>(nq, D, nk, S, kBk, 1, vrows, s.kv_heads * D, acc, D);
+    }
+    bool redo = false;
+    if (skipped)
+      for (int64_t i = 0; i < nq; ++i) redo = redo || m[i] < kFullyMaskedBelow;
+    if (!redo) break;
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    float* o = out + ((b * s.q_length + i0 + i) * s.heads + h) * D;
+    const float inv = 1.f / l[i];
+    for (int64_t d = 0; d < D; ++d) o[d] = acc[i * D + d] * inv;
+    if (lse) lse[(b * s.heads + h) * s.q_length + i0 + i] = m[i] + std::log(l[i]);
+  }
+}
+
+void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
+                        const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
+                        float* dk, float* dv, TileScratch& ts) {
+  const AttentionShape& s = pr.s;
+  const int64_t D = s.head_dim, nk = std::min(kBk, s.kv_length - j0);
+  LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+  LoadTransposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
+  std::fill(ts.dk.begin(), ts.dk.begin() + nk * D, 0.f);
+  std::fill(ts.dv.begin(), ts.dv.begin() + nk * D, 0.f);
+  for (int64_t g = 0; g < pr.group; ++g) {
+    int64_t h = hk * pr.group + g;
+    for (int64_t i0 = 0; i0 < s.q_length; i0 += kBq) {
+      int64_t nq = std::min(kBq, s.q_length - i0);
+      const float* lse_row = lse + (b * s.heads + h) * s.q_length + i0;
+      const float* logl_row = logl + (b * s.heads + h) * s.q_length + i0;
+      const float* delta_row = delta + (b * s.heads + h) * s.q_length + i0;
+      if (pr.causally_masked(i0, nq, j0) && RowsHaveAllowedKey(lse_row, nq)) continue;
+      LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
+      LoadRows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
+      ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
+      // dv += P^T dout; dk += dS^T (scale q).
+      SmallGemm<true>(nk, D, nq, ts.pm.data(), 1, kBk, ts.doc.data(), D, ts.dv.data(), D);
+      SmallGemm<true>(nk, D, nq, ts.dp.data(), 1, kBk, ts.qc.data(), D, ts.dk.data(), D);
+    }
+  }
+  for (int64_t j = 0; j < nk; ++j) {
+    int64_t off = ((b * s.kv_length + j0 + j) * s.kv_heads + hk) * D;
+    std::copy(ts.dk.begin() + j * D, ts.dk.begin() + (j + 1) * D, dk + off);
+    std::copy(ts.dv.begin() + j * D, ts.dv.begin() + (j + 1) * D, dv + off);
+  }
+}
+
+void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
+                       const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
+                       float* dbias, TileScratch& ts) {
+  const AttentionShape& s = pr.s;
+  const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
+  const bool broadcast_bias = pr.p.bias_layout == AttentionBiasLayout::kHeads;
+  if (dbias && broadcast_bias) std::fill(dbias + pr.bias_row(0, h, i0), dbias + pr.bias_row(0, h, i0 + nq), 0.f);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    if (dbias && !broadcast_bias)
+      std::fill(dbias + pr.bias_row(b, h, i0), dbias + pr.bias_row(b, h, i0 + nq), 0.f);
+    const float* lse_row = lse + (b * s.heads + h) * s.q_length + i0;
+    const float* logl_row = logl + (b * s.heads + h) * s.q_length + i0;
+    const float* delta_row = delta + (b * s.heads + h) * s.q_length + i0;
+    bool may_skip = RowsHaveAllowedKey(lse_row, nq);
+    LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
+    LoadRows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
+    float* acc = ts.acc.data();
+    std::fill(acc, acc + nq * D, 0.f);
+    for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
+      int64_t nk = std::min(kBk, s.kv_length - j0);
+      if (may_skip && pr.causally_masked(i0, nq, j0)) break;
+      LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+      LoadTransposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
+      ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
+      const float* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
+      SmallGemm<true>(nq, D, nk, ts.dp.data(), kBk, 1, krows, s.kv_heads * D, acc, D);
+      if (dbias)
+        for (int64_t i = 0; i < nq; ++i) {
+          float* brow = dbias + pr.bias_row(b, h, i0 + i) + j0;
+          const float* drow = ts.dp.data() + i * kBk;
+          for (int64_t j = 0; j < nk; ++j) brow[j] += drow[j];
+        }
+    }
+    for (int64_t i = 0; i < nq; ++i) {
+      float* o = dq + ((b * s.q_length + i0 + i) * s.heads + h) * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = pr.p.scale * acc[i * D + d];
+    }
+  }
+}
+
+// delta[b, h, i] = dout_i . out_i for the (b, i) rows [r0, r1) of all heads.
+void AttnDeltaRows(const AttentionShape& s, const float* out, const float* dout, int64_t r0, int64_t r1,
+                   float* delta) {
+  for (int64_t bi = r0; bi < r1; ++bi) {
+    const int64_t b = bi / s.q_length, i = bi % s.q_length;
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t off = (bi * s.heads + h) * s.head_dim;
+      delta[(b * s.heads + h) * s.q_length + i] = RowDot(out + off, dout + off, s.head_dim);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "backend/cpu/simd.h"
+
+namespace t5x::cpu {
+
+HWY_EXPORT(AttnForwardTile);
+HWY_EXPORT(AttnBackwardKvTile);
+HWY_EXPORT(AttnBackwardQTile);
+HWY_EXPORT(AttnDeltaRows);
+
+namespace attention_detail {
+namespace {
+
+bool allowed(const Problem& pr, int64_t b, int64_t i, int64_t j) {
+  const AttentionParams& p = pr.p;
+  if (p.causal && j > i + pr.causal_off) return false;
+  if (p.q_mask && !p.q_mask[b * pr.s.q_length + i]) return false;
+  if (p.kv_mask && !p.kv_mask[b * pr.s.kv_length + j]) return false;
+  if (p.q_segment_ids) {
+    int32_t qs = p.q_segment_ids[b * pr.s.q_length + i];
+    if (qs == 0 || qs != p.kv_segment_ids[b * pr.s.kv_length + j]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h, int64_t i, float* m,
+                      float* logl) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, hk = h / pr.group;
   const float* qi = q + ((b * s.q_length + i) * s.heads + h) * D;
   std::vector<float> logit(static_cast<size_t>(s.kv_length));
-  float mx = kNegInf;
+  float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < s.kv_length; ++j) {
     const float* kj = k + ((b * s.kv_length + j) * s.kv_heads + hk) * D;
     float acc = 0.f;
@@ -203,132 +388,28 @@ TileScratch& scratch(int64_t head_dim) {
   return ts;
 }
 
-void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b,
-                  int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts) {
-  const AttentionShape& s = pr.s;
-  const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
-  float* S = ts.s.data();
-  float* acc = ts.acc.data();
-  float* m = ts.m.data();
-  float* l = ts.l.data();
-  load_rows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
-  for (bool allow_skip : {true, false}) {
-    std::fill(m, m + nq, kNegInf);
-    std::fill(l, l + nq, 0.f);
-    std::fill(acc, acc + nq * D, 0.f);
-    bool skipped = false;
-    for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
-      int64_t nk = std::min(kBk, s.kv_length - j0);
-      if (allow_skip && pr.causally_masked(i0, nq, j0)) {
-        skipped = true;  // so are all later tiles
-        break;
-      }
-      load_transposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
-      logits_tile(pr, ts, b, h, i0, nq, j0, nk);
-      for (int64_t i = 0; i < nq; ++i) {
-        float* row = S + i * kBk;
-        float nm = std::max(m[i], max_of(row, nk));
-        float corr = m[i] == kNegInf ? 0.f : std::exp(m[i] - nm);
-        float sum = exp_shift_sum(row, row, kBk, nm);
-        l[i] = l[i] * corr + sum;
-        m[i] = nm;
-        if (corr != 1.f) {
-          float* ar = acc + i * D;
-#pragma omp simd
-          for (int64_t d = 0; d < D; ++d) ar[d] *= corr;
-        }
-      }
-      const float* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
-      small_gemm_acc(nq, D, nk, S, kBk, 1, vrows, s.kv_heads * D, acc, D);
-    }
-    bool redo = false;
-    if (skipped)
-      for (int64_t i = 0; i < nq; ++i) redo = redo || m[i] < kFullyMaskedBelow;
-    if (!redo) break;
-  }
-  for (int64_t i = 0; i < nq; ++i) {
-    float* o = out + ((b * s.q_length + i0 + i) * s.heads + h) * D;
-    float inv = 1.f / l[i];
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) o[d] = acc[i * D + d] * inv;
-    if (lse) lse[(b * s.heads + h) * s.q_length + i0 + i] = m[i] + std::log(l[i]);
-  }
+void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
+                  int64_t i0, float* out, float* lse, TileScratch& ts) {
+  T5X_DISPATCH(AttnForwardTile)(pr, q, k, v, b, h, i0, out, lse, ts);
 }
 
-void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v,
-                      const float* lse, const float* logl, const float* delta,
-                      const float* dout, int64_t b,
-                      int64_t hk, int64_t j0, float* dk, float* dv, TileScratch& ts) {
-  const AttentionShape& s = pr.s;
-  const int64_t D = s.head_dim, nk = std::min(kBk, s.kv_length - j0);
-  load_transposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
-  load_transposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
-  std::fill(ts.dk.begin(), ts.dk.begin() + nk * D, 0.f);
-  std::fill(ts.dv.begin(), ts.dv.begin() + nk * D, 0.f);
-  for (int64_t g = 0; g < pr.group; ++g) {
-    int64_t h = hk * pr.group + g;
-    for (int64_t i0 = 0; i0 < s.q_length; i0 += kBq) {
-      int64_t nq = std::min(kBq, s.q_length - i0);
-      const float* lse_row = lse + (b * s.heads + h) * s.q_length + i0;
-      const float* logl_row = logl + (b * s.heads + h) * s.q_length + i0;
-      const float* delta_row = delta + (b * s.heads + h) * s.q_length + i0;
-      if (pr.causally_masked(i0, nq, j0) && rows_have_allowed_key(lse_row, nq)) continue;
-      load_rows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
-      load_rows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
-      probs_and_dlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
-      // dv += P^T dout; dk += dS^T (scale q).
-      small_gemm_acc(nk, D, nq, ts.pm.data(), 1, kBk, ts.doc.data(), D, ts.dv.data(), D);
-      small_gemm_acc(nk, D, nq, ts.dp.data(), 1, kBk, ts.qc.data(), D, ts.dk.data(), D);
-    }
-  }
-  for (int64_t j = 0; j < nk; ++j) {
-    int64_t off = ((b * s.kv_length + j0 + j) * s.kv_heads + hk) * D;
-    std::copy(ts.dk.begin() + j * D, ts.dk.begin() + (j + 1) * D, dk + off);
-    std::copy(ts.dv.begin() + j * D, ts.dv.begin() + (j + 1) * D, dv + off);
-  }
+void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
+                      const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
+                      float* dk, float* dv, TileScratch& ts) {
+  T5X_DISPATCH(AttnBackwardKvTile)(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ts);
 }
 
-void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v,
-                     const float* lse, const float* logl, const float* delta,
-                     const float* dout, int64_t h,
-                     int64_t i0, float* dq, float* dbias, TileScratch& ts) {
-  const AttentionShape& s = pr.s;
-  const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
-  const bool broadcast_bias = pr.p.bias_layout == AttentionBiasLayout::kHeads;
-  if (dbias && broadcast_bias)
-    std::fill(dbias + pr.bias_row(0, h, i0), dbias + pr.bias_row(0, h, i0 + nq), 0.f);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    if (dbias && !broadcast_bias)
-      std::fill(dbias + pr.bias_row(b, h, i0), dbias + pr.bias_row(b, h, i0 + nq), 0.f);
-    const float* lse_row = lse + (b * s.heads + h) * s.q_length + i0;
-    const float* logl_row = logl + (b * s.heads + h) * s.q_length + i0;
-    const float* delta_row = delta + (b * s.heads + h) * s.q_length + i0;
-    bool may_skip = rows_have_allowed_key(lse_row, nq);
-    load_rows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
-    load_rows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
-    float* acc = ts.acc.data();
-    std::fill(acc, acc + nq * D, 0.f);
-    for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
-      int64_t nk = std::min(kBk, s.kv_length - j0);
-      if (may_skip && pr.causally_masked(i0, nq, j0)) break;
-      load_transposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
-      load_transposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
-      probs_and_dlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
-      const float* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
-      small_gemm_acc(nq, D, nk, ts.dp.data(), kBk, 1, krows, s.kv_heads * D, acc, D);
-      if (dbias)
-        for (int64_t i = 0; i < nq; ++i) {
-          float* brow = dbias + pr.bias_row(b, h, i0 + i) + j0;
-          const float* drow = ts.dp.data() + i * kBk;
-          for (int64_t j = 0; j < nk; ++j) brow[j] += drow[j];
-        }
-    }
-    for (int64_t i = 0; i < nq; ++i) {
-      float* o = dq + ((b * s.q_length + i0 + i) * s.heads + h) * D;
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) o[d] = pr.p.scale * acc[i * D + d];
-    }
-  }
+void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
+                     const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
+                     float* dbias, TileScratch& ts) {
+  T5X_DISPATCH(AttnBackwardQTile)(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ts);
 }
 
-}  // namespace t5x::cpu::attention_detail
+void delta_rows(const AttentionShape& s, const float* out, const float* dout, int64_t r0, int64_t r1,
+                float* delta) {
+  T5X_DISPATCH(AttnDeltaRows)(s, out, dout, r0, r1, delta);
+}
+
+}  // namespace attention_detail
+}  // namespace t5x::cpu
+#endif

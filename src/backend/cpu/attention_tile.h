@@ -1,4 +1,5 @@
-// Internal: per-tile pieces of the fused attention (attention.h is the API).
+// Internal: per-tile pieces of the fused attention (attention.h is the API),
+// each run on the CPU's SIMD target (backend/cpu/simd.h), bitwise the same on all.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -56,6 +57,11 @@ void backward_kv_tile(const Problem& pr, const float* q, const float* k, const f
                       const float* lse, const float* logl, const float* delta,
                       const float* dout, int64_t b,
                       int64_t hk, int64_t j0, float* dk, float* dv, TileScratch& ts);
+
+// delta[b, h, i] = dout[b, i, h, :] . out[b, i, h, :] (a row sum in the fixed
+// 16-lane order) for the (b, i) rows [r0, r1) (r = b * q_length + i), all heads.
+void delta_rows(const AttentionShape& s, const float* out, const float* dout, int64_t r0, int64_t r1,
+                float* delta);
 
 // dq rows [i0, i0 + kBq) of head h for every batch, and the matching dbias rows.
 void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v,

@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
 namespace {
@@ -35,26 +36,13 @@ const char* gemm_vector(dnnl::cpu_isa isa) {
   }
 }
 
-constexpr const char* compiled_kernels() {
-#if defined(__AVX512F__) && defined(__AVX512BF16__)
-  return "avx512+bf16";
-#elif defined(__AVX512F__)
-  return "avx512";
-#elif defined(__AVX2__) && defined(__FMA__)
-  return "avx2+fma";
-#elif defined(__AVX2__)
-  return "avx2";
-#else
-  return "sse2";
-#endif
-}
-
 }  // namespace
 
 const CpuInfo& cpu_info() {
   static const CpuInfo info = [] {
     CpuInfo i;
-    i.kernels = compiled_kernels();
+    i.kernels = simd_target();
+    i.kernels_cap = simd_cap();
     const auto isa = dnnl::get_effective_cpu_isa();
     i.onednn_isa = isa_name(isa);
     i.gemm_vector = gemm_vector(isa);
@@ -70,7 +58,8 @@ const CpuInfo& cpu_info() {
 
 std::string describe_cpu() {
   const CpuInfo& i = cpu_info();
-  return "cpu: " + i.kernels + " kernels, oneDNN " + i.onednn_version + " at " + i.onednn_isa +
+  const std::string cap = i.kernels_cap.empty() ? "" : " (cap T5X_CPU_ISA=" + i.kernels_cap + ")";
+  return "cpu: kernels " + i.kernels + cap + ", oneDNN " + i.onednn_version + " at " + i.onednn_isa +
          "; bf16 products " + (i.bf16_native ? "native" : "via f32") +
          (i.block_invariant ? ""
                             : "; products not block-invariant (mesh-invariant runs match one process to "

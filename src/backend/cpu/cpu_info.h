@@ -2,8 +2,8 @@
 //
 // Three things can differ from one machine to another, and all three decide
 // speed and, for bf16, the path a product takes:
-//   - the ISA the project's own kernels were compiled for (-march; the
-//     build's T5X_ARCH, `native` by default),
+//   - the SIMD target the project's own kernels run on: the best the CPU
+//     has, chosen at run time, capped by T5X_CPU_ISA (backend/cpu/simd.h),
 //   - oneDNN's effective ISA: what the CPU has, capped by ONEDNN_MAX_CPU_ISA,
 //   - whether bf16 products run natively in oneDNN or widen to f32 (gemm.h).
 #pragma once
@@ -14,7 +14,8 @@ namespace t5x::cpu {
 // Vector class of fp32 FMA that the GEMM runs at: "avx512" (16 lanes),
 // "avx2" (8 lanes, with FMA), or "sse" (4 lanes, no FMA).
 struct CpuInfo {
-  std::string kernels;         // compiled-for ISA of our kernels: "avx512+bf16", "avx512", "avx2+fma", "sse2"
+  std::string kernels;         // Highway target of our kernels: "AVX3" (AVX-512), "AVX2", "SSE4", "EMU128", ...
+  std::string kernels_cap;     // T5X_CPU_ISA as given (lower case), "" when unset
   std::string onednn_isa;      // oneDNN's effective ISA after any cap, e.g. "avx2", "avx512_core_amx"
   std::string onednn_version;  // "2.6.3"
   std::string gemm_vector;     // "avx512" | "avx2" | "sse": the fp32 FMA width of oneDNN's products
@@ -24,7 +25,7 @@ struct CpuInfo {
 
 const CpuInfo& cpu_info();
 
-// One line, e.g. "cpu: avx2+fma kernels, oneDNN 2.6.3 at avx2; bf16 products
+// One line, e.g. "cpu: kernels AVX2 (cap T5X_CPU_ISA=avx2), oneDNN 2.6.3 at avx2; bf16 products
 // via f32; products not block-invariant (mesh-invariant runs match one
 // process to rounding, not bitwise)". Queries oneDNN on first use (creates
 // its engine and runs the probes of gemm.h, a few milliseconds).

@@ -1,115 +1,159 @@
 #include "backend/cpu/skinny_gemm.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
-#include <cmath>
 
-#include "backend/cpu/bf16_vec.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/skinny_gemm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "backend/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
+
+constexpr int64_t kCols = kSkinnyBlockCols;
+
+// Steps over k unrolled per pass over the accumulators: KU rows of B are read
+// side by side and each accumulator is loaded and stored once per KU steps
+// (the sum still runs over k in order). Sized so that MR x KU broadcasts of A,
+// KU vectors of B and one accumulator fit the target's vector registers.
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+inline constexpr int kSkinnyUnroll = 2;
+#else
+inline constexpr int kSkinnyUnroll = 4;
+#endif
+
+// acc[i][j] = fma(a[i, p + u], b[p + u, j], acc[i][j]) for u < KU, i < MR,
+// j < cols, in that order over u.
+template <int MR, int KU, typename TA, typename TB>
+HWY_INLINE void SkinnySteps(int64_t p, int64_t cols, const TA* a, int64_t lda, const TB* b, int64_t ldb,
+                            float (*acc)[kCols]) {
+  const DF d;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  VF av[KU][MR];
+  const TB* row[KU];
+  for (int u = 0; u < KU; ++u) {
+    row[u] = b + (p + u) * ldb;
+    for (int i = 0; i < MR; ++i) av[u][i] = hn::Set(d, float(a[i * lda + p + u]));
+  }
+  const int64_t full = cols / N * N;
+  for (int64_t j = 0; j < full; j += N) {
+    VF bv[KU];
+    for (int u = 0; u < KU; ++u) bv[u] = LoadF(d, row[u] + j);
+    for (int i = 0; i < MR; ++i) {
+      VF s = hn::LoadU(d, acc[i] + j);
+      for (int u = 0; u < KU; ++u) s = Fma(d, av[u][i], bv[u], s);
+      hn::StoreU(s, d, acc[i] + j);
+    }
+  }
+  if (full < cols) {
+    VF bv[KU];
+    for (int u = 0; u < KU; ++u) bv[u] = LoadPart(d, row[u] + full, size_t(cols - full));
+    for (int i = 0; i < MR; ++i) {
+      VF s = hn::LoadU(d, acc[i] + full);
+      for (int u = 0; u < KU; ++u) s = Fma(d, av[u][i], bv[u], s);
+      hn::StoreU(s, d, acc[i] + full);
+    }
+  }
+}
+
+// MR rows of A x cols (<= kCols) columns of B: C = alpha * acc + beta * C.
+template <int MR, typename TA, typename TB, typename TC>
+HWY_INLINE void SkinnyBlock(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const TB* b,
+                            int64_t ldb, float beta, TC* c, int64_t ldc) {
+  const DF d;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  constexpr int KU = kSkinnyUnroll;
+  HWY_ALIGN float acc[MR][kCols];
+  const int64_t padded = (cols + N - 1) / N * N;
+  for (int i = 0; i < MR; ++i) std::fill(acc[i], acc[i] + padded, 0.0f);
+  int64_t p = 0;
+  for (; p + KU <= k; p += KU) SkinnySteps<MR, KU>(p, cols, a, lda, b, ldb, acc);
+  for (; p < k; ++p) SkinnySteps<MR, 1>(p, cols, a, lda, b, ldb, acc);
+  const VF al = hn::Set(d, alpha), be = hn::Set(d, beta);
+  for (int i = 0; i < MR; ++i) {
+    TC* ci = c + i * ldc;
+    ForVectors(cols, [&](int64_t j, size_t valid) {
+      VF r = hn::Mul(al, hn::LoadU(d, acc[i] + j));
+      if (beta != 0.0f) r = Fma(d, be, LoadPart(d, ci + j, valid), r);
+      StorePart(d, r, ci + j, valid);
+    });
+  }
+}
+
+// Column blocks [blk0, blk1) of kCols, all m rows (4 at a time).
+template <typename TA, typename TB, typename TC>
+HWY_INLINE void SkinnyBlocks(int64_t blk0, int64_t blk1, int64_t m, int64_t n, int64_t k, float alpha, const TA* a,
+                             int64_t lda, const TB* b, int64_t ldb, float beta, TC* c, int64_t ldc) {
+  for (int64_t blk = blk0; blk < blk1; ++blk) {
+    const int64_t j = blk * kCols, cols = std::min(kCols, n - j);
+    for (int64_t i = 0; i < m; i += 4) {
+      const TA* ai = a + i * lda;
+      TC* ci = c + i * ldc + j;
+      switch (std::min<int64_t>(4, m - i)) {
+        case 4: SkinnyBlock<4>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
+        case 3: SkinnyBlock<3>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
+        case 2: SkinnyBlock<2>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
+        default: SkinnyBlock<1>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
+      }
+    }
+  }
+}
+
+void SkinnyF32(int64_t blk0, int64_t blk1, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SkinnyBlocks(blk0, blk1, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void SkinnyBf16F32(int64_t blk0, int64_t blk1, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                   int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SkinnyBlocks(blk0, blk1, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void SkinnyBf16(int64_t blk0, int64_t blk1, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                int64_t lda, const bfloat16* b, int64_t ldb, float beta, bfloat16* c, int64_t ldc) {
+  SkinnyBlocks(blk0, blk1, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
-
 namespace {
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-inline __m512 load16(const float* p, __mmask16 mk) { return _mm512_maskz_loadu_ps(mk, p); }
-inline __m512 load16(const bfloat16* p, __mmask16 mk) {
-  __m256i h = _mm256_maskz_loadu_epi16(mk, p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+template <typename TA, typename TB, typename TC, typename Fn>
+void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
+         float beta, TC* c, int64_t ldc) {
+  constexpr int64_t kCols = kSkinnyBlockCols;
+  const int64_t nblocks = (n + kCols - 1) / kCols;
+  // Threads only when each gets at least 4M B elements (the logits kernel of a
+  // decode step): waking a team for a 1 MiB layer kernel costs more than it
+  // saves, and stalls when the machine is shared.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, k * kCols));
+  parallel_for(nblocks, grain,
+               [&](int64_t b0, int64_t b1) { fn(b0, b1, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
 }
-inline void store16(float* p, __m512 v, __mmask16 mk) { _mm512_mask_storeu_ps(p, mk, v); }
-inline void store16(bfloat16* p, __m512 v, __mmask16 mk) { bf16x16_store_masked(p, v, mk); }
 
-// MR rows of A x up to kCols columns of B. Each step over k reads one
-// contiguous strip of a B row (hardware prefetch friendly); the accumulators
-// stay in L1.
-constexpr int64_t kCols = 512;
-template <int MR, typename TA, typename TB, typename TC>
-void block(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb, float beta,
-           TC* c, int64_t ldc) {
-  alignas(64) float acc[MR][kCols];
-  const int64_t nv = (cols + 15) / 16;
-  __mmask16 last = __mmask16((1u << (cols - 16 * (nv - 1))) - 1u);
-  for (int i = 0; i < MR; ++i)
-    for (int64_t v = 0; v < nv; ++v) _mm512_store_ps(acc[i] + 16 * v, _mm512_setzero_ps());
-  for (int64_t p = 0; p < k; ++p) {
-    const TB* row = b + p * ldb;
-    __m512 av[MR];
-    for (int i = 0; i < MR; ++i) av[i] = _mm512_set1_ps(float(a[i * lda + p]));
-    for (int64_t v = 0; v < nv; ++v) {
-      __m512 bv = load16(row + 16 * v, v + 1 == nv ? last : __mmask16(0xffff));
-      for (int i = 0; i < MR; ++i)
-        _mm512_store_ps(acc[i] + 16 * v, _mm512_fmadd_ps(av[i], bv, _mm512_load_ps(acc[i] + 16 * v)));
-    }
-  }
-  const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
-  for (int i = 0; i < MR; ++i)
-    for (int64_t v = 0; v < nv; ++v) {
-      __mmask16 mk = v + 1 == nv ? last : __mmask16(0xffff);
-      __m512 r = _mm512_mul_ps(al, _mm512_load_ps(acc[i] + 16 * v));
-      if (beta != 0.0f) r = _mm512_fmadd_ps(be, load16(c + i * ldc + 16 * v, mk), r);
-      store16(c + i * ldc + 16 * v, r, mk);
-    }
-}
-#else
-// The same kernel in plain C++ for other targets (AVX2 builds: GCC vectorises
-// the inner loops): the same order over k and, with FMA, the same single
-// rounding per step as the AVX-512 kernel, so the same bits.
-constexpr int64_t kCols = 512;
-inline float fmadd(float x, float y, float z) {
-#if defined(__FMA__)
-  return std::fma(x, y, z);
-#else
-  return x * y + z;
-#endif
-}
-template <int MR, typename TA, typename TB, typename TC>
-void block(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb, float beta,
-           TC* c, int64_t ldc) {
-  alignas(64) float acc[MR][kCols] = {};
-  for (int64_t p = 0; p < k; ++p) {
-    const TB* row = b + p * ldb;
-    for (int i = 0; i < MR; ++i) {
-      const float av = float(a[i * lda + p]);
-      float* ai = acc[i];
-      for (int64_t j = 0; j < cols; ++j) ai[j] = fmadd(av, float(row[j]), ai[j]);
-    }
-  }
-  for (int i = 0; i < MR; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      float r = alpha * acc[i][j];
-      if (beta != 0.0f) r = fmadd(beta, float(c[i * ldc + j]), r);
-      c[i * ldc + j] = TC(r);
-    }
-}
-#endif
+HWY_EXPORT(SkinnyF32);
+HWY_EXPORT(SkinnyBf16F32);
+HWY_EXPORT(SkinnyBf16);
+
+// The per-target kernel of each type combination.
+auto kernel(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyF32); }
+auto kernel(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBf16F32); }
+auto kernel(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBf16); }
 
 }  // namespace
 
 template <typename TA, typename TB, typename TC>
 void skinny_gemm(int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
                  float beta, TC* c, int64_t ldc) {
-  const int64_t nblocks = (n + kCols - 1) / kCols;
-  // Threads only when each gets at least 4M B elements (the logits kernel of a
-  // decode step): waking a team for a 1 MiB layer kernel costs more than it
-  // saves, and stalls when the machine is shared.
-  const int64_t grain = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, k * kCols));
-  parallel_for(nblocks, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      const int64_t j = blk * kCols, cols = std::min(kCols, n - j);
-      for (int64_t i = 0; i < m; i += 4) {
-        const TA* ai = a + i * lda;
-        TC* ci = c + i * ldc + j;
-        switch (std::min<int64_t>(4, m - i)) {
-          case 4: block<4>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-          case 3: block<3>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-          case 2: block<2>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-          default: block<1>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-        }
-      }
-    }
-  });
+  run(kernel(a, b, c), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template void skinny_gemm<float, float, float>(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
@@ -120,3 +164,4 @@ template void skinny_gemm<bfloat16, bfloat16, bfloat16>(int64_t, int64_t, int64_
                                                         const bfloat16*, int64_t, float, bfloat16*, int64_t);
 
 }  // namespace t5x::cpu
+#endif

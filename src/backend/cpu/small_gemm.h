@@ -5,8 +5,11 @@
 //   C[i * ldc + c] += sum_p A[i * a_row + p * a_col] * B[p * ldb + c]
 //   for i < m, c < n, p < k.
 //
-// AVX-512 path: 4 rows x 64 columns of C in 16 zmm accumulators; a portable
-// loop otherwise. No allocation, no threading.
+// Register tiles of 4 rows x 4 vectors of C (AVX-512: 64 columns in 16 zmm
+// accumulators) or 4 x 2 vectors on 16-register targets (AVX2, SSE4), on the
+// CPU's SIMD target (backend/cpu/simd.h). Each element's sum runs over p in
+// order with fused multiply-adds from zero and is then added to C, so the
+// result is bitwise the same on every target. No allocation, no threading.
 #pragma once
 #include <cstdint>
 

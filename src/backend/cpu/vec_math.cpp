@@ -6,6 +6,7 @@
 #include <hwy/highway.h>
 
 #include "backend/cpu/simd-inl.h"
+#include "backend/cpu/vec_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace t5x::cpu {
@@ -18,17 +19,7 @@ float TanhOne(float x) {
   return OneLane(x, [](auto d, auto v) { return Tanh(d, v); });
 }
 
-float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
-  const DF d;
-  const VF s = hn::Set(d, shift);
-  LaneSums<DF> sums(d);
-  ForBlocks16(n, [&](size_t k, int64_t i, size_t valid) {
-    const VF e = Exp(d, hn::Sub(LoadPart(d, x + i, valid, -INFINITY), s));
-    if (valid) StorePart(d, e, y + i, valid);
-    sums.add(k, e);
-  });
-  return sums.total(d);
-}
+float ExpShiftSum(const float* x, float* y, int64_t n, float shift) { return RowExpShiftSum(x, y, n, shift); }
 
 float ExpSum(const float* x, int64_t n, float shift) {
   const DF d;
@@ -48,12 +39,7 @@ void ExpAffine(const float* x, float* y, int64_t n, float shift, float a, float 
   });
 }
 
-float MaxOf(const float* x, int64_t n) {
-  const DF d;
-  VF m = hn::Set(d, -INFINITY);
-  ForVectors(n, [&](int64_t i, size_t valid) { m = hn::Max(m, LoadPart(d, x + i, valid, -INFINITY)); });
-  return hn::GetLane(hn::MaxOfLanes(d, m));
-}
+float MaxOf(const float* x, int64_t n) { return RowMax(x, n); }
 
 float SumOf(const float* x, int64_t n) {
   const DF d;

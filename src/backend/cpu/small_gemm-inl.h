@@ -1,0 +1,130 @@
+// Per-target body of the register-tiled small GEMM (small_gemm.h is the API),
+// shared by small_gemm.cpp and the attention tiles, which call it inline on
+// the target they run on. Toggled guard: included once per target.
+//
+// Each C element is one sum over p in order: acc = fma(a[i, p], b[p, c], acc)
+// from acc = 0, then C = acc or C += acc. That order depends neither on the
+// vector width nor on the tile shape, so every target gives the same bits.
+#if defined(T5X_BACKEND_CPU_SMALL_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef T5X_BACKEND_CPU_SMALL_GEMM_INL_H_
+#undef T5X_BACKEND_CPU_SMALL_GEMM_INL_H_
+#else
+#define T5X_BACKEND_CPU_SMALL_GEMM_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+#include <hwy/highway.h>
+
+#include "backend/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
+
+// A register tile is kSmallGemmRows rows x kSmallGemmVecs vectors of C: 4 x 4
+// where there are 32 vector registers (AVX-512: 4 x 64 columns in 16 zmm
+// accumulators; NEON), 4 x 2 where there are 16 (AVX2: 4 x 16, SSE4: 4 x 8).
+inline constexpr int kSmallGemmRows = 4;
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+inline constexpr size_t kSmallGemmVecs = 2;
+#else
+inline constexpr size_t kSmallGemmVecs = 4;
+#endif
+
+// Masked f32 loads and stores do not touch masked-off lanes on AVX-512 and on
+// AVX2 (vmaskmovps suppresses their faults); elsewhere tails go through
+// LoadPart / StorePart's padded copies. The same values either way.
+#if !HWY_MEM_OPS_MIGHT_FAULT || HWY_TARGET == HWY_AVX2
+#define T5X_SMALL_GEMM_MASKED 1
+#else
+#define T5X_SMALL_GEMM_MASKED 0
+#endif
+
+// x[0, valid) and zeros (valid <= lanes).
+HWY_INLINE VF LoadFirst(const float* p, size_t valid) {
+  const DF d;
+#if !T5X_SMALL_GEMM_MASKED
+  return valid ? LoadPart(d, p, valid) : hn::Zero(d);
+#else
+  return hn::MaskedLoad(hn::FirstN(d, valid), d, p);
+#endif
+}
+
+// MR rows x up to kSmallGemmVecs vectors (ncols columns) of C.
+template <int MR, bool kAccumulate>
+HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t a_row, int64_t a_col,
+                              const float* b, int64_t ldb, float* c, int64_t ldc) {
+  constexpr size_t NV = kSmallGemmVecs;
+  const DF d;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  VF acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Zero(d);
+  size_t valid[NV];
+  for (size_t v = 0; v < NV; ++v) valid[v] = size_t(std::clamp<int64_t>(ncols - int64_t(v) * N, 0, N));
+  if (ncols == int64_t(NV) * N) {
+    for (int64_t p = 0; p < k; ++p) {
+      const float* bp = b + p * ldb;
+      VF bv[NV];
+      for (size_t v = 0; v < NV; ++v) bv[v] = hn::LoadU(d, bp + v * N);
+      for (int r = 0; r < MR; ++r) {
+        const VF av = hn::Set(d, a[r * a_row + p * a_col]);
+        for (size_t v = 0; v < NV; ++v) acc[r][v] = Fma(d, av, bv[v], acc[r][v]);
+      }
+    }
+  } else {
+    for (int64_t p = 0; p < k; ++p) {
+      const float* bp = b + p * ldb;
+      VF bv[NV];
+      for (size_t v = 0; v < NV; ++v) bv[v] = LoadFirst(bp + v * N, valid[v]);
+      for (int r = 0; r < MR; ++r) {
+        const VF av = hn::Set(d, a[r * a_row + p * a_col]);
+        for (size_t v = 0; v < NV; ++v) acc[r][v] = Fma(d, av, bv[v], acc[r][v]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (size_t v = 0; v < NV; ++v) {
+      if (!valid[v]) continue;
+      float* cp = c + r * ldc + int64_t(v) * N;
+      VF x = acc[r][v];
+      if (kAccumulate) x = hn::Add(LoadFirst(cp, valid[v]), x);
+#if !T5X_SMALL_GEMM_MASKED
+      StorePart(d, x, cp, valid[v]);
+#else
+      hn::BlendedStore(x, hn::FirstN(d, valid[v]), d, cp);
+#endif
+    }
+}
+
+// C[i * ldc + c] (+)= sum_p A[i * a_row + p * a_col] * B[p * ldb + c] for
+// i < m, c < n, p < k: += when kAccumulate, else C is overwritten.
+template <bool kAccumulate>
+HWY_INLINE void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col,
+                          const float* b, int64_t ldb, float* c, int64_t ldc) {
+  constexpr int64_t W = int64_t(kSmallGemmVecs * hn::MaxLanes(DF()));
+  constexpr int64_t MR = kSmallGemmRows;
+  for (int64_t c0 = 0; c0 < n; c0 += W) {
+    const int64_t nc = std::min(W, n - c0);
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR)
+      SmallGemmTile<MR, kAccumulate>(nc, k, a + i * a_row, a_row, a_col, b + c0, ldb, c + i * ldc + c0, ldc);
+    const float* ai = a + i * a_row;
+    float* ci = c + i * ldc + c0;
+    switch (m - i) {
+      case 3: SmallGemmTile<3, kAccumulate>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
+      case 2: SmallGemmTile<2, kAccumulate>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
+      case 1: SmallGemmTile<1, kAccumulate>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#undef T5X_SMALL_GEMM_MASKED
+#endif  // T5X_BACKEND_CPU_SMALL_GEMM_INL_H_ toggle
