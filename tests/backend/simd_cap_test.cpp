@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "backend/cpu/cpu_info.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/unary.h"
 
@@ -45,6 +48,18 @@ TEST(SimdCap, TheCapNamesTheTargetThatRuns) {
   if (cap == "emu128") want = simd_target() == "SCALAR" ? "SCALAR" : "EMU128";
   EXPECT_EQ(simd_target(), want);
   EXPECT_EQ(best, want);
+  // oneDNN follows the cap (unless ONEDNN_MAX_CPU_ISA says otherwise), even
+  // when a product is the first thing that runs.
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+    GemmShape g;
+    g.m = g.n = g.k = 8;
+    std::vector<float> a(64, 1.f), b(64, 0.5f), c(64);
+    gemm_f32(g, 1.f, a.data(), b.data(), 0.f, c.data());
+    EXPECT_EQ(c[0], 4.f);
+    const std::string onednn = cpu_info().onednn_isa;
+    if (cap == "avx2") EXPECT_EQ(onednn, "avx2");
+    if (cap == "sse4" || cap == "emu128") EXPECT_EQ(onednn, "sse41");
+  }
   // And the kernels run there.
   float x[3] = {0.f, 1.f, -1.f}, y[3];
   unary_f32(UnaryKernel::Exp, x, y, 3);

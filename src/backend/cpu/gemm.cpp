@@ -13,6 +13,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/simd.h"
 #include "backend/cpu/skinny_gemm.h"
 
 #include <cstdlib>
@@ -60,7 +61,11 @@ struct Cached {
 };
 
 dnnl::engine& engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  // T5X_CPU_ISA may cap oneDNN's ISA, which must happen before its first use.
+  static dnnl::engine eng = [] {
+    simd_init();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return eng;
 }
 
