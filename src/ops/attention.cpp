@@ -106,7 +106,7 @@ class Attention : public Primitive {
   }
   const char* name() const override { return kOp; }
   bool saves_outputs() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array out = make_output(in[0].shape(), DType::f32, {in[0]});
     lse_ = Array(Shape{{"rows", s_.batch * s_.heads * s_.q_length}}, DType::f32, {}, {}, false);
     cpu::AttentionParams p = params(in);

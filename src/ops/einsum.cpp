@@ -42,7 +42,7 @@ class Einsum : public Primitive {
   explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false)
       : out_(std::move(out)), widen_(widen), wide_grads_(wide_grads) {}
   const char* name() const override { return "einsum"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &x = in[0], &y = in[1];
     std::vector<std::string> B, M, N, K;
     for (const auto& n : out_) {

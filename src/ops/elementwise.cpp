@@ -105,7 +105,7 @@ class Unary : public Primitive {
   bool saves_outputs() const override {
     return op_ == U::Exp || op_ == U::Tanh || op_ == U::Sqrt || op_ == U::Rsqrt || op_ == U::Sigmoid;
   }
-  std::vector<Array> forward(const std::vector<Array>& in) override { return {unary_forward(op_, in[0])}; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {unary_forward(op_, in[0])}; }
   std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
     static const UnaryOp public_op[] = {UnaryOp::Neg,  UnaryOp::Abs,     UnaryOp::Sign, UnaryOp::Square,
                                         UnaryOp::Exp,  UnaryOp::Log,     UnaryOp::Tanh, UnaryOp::Sqrt,
@@ -245,7 +245,7 @@ class Binary : public Primitive {
     return {scalar_ ? l.binary_scalar(op, in[0], *scalar_) : l.binary(op, in[0], in[1])};
   }
   bool saves_inputs() const override { return op_ != B::Add && op_ != B::Sub; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     a_shape_ = in[0].shape();
     b_shape_ = in[1].shape();
     return {binary_forward(op_, in[0], in[1], out_)};
@@ -309,7 +309,7 @@ class Where : public Primitive {
   std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
     return {l.where(in[0], in[1], in[2])};
   }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &c = in[0], &x = in[1], &y = in[2];
     x_shape_ = x.shape();
     y_shape_ = y.shape();
@@ -350,7 +350,7 @@ class Cast : public Primitive {
     return {l.cast(in[0], to_)};
   }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array& x = in[0];
     from_ = x.dtype();
     if (from_ == to_) return {x};

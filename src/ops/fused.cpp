@@ -41,7 +41,7 @@ class RmsNorm : public Primitive {
  public:
   explicit RmsNorm(float eps) : eps_(eps) {}
   const char* name() const override { return "rms_norm"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &x = in[0], &s = in[1];
     const int64_t e = s.size(), rows = e ? x.size() / e : 0;
     Array y = make_output(x.shape(), x.dtype(), {x});
@@ -78,7 +78,7 @@ class XEnt : public Primitive {
  public:
   explicit XEnt(cpu::CrossEntropyOptions o) : o_(o) {}
   const char* name() const override { return "softmax_cross_entropy"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &l = in[0], &t = in[1];
     const Shape& ts = t.shape();
     const int64_t rows = ts.numel(), vocab = l.shape()[l.rank() - 1].size;
@@ -108,7 +108,7 @@ class GatedGelu : public Primitive {
  public:
   const char* name() const override { return "gated_gelu"; }
   // f32 or bf16 operands (both the same dtype); bf16 in and out without cast passes.
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const DType dt = in[0].dtype();
     Array out = make_output(in[0].shape(), dt, {in[0]});
     if (dt == DType::bf16)

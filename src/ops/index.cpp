@@ -38,7 +38,7 @@ class Take : public Primitive {
   std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
     return {l.take(in[0], in[1], in[0].names()[size_t(axis_)])};
   }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &x = in[0], &idx = in[1];
     x_shape_ = x.shape();
     Split3 s = split3(x.shape(), axis_);
@@ -102,7 +102,7 @@ class TopK : public Primitive {
   }
   bool saves_inputs() const override { return false; }
   bool saves_outputs() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array& x0 = in[0];
     x_shape_ = x0.shape();
     std::vector<std::string> order = x0.names();

@@ -104,7 +104,7 @@ class Reduce : public Primitive {
   }
   bool saves_inputs() const override { return op_ != R::Sum; }
   bool saves_outputs() const override { return op_ != R::Sum; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {reduce_forward(op_, in[0], p_)};
   }
@@ -196,7 +196,7 @@ class Softmax : public Primitive {
   }
   bool saves_inputs() const override { return false; }
   bool saves_outputs() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     return {rowwise(name(), in[0], dim_, log_ ? log_softmax_row : softmax_row)};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>& out, const std::vector<Array>& cot,
@@ -219,7 +219,7 @@ class Cumsum : public Primitive {
     return {l.cumsum(in[0], dim_, excl_, rev_)};
   }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array& x = in[0];
     Array out = make_output(x.shape(), x.dtype(), {x});
     int a = x.shape().index(dim_);

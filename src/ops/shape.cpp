@@ -130,7 +130,7 @@ class Relayout : public Primitive {
   Relayout(const char* name, Shape out) : name_(name), out_(std::move(out)) {}
   const char* name() const override { return name_; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {relayout(in[0], out_)};
   }
@@ -150,7 +150,7 @@ class View : public Primitive {
   View(const char* name, Shape out) : name_(name), out_(std::move(out)) {}
   const char* name() const override { return name_; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {in[0].view_as(out_)};
   }
@@ -174,7 +174,7 @@ class SliceBlock : public Primitive {
   SliceBlock(Shape out, std::vector<int64_t> start) : out_(std::move(out)), start_(std::move(start)) {}
   const char* name() const override { return "slice"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {read_block(in[0], out_, start_)};
   }
@@ -192,7 +192,7 @@ class PadBlock : public Primitive {
       : out_(std::move(out)), start_(std::move(start)), value_(value) {}
   const char* name() const override { return "pad"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     Array out = value_ == 0.0 ? make_output(out_, in[0].dtype(), {in[0]}, true)
                               : Array::full(out_, value_, in[0].dtype());
@@ -223,7 +223,7 @@ class Concat : public Primitive {
     return {l.concat(in, out_.names()[size_t(axis_)])};
   }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array out = make_output(out_, in[0].dtype(), in);
     std::vector<int64_t> start(size_t(out_.rank()), 0);
     for (const Array& x : in) {
@@ -255,7 +255,7 @@ class DynamicUpdateSlice : public Primitive {
   explicit DynamicUpdateSlice(std::vector<int64_t> start) : start_(std::move(start)) {}
   const char* name() const override { return "dynamic_update_slice"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     upd_ = in[1].shape();
     Array out = in[0].copy();
     write_block(in[1], out, start_);
