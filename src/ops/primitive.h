@@ -21,7 +21,7 @@
 // apply() is the only caller of eval_cpu()/eval_cuda(): it is the one place
 // that picks the device. The eval methods reach kernels through the
 // backend-neutral header backend/kernels.h (docs/architecture.md), never
-// through a backend/cpu or backend/cuda header.
+// through a per-device backend header.
 // Primitives with accepts_split_inputs() (to_local, checkpoint blocks) skip
 // the first two cases. Composite ops (is_composite(), see Composite below)
 // run their forward computation op by op instead, with recording on, on
