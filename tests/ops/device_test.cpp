@@ -70,5 +70,16 @@ TEST(DeviceSeam, MixedDevicesAreRefused) {
             "[mul] inputs on different devices: cuda:0 and cuda:1; copy them to one device first");
 }
 
+TEST(DeviceSeam, BuffersComeFromTheirDevicesAllocator) {
+  Array x = Array::from_floats(Shape{{"embed", 3}}, {1, 2, 3});
+  EXPECT_EQ(x.impl().buffer->device(), Device{});
+  EXPECT_EQ(error_of([] { Array(Shape{{"embed", 3}}, DType::f32, {}, Device{DeviceKind::cuda, 0}); }),
+            "[Buffer] cannot allocate on a CUDA device: this build has no CUDA backend");
+  // A host array is its own host copy; host reads go through to_host().
+  EXPECT_TRUE(x.to_host().same_buffer(x));
+  EXPECT_EQ(x.to_floats(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(Array::scalar(7, DType::i32).item(), 7.0);
+}
+
 }  // namespace
 }  // namespace t5x
