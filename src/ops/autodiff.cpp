@@ -9,7 +9,6 @@
 
 #include <atomic>
 
-#include "backend/device.h"
 #include "ops/detail.h"
 #include "ops/elementwise.h"
 #include "ops/lowering.h"
@@ -259,16 +258,7 @@ std::vector<Array> eval_on(DeviceKind device, Primitive& p, const std::vector<Ar
 
 }  // namespace
 
-std::vector<Array> Primitive::eval_cuda(const std::vector<Array>& inputs) {
-  std::string where = "cuda";
-  for (const Array& in : inputs)
-    if (in.valid()) {
-      where = in.device().to_string();
-      break;
-    }
-  throw_invalid(name(), std::string("has no CUDA kernel in this build (inputs on ") + where + ")" +
-                            (backend::cuda_available() ? "" : "; this build has no CUDA backend"));
-}
+std::vector<Array> Primitive::eval_cuda(const std::vector<Array>& inputs) { detail::no_cuda_kernel(name(), inputs); }
 
 std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs) {
   // The sharded rule (ops/lowering.h): the lowering's ops run on local shards

@@ -20,6 +20,13 @@ namespace t5x::detail {
 // is single-device or fully replicated (apply() calls it when no sharded
 // lowering is installed).
 void check_local(const char* op, const std::vector<Array>& xs);
+// Throws "[op] has no CUDA kernel in this build (inputs on cuda:0)..." (the
+// default Primitive::eval_cuda).
+[[noreturn]] void no_cuda_kernel(const char* op, const std::vector<Array>& inputs);
+// For a composite's expansion that calls a kernels::cpu entry point itself
+// (composites expand on any device): throws no_cuda_kernel unless every
+// valid input is on the CPU.
+void require_cpu(const char* op, const std::vector<Array>& inputs);
 // apply_composite (ops/primitive.h) of a one-output op.
 Array composite1(const char* name, const std::vector<Array>& inputs, std::function<Array(const std::vector<Array>&)> expand,
                  std::function<Array(const ShardedLowering&, const std::vector<Array>&)> lower);

@@ -283,6 +283,7 @@ Array clip(const Array& x, double lo, double hi) {
 namespace {
 Array float_mask_local(const char* op, kernels::FloatTest test, const Array& x) {
   check_floating(op, x);
+  require_cpu(op, {x});
   Array out = make_output(x.shape(), DType::boolean, {x});
   kernels::cpu::float_test(test, x.dtype(), x.raw_data(), out.data<uint8_t>(), x.local_size());
   return out;

@@ -127,6 +127,7 @@ Array one_hot_local(const Array& indices, int64_t depth, const std::string& name
   if (!is_integer(indices.dtype())) throw_invalid("one_hot", "indices must be int32/int64, got " + describe(indices));
   if (indices.has_dim(name)) throw_invalid("one_hot", "new dim '" + name + "' already in indices " + describe(indices));
   if (depth < 0) throw_invalid("one_hot", "negative depth " + std::to_string(depth));
+  require_cpu("one_hot", {indices});
   std::vector<Dim> dims = indices.shape().dims();
   dims.push_back({name, depth});
   Array out = make_output(Shape(dims), dtype, {indices}, true);

@@ -232,6 +232,7 @@ Array argmax_local(const Array& x0, const std::string& dim) {
   std::vector<std::string> order = x0.names();
   order.erase(order.begin() + a);
   order.push_back(dim);
+  require_cpu("argmax", {x0});
   Array x = transpose(x0, order);
   std::vector<Dim> kept = x.shape().dims();
   kept.pop_back();

@@ -57,6 +57,12 @@ TEST(DeviceSeam, PrimitiveWithoutCudaKernelIsNamed) {
             "[exp] has no CUDA kernel in this build (inputs on cuda:0); this build has no CUDA backend");
   EXPECT_EQ(error_of([&] { sum(x, {"embed"}); }).rfind("[sum] has no CUDA kernel in this build (inputs on cuda:0)", 0),
             0u);
+  // Composites expand on any device; those that call a CPU kernel themselves refuse.
+  EXPECT_EQ(error_of([&] { isnan(x); }),
+            "[isnan] has no CUDA kernel in this build (inputs on cuda:0); this build has no CUDA backend");
+  EXPECT_EQ(error_of([&] { argmax(x, "embed"); }).rfind("[argmax] has no CUDA kernel", 0), 0u);
+  Array ids = on_cuda(Array::from_ints(Shape{{"batch", 2}}, {0, 1}));
+  EXPECT_EQ(error_of([&] { one_hot(ids, 3, "vocab"); }).rfind("[one_hot] has no CUDA kernel", 0), 0u);
 }
 
 TEST(DeviceSeam, MixedDevicesAreRefused) {
