@@ -38,7 +38,7 @@ Array::Array(Shape shape, DType dtype, Sharding sharding, Device device, bool ze
   impl_->shape = std::move(shape);
   impl_->sharding = std::move(sharding);
   impl_->device = device;
-  impl_->buffer = allocate_buffer(size_t(impl_->local_shape.numel()) * dtype_size(dtype), zero);
+  impl_->buffer = allocate_buffer(size_t(impl_->local_shape.numel()) * dtype_size(dtype), zero, device);
 }
 
 ArrayImpl& Array::impl() const {
@@ -107,11 +107,22 @@ Array Array::from_ints(Shape shape, const std::vector<int64_t>& values, DType dt
   return a;
 }
 
+Array Array::to_host() const {
+  const Buffer& b = *impl().buffer;
+  if (b.device().kind == DeviceKind::cpu) return *this;
+  Array r = alias();
+  r.impl_->device = Device{};
+  r.impl_->buffer = allocate_buffer(b.bytes(), false);
+  b.copy_to_host(r.impl_->buffer->data(), b.bytes());
+  return r;
+}
+
 std::vector<float> Array::to_floats() const {
   std::vector<float> r(static_cast<size_t>(local_size()));
+  const Array h = to_host();
   dispatch_dtype(dtype(), [&](auto t) {
     using T = decltype(t);
-    const T* p = static_cast<const T*>(raw_data());
+    const T* p = static_cast<const T*>(h.raw_data());
     for (size_t i = 0; i < r.size(); ++i) r[i] = float(p[i]);
   });
   return r;
@@ -119,9 +130,10 @@ std::vector<float> Array::to_floats() const {
 
 std::vector<int64_t> Array::to_ints() const {
   std::vector<int64_t> r(static_cast<size_t>(local_size()));
+  const Array h = to_host();
   dispatch_dtype(dtype(), [&](auto t) {
     using T = decltype(t);
-    const T* p = static_cast<const T*>(raw_data());
+    const T* p = static_cast<const T*>(h.raw_data());
     for (size_t i = 0; i < r.size(); ++i) r[i] = int64_t(float(p[i]));
   });
   return r;

@@ -5,7 +5,7 @@
 //   - a Sharding (core/sharding.h): null mesh = single device; otherwise the
 //     PartitionSpec splits global dims over mesh axes;
 //   - the LOCAL shard buffer: contiguous row-major over local_shape(), 64-byte aligned;
-//   - the Device holding that buffer.
+//   - the Device holding that buffer (its Allocator made the buffer).
 // A single-device array is the one-device case of this same type: local_shape()
 // == shape(). Copying an Array copies the handle, not the data. Ops never
 // modify an input buffer; they return new Arrays (value semantics).
@@ -19,21 +19,13 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/sharding.h"
 
 namespace t5x {
-
-enum class DeviceKind : uint8_t { cpu, cuda };
-
-struct Device {
-  DeviceKind kind = DeviceKind::cpu;
-  int index = 0;
-  bool operator==(const Device&) const = default;
-  std::string to_string() const;  // "cpu:0"
-};
 
 // Bookkeeping the autodiff tape attaches to arrays it tracks (ops/autodiff.h).
 struct AutodiffTag {
@@ -89,16 +81,23 @@ class Array {
   bool is_fully_local() const;
 
   size_t nbytes() const { return size_t(local_size()) * dtype_size(dtype()); }
+  // The local shard's address in its device's memory (a host pointer only
+  // when device() is the CPU): for kernels, not for host reads (to_host()).
   void* raw_data() { return impl().buffer->data(); }
   const void* raw_data() const { return impl().buffer->data(); }
   // Typed pointer to the local shard; T must match dtype (uint8_t or bool for bool arrays).
   template <typename T> T* data() { check_type<T>(); return static_cast<T*>(raw_data()); }
   template <typename T> const T* data() const { check_type<T>(); return static_cast<const T*>(raw_data()); }
 
-  // Local shard converted to float / int64 (bool -> 0/1).
+  // Host reads. to_host(): the array itself when its buffer is host memory,
+  // else a copy on the CPU (a device-to-host copy through the buffer's
+  // Allocator, core/allocator.h): the one path by which data leaves a device.
+  // to_floats / to_ints / item / to_string are copies to the host built on it:
+  // the local shard converted to float / int64 (bool -> 0/1), the value of a
+  // one-element array as double.
+  Array to_host() const;
   std::vector<float> to_floats() const;
   std::vector<int64_t> to_ints() const;
-  // Value of a one-element array, as double.
   double item() const;
   // "float32[batch=2, embed=3] {0.5, 1, ...}" with at most max_elements values.
   std::string to_string(int64_t max_elements = 32) const;

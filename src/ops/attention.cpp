@@ -1,5 +1,5 @@
 // dot_product_attention (ops/fused.h): fused kernel path and reference.
-#include "backend/cpu/attention.h"
+#include "backend/kernels.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/einsum.h"
@@ -100,18 +100,18 @@ Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const Atte
 // f32 canonical q, k, v (+ bias) -> out [b, l, h, d].
 class Attention : public Primitive {
  public:
-  Attention(cpu::AttentionShape s, Canon c, double scale, bool causal) : s_(s), c_(std::move(c)) {
+  Attention(kernels::AttentionDims s, Canon c, double scale, bool causal) : s_(s), c_(std::move(c)) {
     p_.causal = causal;
     p_.scale = float(scale);
   }
   const char* name() const override { return kOp; }
   bool saves_outputs() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array out = make_output(in[0].shape(), DType::f32, {in[0]});
     lse_ = Array(Shape{{"rows", s_.batch * s_.heads * s_.q_length}}, DType::f32, {}, {}, false);
-    cpu::AttentionParams p = params(in);
-    cpu::attention_forward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), out.data<float>(),
-                           lse_.data<float>());
+    kernels::AttentionArgs p = params(in);
+    kernels::cpu::attention_forward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
+                                    out.data<float>(), lse_.data<float>());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
@@ -121,19 +121,19 @@ class Attention : public Primitive {
     Array dv = make_output(in[2].shape(), DType::f32, {in[2]});
     Array db;
     if (in.size() > 3 && in[3].valid() && needs[3]) db = make_output(in[3].shape(), DType::f32, {in[3]});
-    cpu::AttentionParams p = params(in);
-    cpu::attention_backward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
-                            out[0].data<float>(), lse_.data<float>(), cot[0].data<float>(), dq.data<float>(),
-                            dk.data<float>(), dv.data<float>(), db.valid() ? db.data<float>() : nullptr);
+    kernels::AttentionArgs p = params(in);
+    kernels::cpu::attention_backward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
+                                     out[0].data<float>(), lse_.data<float>(), cot[0].data<float>(), dq.data<float>(),
+                                     dk.data<float>(), dv.data<float>(), db.valid() ? db.data<float>() : nullptr);
     return {dq, dk, dv, db};
   }
 
  private:
-  cpu::AttentionParams params(const std::vector<Array>& in) const {
-    cpu::AttentionParams p = p_;
+  kernels::AttentionArgs params(const std::vector<Array>& in) const {
+    kernels::AttentionArgs p = p_;
     if (in.size() > 3 && in[3].valid()) {
       p.bias = in[3].data<float>();
-      p.bias_layout = in[3].rank() == 3 ? cpu::AttentionBiasLayout::kHeads : cpu::AttentionBiasLayout::kBatchHeads;
+      p.bias_layout = in[3].rank() == 3 ? kernels::AttentionBias::Heads : kernels::AttentionBias::BatchHeads;
     }
     if (c_.q_seg.valid()) {
       p.q_segment_ids = c_.q_seg.data<int32_t>();
@@ -143,9 +143,9 @@ class Attention : public Primitive {
     if (c_.kv_mask.valid()) p.kv_mask = c_.kv_mask.data<uint8_t>();
     return p;
   }
-  cpu::AttentionShape s_;
+  kernels::AttentionDims s_;
   Canon c_;
-  cpu::AttentionParams p_;
+  kernels::AttentionArgs p_;
   Array lse_;
 };
 
@@ -155,7 +155,7 @@ namespace {
 Array attention_local(const Array& q, const Array& k, const Array& v, const AttentionOptions& o) {
   if (!fused_kernels_enabled()) return dot_product_attention_reference(q, k, v, o);
   Canon c = canonicalise(q, k, v, o);
-  cpu::AttentionShape s;
+  kernels::AttentionDims s;
   s.batch = q.dim(o.batch);
   s.q_length = q.dim(o.length);
   s.kv_length = c.k.dim(o.kv_length);

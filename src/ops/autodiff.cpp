@@ -7,14 +7,13 @@
 #include <map>
 #include <mutex>
 
-#include "ops/profile.h"
-
 #include <atomic>
 
 #include "ops/detail.h"
 #include "ops/elementwise.h"
 #include "ops/lowering.h"
 #include "ops/primitive.h"
+#include "ops/profile.h"
 
 namespace t5x {
 
@@ -217,10 +216,12 @@ class Remat : public Primitive {
   explicit Remat(ArrayFn fn) : fn_(std::move(fn)) {}
   const char* name() const override { return "checkpoint"; }
   bool accepts_split_inputs() const override { return true; }  // the block's ops lower themselves
-  std::vector<Array> forward(const std::vector<Array>& inputs) override {
+  // The block's ops pick their own device.
+  std::vector<Array> eval_cpu(const std::vector<Array>& inputs) override {
     NoGradGuard g;
     return fn_(inputs);
   }
+  std::vector<Array> eval_cuda(const std::vector<Array>& inputs) override { return eval_cpu(inputs); }
   std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&,
                          const std::vector<Array>& cotangents, const std::vector<bool>& needs) override {
     std::vector<Array> grads = t5x::vjp(fn_, inputs, cotangents).second;
@@ -233,7 +234,31 @@ class Remat : public Primitive {
   ArrayFn fn_;
 };
 
+// The device of an op's inputs (the CPU when none is valid); throws
+// "[op] inputs on different devices: cpu:0 and cuda:0; ..." when they differ.
+DeviceKind device_of(const char* op, const std::vector<Array>& inputs) {
+  const Device* first = nullptr;
+  for (const Array& in : inputs) {
+    if (!in.valid()) continue;
+    if (!first) first = &in.device();
+    else if (!(in.device() == *first))
+      throw_invalid(op, "inputs on different devices: " + first->to_string() + " and " + in.device().to_string() +
+                            "; copy them to one device first");
+  }
+  return first ? first->kind : DeviceKind::cpu;
+}
+
+std::vector<Array> eval_on(DeviceKind device, Primitive& p, const std::vector<Array>& inputs) {
+  switch (device) {
+    case DeviceKind::cuda: return p.eval_cuda(inputs);
+    case DeviceKind::cpu: break;
+  }
+  return p.eval_cpu(inputs);
+}
+
 }  // namespace
+
+std::vector<Array> Primitive::eval_cuda(const std::vector<Array>& inputs) { detail::no_cuda_kernel(name(), inputs); }
 
 std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs) {
   // The sharded rule (ops/lowering.h): the lowering's ops run on local shards
@@ -246,12 +271,13 @@ std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>&
       detail::check_local(p->name(), inputs);  // throws
     }
   }
-  if (p->is_composite()) return p->forward(inputs);  // its ops record themselves
+  const DeviceKind device = device_of(p->name(), inputs);
+  if (p->is_composite()) return eval_on(device, *p, inputs);  // its ops record themselves
   std::vector<Array> outs;
   {
-    NoGradGuard inner;  // ops used inside forward are not recorded separately
+    NoGradGuard inner;  // ops used inside the eval are not recorded separately
     ProfileScope prof(p->name(), "fwd");
-    outs = p->forward(inputs);
+    outs = eval_on(device, *p, inputs);
   }
   Tape* t = t_paused ? nullptr : t_tape;
   if (!t) return outs;

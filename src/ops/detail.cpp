@@ -1,5 +1,6 @@
 #include "ops/detail.h"
 
+#include "backend/device.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
@@ -12,6 +13,22 @@ void check_local(const char* op, const std::vector<Array>& xs) {
       throw_invalid(op, "sharded inputs not supported yet (got " + describe(x) +
                             " split over the mesh); reshard to replicated first");
   }
+}
+
+void no_cuda_kernel(const char* op, const std::vector<Array>& inputs) {
+  std::string where = "cuda";
+  for (const Array& in : inputs)
+    if (in.valid()) {
+      where = in.device().to_string();
+      break;
+    }
+  throw_invalid(op, std::string("has no CUDA kernel in this build (inputs on ") + where + ")" +
+                        (backend::cuda_available() ? "" : "; this build has no CUDA backend"));
+}
+
+void require_cpu(const char* op, const std::vector<Array>& inputs) {
+  for (const Array& in : inputs)
+    if (in.valid() && in.device().kind != DeviceKind::cpu) no_cuda_kernel(op, inputs);
 }
 
 Array make_output(const Shape& shape, DType dtype, const std::vector<Array>& inputs, bool zero) {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <sstream>
 
-#include "backend/cpu/gemm.h"
+#include "backend/kernels.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/elementwise.h"
@@ -42,7 +42,7 @@ class Einsum : public Primitive {
   explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false)
       : out_(std::move(out)), widen_(widen), wide_grads_(wide_grads) {}
   const char* name() const override { return "einsum"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &x = in[0], &y = in[1];
     std::vector<std::string> B, M, N, K;
     for (const auto& n : out_) {
@@ -63,16 +63,15 @@ class Einsum : public Primitive {
     for (const auto& s : cat(B, M)) cdims.push_back({s, x.dim(s)});
     for (const auto& s : N) cdims.push_back({s, y.dim(s)});
     Shape cshape(cdims);
-    cpu::GemmShape gs;
-    gs.m = m; gs.n = n; gs.k = k; gs.trans_a = ta; gs.trans_b = tb;
+    kernels::GemmDims gs;
+    gs.batch = nb; gs.m = m; gs.n = n; gs.k = k; gs.trans_a = ta; gs.trans_b = tb;
     if (x.dtype() == DType::bf16 && k > 0 && !widen_) {
       // bf16 output straight from the f32 accumulators (one rounding, as the
       // f32 product followed by a cast): no f32 intermediate, no cast pass.
       Array cb = make_output(cshape, DType::bf16, {x, y});
       auto t0 = std::chrono::steady_clock::now();
       if (nb * m * n > 0)
-        cpu::gemm_batched_bf16_out_bf16(gs, nb, m * k, k * n, m * n, 1.0f, a.data<bfloat16>(), b.data<bfloat16>(),
-                                        0.0f, cb.data<bfloat16>());
+        kernels::cpu::gemm(gs, DType::bf16, DType::bf16, a.data<bfloat16>(), b.data<bfloat16>(), cb.data<bfloat16>());
       if (op_profile_enabled())
         op_profile_add("  gemm bf16 b" + std::to_string(nb) + " m" + std::to_string(m) + " n" + std::to_string(n) +
                            " k" + std::to_string(k) + (ta ? " tA" : "") + (tb ? " tB" : ""),
@@ -82,13 +81,11 @@ class Einsum : public Primitive {
     Array c = make_output(cshape, DType::f32, {x, y}, /*zero=*/k == 0);
     if (nb * m * n > 0 && k > 0) {
       if (x.dtype() == DType::bf16) {
-        cpu::gemm_batched_bf16(gs, nb, m * k, k * n, m * n, 1.0f, a.data<bfloat16>(), b.data<bfloat16>(), 0.0f,
-                               c.data<float>());
+        kernels::cpu::gemm(gs, DType::bf16, DType::f32, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
       } else {
         Array af = cast(a, DType::f32), bf = cast(b, DType::f32);
         auto t0 = std::chrono::steady_clock::now();
-        cpu::gemm_batched_f32(gs, nb, m * k, k * n, m * n, 1.0f, af.data<float>(), bf.data<float>(), 0.0f,
-                              c.data<float>());
+        kernels::cpu::gemm(gs, DType::f32, DType::f32, af.data<float>(), bf.data<float>(), c.data<float>());
         if (op_profile_enabled())
           op_profile_add("  gemm f32 b" + std::to_string(nb) + " m" + std::to_string(m) + " n" + std::to_string(n) +
                              " k" + std::to_string(k) + (ta ? " tA" : "") + (tb ? " tB" : ""),

@@ -16,7 +16,7 @@
 // einsum is not supported.
 // Lowering: each operand is transposed (only when needed) to
 // [batch..., free..., contracted...] and the product runs as one
-// backend/cpu gemm_batched call.
+// kernels::cpu::gemm call (backend/kernels.h).
 // Errors: "[einsum] output dim 'vocab' is in neither operand",
 // "[einsum] dim 'embed' has size 512 in x[...] but 256 in y[...]",
 // "[einsum] spec lists 'mlp' for y but y is float32[embed=4, hidden=3]".

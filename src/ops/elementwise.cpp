@@ -3,9 +3,7 @@
 #include <cmath>
 #include <optional>
 
-#include "backend/cpu/binary.h"
-#include "backend/cpu/convert.h"
-#include "backend/cpu/unary.h"
+#include "backend/kernels.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/primitive.h"
@@ -15,7 +13,7 @@ using namespace detail;
 
 namespace {
 
-enum class U { Neg, Abs, Sign, Square, Exp, Log, Tanh, Sqrt, Rsqrt, Sigmoid, Relu, Gelu, GeluGrad, Not };
+using U = kernels::UnaryKind;
 
 const char* uname(U op) {
   static const char* n[] = {"neg", "abs", "sign", "square", "exp", "log", "tanh", "sqrt", "rsqrt",
@@ -23,77 +21,9 @@ const char* uname(U op) {
   return n[int(op)];
 }
 
-template <typename C>
-inline C unary_eval(U op, C x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    switch (op) {
-      case U::Neg: return -x;
-      case U::Abs: return std::fabs(x);
-      case U::Sign: return C((x > 0) - (x < 0));
-      case U::Square: return x * x;
-      case U::Log: return std::log(x);
-      case U::Sqrt: return std::sqrt(x);
-      case U::Rsqrt: return C(1) / std::sqrt(x);
-      case U::Relu: return x > 0 ? x : C(0);
-      case U::Not: return x == 0;
-      // exp, tanh, sigmoid, gelu: the backend kernels (unary_float_kernel).
-      default: return x;
-    }
-  } else {
-    switch (op) {
-      case U::Neg: return C(-x);
-      case U::Abs: return x < 0 ? C(-x) : x;
-      case U::Sign: return C((x > 0) - (x < 0));
-      case U::Square: return C(x * x);
-      case U::Relu: return x > 0 ? x : C(0);
-      case U::Not: return C(x == 0);
-      default: return x;
-    }
-  }
-  return x;
-}
-
-// exp / tanh / sigmoid / gelu of float dtypes run on the backend's SIMD
-// kernels, one formula per function, bitwise the same on every CPU target;
-// 16-bit floats are widened to f32 and rounded once, as elsewhere.
-bool kernel_of(U op, cpu::UnaryKernel& k) {
-  switch (op) {
-    case U::Exp: k = cpu::UnaryKernel::Exp; return true;
-    case U::Tanh: k = cpu::UnaryKernel::Tanh; return true;
-    case U::Sigmoid: k = cpu::UnaryKernel::Sigmoid; return true;
-    case U::Gelu: k = cpu::UnaryKernel::Gelu; return true;
-    case U::GeluGrad: k = cpu::UnaryKernel::GeluGrad; return true;
-    default: return false;
-  }
-}
-
 Array unary_forward(U op, const Array& x) {
   Array out = make_output(x.shape(), x.dtype(), {x});
-  const int64_t n = x.local_size();
-  cpu::UnaryKernel k;
-  if (is_floating(x.dtype()) && kernel_of(op, k)) {
-    if (x.dtype() == DType::f32) {
-      cpu::unary_f32(k, x.data<float>(), out.data<float>(), n);
-      return out;
-    }
-    std::vector<float> buf(static_cast<size_t>(n));
-    dispatch_dtype(x.dtype(), [&](auto t) {
-      using T = decltype(t);
-      const T* a = static_cast<const T*>(x.raw_data());
-      for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = float(ld(a[i]));
-      cpu::unary_f32(k, buf.data(), buf.data(), n);
-      T* o = static_cast<T*>(out.raw_data());
-      for (int64_t i = 0; i < n; ++i) o[i] = st<T>(buf[size_t(i)]);
-    });
-    return out;
-  }
-  dispatch_dtype(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* a = static_cast<const T*>(x.raw_data());
-    T* o = static_cast<T*>(out.raw_data());
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) o[i] = st<T>(unary_eval<compute_t<T>>(op, ld(a[i])));
-  });
+  kernels::cpu::unary(op, x.dtype(), x.raw_data(), out.raw_data(), x.local_size());
   return out;
 }
 
@@ -105,7 +35,7 @@ class Unary : public Primitive {
   bool saves_outputs() const override {
     return op_ == U::Exp || op_ == U::Tanh || op_ == U::Sqrt || op_ == U::Rsqrt || op_ == U::Sigmoid;
   }
-  std::vector<Array> forward(const std::vector<Array>& in) override { return {unary_forward(op_, in[0])}; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {unary_forward(op_, in[0])}; }
   std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
     static const UnaryOp public_op[] = {UnaryOp::Neg,  UnaryOp::Abs,     UnaryOp::Sign, UnaryOp::Square,
                                         UnaryOp::Exp,  UnaryOp::Log,     UnaryOp::Tanh, UnaryOp::Sqrt,
@@ -148,7 +78,7 @@ Array unary(U op, const Array& x, bool float_only) {
   return apply1(std::make_shared<Unary>(op), {x});
 }
 
-enum class B { Add, Sub, Mul, Div, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+using B = kernels::BinaryKind;
 const char* bname(B op) {
   static const char* n[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
                             "logical_and", "logical_or"};
@@ -156,82 +86,13 @@ const char* bname(B op) {
 }
 bool is_cmp(B op) { return op >= B::Eq; }
 
-template <typename C>
-inline C arith(B op, C a, C b) {
-  switch (op) {
-    case B::Add: return C(a + b);
-    case B::Sub: return C(a - b);
-    case B::Mul: return C(a * b);
-    case B::Div:
-      if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : C(a / b);
-      else return a / b;
-    case B::Max: return a > b || a != a ? a : b;  // NaN-propagating
-    case B::Min: return a < b || a != a ? a : b;
-    default: return a;
-  }
-}
-template <typename C>
-inline uint8_t compare(B op, C a, C b) {
-  switch (op) {
-    case B::Eq: return a == b;
-    case B::Ne: return a != b;
-    case B::Lt: return a < b;
-    case B::Le: return a <= b;
-    case B::Gt: return a > b;
-    case B::Ge: return a >= b;
-    case B::And: return (a != 0) && (b != 0);
-    case B::Or: return (a != 0) || (b != 0);
-    default: return 0;
-  }
-}
-
 Array binary_forward(B op, const Array& a, const Array& b, const Shape& out_shape) {
-  DType odt = is_cmp(op) ? DType::boolean : a.dtype();
-  Array out = make_output(out_shape, odt, {a, b});
-  // Same-shape add / sub / mul of f32 or bf16 (residual adds, gradient
-  // accumulation): one vectorised pass.
-  if ((op == B::Add || op == B::Sub || op == B::Mul) && a.shape() == out_shape && b.shape() == out_shape &&
-      (odt == DType::f32 || odt == DType::bf16)) {
-    const cpu::BinaryKernel code =
-        op == B::Add ? cpu::BinaryKernel::Add : op == B::Sub ? cpu::BinaryKernel::Sub : cpu::BinaryKernel::Mul;
-    if (odt == DType::f32) cpu::binary_f32(code, a.data<float>(), b.data<float>(), out.data<float>(), out.local_size());
-    else cpu::binary_bf16(code, a.data<bfloat16>(), b.data<bfloat16>(), out.data<bfloat16>(), out.local_size());
+  Array out = make_output(out_shape, is_cmp(op) ? DType::boolean : a.dtype(), {a, b});
+  if (a.shape() == out_shape && b.shape() == out_shape &&
+      kernels::cpu::binary_dense(op, a.dtype(), out.local_size(), a.raw_data(), b.raw_data(), out.raw_data()))
     return out;
-  }
-  std::array<std::vector<int64_t>, 2> strides = {strides_over(a.shape(), out_shape), strides_over(b.shape(), out_shape)};
-  dispatch_dtype(a.dtype(), [&](auto t) {
-    using T = decltype(t);
-    using C = compute_t<T>;
-    const T* pa = static_cast<const T*>(a.raw_data());
-    const T* pb = static_cast<const T*>(b.raw_data());
-    if (is_cmp(op)) {
-      uint8_t* po = static_cast<uint8_t*>(out.raw_data());
-      strided_loop<2>(out_shape.sizes(), strides, [&](int64_t o, std::array<int64_t, 2> in, int64_t len,
-                                                       std::array<int64_t, 2> s) {
-        for (int64_t j = 0; j < len; ++j) po[o + j] = compare<C>(op, ld(pa[in[0] + j * s[0]]), ld(pb[in[1] + j * s[1]]));
-      });
-      return;
-    }
-    T* po = static_cast<T*>(out.raw_data());
-    strided_loop<2>(out_shape.sizes(), strides, [&](int64_t o, std::array<int64_t, 2> in, int64_t len,
-                                                     std::array<int64_t, 2> s) {
-      const T* x = pa + in[0];
-      const T* y = pb + in[1];
-      T* z = po + o;
-      // Unit / zero strides get their own loops so the compiler vectorises them.
-      if (s[0] == 1 && s[1] == 1) {
-        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, ld(x[j]), ld(y[j])));
-      } else if (s[0] == 1 && s[1] == 0) {
-        C yv = ld(y[0]);
-        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, ld(x[j]), yv));
-      } else if (s[0] == 0 && s[1] == 1) {
-        C xv = ld(x[0]);
-        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, xv, ld(y[j])));
-      } else {
-        for (int64_t j = 0; j < len; ++j) z[j] = st<T>(arith<C>(op, ld(x[j * s[0]]), ld(y[j * s[1]])));
-      }
-    });
-  });
+  kernels::Strided<2> s{out_shape.sizes(), {strides_over(a.shape(), out_shape), strides_over(b.shape(), out_shape)}};
+  kernels::cpu::binary(op, a.dtype(), s, a.raw_data(), b.raw_data(), out.raw_data());
   return out;
 }
 
@@ -245,7 +106,7 @@ class Binary : public Primitive {
     return {scalar_ ? l.binary_scalar(op, in[0], *scalar_) : l.binary(op, in[0], in[1])};
   }
   bool saves_inputs() const override { return op_ != B::Add && op_ != B::Sub; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     a_shape_ = in[0].shape();
     b_shape_ = in[1].shape();
     return {binary_forward(op_, in[0], in[1], out_)};
@@ -309,25 +170,15 @@ class Where : public Primitive {
   std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
     return {l.where(in[0], in[1], in[2])};
   }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &c = in[0], &x = in[1], &y = in[2];
     x_shape_ = x.shape();
     y_shape_ = y.shape();
     Array out = make_output(out_, x.dtype(), {x, y});
-    std::array<std::vector<int64_t>, 3> strides = {strides_over(c.shape(), out_), strides_over(x.shape(), out_),
-                                                   strides_over(y.shape(), out_)};
-    const uint8_t* pc = static_cast<const uint8_t*>(c.raw_data());
-    dispatch_dtype(x.dtype(), [&](auto t) {
-      using T = decltype(t);
-      const T* px = static_cast<const T*>(x.raw_data());
-      const T* py = static_cast<const T*>(y.raw_data());
-      T* po = static_cast<T*>(out.raw_data());
-      strided_loop<3>(out_.sizes(), strides, [&](int64_t o, std::array<int64_t, 3> in, int64_t len,
-                                                  std::array<int64_t, 3> s) {
-        for (int64_t j = 0; j < len; ++j)
-          po[o + j] = pc[in[0] + j * s[0]] ? px[in[1] + j * s[1]] : py[in[2] + j * s[2]];
-      });
-    });
+    kernels::Strided<3> s{out_.sizes(),
+                          {strides_over(c.shape(), out_), strides_over(x.shape(), out_), strides_over(y.shape(), out_)}};
+    kernels::cpu::where(x.dtype(), s, static_cast<const uint8_t*>(c.raw_data()), x.raw_data(), y.raw_data(),
+                        out.raw_data());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -350,35 +201,12 @@ class Cast : public Primitive {
     return {l.cast(in[0], to_)};
   }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array& x = in[0];
     from_ = x.dtype();
     if (from_ == to_) return {x};
     Array out = make_output(x.shape(), to_, {x});
-    const int64_t n = x.local_size();
-    // The activation-dtype casts of every kernel, each step: vectorised.
-    if (from_ == DType::f32 && to_ == DType::bf16) {
-      cpu::convert_f32_to_bf16(x.data<float>(), out.data<bfloat16>(), n);
-      return {out};
-    }
-    if (from_ == DType::bf16 && to_ == DType::f32) {
-      cpu::convert_bf16_to_f32(x.data<bfloat16>(), out.data<float>(), n);
-      return {out};
-    }
-    dispatch_dtype(from_, [&](auto s) {
-      using S = decltype(s);
-      dispatch_dtype(to_, [&](auto d) {
-        using D = decltype(d);
-        const S* a = static_cast<const S*>(x.raw_data());
-        D* o = static_cast<D*>(out.raw_data());
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-        for (int64_t i = 0; i < n; ++i) {
-          if constexpr (std::is_same_v<D, uint8_t>) o[i] = ld(a[i]) != 0;
-          else if constexpr (std::is_same_v<D, bfloat16> || std::is_same_v<D, float16>) o[i] = D(float(ld(a[i])));
-          else o[i] = D(ld(a[i]));
-        }
-      });
-    });
+    kernels::cpu::cast(from_, to_, x.raw_data(), out.raw_data(), x.local_size());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -453,30 +281,23 @@ Array clip(const Array& x, double lo, double hi) {
 }
 
 namespace {
-template <typename Pred>
-Array float_mask_local(const char* op, const Array& x, Pred pred) {
+Array float_mask_local(const char* op, kernels::FloatTest test, const Array& x) {
   check_floating(op, x);
+  require_cpu(op, {x});
   Array out = make_output(x.shape(), DType::boolean, {x});
-  uint8_t* o = out.data<uint8_t>();
-  const int64_t n = x.local_size();
-  dispatch_dtype(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* a = static_cast<const T*>(x.raw_data());
-    for (int64_t i = 0; i < n; ++i) o[i] = pred(float(ld(a[i])));
-  });
+  kernels::cpu::float_test(test, x.dtype(), x.raw_data(), out.data<uint8_t>(), x.local_size());
   return out;
 }
-// Not differentiable: a composite whose expansion is the host loop.
-template <typename Pred>
-Array float_mask(UnaryOp op, const Array& x, Pred pred) {
+// Not differentiable: a composite whose expansion is the kernel.
+Array float_mask(UnaryOp op, kernels::FloatTest test, const Array& x) {
   return composite1(
-      op_name(op), {x}, [&](const std::vector<Array>& in) { return float_mask_local(op_name(op), in[0], pred); },
+      op_name(op), {x}, [&](const std::vector<Array>& in) { return float_mask_local(op_name(op), test, in[0]); },
       [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.unary(op, in[0]); });
 }
 }  // namespace
 
-Array isnan(const Array& x) { return float_mask(UnaryOp::IsNan, x, [](float v) { return v != v; }); }
-Array isfinite(const Array& x) { return float_mask(UnaryOp::IsFinite, x, [](float v) { return std::isfinite(v); }); }
+Array isnan(const Array& x) { return float_mask(UnaryOp::IsNan, kernels::FloatTest::IsNan, x); }
+Array isfinite(const Array& x) { return float_mask(UnaryOp::IsFinite, kernels::FloatTest::IsFinite, x); }
 
 Array cast(const Array& x, DType dtype) {
   if (x.dtype() == dtype) return x;

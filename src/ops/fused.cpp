@@ -3,9 +3,7 @@
 #include <atomic>
 #include <cmath>
 
-#include "backend/cpu/cross_entropy.h"
-#include "backend/cpu/gated_gelu.h"
-#include "backend/cpu/rms_norm.h"
+#include "backend/kernels.h"
 #include "ops/autodiff.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
@@ -41,16 +39,13 @@ class RmsNorm : public Primitive {
  public:
   explicit RmsNorm(float eps) : eps_(eps) {}
   const char* name() const override { return "rms_norm"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &x = in[0], &s = in[1];
     const int64_t e = s.size(), rows = e ? x.size() / e : 0;
     Array y = make_output(x.shape(), x.dtype(), {x});
     rstd_ = Array(Shape{{"rows", rows}}, DType::f32, {}, {}, false);
-    if (x.dtype() == DType::bf16)
-      cpu::rms_norm_forward_bf16(rows, e, x.data<bfloat16>(), s.data<float>(), eps_, y.data<bfloat16>(),
-                                 rstd_.data<float>());
-    else
-      cpu::rms_norm_forward(rows, e, x.data<float>(), s.data<float>(), eps_, y.data<float>(), rstd_.data<float>());
+    kernels::cpu::rms_norm_forward(x.dtype(), rows, e, x.raw_data(), s.data<float>(), eps_, y.raw_data(),
+                                   rstd_.data<float>());
     return {y};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -59,12 +54,8 @@ class RmsNorm : public Primitive {
     const int64_t e = s.size(), rows = e ? x.size() / e : 0;
     Array dx = make_output(x.shape(), x.dtype(), {x});
     Array ds = make_output(s.shape(), DType::f32, {s});
-    if (x.dtype() == DType::bf16)
-      cpu::rms_norm_backward_bf16(rows, e, x.data<bfloat16>(), s.data<float>(), rstd_.data<float>(),
-                                  cot[0].data<bfloat16>(), eps_, dx.data<bfloat16>(), ds.data<float>());
-    else
-      cpu::rms_norm_backward(rows, e, x.data<float>(), s.data<float>(), rstd_.data<float>(), cot[0].data<float>(),
-                             eps_, dx.data<float>(), ds.data<float>());
+    kernels::cpu::rms_norm_backward(x.dtype(), rows, e, x.raw_data(), s.data<float>(), rstd_.data<float>(),
+                                    cot[0].raw_data(), eps_, dx.raw_data(), ds.data<float>());
     return {dx, ds};
   }
 
@@ -76,16 +67,16 @@ class RmsNorm : public Primitive {
 // f32 logits [rows, V] and int32 targets [rows] -> loss, z_loss [rows].
 class XEnt : public Primitive {
  public:
-  explicit XEnt(cpu::CrossEntropyOptions o) : o_(o) {}
+  XEnt(float z_loss, float label_smoothing) : z_loss_(z_loss), label_smoothing_(label_smoothing) {}
   const char* name() const override { return "softmax_cross_entropy"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &l = in[0], &t = in[1];
     const Shape& ts = t.shape();
     const int64_t rows = ts.numel(), vocab = l.shape()[l.rank() - 1].size;
     Array loss = make_output(ts, DType::f32, {l}), z = make_output(ts, DType::f32, {l});
     lse_ = Array(ts, DType::f32, {}, {}, false);
-    cpu::cross_entropy_forward(rows, vocab, l.data<float>(), t.data<int32_t>(), o_, loss.data<float>(),
-                               z.data<float>(), lse_.data<float>());
+    kernels::cpu::cross_entropy_forward(rows, vocab, l.data<float>(), t.data<int32_t>(), z_loss_, label_smoothing_,
+                                        loss.data<float>(), z.data<float>(), lse_.data<float>());
     return {loss, z};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -94,13 +85,13 @@ class XEnt : public Primitive {
     const Array &l = in[0], &t = in[1];
     const int64_t rows = t.size(), vocab = l.shape()[l.rank() - 1].size;
     Array dl = make_output(l.shape(), DType::f32, {l});
-    cpu::cross_entropy_backward(rows, vocab, l.data<float>(), t.data<int32_t>(), lse_.data<float>(),
-                                cot[0].data<float>(), o_, dl.data<float>());
+    kernels::cpu::cross_entropy_backward(rows, vocab, l.data<float>(), t.data<int32_t>(), lse_.data<float>(),
+                                         cot[0].data<float>(), z_loss_, label_smoothing_, dl.data<float>());
     return {dl, Array()};
   }
 
  private:
-  cpu::CrossEntropyOptions o_;
+  float z_loss_, label_smoothing_;
   Array lse_;
 };
 
@@ -108,26 +99,18 @@ class GatedGelu : public Primitive {
  public:
   const char* name() const override { return "gated_gelu"; }
   // f32 or bf16 operands (both the same dtype); bf16 in and out without cast passes.
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const DType dt = in[0].dtype();
     Array out = make_output(in[0].shape(), dt, {in[0]});
-    if (dt == DType::bf16)
-      cpu::gated_gelu_forward_bf16(in[0].size(), in[0].data<bfloat16>(), in[1].data<bfloat16>(),
-                                   out.data<bfloat16>());
-    else
-      cpu::gated_gelu_forward(in[0].size(), in[0].data<float>(), in[1].data<float>(), out.data<float>());
+    kernels::cpu::gated_gelu_forward(dt, in[0].size(), in[0].raw_data(), in[1].raw_data(), out.raw_data());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
     const DType dt = in[0].dtype();
     Array d0 = make_output(in[0].shape(), dt, {in[0]}), d1 = make_output(in[0].shape(), dt, {in[0]});
-    if (dt == DType::bf16)
-      cpu::gated_gelu_backward_bf16(in[0].size(), in[0].data<bfloat16>(), in[1].data<bfloat16>(),
-                                    cot[0].data<bfloat16>(), d0.data<bfloat16>(), d1.data<bfloat16>());
-    else
-      cpu::gated_gelu_backward(in[0].size(), in[0].data<float>(), in[1].data<float>(), cot[0].data<float>(),
-                               d0.data<float>(), d1.data<float>());
+    kernels::cpu::gated_gelu_backward(dt, in[0].size(), in[0].raw_data(), in[1].raw_data(), cot[0].raw_data(),
+                                      d0.raw_data(), d1.raw_data());
     return {d0, d1};
   }
 };
@@ -205,10 +188,7 @@ CrossEntropy cross_entropy_local(const Array& logits, const Array& targets, doub
       throw_invalid(op, "target " + std::to_string(tv[i]) + " at flat position " + std::to_string(i) +
                             " outside [0, " + std::to_string(V) + ") of dim '" + vocab + "'");
   Array l = cast(transpose(logits, with_last(logits, vocab)), DType::f32);
-  cpu::CrossEntropyOptions o;
-  o.z_loss = float(z_loss);
-  o.label_smoothing = float(label_smoothing);
-  auto r = t5x::apply(std::make_shared<XEnt>(o), {l, t});
+  auto r = t5x::apply(std::make_shared<XEnt>(float(z_loss), float(label_smoothing)), {l, t});
   return {r[0], stop_gradient(r[1])};
 }
 }  // namespace

@@ -1,4 +1,4 @@
-// Fused ops of the T5 stack. Each runs a backend/cpu kernel (f32; 16-bit
+// Fused ops of the T5 stack. Each runs a fused CPU kernel (backend/kernels.h; f32; 16-bit
 // inputs are cast to f32 around it) and keeps a plain-op decomposition,
 // `*_reference`, that is its test oracle and fallback. Fused and reference
 // versions agree to f32 rounding (tests/ops/fused_test.cpp).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backend/kernels.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/einsum.h"
@@ -22,9 +23,7 @@ std::vector<int64_t> index_values(const char* op, const Array& idx) {
 }
 
 // [pre, n, post] view of x around dim a.
-struct Split3 {
-  int64_t pre = 1, n = 1, post = 1;
-};
+using kernels::Split3;
 Split3 split3(const Shape& s, int a) {
   Split3 r;
   for (int d = 0; d < s.rank(); ++d) (d < a ? r.pre : d > a ? r.post : r.n) *= s[d].size;
@@ -38,21 +37,14 @@ class Take : public Primitive {
   std::vector<Array> lower(const ShardedLowering& l, const std::vector<Array>& in) const override {
     return {l.take(in[0], in[1], in[0].names()[size_t(axis_)])};
   }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array &x = in[0], &idx = in[1];
     x_shape_ = x.shape();
     Split3 s = split3(x.shape(), axis_);
     std::vector<int64_t> ids = idx.to_ints();
     const int64_t ni = int64_t(ids.size());
     Array out = make_output(out_, x.dtype(), {x});
-    const size_t es = dtype_size(x.dtype());
-    const char* src = static_cast<const char*>(x.raw_data());
-    char* dst = static_cast<char*>(out.raw_data());
-    const size_t row = size_t(s.post) * es;
-#pragma omp parallel for collapse(2) schedule(static) if (out.size() > kParallelThreshold)
-    for (int64_t p = 0; p < s.pre; ++p)
-      for (int64_t i = 0; i < ni; ++i)
-        std::memcpy(dst + size_t(p * ni + i) * row, src + size_t(p * s.n + ids[size_t(i)]) * row, row);
+    kernels::cpu::take(dtype_size(x.dtype()), s, ids.data(), ni, x.raw_data(), out.raw_data());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -62,28 +54,8 @@ class Take : public Primitive {
     std::vector<int64_t> ids = in[1].to_ints();
     const int64_t ni = int64_t(ids.size());
     Array g = cast(cot[0], DType::f32);
-    // The embedding gradient ([vocab, embed] for a few hundred tokens) is
-    // mostly zeros: fill and scatter on every thread.
     Array gx(x_shape_, DType::f32, {}, {}, /*zero=*/false);
-    const float* pg = g.data<float>();
-    float* px = gx.data<float>();
-    const int64_t total = gx.size();
-#pragma omp parallel for schedule(static) if (total > kParallelThreshold)
-    for (int64_t c = 0; c < total; c += 1 << 16)
-      std::memset(px + c, 0, size_t(std::min<int64_t>(1 << 16, total - c)) * sizeof(float));
-    // Parallel over pre and 64-wide column blocks; ids are walked in order, so
-    // repeats add up deterministically (the same sums on any thread count).
-    const int64_t blk = 64, nblk = (s.post + blk - 1) / blk;
-#pragma omp parallel for collapse(2) schedule(static) if (g.size() > kParallelThreshold)
-    for (int64_t p = 0; p < s.pre; ++p)
-      for (int64_t b = 0; b < nblk; ++b) {
-        const int64_t q0 = b * blk, q1 = std::min(s.post, q0 + blk);
-        for (int64_t i = 0; i < ni; ++i) {
-          float* d = px + (p * s.n + ids[size_t(i)]) * s.post;
-          const float* a = pg + (p * ni + i) * s.post;
-          for (int64_t q = q0; q < q1; ++q) d[q] += a[q];
-        }
-      }
+    kernels::cpu::take_grad_f32(s, ids.data(), ni, g.data<float>(), gx.data<float>());
     return {cast(gx, in[0].dtype()), Array()};
   }
 
@@ -102,7 +74,7 @@ class TopK : public Primitive {
   }
   bool saves_inputs() const override { return false; }
   bool saves_outputs() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array& x0 = in[0];
     x_shape_ = x0.shape();
     std::vector<std::string> order = x0.names();
@@ -116,20 +88,7 @@ class TopK : public Primitive {
     Array vals = make_output(os, x.dtype(), {x}), idx = make_output(os, DType::i32, {x});
     std::vector<float> xv = x.to_floats();
     std::vector<float> outv(static_cast<size_t>(os.numel()));
-    int32_t* pi = idx.data<int32_t>();
-#pragma omp parallel for schedule(static) if (x.size() > kParallelThreshold)
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<int32_t> perm(static_cast<size_t>(n));
-      std::iota(perm.begin(), perm.end(), 0);
-      const float* row = xv.data() + r * n;
-      std::partial_sort(perm.begin(), perm.begin() + k_, perm.end(), [&](int32_t a, int32_t b) {
-        return row[a] > row[b] || (row[a] == row[b] && a < b);
-      });
-      for (int64_t j = 0; j < k_; ++j) {
-        pi[r * k_ + j] = perm[size_t(j)];
-        outv[size_t(r * k_ + j)] = row[perm[size_t(j)]];
-      }
-    }
+    kernels::cpu::top_k_rows(xv.data(), rows, n, k_, outv.data(), idx.data<int32_t>());
     Array v32 = Array::from_floats(os, outv, x.dtype());
     std::vector<std::string> back;
     for (const Dim& d : x0.shape().dims()) back.push_back(d.name);
@@ -168,24 +127,17 @@ Array one_hot_local(const Array& indices, int64_t depth, const std::string& name
   if (!is_integer(indices.dtype())) throw_invalid("one_hot", "indices must be int32/int64, got " + describe(indices));
   if (indices.has_dim(name)) throw_invalid("one_hot", "new dim '" + name + "' already in indices " + describe(indices));
   if (depth < 0) throw_invalid("one_hot", "negative depth " + std::to_string(depth));
+  require_cpu("one_hot", {indices});
   std::vector<Dim> dims = indices.shape().dims();
   dims.push_back({name, depth});
   Array out = make_output(Shape(dims), dtype, {indices}, true);
   std::vector<int64_t> ids = indices.to_ints();
-  dispatch_dtype(dtype, [&](auto t) {
-    using T = decltype(t);
-    T* p = static_cast<T*>(out.raw_data());
-    T one;
-    if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) one = T(1.0f);
-    else one = T(1);
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= 0 && ids[i] < depth) p[int64_t(i) * depth + ids[i]] = one;
-  });
+  kernels::cpu::one_hot(dtype, ids.data(), int64_t(ids.size()), depth, out.raw_data());
   return out;
 }
 }  // namespace
 
-// Not differentiable: a composite whose expansion is the host loop.
+// Not differentiable: a composite whose expansion is the kernel.
 Array one_hot(const Array& indices, int64_t depth, const std::string& name, DType dtype) {
   return composite1(
       "one_hot", {indices}, [&](const std::vector<Array>& in) { return one_hot_local(in[0], depth, name, dtype); },

@@ -3,12 +3,12 @@
 //
 // Every public op runs through apply() (ops/primitive.h). When a lowering is
 // installed and some valid input of the primitive is split over the mesh
-// (!is_fully_local()), apply() does not run the primitive's local forward();
+// (!is_fully_local()), apply() does not run the primitive's local eval_cpu();
 // it returns p->lower(lowering, inputs), and each primitive's lower() calls
 // the one method below that matches it, with the primitive's own typed
 // attributes (a cumsum's dim, exclusive and reverse; an attention's options).
 // The lowering computes on the local shards with the plain ops (whose inputs
-// are then fully local, so apply() runs their forward(): no recursion) plus
+// are then fully local, so apply() runs their eval_cpu(): no recursion) plus
 // collectives, and those ops record themselves on the autodiff tape.
 //
 // Layering: src/spmd depends on src/ops, not the reverse, so the op layer

@@ -1,5 +1,5 @@
-// Primitive: one op's forward computation, its vjp and its sharded rule, side
-// by side (MLX's primitives, Mesh-TensorFlow's Operation.lower).
+// Primitive: one op's forward computation per device, its vjp and its sharded
+// rule, side by side (MLX's primitives, Mesh-TensorFlow's Operation.lower).
 //
 // Every public op (ops/*.h) is a free function that validates its arguments
 // on the global shapes, broadcasts by name and decides the output shape, then
@@ -12,14 +12,22 @@
 //   - a split input and no lowering: throws "[op] sharded inputs not
 //     supported yet (got ... split over the mesh); reshard to replicated
 //     first";
-//   - otherwise runs forward() eagerly on the local buffers and, when an
-//     autodiff tape is recording (ops/autodiff.h) and some input is tracked,
-//     records the primitive so that vjp() can run during the backward pass.
+//   - otherwise runs the forward computation of the inputs' device eagerly on
+//     the local buffers (eval_cpu() or eval_cuda(); inputs on different
+//     devices throw "[op] inputs on different devices: cpu:0 and cuda:0 ...";
+//     an op without valid inputs runs on the CPU) and, when an autodiff tape
+//     is recording (ops/autodiff.h) and some input is tracked, records the
+//     primitive so that vjp() can run during the backward pass.
+// apply() is the only caller of eval_cpu()/eval_cuda(): it is the one place
+// that picks the device. The eval methods reach kernels through the
+// backend-neutral header backend/kernels.h (docs/architecture.md), never
+// through a per-device backend header.
 // Primitives with accepts_split_inputs() (to_local, checkpoint blocks) skip
 // the first two cases. Composite ops (is_composite(), see Composite below)
-// run forward() op by op instead, with recording on.
+// run their forward computation op by op instead, with recording on, on
+// whichever device their parts run.
 // A primitive instance belongs to one call: it may keep metadata (shapes,
-// dims) from forward() for vjp().
+// dims) from its eval for vjp().
 #pragma once
 #include <functional>
 #include <memory>
@@ -36,8 +44,12 @@ class Primitive {
  public:
   virtual ~Primitive() = default;
   virtual const char* name() const = 0;
-  // Computes the outputs from the inputs (all already validated).
-  virtual std::vector<Array> forward(const std::vector<Array>& inputs) = 0;
+  // Computes the outputs from the inputs (all already validated), on the
+  // device that holds them: the CPU kernels, the CUDA kernels. The default
+  // eval_cuda() throws std::invalid_argument("[name] has no CUDA kernel in
+  // this build (inputs on cuda:0)...").
+  virtual std::vector<Array> eval_cpu(const std::vector<Array>& inputs) = 0;
+  virtual std::vector<Array> eval_cuda(const std::vector<Array>& inputs);
   // Input cotangents from output cotangents. `inputs` / `outputs` hold the
   // forward values when saves_inputs() / saves_outputs(), else null Arrays.
   // `cotangents` has one entry per output: same shape and dtype as that output
@@ -50,7 +62,7 @@ class Primitive {
   // input is not differentiable.
   virtual std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>& outputs,
                                  const std::vector<Array>& cotangents, const std::vector<bool>& needs_grad) = 0;
-  // The sharded rule: the same outputs as forward() would give on the global
+  // The sharded rule: the same outputs as eval_cpu() would give on the global
   // arrays, for inputs of which some are split, computed by the one method of
   // `lowering` that matches this op, called with this primitive's attributes.
   // The default throws "[name] no sharded lowering for op 'name'; reshard its
@@ -61,10 +73,10 @@ class Primitive {
   // True when vjp() takes float32 cotangents for bfloat16 outputs as they are
   // (casts, reshapes, transposes); other primitives get them rounded first.
   virtual bool accepts_wide_cotangents() const { return false; }
-  // True when forward() itself takes split (global) arrays: apply() neither
+  // True when eval_cpu() itself takes split (global) arrays: apply() neither
   // lowers nor refuses them (spmd's to_local, checkpoint blocks).
   virtual bool accepts_split_inputs() const { return false; }
-  // True for a composite op: forward() is written with other public ops (or
+  // True for a composite op: eval_cpu() is written with other public ops (or
   // computes a non-differentiable result, such as argmax), and those ops
   // record themselves; apply() runs it with recording on and records nothing
   // for the composite, whose vjp() is never called.
@@ -85,7 +97,9 @@ class Composite final : public Primitive {
       : name_(name), expand_(std::move(expand)), lower_(std::move(lower)) {}
   const char* name() const override { return name_; }
   bool is_composite() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& inputs) override { return expand_(inputs); }
+  // The parts pick their own device (apply() on each), so both devices expand.
+  std::vector<Array> eval_cpu(const std::vector<Array>& inputs) override { return expand_(inputs); }
+  std::vector<Array> eval_cuda(const std::vector<Array>& inputs) override { return expand_(inputs); }
   std::vector<Array> lower(const ShardedLowering& lowering, const std::vector<Array>& inputs) const override {
     return lower_(lowering, inputs);
   }

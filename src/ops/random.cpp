@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "backend/kernels.h"
 #include "ops/detail.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -18,14 +19,7 @@ namespace {
 std::vector<float> uniform_f32(const PRNGKey& key, int64_t n, float lo, float hi) {
   std::vector<uint32_t> bits = random_bits(key, n);
   std::vector<float> out(static_cast<size_t>(n));
-  const float range = hi - lo;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    float f = bits_to_unit_float(bits[size_t(i)]);
-    // Fused multiply-add, as XLA:CPU emits it: bit-exact with jax in every build type.
-    float v = std::fma(f, range, lo);
-    out[size_t(i)] = v < lo ? lo : v;
-  }
+  kernels::cpu::uniform_from_bits(bits.data(), n, lo, hi, out.data());
   return out;
 }
 
@@ -44,10 +38,7 @@ Array normal(const PRNGKey& key, const Shape& shape, DType dtype) {
   check_float("normal", dtype);
   const float lo = std::nextafter(-1.0f, 0.0f);
   std::vector<float> u = uniform_f32(key, shape.numel(), lo, 1.0f);
-  const float sqrt2 = float(std::sqrt(2.0));
-  const int64_t n = int64_t(u.size());
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) u[size_t(i)] = sqrt2 * erf_inv_f32(u[size_t(i)]);
+  kernels::cpu::normal_from_uniform(u.data(), int64_t(u.size()));
   return Array::from_floats(shape, u, dtype);
 }
 
@@ -60,9 +51,7 @@ Array truncated_normal(const PRNGKey& key, double lower, double upper, const Sha
   const float a = std::erf(lo / sqrt2), b = std::erf(hi / sqrt2);
   std::vector<float> u = uniform_f32(key, shape.numel(), a, b);
   const float clip_lo = std::nextafter(lo, INFINITY), clip_hi = std::nextafter(hi, -INFINITY);
-  const int64_t n = int64_t(u.size());
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) u[size_t(i)] = std::clamp(sqrt2 * erf_inv_f32(u[size_t(i)]), clip_lo, clip_hi);
+  kernels::cpu::truncated_normal_from_uniform(u.data(), int64_t(u.size()), clip_lo, clip_hi);
   return Array::from_floats(shape, u, dtype);
 }
 
@@ -80,7 +69,7 @@ Array categorical(const PRNGKey& key, const Array& logits, const std::string& di
   require_dim("categorical", logits, dim);
   // Gumbel noise -log(-log(u)), u uniform in [tiny, 1), over logits' shape.
   std::vector<float> u = uniform_f32(key, logits.size(), std::numeric_limits<float>::min(), 1.0f);
-  for (float& x : u) x = -std::log(-std::log(x));
+  kernels::cpu::gumbel_from_uniform(u.data(), int64_t(u.size()));
   Array g = Array::from_floats(logits.shape(), u, logits.dtype());
   return argmax(add(g, logits), dim);
 }

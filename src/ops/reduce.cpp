@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/vec_math.h"
+#include "backend/kernels.h"
 #include "ops/autodiff.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
@@ -16,7 +16,7 @@ using namespace detail;
 
 namespace {
 
-enum class R { Sum, Max, Min };
+using R = kernels::ReduceKind;
 
 struct Plan {
   Shape kept;           // output shape (kept dims in x order)
@@ -54,44 +54,12 @@ Array reduce_forward(R op, const Array& x0, const Plan& p) {
     for (int i = 0; i < p.kept.rank(); ++i)
       if (x0.shape()[nred + i].name != p.kept[i].name) leading = false;
   }
-  dispatch_dtype(x0.dtype(), [&](auto t) {
-    using T = decltype(t);
-    using C = compute_t<T>;
-    using Acc = std::conditional_t<std::is_floating_point_v<C>, double, C>;
-    T* o = static_cast<T*>(out.raw_data());
-    const Acc init = op == R::Sum ? Acc(0)
-                   : op == R::Max ? (std::is_floating_point_v<C> ? -std::numeric_limits<Acc>::infinity()
-                                                                 : std::numeric_limits<Acc>::lowest())
-                                  : (std::is_floating_point_v<C> ? std::numeric_limits<Acc>::infinity()
-                                                                 : std::numeric_limits<Acc>::max());
-    auto combine = [op](Acc a, Acc b) -> Acc {
-      if (op == R::Sum) return a + b;
-      if (a != a || b != b) return a != a ? a : b;  // NaN propagates
-      return op == R::Max ? (b > a ? b : a) : (b < a ? b : a);
-    };
-    if (leading && p.cols > 1 && p.rows > 1) {
-      const T* a = static_cast<const T*>(x0.raw_data());
-      const int64_t R_ = p.rows, K = p.cols;
-      std::vector<Acc> acc(size_t(R_), init);
-#pragma omp parallel for schedule(static) if (x0.size() > kParallelThreshold)
-      for (int64_t j0 = 0; j0 < R_; j0 += 256) {
-        int64_t j1 = std::min(R_, j0 + 256);
-        for (int64_t k = 0; k < K; ++k)
-          for (int64_t j = j0; j < j1; ++j) acc[size_t(j)] = combine(acc[size_t(j)], Acc(ld(a[k * R_ + j])));
-      }
-      for (int64_t j = 0; j < R_; ++j) o[j] = st<T>(C(acc[size_t(j)]));
-      return;
-    }
-    Array x = p.ordered == x0.shape() ? x0 : transpose(x0, p.ordered.names());
-    const T* a = static_cast<const T*>(x.raw_data());
-#pragma omp parallel for schedule(static) if (x.size() > kParallelThreshold && p.rows > 1)
-    for (int64_t r = 0; r < p.rows; ++r) {
-      Acc acc = init;
-      const T* row = a + r * p.cols;
-      for (int64_t c = 0; c < p.cols; ++c) acc = combine(acc, Acc(ld(row[c])));
-      o[r] = st<T>(C(acc));
-    }
-  });
+  if (leading && p.cols > 1 && p.rows > 1) {
+    kernels::cpu::reduce(op, x0.dtype(), x0.raw_data(), out.raw_data(), p.rows, p.cols, true);
+    return out;
+  }
+  Array x = p.ordered == x0.shape() ? x0 : transpose(x0, p.ordered.names());
+  kernels::cpu::reduce(op, x.dtype(), x.raw_data(), out.raw_data(), p.rows, p.cols, false);
   return out;
 }
 
@@ -104,7 +72,7 @@ class Reduce : public Primitive {
   }
   bool saves_inputs() const override { return op_ != R::Sum; }
   bool saves_outputs() const override { return op_ != R::Sum; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {reduce_forward(op_, in[0], p_)};
   }
@@ -135,9 +103,8 @@ Array reduce(R op, const char* name, const Array& x, const std::vector<std::stri
 
 std::vector<std::string> all_dims(const Array& x) { return x.names(); }
 
-// Row-wise kernel over dim `dim` moved last: f(row_in, row_out, n) in compute precision.
-template <typename F>
-Array rowwise(const char* op, const Array& x0, const std::string& dim, F&& f) {
+// Softmax rows over dim `dim` moved last (transposed there and back).
+Array softmax_forward(const char* op, const Array& x0, const std::string& dim, bool log) {
   int a = require_dim(op, x0, dim);
   std::vector<std::string> order = x0.names();
   order.erase(order.begin() + a);
@@ -145,46 +112,8 @@ Array rowwise(const char* op, const Array& x0, const std::string& dim, F&& f) {
   Array x = transpose(x0, order);
   Array out = make_output(x.shape(), x.dtype(), {x});
   const int64_t n = x.dim(dim), rows = n ? x.size() / n : 0;
-  dispatch_dtype(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    if constexpr (std::is_same_v<T, float>) {
-      const float* in = x.data<float>();
-      float* o = out.data<float>();
-#pragma omp parallel for schedule(static) if (x.size() > kParallelThreshold)
-      for (int64_t r = 0; r < rows; ++r) f(in + r * n, o + r * n, n);
-    } else if constexpr (std::is_floating_point_v<compute_t<T>>) {
-      const T* in = static_cast<const T*>(x.raw_data());
-      T* o = static_cast<T*>(out.raw_data());
-#pragma omp parallel
-      {
-        std::vector<float> buf(static_cast<size_t>(n)), res(static_cast<size_t>(n));
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t j = 0; j < n; ++j) buf[size_t(j)] = float(in[r * n + j]);
-          f(buf.data(), res.data(), n);
-          for (int64_t j = 0; j < n; ++j) o[r * n + j] = st<T>(res[size_t(j)]);
-        }
-      }
-    }
-  });
+  kernels::cpu::softmax_rows(log, x.dtype(), x.raw_data(), out.raw_data(), rows, n);
   return transpose(out, x0.names());
-}
-
-// Rows in f32 with the backend's vectorised exp (relative error < 3e-7).
-void softmax_row(const float* x, float* y, int64_t n) {
-  if (n == 0) return;
-  float m = cpu::max_of(x, n);
-  if (m == -INFINITY) m = 0;
-  float inv = 1.0f / cpu::exp_shift_sum(x, y, n, m);
-  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
-}
-
-void log_softmax_row(const float* x, float* y, int64_t n) {
-  if (n == 0) return;
-  float m = cpu::max_of(x, n);
-  if (m == -INFINITY) m = 0;
-  float lse = m + std::log(cpu::exp_sum(x, n, m));
-  for (int64_t j = 0; j < n; ++j) y[j] = x[j] - lse;
 }
 
 class Softmax : public Primitive {
@@ -196,8 +125,8 @@ class Softmax : public Primitive {
   }
   bool saves_inputs() const override { return false; }
   bool saves_outputs() const override { return true; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
-    return {rowwise(name(), in[0], dim_, log_ ? log_softmax_row : softmax_row)};
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    return {softmax_forward(name(), in[0], dim_, log_)};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>& out, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
@@ -219,32 +148,14 @@ class Cumsum : public Primitive {
     return {l.cumsum(in[0], dim_, excl_, rev_)};
   }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const Array& x = in[0];
     Array out = make_output(x.shape(), x.dtype(), {x});
     int a = x.shape().index(dim_);
     const int64_t n = x.shape()[a].size;
     const int64_t inner = x.shape().strides()[size_t(a)];
     const int64_t outer = n ? x.size() / (n * inner) : 0;
-    dispatch_dtype(x.dtype(), [&](auto t) {
-      using T = decltype(t);
-      using C = compute_t<T>;
-      using Acc = std::conditional_t<std::is_floating_point_v<C>, double, C>;
-      const T* p = static_cast<const T*>(x.raw_data());
-      T* o = static_cast<T*>(out.raw_data());
-#pragma omp parallel for collapse(2) schedule(static) if (x.size() > kParallelThreshold)
-      for (int64_t b = 0; b < outer; ++b)
-        for (int64_t i = 0; i < inner; ++i) {
-          Acc acc = 0;
-          for (int64_t k = 0; k < n; ++k) {
-            int64_t j = rev_ ? n - 1 - k : k;
-            int64_t off = (b * n + j) * inner + i;
-            Acc v = Acc(ld(p[off]));
-            if (excl_) { o[off] = st<T>(C(acc)); acc += v; }
-            else { acc += v; o[off] = st<T>(C(acc)); }
-          }
-        }
-    });
+    kernels::cpu::cumsum(x.dtype(), x.raw_data(), out.raw_data(), outer, n, inner, excl_, rev_);
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -321,33 +232,19 @@ Array argmax_local(const Array& x0, const std::string& dim) {
   std::vector<std::string> order = x0.names();
   order.erase(order.begin() + a);
   order.push_back(dim);
+  require_cpu("argmax", {x0});
   Array x = transpose(x0, order);
   std::vector<Dim> kept = x.shape().dims();
   kept.pop_back();
   Array out = make_output(Shape(kept), DType::i32, {x});
   const int64_t n = x.dim(dim), rows = n ? x.size() / n : 0;
   if (n == 0 && x.size() > 0) throw_invalid("argmax", "dim '" + dim + "' is empty");
-  dispatch_dtype(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* p = static_cast<const T*>(x.raw_data());
-    int32_t* o = out.data<int32_t>();
-#pragma omp parallel for schedule(static) if (x.size() > kParallelThreshold)
-    for (int64_t r = 0; r < rows; ++r) {
-      auto best = ld(p[r * n]);
-      int32_t bi = 0;
-      for (int64_t j = 1; j < n; ++j) {
-        auto v = ld(p[r * n + j]);
-        if (best != best) break;  // NaN wins
-        if (v > best || v != v) { best = v; bi = int32_t(j); }
-      }
-      o[r] = bi;
-    }
-  });
+  kernels::cpu::argmax_rows(x.dtype(), x.raw_data(), out.data<int32_t>(), rows, n);
   return out;
 }
 }  // namespace
 
-// Not differentiable: a composite whose expansion is the host loop.
+// Not differentiable: a composite whose expansion is the kernel.
 Array argmax(const Array& x, const std::string& dim) {
   return composite1(
       "argmax", {x}, [&](const std::vector<Array>& in) { return argmax_local(in[0], dim); },

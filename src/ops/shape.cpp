@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/kernels.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/elementwise.h"
@@ -13,74 +14,12 @@ using namespace detail;
 
 namespace {
 
-template <typename F>
-void dispatch_size(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
-  }
-}
-
-// Copy where the input's contiguous dim p is not the output's last dim:
-// 32 x 32 tiles over (p, last) keep both reads and writes cache friendly.
-template <typename T>
-void tiled_copy(const T* src, T* dst, const std::vector<int64_t>& sizes, const std::vector<int64_t>& in_st, int p) {
-  const int r = int(sizes.size()), last = r - 1;
-  std::vector<int64_t> out_st(static_cast<size_t>(r));
-  int64_t acc = 1;
-  for (int d = r - 1; d >= 0; --d) { out_st[size_t(d)] = acc; acc *= sizes[size_t(d)]; }
-  int64_t outer = 1;
-  for (int d = 0; d < r; ++d)
-    if (d != p && d != last) outer *= sizes[size_t(d)];
-  constexpr int64_t kT = 16;
-  const int64_t np = sizes[size_t(p)], nl = sizes[size_t(last)];
-  const int64_t tp = (np + kT - 1) / kT, tl = (nl + kT - 1) / kT;
-  const int64_t sl = in_st[size_t(last)], dp = out_st[size_t(p)];
-#pragma omp parallel for schedule(static) if (acc > kParallelThreshold)
-  for (int64_t task = 0; task < outer * tp * tl; ++task) {
-    int64_t o = task / (tp * tl), rem = task % (tp * tl);
-    const int64_t i0 = (rem / tl) * kT, j0 = (rem % tl) * kT;
-    int64_t sb = 0, db = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      if (d == p || d == last) continue;
-      int64_t i = o % sizes[size_t(d)];
-      o /= sizes[size_t(d)];
-      sb += i * in_st[size_t(d)];
-      db += i * out_st[size_t(d)];
-    }
-    const int64_t i1 = std::min(np, i0 + kT), j1 = std::min(nl, j0 + kT);
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = j0; j < j1; ++j) dst[db + i * dp + j] = src[sb + i + j * sl];
-  }
-}
-
 // x materialised with the dims (and order) of `out`; dims of out absent in x
 // are broadcast.
 Array relayout(const Array& x, const Shape& out_shape) {
   Array out = make_output(out_shape, x.dtype(), {x});
-  std::array<std::vector<int64_t>, 1> strides = {strides_over(x.shape(), out_shape)};
-  dispatch_size(dtype_size(x.dtype()), [&](auto t) {
-    using T = decltype(t);
-    const T* src = static_cast<const T*>(x.raw_data());
-    T* dst = static_cast<T*>(out.raw_data());
-    const auto& st = strides[0];
-    const int r = out_shape.rank();
-    int p = -1;
-    for (int d = 0; d < r; ++d)
-      if (st[size_t(d)] == 1 && out_shape[d].size > 1) p = d;
-    if (r >= 2 && p >= 0 && p != r - 1 && st[size_t(r - 1)] != 0 && out_shape[r - 1].size >= 4 &&
-        out_shape[p].size >= 4) {
-      tiled_copy<T>(src, dst, out_shape.sizes(), st, p);
-      return;
-    }
-    strided_loop<1>(out_shape.sizes(), strides, [&](int64_t o, std::array<int64_t, 1> in, int64_t len,
-                                                     std::array<int64_t, 1> s) {
-      if (s[0] == 1) std::memcpy(dst + o, src + in[0], size_t(len) * sizeof(T));
-      else for (int64_t j = 0; j < len; ++j) dst[o + j] = src[in[0] + j * s[0]];
-    });
-  });
+  kernels::Strided<1> s{out_shape.sizes(), {strides_over(x.shape(), out_shape)}};
+  kernels::cpu::copy(dtype_size(x.dtype()), s, x.raw_data(), out.raw_data(), /*tiled=*/true);
   return out;
 }
 
@@ -93,35 +32,20 @@ int64_t block_base(const Shape& big, const std::vector<int64_t>& start) {
 
 // dst[start + i] = src[i] for every index i of src (same dim order).
 void write_block(const Array& src, Array& dst, const std::vector<int64_t>& start) {
-  std::array<std::vector<int64_t>, 1> strides = {dst.shape().strides()};
-  int64_t base = block_base(dst.shape(), start);
-  dispatch_size(dtype_size(src.dtype()), [&](auto t) {
-    using T = decltype(t);
-    const T* s = static_cast<const T*>(src.raw_data());
-    T* d = static_cast<T*>(dst.raw_data()) + base;
-    strided_loop<1>(src.shape().sizes(), strides, [&](int64_t o, std::array<int64_t, 1> in, int64_t len,
-                                                       std::array<int64_t, 1> ss) {
-      if (ss[0] == 1) std::memcpy(d + in[0], s + o, size_t(len) * sizeof(T));
-      else for (int64_t j = 0; j < len; ++j) d[in[0] + j * ss[0]] = s[o + j];
-    });
-  });
+  kernels::Strided<1> s{src.shape().sizes(), {dst.shape().strides()}};
+  const int64_t base = block_base(dst.shape(), start);
+  kernels::cpu::copy_into(dtype_size(src.dtype()), s, src.raw_data(),
+                          static_cast<char*>(dst.raw_data()) + base * int64_t(dtype_size(src.dtype())));
 }
 
 // The block of src of shape `out_shape` starting at `start`.
 Array read_block(const Array& src, const Shape& out_shape, const std::vector<int64_t>& start) {
   Array out = make_output(out_shape, src.dtype(), {src});
-  std::array<std::vector<int64_t>, 1> strides = {src.shape().strides()};
-  int64_t base = block_base(src.shape(), start);
-  dispatch_size(dtype_size(src.dtype()), [&](auto t) {
-    using T = decltype(t);
-    const T* s = static_cast<const T*>(src.raw_data()) + base;
-    T* d = static_cast<T*>(out.raw_data());
-    strided_loop<1>(out_shape.sizes(), strides, [&](int64_t o, std::array<int64_t, 1> in, int64_t len,
-                                                     std::array<int64_t, 1> ss) {
-      if (ss[0] == 1) std::memcpy(d + o, s + in[0], size_t(len) * sizeof(T));
-      else for (int64_t j = 0; j < len; ++j) d[o + j] = s[in[0] + j * ss[0]];
-    });
-  });
+  kernels::Strided<1> s{out_shape.sizes(), {src.shape().strides()}};
+  const int64_t base = block_base(src.shape(), start);
+  kernels::cpu::copy(dtype_size(src.dtype()), s,
+                     static_cast<const char*>(src.raw_data()) + base * int64_t(dtype_size(src.dtype())),
+                     out.raw_data(), /*tiled=*/false);
   return out;
 }
 
@@ -130,7 +54,7 @@ class Relayout : public Primitive {
   Relayout(const char* name, Shape out) : name_(name), out_(std::move(out)) {}
   const char* name() const override { return name_; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {relayout(in[0], out_)};
   }
@@ -150,7 +74,7 @@ class View : public Primitive {
   View(const char* name, Shape out) : name_(name), out_(std::move(out)) {}
   const char* name() const override { return name_; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {in[0].view_as(out_)};
   }
@@ -174,7 +98,7 @@ class SliceBlock : public Primitive {
   SliceBlock(Shape out, std::vector<int64_t> start) : out_(std::move(out)), start_(std::move(start)) {}
   const char* name() const override { return "slice"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     return {read_block(in[0], out_, start_)};
   }
@@ -192,7 +116,7 @@ class PadBlock : public Primitive {
       : out_(std::move(out)), start_(std::move(start)), value_(value) {}
   const char* name() const override { return "pad"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     in_ = in[0].shape();
     Array out = value_ == 0.0 ? make_output(out_, in[0].dtype(), {in[0]}, true)
                               : Array::full(out_, value_, in[0].dtype());
@@ -223,7 +147,7 @@ class Concat : public Primitive {
     return {l.concat(in, out_.names()[size_t(axis_)])};
   }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array out = make_output(out_, in[0].dtype(), in);
     std::vector<int64_t> start(size_t(out_.rank()), 0);
     for (const Array& x : in) {
@@ -255,7 +179,7 @@ class DynamicUpdateSlice : public Primitive {
   explicit DynamicUpdateSlice(std::vector<int64_t> start) : start_(std::move(start)) {}
   const char* name() const override { return "dynamic_update_slice"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     upd_ = in[1].shape();
     Array out = in[0].copy();
     write_block(in[1], out, start_);

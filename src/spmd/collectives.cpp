@@ -128,7 +128,7 @@ class AllReduceP : public Primitive {
   const char* name() const override { return "all_reduce"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override { return {raw_all_reduce(in[0], axes_, op_)}; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {raw_all_reduce(in[0], axes_, op_)}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
     if (op_ != ReduceOp::kSum) return {Array()};
@@ -146,7 +146,7 @@ class PVaryP : public Primitive {
   const char* name() const override { return "pvary"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override { return {in[0].alias()}; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {in[0].alias()}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
     return {raw_all_reduce(cot[0], axes_, ReduceOp::kSum)};
@@ -162,7 +162,7 @@ class AllGatherP : public Primitive {
   const char* name() const override { return invariant_ ? "all_gather_invariant" : "all_gather"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     return {raw_all_gather(in[0], in[0].shape().index(dim_), axes_)};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -184,7 +184,7 @@ class ReduceScatterP : public Primitive {
   const char* name() const override { return "reduce_scatter"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     return {raw_reduce_scatter(in[0], in[0].shape().index(dim_), axes_)};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -203,7 +203,7 @@ class AllToAllP : public Primitive {
   const char* name() const override { return "all_to_all"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     return {raw_all_to_all(in[0], in[0].shape().index(s_), in[0].shape().index(c_), axes_)};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
@@ -222,7 +222,7 @@ class PPermuteP : public Primitive {
   const char* name() const override { return "ppermute"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override { return {raw_permute(in[0], axes_, pairs_)}; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {raw_permute(in[0], axes_, pairs_)}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
     std::vector<std::pair<int, int>> inv;
@@ -241,7 +241,7 @@ class AxisSliceP : public Primitive {
   const char* name() const override { return "axis_slice"; }
   bool accepts_wide_cotangents() const override { return true; }  // float32 sums
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     return {raw_block(in[0], in[0].shape().index(dim_), group_size(axes_), group_rank(axes_))};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,

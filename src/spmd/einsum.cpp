@@ -245,7 +245,7 @@ class MeshInvariantEinsum : public Primitive {
       : xs_(x.shape()), ys_(y.shape()), xsh_(x.sharding()), ysh_(y.sharding()), out_dims_(std::move(out_dims)),
         out_spec_(std::move(out_spec)) {}
   const char* name() const override { return "spmd_einsum"; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array x = global(in[0], xs_, xsh_), y = global(in[1], ys_, ysh_);
     Array r = lowered(x, y, out_shape_of(x, y, out_dims_), out_dims_, out_spec_, EinsumPrecision{}, true);
     rs_ = r.shape();

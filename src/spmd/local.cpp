@@ -44,7 +44,7 @@ class ToLocal : public Primitive {
   const char* name() const override { return "to_local"; }
   bool accepts_split_inputs() const override { return true; }  // its input is the global array
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     shape_ = in[0].shape();
     sharding_ = in[0].sharding();
     return {local_view(in[0])};
@@ -64,7 +64,7 @@ class FromLocal : public Primitive {
   FromLocal(Shape shape, Sharding sharding) : shape_(std::move(shape)), sharding_(std::move(sharding)) {}
   const char* name() const override { return "from_local"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override {
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     return {view_of(in[0].impl().buffer, in[0].local_shape(), in[0].dtype(), sharding_, shape_)};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,

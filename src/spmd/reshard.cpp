@@ -43,7 +43,7 @@ class ReshardP : public Primitive {
   ReshardP(Shape s, PartitionSpec a, PartitionSpec b) : shape_(std::move(s)), src_(std::move(a)), dst_(std::move(b)) {}
   const char* name() const override { return "reshard"; }
   bool saves_inputs() const override { return false; }
-  std::vector<Array> forward(const std::vector<Array>& in) override { return {run_plan(in[0], shape_, src_, dst_)}; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {run_plan(in[0], shape_, src_, dst_)}; }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>&) override {
     return {run_plan(cot[0], shape_, dst_, src_)};

@@ -1,0 +1,112 @@
+// The fused kernels of kernels::cpu (backend/kernels.h): dtype dispatch and
+// descriptor conversion in front of the Highway kernels of rms_norm.cpp,
+// gated_gelu.cpp, cross_entropy.cpp and attention.cpp.
+#include "backend/cpu/attention.h"
+#include "backend/cpu/cross_entropy.h"
+#include "backend/cpu/gated_gelu.h"
+#include "backend/cpu/rms_norm.h"
+#include "backend/kernels.h"
+
+namespace t5x::kernels::cpu {
+
+void rms_norm_forward(DType dtype, int64_t rows, int64_t embed, const void* x, const float* scale, float eps, void* y,
+                      float* rstd) {
+  if (dtype == DType::bf16)
+    t5x::cpu::rms_norm_forward_bf16(rows, embed, static_cast<const bfloat16*>(x), scale, eps, static_cast<bfloat16*>(y),
+                                    rstd);
+  else
+    t5x::cpu::rms_norm_forward(rows, embed, static_cast<const float*>(x), scale, eps, static_cast<float*>(y), rstd);
+}
+
+void rms_norm_backward(DType dtype, int64_t rows, int64_t embed, const void* x, const float* scale, const float* rstd,
+                       const void* dy, float eps, void* dx, float* dscale) {
+  if (dtype == DType::bf16)
+    t5x::cpu::rms_norm_backward_bf16(rows, embed, static_cast<const bfloat16*>(x), scale, rstd,
+                                     static_cast<const bfloat16*>(dy), eps, static_cast<bfloat16*>(dx), dscale);
+  else
+    t5x::cpu::rms_norm_backward(rows, embed, static_cast<const float*>(x), scale, rstd, static_cast<const float*>(dy),
+                                eps, static_cast<float*>(dx), dscale);
+}
+
+void gated_gelu_forward(DType dtype, int64_t n, const void* h0, const void* h1, void* out) {
+  if (dtype == DType::bf16)
+    t5x::cpu::gated_gelu_forward_bf16(n, static_cast<const bfloat16*>(h0), static_cast<const bfloat16*>(h1),
+                                      static_cast<bfloat16*>(out));
+  else
+    t5x::cpu::gated_gelu_forward(n, static_cast<const float*>(h0), static_cast<const float*>(h1),
+                                 static_cast<float*>(out));
+}
+
+void gated_gelu_backward(DType dtype, int64_t n, const void* h0, const void* h1, const void* dout, void* dh0,
+                         void* dh1) {
+  if (dtype == DType::bf16)
+    t5x::cpu::gated_gelu_backward_bf16(n, static_cast<const bfloat16*>(h0), static_cast<const bfloat16*>(h1),
+                                       static_cast<const bfloat16*>(dout), static_cast<bfloat16*>(dh0),
+                                       static_cast<bfloat16*>(dh1));
+  else
+    t5x::cpu::gated_gelu_backward(n, static_cast<const float*>(h0), static_cast<const float*>(h1),
+                                  static_cast<const float*>(dout), static_cast<float*>(dh0),
+                                  static_cast<float*>(dh1));
+}
+
+namespace {
+t5x::cpu::CrossEntropyOptions xent_options(float z_loss, float label_smoothing) {
+  t5x::cpu::CrossEntropyOptions o;
+  o.z_loss = z_loss;
+  o.label_smoothing = label_smoothing;
+  return o;
+}
+}  // namespace
+
+void cross_entropy_forward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets, float z_loss,
+                           float label_smoothing, float* loss, float* z_loss_out, float* lse_out) {
+  t5x::cpu::cross_entropy_forward(rows, vocab, logits, targets, xent_options(z_loss, label_smoothing), loss,
+                                  z_loss_out, lse_out);
+}
+
+void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets,
+                            const float* lse, const float* dloss, float z_loss, float label_smoothing,
+                            float* dlogits) {
+  t5x::cpu::cross_entropy_backward(rows, vocab, logits, targets, lse, dloss, xent_options(z_loss, label_smoothing),
+                                   dlogits);
+}
+
+namespace {
+t5x::cpu::AttentionShape attention_shape(const AttentionDims& s) {
+  t5x::cpu::AttentionShape r;
+  r.batch = s.batch;
+  r.q_length = s.q_length;
+  r.kv_length = s.kv_length;
+  r.heads = s.heads;
+  r.kv_heads = s.kv_heads;
+  r.head_dim = s.head_dim;
+  return r;
+}
+t5x::cpu::AttentionParams attention_params(const AttentionArgs& p) {
+  t5x::cpu::AttentionParams r;
+  r.bias = p.bias;
+  r.bias_layout = p.bias_layout == AttentionBias::Heads        ? t5x::cpu::AttentionBiasLayout::kHeads
+                  : p.bias_layout == AttentionBias::BatchHeads ? t5x::cpu::AttentionBiasLayout::kBatchHeads
+                                                               : t5x::cpu::AttentionBiasLayout::kNone;
+  r.causal = p.causal;
+  r.q_segment_ids = p.q_segment_ids;
+  r.kv_segment_ids = p.kv_segment_ids;
+  r.q_mask = p.q_mask;
+  r.kv_mask = p.kv_mask;
+  r.scale = p.scale;
+  return r;
+}
+}  // namespace
+
+void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k, const float* v,
+                       float* out, float* lse) {
+  t5x::cpu::attention_forward(attention_shape(s), attention_params(p), q, k, v, out, lse);
+}
+
+void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const float* dout, float* dq, float* dk,
+                        float* dv, float* dbias) {
+  t5x::cpu::attention_backward(attention_shape(s), attention_params(p), q, k, v, out, lse, dout, dq, dk, dv, dbias);
+}
+
+}  // namespace t5x::kernels::cpu

@@ -1,0 +1,167 @@
+// The backend-neutral kernel interface: what the op layer (src/ops) calls.
+//
+// The op layer never includes a backend/cpu or backend/cuda header. A
+// primitive's eval_cpu() (ops/primitive.h) calls the kernels::cpu entry
+// points below, on raw local buffers plus small shape / stride descriptors;
+// a CUDA backend adds kernels::cuda with the same signatures (device
+// pointers), called from eval_cuda(), in src/backend/cuda/<family>.cu with
+// the CPU's file names. Descriptors and enums here are device-neutral.
+//
+// Every entry point takes buffers already allocated with the output's size,
+// computes exactly what the op's contract in ops/*.h says (bitwise the same
+// on every CPU target) and throws nothing: the op layer validated the call.
+// 16-bit floats compute in float32 and round once on store.
+//
+// Implementations (CPU), one file per family:
+//   backend/cpu/elementwise_generic.cpp  unary, binary, where, cast, float_test
+//       (generic all-dtype loops in front of the Highway kernels of
+//       backend/cpu/{unary,binary,convert}.cpp)
+//   backend/cpu/reduce.cpp               reduce, softmax_rows, argmax_rows, cumsum
+//   backend/cpu/copy.cpp                 copy, copy_into
+//   backend/cpu/index.cpp                take, take_grad_f32, top_k_rows, one_hot
+//   backend/cpu/random.cpp               uniform_from_bits, normal_from_uniform, ...
+//   backend/cpu/matmul.cpp               gemm (oneDNN, backend/cpu/gemm.cpp)
+//   backend/cpu/fused.cpp                rms_norm, gated_gelu, cross_entropy,
+//       attention (the Highway kernels of their own files)
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace t5x::kernels {
+
+// Elementwise functions of one operand; the op names of ops/elementwise.h.
+enum class UnaryKind { Neg, Abs, Sign, Square, Exp, Log, Tanh, Sqrt, Rsqrt, Sigmoid, Relu, Gelu, GeluGrad, Not };
+// Elementwise functions of two operands; Eq .. Or write bool (uint8_t 0/1).
+enum class BinaryKind { Add, Sub, Mul, Div, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+// Reductions (sum, max, min; max and min propagate NaN).
+enum class ReduceKind { Sum, Max, Min };
+// Tests of a float value (isnan, isfinite), writing bool.
+enum class FloatTest { IsNan, IsFinite };
+
+// A row-major output of `sizes` (elements) read from N inputs; input k's
+// element at output index (i_0, ..., i_r-1) is at sum_d i_d * strides[k][d]
+// (0 where the input is broadcast along d).
+template <size_t N>
+struct Strided {
+  std::vector<int64_t> sizes;
+  std::array<std::vector<int64_t>, N> strides;
+};
+
+// [pre, n, post] view of an array around one dim (take's axis).
+struct Split3 {
+  int64_t pre = 1, n = 1, post = 1;
+};
+
+// Batched matrix product C[i] = A[i] B[i] of dense row-major matrices:
+// A [m, k] ([k, m] when trans_a), B [k, n] ([n, k] when trans_b), C [m, n];
+// batch i at offsets i*m*k, i*k*n, i*m*n.
+struct GemmDims {
+  int64_t batch = 0, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+};
+
+// Fused attention (backend/cpu/attention.h has the contract): shapes in
+// elements, optional bias / segment ids / masks as raw pointers.
+enum class AttentionBias { None, Heads /* [heads, q, kv] */, BatchHeads /* [batch, heads, q, kv] */ };
+struct AttentionDims {
+  int64_t batch = 0, q_length = 0, kv_length = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+};
+struct AttentionArgs {
+  const float* bias = nullptr;
+  AttentionBias bias_layout = AttentionBias::None;
+  bool causal = false;
+  const int32_t* q_segment_ids = nullptr;  // both or neither
+  const int32_t* kv_segment_ids = nullptr;
+  const uint8_t* q_mask = nullptr;
+  const uint8_t* kv_mask = nullptr;
+  float scale = 1.0f;
+};
+
+namespace cpu {
+
+// out[i] = op(x[i]) for i < n; x and out of `dtype`.
+void unary(UnaryKind op, DType dtype, const void* x, void* out, int64_t n);
+// out = op(a, b) over s (out of `dtype`, or bool for comparisons).
+void binary(BinaryKind op, DType dtype, const Strided<2>& s, const void* a, const void* b, void* out);
+// The same for a, b and out of one shape, n elements: runs a flat kernel and
+// returns true when the backend has one for (op, dtype) (add, sub, mul of
+// f32, bf16); else returns false without writing (call binary()).
+bool binary_dense(BinaryKind op, DType dtype, int64_t n, const void* a, const void* b, void* out);
+// out = cond ? x : y over s (strides in the order cond, x, y).
+void where(DType dtype, const Strided<3>& s, const uint8_t* cond, const void* x, const void* y, void* out);
+// out[i] = test(float(x[i])) as 0/1; x of a floating dtype.
+void float_test(FloatTest test, DType dtype, const void* x, uint8_t* out, int64_t n);
+// out[i] = x[i] converted from `from` to `to` (to bool: x != 0).
+void cast(DType from, DType to, const void* x, void* out, int64_t n);
+
+
+// Reductions (backend/cpu/reduce.cpp). Floats accumulate in double, integers
+// in themselves. columns = false: out[r] = op over c of x[r * cols + c];
+// columns = true: out[r] = op over c of x[c * rows + r] (reduced dims leading).
+void reduce(ReduceKind op, DType dtype, const void* x, void* out, int64_t rows, int64_t cols, bool columns);
+// Softmax (log = false) or log-softmax of each contiguous row of n; floating dtypes.
+void softmax_rows(bool log, DType dtype, const void* x, void* out, int64_t rows, int64_t n);
+// out[r] = first index of the largest value of row r (of n >= 1); a NaN wins.
+void argmax_rows(DType dtype, const void* x, int32_t* out, int64_t rows, int64_t n);
+// Cumulative sum along the middle dim of x[outer, n, inner] (row-major).
+void cumsum(DType dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+            bool reverse);
+
+// Copies by element size (backend/cpu/copy.cpp). copy: dst (row-major over
+// s.sizes) = src read through s.strides[0] (transposes, broadcasts, block
+// reads; tiled: cache-blocked when src's unit-stride dim is not dst's last).
+// copy_into: dst[sum_d i_d * s.strides[0][d]] = src (row-major over s.sizes).
+void copy(size_t elem_bytes, const Strided<1>& s, const void* src, void* dst, bool tiled);
+void copy_into(size_t elem_bytes, const Strided<1>& s, const void* src, void* dst);
+
+// Gathers and scatters (backend/cpu/index.cpp). take: out[p, i, :] =
+// x[p, ids[i], :] (x viewed as s, ids in [0, s.n)); take_grad_f32: gx (zeroed
+// here) [p, ids[i], :] += g[p, i, :], ids walked in order (deterministic sums);
+// top_k_rows: the k largest of each row of n (ties: lower index first), in
+// order; one_hot: out (zero-filled, [n, depth]) [i, ids[i]] = 1 for ids in range.
+void take(size_t elem_bytes, const Split3& s, const int64_t* ids, int64_t ni, const void* x, void* out);
+void take_grad_f32(const Split3& s, const int64_t* ids, int64_t ni, const float* g, float* gx);
+void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, float* values, int32_t* indices);
+void one_hot(DType dtype, const int64_t* ids, int64_t n, int64_t depth, void* out);
+
+// Random transforms (backend/cpu/random.cpp), elementwise, as jax.random:
+// uniform_from_bits: out = max(lo, fma(unit_float(bits), hi - lo, lo));
+// normal_from_uniform: u = sqrt(2) erfinv(u); truncated_normal_from_uniform:
+// the same clamped to [clip_lo, clip_hi]; gumbel_from_uniform: u = -log(-log(u)).
+void uniform_from_bits(const uint32_t* bits, int64_t n, float lo, float hi, float* out);
+void normal_from_uniform(float* u, int64_t n);
+void truncated_normal_from_uniform(float* u, int64_t n, float clip_lo, float clip_hi);
+void gumbel_from_uniform(float* u, int64_t n);
+
+// Matrix products (backend/cpu/matmul.cpp, on backend/cpu/gemm.h): a and b of
+// `in` (f32 or bf16), f32 accumulation; c of `out` (f32, or bf16 for bf16
+// inputs: one rounding of the f32 accumulators).
+void gemm(const GemmDims& g, DType in, DType out, const void* a, const void* b, void* c);
+
+// Fused kernels of ops/fused.h (backend/cpu/fused.cpp). x, y, dx, dy, h0,
+// h1, out of `dtype` (f32 or bf16); scale, rstd, dscale, logits, loss f32.
+void rms_norm_forward(DType dtype, int64_t rows, int64_t embed, const void* x, const float* scale, float eps, void* y,
+                      float* rstd);
+void rms_norm_backward(DType dtype, int64_t rows, int64_t embed, const void* x, const float* scale, const float* rstd,
+                       const void* dy, float eps, void* dx, float* dscale);
+void gated_gelu_forward(DType dtype, int64_t n, const void* h0, const void* h1, void* out);
+void gated_gelu_backward(DType dtype, int64_t n, const void* h0, const void* h1, const void* dout, void* dh0,
+                         void* dh1);
+void cross_entropy_forward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets, float z_loss,
+                           float label_smoothing, float* loss, float* z_loss_out, float* lse_out);
+void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets,
+                            const float* lse, const float* dloss, float z_loss, float label_smoothing,
+                            float* dlogits);
+void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k, const float* v,
+                       float* out, float* lse);
+void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const float* dout, float* dq, float* dk,
+                        float* dv, float* dbias);
+
+}  // namespace cpu
+}  // namespace t5x::kernels
