@@ -66,14 +66,14 @@ struct GemmDims {
 
 // Fused attention (backend/cpu/attention.h has the contract): shapes in
 // elements, optional bias / segment ids / masks as raw pointers.
-enum class AttentionBias { None, Heads /* [heads, q, kv] */, BatchHeads /* [batch, heads, q, kv] */ };
+enum class AttentionBias { kNone, kHeads /* [heads, q, kv] */, kBatchHeads /* [batch, heads, q, kv] */ };
 struct AttentionDims {
   int64_t batch = 0, q_length = 0, kv_length = 0;
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
 };
 struct AttentionArgs {
   const float* bias = nullptr;
-  AttentionBias bias_layout = AttentionBias::None;
+  AttentionBias bias_layout = AttentionBias::kNone;
   bool causal = false;
   const int32_t* q_segment_ids = nullptr;  // both or neither
   const int32_t* kv_segment_ids = nullptr;

@@ -133,7 +133,7 @@ class Attention : public Primitive {
     kernels::AttentionArgs p = p_;
     if (in.size() > 3 && in[3].valid()) {
       p.bias = in[3].data<float>();
-      p.bias_layout = in[3].rank() == 3 ? kernels::AttentionBias::Heads : kernels::AttentionBias::BatchHeads;
+      p.bias_layout = in[3].rank() == 3 ? kernels::AttentionBias::kHeads : kernels::AttentionBias::kBatchHeads;
     }
     if (c_.q_seg.valid()) {
       p.q_segment_ids = c_.q_seg.data<int32_t>();

@@ -47,32 +47,18 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/kernels.h"
+
 namespace t5x::cpu {
 
 // flax/t5x fill value for disallowed logits (make_attention_mask + combine_biases).
 inline constexpr float kAttentionMaskedLogit = -1e10f;
 
-enum class AttentionBiasLayout {
-  kNone,
-  kHeads,       // [heads, q_length, kv_length], broadcast over batch
-  kBatchHeads,  // [batch, heads, q_length, kv_length]
-};
-
-struct AttentionShape {
-  int64_t batch = 0, q_length = 0, kv_length = 0;
-  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // head_dim is the `kv` dim
-};
-
-struct AttentionParams {
-  const float* bias = nullptr;
-  AttentionBiasLayout bias_layout = AttentionBiasLayout::kNone;
-  bool causal = false;
-  const int32_t* q_segment_ids = nullptr;  // both or neither
-  const int32_t* kv_segment_ids = nullptr;
-  const uint8_t* q_mask = nullptr;
-  const uint8_t* kv_mask = nullptr;
-  float scale = 1.0f;
-};
+// The backend-neutral descriptors of backend/kernels.h, under the names this
+// kernel's contract uses.
+using AttentionBiasLayout = kernels::AttentionBias;  // kNone, kHeads, kBatchHeads
+using AttentionShape = kernels::AttentionDims;        // head_dim is the `kv` dim
+using AttentionParams = kernels::AttentionArgs;
 
 // lse may be null when no backward pass follows.
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,

@@ -71,42 +71,15 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, co
                                    dlogits);
 }
 
-namespace {
-t5x::cpu::AttentionShape attention_shape(const AttentionDims& s) {
-  t5x::cpu::AttentionShape r;
-  r.batch = s.batch;
-  r.q_length = s.q_length;
-  r.kv_length = s.kv_length;
-  r.heads = s.heads;
-  r.kv_heads = s.kv_heads;
-  r.head_dim = s.head_dim;
-  return r;
-}
-t5x::cpu::AttentionParams attention_params(const AttentionArgs& p) {
-  t5x::cpu::AttentionParams r;
-  r.bias = p.bias;
-  r.bias_layout = p.bias_layout == AttentionBias::Heads        ? t5x::cpu::AttentionBiasLayout::kHeads
-                  : p.bias_layout == AttentionBias::BatchHeads ? t5x::cpu::AttentionBiasLayout::kBatchHeads
-                                                               : t5x::cpu::AttentionBiasLayout::kNone;
-  r.causal = p.causal;
-  r.q_segment_ids = p.q_segment_ids;
-  r.kv_segment_ids = p.kv_segment_ids;
-  r.q_mask = p.q_mask;
-  r.kv_mask = p.kv_mask;
-  r.scale = p.scale;
-  return r;
-}
-}  // namespace
-
 void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k, const float* v,
                        float* out, float* lse) {
-  t5x::cpu::attention_forward(attention_shape(s), attention_params(p), q, k, v, out, lse);
+  t5x::cpu::attention_forward(s, p, q, k, v, out, lse);
 }
 
 void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const float* dout, float* dq, float* dk,
                         float* dv, float* dbias) {
-  t5x::cpu::attention_backward(attention_shape(s), attention_params(p), q, k, v, out, lse, dout, dq, dk, dv, dbias);
+  t5x::cpu::attention_backward(s, p, q, k, v, out, lse, dout, dq, dk, dv, dbias);
 }
 
 }  // namespace t5x::kernels::cpu
