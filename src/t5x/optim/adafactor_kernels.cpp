@@ -9,6 +9,10 @@
 #include "backend/cpu/parallel.h"
 
 namespace t5x::optim_detail {
+// Compiled twice (src/t5x/optim/CMakeLists.txt): for the baseline and for
+// AVX2; adafactor_dispatch.cpp picks one. Same operations in the same order
+// (explicit 8-lane vectors, no FMA contraction), so both give the same bits.
+namespace T5X_ADAFACTOR_ISA {
 
 namespace {
 
@@ -258,21 +262,32 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
       double ps = 0, ys = 0;
       for (int64_t k0 = i0; k0 < i1; k0 += kBlock) {
         const int64_t k1 = std::min(i1, k0 + kBlock);
-        float sp = 0, sy = 0;
-#pragma omp simd reduction(+ : sp, sy)
-        for (int64_t i = k0; i < k1; ++i) {
-          const float pv = pb[i];
-          sp += pv * pv;
-          const float gv = gb[i] * gs;
-          const float g2 = gv * gv + eps1;
-          float nv = decay * vb[i] + mixing * g2;
-          if (kSkip) nv = nv != nv ? vb[i] : nv;
-          vb[i] = nv;
-          const float yv = gv * (1.0f / std::sqrt(nv));
-          sy += yv * yv;
-        }
-        ps += double(sp);
-        ys += double(sy);
+        // Explicit 8-lane sums (not `omp simd reduction`, whose order would
+        // follow the vector width the compiler picks), so every build and
+        // CPU adds in the same order.
+        Acc ap, ay;
+        for_lanes(k1 - k0, [&](auto t, int64_t j) {
+          using T = decltype(t);
+          const int64_t i = k0 + j;
+          const T pv = ld<T>(pb + i);
+          ap.add(pv * pv);
+          const T gv = ld<T>(gb + i) * splat<T>(gs);
+          const T g2 = gv * gv + splat<T>(eps1);
+          const T old = ld<T>(vb + i);
+          T nv = splat<T>(decay) * old + splat<T>(mixing) * g2;
+          if (kSkip) nv = keep_old_if_nan(nv, old);
+          st<T>(vb + i, nv);
+          T rs = nv;
+          if constexpr (std::is_same_v<T, V>) {
+            for (int l = 0; l < kW; ++l) rs[l] = 1.0f / std::sqrt(nv[l]);
+          } else {
+            rs = 1.0f / std::sqrt(nv);
+          }
+          const T yv = gv * rs;
+          ay.add(yv * yv);
+        });
+        ps += ap.total();
+        ys += ay.total();
       }
       chunk[2 * c] = ps;
       chunk[2 * c + 1] = ys;
@@ -337,4 +352,5 @@ void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& 
   });
 }
 
+}  // namespace T5X_ADAFACTOR_ISA
 }  // namespace t5x::optim_detail

@@ -6,11 +6,13 @@
 // change the last pass (momentum, weight decay, clipping, scaling, NaN skip).
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "backend/cpu/simd.h"
 #include "t5x/optim/adafactor.h"
 
 namespace t5x {
@@ -137,6 +139,36 @@ TEST(AdafactorFastPath, SkipNanUpdatesMatchGenericPath) {
   c.skip_nan_updates = true;
   c.beta1 = 0.8;
   run_both(c, kHeuristic, 3, /*nan_grad=*/true);
+}
+
+// The kernels' baseline build (run under an SSE4 cap) and their AVX2 build
+// (the best target) give the same bits: CPUs with and without AVX2 train alike.
+TEST(AdafactorFastPath, BaselineAndAvx2BuildsAgreeBitwise) {
+  const std::vector<int64_t> targets = cpu::simd_targets();
+  int64_t sse4 = 0;
+  for (int64_t t : targets)
+    if (cpu::simd_target_name(t) == "SSE4") sse4 = t;
+  ASSERT_NE(sse4, 0) << "this test needs an x86-64 CPU with SSE4";
+  ASSERT_NE(cpu::simd_target_name(targets.front()), "SSE4");
+  AdafactorConfig c;
+  c.beta1 = 0.9;
+  c.weight_decay_rate = 1e-3;
+  const std::vector<Leaf>& leaves = kHeuristic;  // factored both ways, unfactored, 1-D
+  auto run = [&](int64_t target) {
+    std::optional<cpu::ScopedSimdTarget> scope;
+    if (target) scope.emplace(target);
+    Adafactor opt(c);
+    ParamTree p = make_tree(leaves, 1, 0.5f, 0.02f);
+    OptimizerState st = opt.init(p);
+    for (int t = 0; t < 3; ++t) opt.apply_gradient(p, st, make_tree(leaves, 100 + uint64_t(t), 0.01f, 0.001f), 0.05);
+    std::vector<std::vector<float>> out;
+    for (const auto& l : leaves) out.push_back(p.at(l.path).to_floats());
+    for (const auto& [k, v] : st.slots) out.push_back(v.to_floats());
+    return out;
+  };
+  const auto best = run(0), base = run(sse4);
+  ASSERT_EQ(best.size(), base.size());
+  for (size_t i = 0; i < best.size(); ++i) EXPECT_EQ(best[i], base[i]) << "array " << i;
 }
 
 TEST(AdafactorFastPath, OtherLayoutsFallBackToTheGenericPath) {
