@@ -47,6 +47,12 @@ inline T splat(float x) {
     return x;
   }
 }
+// 1 / sqrt(v) in each lane (exact division and sqrt, no approximation).
+inline float rsqrt_lanes(float v) { return 1.0f / std::sqrt(v); }
+inline V rsqrt_lanes(V v) {
+  for (int j = 0; j < int(kW); ++j) v[j] = rsqrt_lanes(v[j]);
+  return v;
+}
 // `fresh` where it is a number, else `old` (skip_nan_updates).
 inline float keep_old_if_nan(float fresh, float old) { return fresh != fresh ? old : fresh; }
 inline V keep_old_if_nan(V fresh, V old) {
@@ -277,13 +283,7 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
           T nv = splat<T>(decay) * old + splat<T>(mixing) * g2;
           if (kSkip) nv = keep_old_if_nan(nv, old);
           st<T>(vb + i, nv);
-          T rs = nv;
-          if constexpr (std::is_same_v<T, V>) {
-            for (int l = 0; l < kW; ++l) rs[l] = 1.0f / std::sqrt(nv[l]);
-          } else {
-            rs = 1.0f / std::sqrt(nv);
-          }
-          const T yv = gv * rs;
+          const T yv = gv * rsqrt_lanes(nv);
           ay.add(yv * yv);
         });
         ps += ap.total();
@@ -307,13 +307,7 @@ void unfactored_impl(int64_t nb, int64_t n, const AdafactorScalars& s, float* pa
       apply_run<kMomentum, kSkip>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
                                   [&](auto t, int64_t k) {
                                     using T = decltype(t);
-                                    T rs = ld<T>(vr + k);
-                                    if constexpr (std::is_same_v<T, V>) {
-                                      for (int j = 0; j < kW; ++j) rs[j] = 1.0f / std::sqrt(rs[j]);
-                                    } else {
-                                      rs = 1.0f / std::sqrt(rs);
-                                    }
-                                    return (ld<T>(gr + k) * splat<T>(gs)) * rs;
+                                    return (ld<T>(gr + k) * splat<T>(gs)) * rsqrt_lanes(ld<T>(vr + k));
                                   });
     });
   }
