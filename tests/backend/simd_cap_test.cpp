@@ -57,10 +57,17 @@ TEST(SimdCap, TheCapNamesTheTargetThatRuns) {
     gemm_f32(g, 1.f, a.data(), b.data(), 0.f, c.data());
     EXPECT_EQ(c[0], 4.f);
     const std::string onednn = cpu_info().onednn_isa;
-    if (cap == "avx2") EXPECT_EQ(onednn, "avx2");
-    if (cap == "sse4" || cap == "emu128") EXPECT_EQ(onednn, "sse41");
+    if (cap == "avx2") { EXPECT_EQ(onednn, "avx2"); }
+    if (cap == "sse4" || cap == "emu128") { EXPECT_EQ(onednn, "sse41"); }
   }
-  // And the kernels run there.
+  // And the kernels run there, also after everything that asks which
+  // targets exist (Highway 1.0.3's SupportedTargets() used to point the
+  // dispatch back at the best target while the CPU line still named the cap).
+  (void)describe_cpu();
+  (void)simd_targets();
+  (void)simd_target();
+  EXPECT_EQ(simd_target_name(simd_running_target()), want);
+  EXPECT_EQ(describe_cpu().find("kernels " + want), 5u) << describe_cpu();
   float x[3] = {0.f, 1.f, -1.f}, y[3];
   unary_f32(UnaryKernel::Exp, x, y, 3);
   EXPECT_EQ(y[0], 1.f);

@@ -1,14 +1,35 @@
 #include "backend/cpu/simd.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
+
+// Which compiled version the dispatch runs: the only honest answer to "which
+// target is in force", since Highway's own bookkeeping can disagree (below).
+int64_t RunningTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
-#include <hwy/highway.h>
 #include <hwy/targets.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace t5x::cpu {
+
+HWY_EXPORT(RunningTarget);
+
 namespace {
 
 struct Cap {
@@ -26,10 +47,25 @@ const Cap kCaps[] = {
 };
 
 std::string g_cap;
+// The targets dispatch may choose (after the cap), read once. Highway 1.0.3's
+// hwy::SupportedTargets() re-detects the CPU and points the dispatch at every
+// target the CPU has, cap or not, before it returns the capped set: calling it
+// after start-up silently lifts the cap. So it is called only here and in
+// ScopedSimdTarget, each time followed by the Update that puts the cap back.
+std::atomic<int64_t> g_supported{0};
+
+int64_t update_dispatch() {
+  const int64_t t = hwy::SupportedTargets();
+  hwy::GetChosenTarget().Update(t);
+  return t;
+}
 
 void apply_cap() {
   const char* v = std::getenv("T5X_CPU_ISA");
-  if (v == nullptr || *v == 0) return;
+  if (v == nullptr || *v == 0) {
+    g_supported = update_dispatch();
+    return;
+  }
   std::string s(v);
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   for (const Cap& c : kCaps) {
@@ -37,7 +73,7 @@ void apply_cap() {
     g_cap = s;
     // Disable every target better than the cap (lower bits are better).
     hwy::DisableTargets(c.target - 1);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    g_supported = update_dispatch();
     if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) dnnl::set_max_cpu_isa(c.onednn);
     return;
   }
@@ -62,24 +98,28 @@ std::string simd_target_name(int64_t target) { return hwy::TargetName(target); }
 
 std::vector<int64_t> simd_targets() {
   simd_init();
-  return hwy::SupportedAndGeneratedTargets();
+  std::vector<int64_t> out;
+  for (int64_t t = g_supported.load() & HWY_TARGETS; t != 0; t &= t - 1) out.push_back(t & -t);
+  return out;
 }
 
-std::string simd_target() {
+int64_t simd_running_target() {
   simd_init();
-  const int64_t supported = hwy::SupportedTargets() & HWY_TARGETS;
-  return supported ? hwy::TargetName(supported & -supported) : "none";
+  return HWY_DYNAMIC_DISPATCH(RunningTarget)();
 }
+
+std::string simd_target() { return hwy::TargetName(simd_running_target()); }
 
 ScopedSimdTarget::ScopedSimdTarget(int64_t target) {
   simd_init();
   hwy::SetSupportedTargetsForTest(target);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  update_dispatch();
 }
 
 ScopedSimdTarget::~ScopedSimdTarget() {
   hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  update_dispatch();
 }
 
 }  // namespace t5x::cpu
+#endif  // HWY_ONCE

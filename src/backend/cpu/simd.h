@@ -25,8 +25,10 @@ namespace t5x::cpu {
 // Throws std::invalid_argument on an unknown T5X_CPU_ISA.
 void simd_init();
 
-// The target the kernels run on now, e.g. "AVX2", "AVX3", "SSE4", "EMU128".
+// The target the kernels run on now, e.g. "AVX2", "AVX3", "SSE4", "EMU128",
+// as the dispatch itself reports it (a dispatched probe), and its Highway bit.
 std::string simd_target();
+int64_t simd_running_target();
 
 // The cap in force ("" when T5X_CPU_ISA is unset).
 std::string simd_cap();
