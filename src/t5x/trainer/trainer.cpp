@@ -71,8 +71,8 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   if (!dist_.model_parallel()) return;
   // Tensor parallelism: the model's ops on 'model'-split parameters run
   // through the spmd lowering of this data replica's mesh.
-  spmd::set_context(dist_.spmd);
-  spmd::install();
+  context_scope_.emplace(dist_.spmd);
+  lowering_scope_.emplace();
   // Adafactor (and AdamW's global-norm clip) work on whole arrays: gather
   // the shards over 'model'.
   auto gather = [](const Array& a) { return spmd::gather(a); };
@@ -81,10 +81,7 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   if (auto* w = dynamic_cast<AdamW*>(o.get())) w->set_all_gather(gather);
 }
 
-Trainer::~Trainer() {
-  if (!dist_.model_parallel()) return;
-  spmd::set_context(nullptr);
-}
+Trainer::~Trainer() = default;
 
 std::string Trainer::layout() const {
   std::ostringstream os;
