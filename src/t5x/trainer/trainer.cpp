@@ -73,6 +73,12 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   // through the spmd lowering of this data replica's mesh.
   context_scope_.emplace(dist_.spmd);
   lowering_scope_.emplace();
+  // Activations on the mesh take their logical-axis layout (t5x's
+  // with_sharding_constraint points); single-device arrays (process 0's
+  // inference evaluation on gathered parameters) stay so: no other process joins.
+  constraint_scope_.emplace([rules = rules_](const Array& x) {
+    return x.sharding().is_single_device() ? x : spmd::with_sharding_constraint(x, rules);
+  });
   // Adafactor (and AdamW's global-norm clip) work on whole arrays: gather
   // the shards over 'model'.
   auto gather = [](const Array& a) { return spmd::gather(a); };

@@ -48,6 +48,7 @@
 #include <string>
 
 #include "mesh/logical_axis_rules.h"
+#include "nn/constraint.h"
 #include "spmd/context.h"
 #include "spmd/dispatch.h"
 #include "t5x/gin/config.h"
@@ -116,6 +117,9 @@ class Trainer {
   std::optional<spmd::InstallScope> lowering_scope_;
   std::unique_ptr<BaseTransformerModel> model_;
   LogicalAxisRules rules_;  // partitioner's logical_axis_rules (parameters' layout)
+  // Model-parallel runs: t5x's activation sharding constraints (nn::constrain)
+  // by rules_, for the Trainer's lifetime.
+  std::optional<nn::ActivationConstraintScope> constraint_scope_;
   TrainState state_;
   std::unique_ptr<TrainData> data_;
   DataState data_state_;

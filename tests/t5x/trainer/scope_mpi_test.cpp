@@ -1,5 +1,6 @@
 // Two differently-meshed runs in one process (mpiexec -np 2): the Trainer
-// installs its spmd context and lowering for its lifetime only. A
+// installs its spmd context, lowering and activation sharding constraints for
+// its lifetime only. A
 // model-parallel run on mesh (data=1, model=2) between two data-parallel runs
 // on mesh (data=2, model=1) leaves the process as it found it, and the second
 // data-parallel run gives the first one's losses bit for bit.
@@ -9,7 +10,9 @@
 #include <filesystem>
 
 #include "../../common/mpi_gtest_main.h"
+#include "nn/constraint.h"
 #include "spmd/context.h"
+#include "spmd/spmd.h"
 #include "spmd/dispatch.h"
 #include "t5x/trainer/trainer.h"
 #include "test_util.h"
@@ -36,6 +39,9 @@ struct Seen {
   bool installed = false;
   std::vector<int64_t> context_mesh;
   std::vector<double> losses;
+  // Model-parallel run: an activation [batch=2, length=4, mlp=8] split over
+  // 'model' on length, and what nn::constrain made of it.
+  Array activation, constrained;
 };
 
 Seen run(const std::string& name, int64_t num_partitions) {
@@ -49,6 +55,14 @@ Seen run(const std::string& name, int64_t num_partitions) {
   Seen s;
   s.installed = spmd::installed();
   s.context_mesh = spmd::context().mesh().axis_sizes();
+  if (num_partitions > 1) {
+    std::vector<float> v(64);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+    const Array full = Array::from_floats(Shape{{"batch", 2}, {"length", 4}, {"mlp", 8}}, v);
+    s.activation = spmd::shard(full, PartitionSpec({{}, {"model"}, {}}));
+    s.constrained = nn::constrain(s.activation);
+    EXPECT_EQ(spmd::gather(s.constrained).to_floats(), v);
+  }
   s.losses = t.train().losses;
   return s;
 }
@@ -71,6 +85,11 @@ TEST(TrainerScopes, TwoDifferentlyMeshedRunsInOneProcessDoNotLeak) {
   EXPECT_EQ(model.context_mesh, (std::vector<int64_t>{1, 2}));
   EXPECT_FALSE(spmd::installed()) << "the model-parallel run left its lowering installed";
   EXPECT_EQ(spmd::context_ptr(), initial) << "the model-parallel run left its context";
+  // The run's activation constraints (standard rules: mlp -> model) while it
+  // lived; none after it.
+  EXPECT_EQ(model.activation.local_shape(), (Shape{{"batch", 2}, {"length", 2}, {"mlp", 8}}));
+  EXPECT_EQ(model.constrained.local_shape(), (Shape{{"batch", 2}, {"length", 4}, {"mlp", 4}}));
+  EXPECT_EQ(nn::constrain(model.activation).local_shape(), model.activation.local_shape());
 
   Seen again = run("data_b", 1);
   EXPECT_FALSE(again.installed);
