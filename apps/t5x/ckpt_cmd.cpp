@@ -179,11 +179,11 @@ std::optional<T5Config> t5_config_from_gin(const Args& a, const std::string& ckp
         cfg = gin::load_gin_config(flags, &gin::Registry::global(), true);
         break;
       }
-    ModelSpec spec = model_spec_from_gin(cfg);
-    if (spec.kind != ModelSpec::Kind::encoder_decoder)
+    ModelConfig spec = read_model_config(cfg);
+    if (spec.decoder_only)
       throw CheckpointError(flags.files.front() + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");
     *source = flags.files.front();
-    return spec.config;
+    return spec.network;
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {

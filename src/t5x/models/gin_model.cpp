@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "t5x/gin/registry.h"
+
 namespace t5x {
 
 namespace {
@@ -14,58 +16,106 @@ DType dtype_from(const std::string& s) {
                               "' (float32, bfloat16, float16)");
 }
 
+bool registered(const gin::Config& cfg, const std::string& name) {
+  return cfg.registry() && cfg.registry()->find(name);
+}
+
+void read_network(const gin::Config& cfg, const gin::Reference& net, bool decoder_only, T5Config& t) {
+  const std::string nc = canonical_name(cfg, net);
+  const std::string& ns = net.scope;
+  t.vocab_size = cfg.get_int(ns, nc, "vocab_size");
+  t.emb_dim = cfg.get_int(ns, nc, "emb_dim");
+  t.num_heads = cfg.get_int(ns, nc, "num_heads");
+  if (decoder_only) {
+    t.num_encoder_layers = 0;
+    t.num_decoder_layers = cfg.get_int(ns, nc, "num_layers");
+  } else {
+    t.num_encoder_layers = cfg.get_int(ns, nc, "num_encoder_layers");
+    t.num_decoder_layers = cfg.get_int(ns, nc, "num_decoder_layers");
+  }
+  t.head_dim = cfg.get_int(ns, nc, "head_dim");
+  t.mlp_dim = cfg.get_int(ns, nc, "mlp_dim");
+  t.mlp_activations.clear();
+  for (const auto& a : cfg.get_list(ns, nc, "mlp_activations")) t.mlp_activations.push_back(a.as_string());
+  t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
+  t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
+  t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"));
+}
+
+// t5x's decode_fn defaults (decoding.beam_search / temperature_sample are
+// called unscoped by the model's predict_batch).
+void read_decoding(const gin::Config& cfg, const std::string& model, const std::string& scope, DecodeOptions& d) {
+  const std::string pc = model + ".predict_batch_with_aux";
+  if (registered(cfg, pc)) d.beam.num_decodes = d.sampling.num_decodes = cfg.get_int(scope, pc, "num_decodes");
+  if (registered(cfg, "decoding.beam_search")) {
+    d.beam.alpha = cfg.get_double("", "decoding.beam_search", "alpha");
+    d.beam.eos_id = cfg.get_int("", "decoding.beam_search", "eos_id");
+  }
+  const char* ts = "decoding.temperature_sample";
+  if (registered(cfg, ts)) {
+    d.sampling.temperature = cfg.get_double("", ts, "temperature");
+    d.sampling.topk = cfg.get_int("", ts, "topk");
+    d.sampling.topp = cfg.get_double("", ts, "topp");
+    d.sampling.eos_id = cfg.get_int("", ts, "eos_id");
+    if (!cfg.is_none("", ts, "max_decode_steps")) d.sampling.max_decode_steps = cfg.get_int("", ts, "max_decode_steps");
+  }
+}
+
 }  // namespace
 
-ModelSpec model_spec_from_gin(const gin::Config& g) {
-  ModelSpec m;
-  bool dec_only = !g.bound_params("", "network.TransformerConfig").empty();
-  m.kind = dec_only ? ModelSpec::Kind::decoder_only : ModelSpec::Kind::encoder_decoder;
-  const char* net = dec_only ? "network.TransformerConfig" : "network.T5Config";
-  const char* model = dec_only ? "models.DecoderOnlyModel" : "models.EncoderDecoderModel";
-  T5Config& c = m.config;
-  c.vocab_size = g.get_int("", net, "vocab_size");
-  c.dtype = dtype_from(g.get_string("", net, "dtype"));
-  c.emb_dim = g.get_int("", net, "emb_dim");
-  c.num_heads = g.get_int("", net, "num_heads");
-  if (dec_only) {
-    c.num_encoder_layers = 0;
-    c.num_decoder_layers = g.get_int("", net, "num_layers");
-  } else {
-    c.num_encoder_layers = g.get_int("", net, "num_encoder_layers");
-    c.num_decoder_layers = g.get_int("", net, "num_decoder_layers");
+std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref) {
+  if (cfg.registry())
+    if (const auto* spec = cfg.registry()->find(ref.name)) return spec->name;
+  return ref.name;
+}
+
+gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param) {
+  gin::Reference r = cfg.get_reference(outer.scope, canonical_name(cfg, outer), param);
+  r.scope = gin::join_scope(outer.scope, r.scope);
+  return r;
+}
+
+ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& model_ref) {
+  ModelConfig m;
+  const std::string c = canonical_name(cfg, model_ref);
+  const std::string& s = model_ref.scope;
+  if (c == "models.DecoderOnlyModel") {
+    m.decoder_only = true;
+    m.inputs_bidirectional_attention = cfg.get_bool(s, c, "inputs_bidirectional_attention");
+  } else if (c != "models.EncoderDecoderModel") {
+    throw std::invalid_argument("[model_from_gin] MODEL must be @models.EncoderDecoderModel() or "
+                                "@models.DecoderOnlyModel(), got @" + c + "()");
   }
-  c.head_dim = g.get_int("", net, "head_dim");
-  c.mlp_dim = g.get_int("", net, "mlp_dim");
-  c.mlp_activations.clear();
-  for (const auto& v : g.get_list("", net, "mlp_activations")) c.mlp_activations.push_back(v.as_string());
-  c.dropout_rate = g.get_double("", net, "dropout_rate");
-  c.logits_via_embedding = g.get_bool("", net, "logits_via_embedding");
-
-  m.loss.z_loss = g.get_double("", model, "z_loss");
-  m.loss.label_smoothing = g.get_double("", model, "label_smoothing");
-  gin::Value lnf = g.get("", model, "loss_normalizing_factor");
-  if (lnf.is_none()) m.loss.loss_normalizing_factor = {};
-  else if (lnf.kind() == gin::ValueKind::kString) m.loss.loss_normalizing_factor = LossNormalizingFactor::parse(lnf.as_string());
-  else m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(lnf.as_double());
-  if (dec_only) m.inputs_bidirectional_attention = g.get_bool("", model, "inputs_bidirectional_attention");
-
-  m.decode.beam.alpha = g.get_double("", "decoding.beam_search", "alpha");
-  m.decode.beam.eos_id = g.get_int("", "decoding.beam_search", "eos_id");
-  m.decode.beam.num_decodes = g.get_int("", std::string(model) + ".predict_batch_with_aux", "num_decodes");
-  m.decode.sampling.temperature = g.get_double("", "decoding.temperature_sample", "temperature");
-  m.decode.sampling.topk = g.get_int("", "decoding.temperature_sample", "topk");
-  m.decode.sampling.topp = g.get_double("", "decoding.temperature_sample", "topp");
-  m.decode.sampling.eos_id = g.get_int("", "decoding.temperature_sample", "eos_id");
-  m.decode.sampling.num_decodes = m.decode.beam.num_decodes;
-  if (!g.is_none("", "decoding.temperature_sample", "max_decode_steps"))
-    m.decode.sampling.max_decode_steps = g.get_int("", "decoding.temperature_sample", "max_decode_steps");
+  m.loss.z_loss = cfg.get_double(s, c, "z_loss");
+  m.loss.label_smoothing = cfg.get_double(s, c, "label_smoothing");
+  if (auto v = cfg.get_optional(s, c, "loss_normalizing_factor"); v && !v->is_none()) {
+    if (v->kind() == gin::ValueKind::kString) m.loss.loss_normalizing_factor = LossNormalizingFactor::parse(v->as_string());
+    else m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(v->as_double());
+  }
+  // network.Transformer(config=T5Config) / network.DecoderWrapper(config=TransformerConfig).
+  read_network(cfg, nested_reference(cfg, nested_reference(cfg, model_ref, "module"), "config"), m.decoder_only,
+               m.network);
+  read_decoding(cfg, c, s, m.decode);
   return m;
 }
 
-std::unique_ptr<BaseTransformerModel> make_model(const ModelSpec& s) {
-  if (s.kind == ModelSpec::Kind::decoder_only)
-    return std::make_unique<DecoderOnlyModel>(s.config, s.loss, s.inputs_bidirectional_attention);
-  return std::make_unique<EncoderDecoderModel>(s.config, s.loss);
+ModelConfig read_model_config(const gin::Config& cfg) {
+  if (cfg.find_macro("MODEL")) {
+    gin::Value v = cfg.macro_value("MODEL");
+    if (v.kind() != gin::ValueKind::kReference)
+      throw gin::GinError(v.where(), "MODEL is " + v.describe(),
+                          "write MODEL = @models.EncoderDecoderModel() or @models.DecoderOnlyModel()");
+    return read_model_config(cfg, v.as_reference());
+  }
+  for (const char* script : {"train_script.train", "eval_script.evaluate", "infer_script.infer"})
+    if (cfg.has("", script, "model")) return read_model_config(cfg, cfg.get_reference("", script, "model"));
+  throw std::invalid_argument("[model_from_gin] the gin files configure no model: include a "
+                              "configs/models/*.gin file (it sets MODEL = @models.EncoderDecoderModel())");
+}
+
+std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m) {
+  if (m.decoder_only) return std::make_unique<DecoderOnlyModel>(m.network, m.loss, m.inputs_bidirectional_attention);
+  return std::make_unique<EncoderDecoderModel>(m.network, m.loss);
 }
 
 }  // namespace t5x

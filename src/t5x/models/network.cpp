@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "nn/constraint.h"
 #include "nn/layers.h"
@@ -30,52 +32,6 @@ Array logits_from(const T5Config& cfg, const ParamTree& p, const std::string& em
   return nn::dense(yf, nn::get(p, "decoder/logits_dense/kernel"), "embed");
 }
 
-struct DecoderPass {
-  const Array* encoded = nullptr;  // enc-dec only
-  nn::MaskSpec self_mask, cross_mask;
-  std::vector<Array>* keys = nullptr;  // capture self-attention keys / values (prefill)
-  std::vector<Array>* values = nullptr;
-};
-
-// Decoder stack on embedded inputs x [batch, length, embed] -> final hidden state.
-Array decoder_stack(const T5Config& cfg, const ParamTree& p, Array x, const DecoderPass& a, nn::Dropout& drop) {
-  auto att = cfg.attention();
-  int64_t len = x.dim("length");
-  Array bias = nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
-                                          nn::relative_position_buckets(len, len, false, cfg.relpos));
-  Array enc_kv = a.encoded ? rename(*a.encoded, {{"length", "kv_length"}}) : Array();
-  for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
-    std::string l = layer_name("decoder", i);
-    Array h = nn::layer_norm(p, l + "/pre_self_attention_layer_norm", x);
-    Array q = nn::project_query(p, l + "/self_attention", h, att);
-    auto [k, v] = nn::project_key_value(p, l + "/self_attention", h, att);
-    if (a.keys) {
-      a.keys->push_back(k);
-      a.values->push_back(v);
-    }
-    h = nn::project_out(p, l + "/self_attention", nn::attend(q, k, v, a.self_mask, bias, att, drop), att);
-    x = nn::constrain(add(x, drop(h)));
-    if (a.encoded) {
-      h = nn::layer_norm(p, l + "/pre_cross_attention_layer_norm", x);
-      h = nn::multi_head_attention(p, l + "/encoder_decoder_attention", h, enc_kv, a.cross_mask, Array(), att, drop);
-      x = nn::constrain(add(x, drop(h)));
-    }
-    h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
-    h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
-    x = nn::constrain(add(x, drop(h)));
-  }
-  return drop(nn::layer_norm(p, "decoder/decoder_norm", x));
-}
-
-nn::MaskSpec decoder_self_mask(const Array& target, const Array& seg, const Array& causal_attention) {
-  nn::MaskSpec m;
-  m.causal = true;
-  if (target.valid()) m.q_mask = m.kv_mask = positive(target);
-  if (seg.valid()) m.q_segment_ids = m.kv_segment_ids = seg;
-  if (causal_attention.valid()) m.bidirectional_prefix = causal_attention;
-  return m;
-}
-
 // Self-attention cache write: cache [batch, kv_length, heads, kv] gets
 // new_kv [batch, kv_length=1, heads, kv] at position index[b].
 Array write_cache(const Array& cache, const Array& new_kv, const Array& at) {
@@ -87,42 +43,106 @@ Array write_cache(const Array& cache, const Array& new_kv, const Array& at) {
   return transpose(upd, cache.names());
 }
 
+// What a stack's layers share: the encoder's names and masks, or the
+// decoder's, with cross-attention and the decode cache as options.
+struct LayerArgs {
+  bool encoder = false;  // encoder names ("attention"), no cross-attention
+  nn::MaskSpec self_mask;
+  Array self_bias;       // relative position bias
+  Array cache_at;        // decode step: bool [batch, kv_length], the position written
+  bool cross = false;    // encoder-decoder attention
+  Array encoded;         // [batch, kv_length, embed]: cross keys / values unless cached
+  nn::MaskSpec cross_mask;
+};
+
+// One layer's keys and values. In: the decode cache (self; cross when
+// cached). Out: the self-attention keys / values attended over (the prefill
+// keeps them; the decode step stores them back).
+struct LayerKV {
+  Array self_key, self_value;
+  Array cross_key, cross_value;
+};
+
+// The one Transformer layer of every path (t5x's EncoderLayer /
+// DecoderLayer; training, prefill and cached decoding): LN, self-attention,
+// dropout, residual; [LN, cross-attention, dropout, residual]; LN, MLP,
+// dropout, residual.
+Array layer(const T5Config& cfg, const ParamTree& p, const std::string& l, Array x, const LayerArgs& a,
+            LayerKV& kv, nn::Dropout& drop) {
+  auto att = cfg.attention();
+  const std::string sa = l + (a.encoder ? "/attention" : "/self_attention");
+  Array h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
+  Array q = nn::project_query(p, sa, h, att);
+  auto [k, v] = nn::project_key_value(p, sa, h, att);
+  kv.self_key = a.cache_at.valid() ? write_cache(kv.self_key, k, a.cache_at) : k;
+  kv.self_value = a.cache_at.valid() ? write_cache(kv.self_value, v, a.cache_at) : v;
+  h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, a.self_bias, att, drop), att);
+  x = nn::constrain(add(x, drop(h)));
+  if (a.cross) {
+    const std::string ca = l + "/encoder_decoder_attention";
+    h = nn::layer_norm(p, l + "/pre_cross_attention_layer_norm", x);
+    q = nn::project_query(p, ca, h, att);
+    if (!kv.cross_key.valid()) std::tie(kv.cross_key, kv.cross_value) = nn::project_key_value(p, ca, a.encoded, att);
+    h = nn::project_out(p, ca, nn::attend(q, kv.cross_key, kv.cross_value, a.cross_mask, Array(), att, drop), att);
+    x = nn::constrain(add(x, drop(h)));
+  }
+  h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
+  h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
+  return nn::constrain(add(x, drop(h)));
+}
+
+// A stack ("encoder" / "decoder") on embedded inputs x [batch, length,
+// embed] -> final normed hidden state. kv: one entry per layer (in and out),
+// or null (each layer's keys / values dropped after it).
+Array stack(const T5Config& cfg, const ParamTree& p, const std::string& name, Array x, const LayerArgs& a,
+            std::vector<LayerKV>* kv, nn::Dropout& drop) {
+  const int64_t n = a.encoder ? cfg.num_encoder_layers : cfg.num_decoder_layers;
+  for (int64_t i = 0; i < n; ++i) {
+    LayerKV scratch;
+    x = layer(cfg, p, layer_name(name.c_str(), i), x, a, kv ? (*kv)[size_t(i)] : scratch, drop);
+  }
+  return drop(nn::layer_norm(p, name + (a.encoder ? "/encoder_norm" : "/decoder_norm"), x));
+}
+
+nn::MaskSpec decoder_self_mask(const Array& target, const Array& seg, const Array& causal_attention) {
+  nn::MaskSpec m;
+  m.causal = true;
+  if (target.valid()) m.q_mask = m.kv_mask = positive(target);
+  if (seg.valid()) m.q_segment_ids = m.kv_segment_ids = seg;
+  if (causal_attention.valid()) m.bidirectional_prefix = causal_attention;
+  return m;
+}
+
+// The stack's relative position bias over `len` positions.
+Array stack_bias(const T5Config& cfg, const ParamTree& p, const std::string& stack, int64_t len) {
+  return nn::relative_position_bias(nn::get(p, stack + "/relpos_bias/rel_embedding"),
+                                    nn::relative_position_buckets(len, len, stack == "encoder", cfg.relpos));
+}
+
 Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
                   const std::string& embedding_name, bool cross) {
-  auto att = cfg.attention();
   int64_t b = c.batch();
   if (!tokens.valid() || tokens.size() != b)
     throw std::invalid_argument("[decode_step] tokens must be int [batch=" + std::to_string(b) + "]");
   Array tok = reshape(cast(tokens, DType::i32), Shape{{"batch", b}, {"length", 1}});
   Array x = nn::embed_lookup(nn::get(p, embedding_name), tok, cfg.dtype);
-  Array at = ne(one_hot(c.index, c.max_length, "kv_length"), 0.0);  // [batch, kv_length]
-  nn::MaskSpec self_mask;
-  self_mask.kv_mask =
+  LayerArgs a;
+  a.cache_at = ne(one_hot(c.index, c.max_length, "kv_length"), 0.0);  // [batch, kv_length]
+  a.self_mask.kv_mask =
       transpose(le(iota(Shape{{"kv_length", c.max_length}}, "kv_length"), c.index), {"batch", "kv_length"});
-  Array bias = nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
-                                          nn::relative_position_buckets_at(c.index, c.max_length, false, cfg.relpos));
-  nn::MaskSpec cross_mask;
-  if (cross) cross_mask.kv_mask = c.encoder_mask;
+  a.self_bias = nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
+                                           nn::relative_position_buckets_at(c.index, c.max_length, false, cfg.relpos));
+  a.cross = cross;
+  if (cross) a.cross_mask.kv_mask = c.encoder_mask;
+  std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
+  for (size_t i = 0; i < kv.size(); ++i)
+    kv[i] = {c.self_key[i], c.self_value[i], cross ? c.cross_key[i] : Array(), cross ? c.cross_value[i] : Array()};
   nn::Dropout none;
-  for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
-    std::string l = layer_name("decoder", i);
-    Array h = nn::layer_norm(p, l + "/pre_self_attention_layer_norm", x);
-    Array q = nn::project_query(p, l + "/self_attention", h, att);
-    auto [k, v] = nn::project_key_value(p, l + "/self_attention", h, att);
-    c.self_key[size_t(i)] = write_cache(c.self_key[size_t(i)], k, at);
-    c.self_value[size_t(i)] = write_cache(c.self_value[size_t(i)], v, at);
-    h = nn::attend(q, c.self_key[size_t(i)], c.self_value[size_t(i)], self_mask, bias, att, none);
-    x = add(x, nn::project_out(p, l + "/self_attention", h, att));
-    if (cross) {
-      h = nn::layer_norm(p, l + "/pre_cross_attention_layer_norm", x);
-      q = nn::project_query(p, l + "/encoder_decoder_attention", h, att);
-      h = nn::attend(q, c.cross_key[size_t(i)], c.cross_value[size_t(i)], cross_mask, Array(), att, none);
-      x = add(x, nn::project_out(p, l + "/encoder_decoder_attention", h, att));
-    }
-    h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
-    x = add(x, nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, none));
+  x = stack(cfg, p, "decoder", x, a, &kv, none);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    c.self_key[i] = kv[i].self_key;
+    c.self_value[i] = kv[i].self_value;
   }
-  x = nn::layer_norm(p, "decoder/decoder_norm", x);
   Array logits = logits_from(cfg, p, embedding_name, x);
   c.index = add(c.index, 1.0);
   return reshape(transpose(logits, {"batch", "length", "vocab"}), Shape{{"batch", b}, {"vocab", logits.dim("vocab")}});
@@ -146,33 +166,24 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
 
 Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, const Array& seg, nn::Dropout& drop) {
   check_tokens(tokens, "encoder_input_tokens");
-  auto att = cfg.attention();
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), tokens, cfg.dtype)));
-  int64_t len = tokens.dim("length");
-  Array bias = nn::relative_position_bias(nn::get(p, "encoder/relpos_bias/rel_embedding"),
-                                          nn::relative_position_buckets(len, len, true, cfg.relpos));
-  nn::MaskSpec m;
-  m.q_mask = m.kv_mask = positive(tokens);
-  if (seg.valid()) m.q_segment_ids = m.kv_segment_ids = seg;
-  for (int64_t i = 0; i < cfg.num_encoder_layers; ++i) {
-    std::string l = layer_name("encoder", i);
-    Array h = nn::layer_norm(p, l + "/pre_attention_layer_norm", x);
-    h = nn::multi_head_attention(p, l + "/attention", h, h, m, bias, att, drop);
-    x = nn::constrain(add(x, drop(h)));
-    h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
-    h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
-    x = nn::constrain(add(x, drop(h)));
-  }
-  return drop(nn::layer_norm(p, "encoder/encoder_norm", x));
+  LayerArgs a;
+  a.encoder = true;
+  a.self_mask.q_mask = a.self_mask.kv_mask = positive(tokens);
+  if (seg.valid()) a.self_mask.q_segment_ids = a.self_mask.kv_segment_ids = seg;
+  a.self_bias = stack_bias(cfg, p, "encoder", tokens.dim("length"));
+  return stack(cfg, p, "encoder", x, a, nullptr, drop);
 }
 
 Array t5_decode(const T5Config& cfg, const ParamTree& p, const Array& encoded, const Array& enc_tokens,
                 const Array& dec_inputs, const Array& dec_targets, const Array& enc_seg, const Array& dec_seg,
                 nn::Dropout& drop) {
   check_tokens(dec_inputs, "decoder_input_tokens");
-  DecoderPass a;
-  a.encoded = &encoded;
+  LayerArgs a;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, Array());
+  a.self_bias = stack_bias(cfg, p, "decoder", dec_inputs.dim("length"));
+  a.cross = true;
+  a.encoded = rename(encoded, {{"length", "kv_length"}});
   if (dec_targets.valid()) a.cross_mask.q_mask = positive(dec_targets);
   a.cross_mask.kv_mask = positive(enc_tokens);
   if (dec_seg.valid() && enc_seg.valid()) {
@@ -180,16 +191,17 @@ Array t5_decode(const T5Config& cfg, const ParamTree& p, const Array& encoded, c
     a.cross_mask.kv_segment_ids = rename(enc_seg, {{"length", "kv_length"}});
   }
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), dec_inputs, cfg.dtype)));
-  return logits_from(cfg, p, "token_embedder/embedding", decoder_stack(cfg, p, x, a, drop));
+  return logits_from(cfg, p, "token_embedder/embedding", stack(cfg, p, "decoder", x, a, nullptr, drop));
 }
 
 Array decoder_only_forward(const T5Config& cfg, const ParamTree& p, const Array& dec_inputs, const Array& dec_targets,
                            const Array& dec_seg, const Array& causal_attention, nn::Dropout& drop) {
   check_tokens(dec_inputs, "decoder_input_tokens");
-  DecoderPass a;
+  LayerArgs a;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, causal_attention);
+  a.self_bias = stack_bias(cfg, p, "decoder", dec_inputs.dim("length"));
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype)));
-  return logits_from(cfg, p, "decoder/token_embedder/embedding", decoder_stack(cfg, p, x, a, drop));
+  return logits_from(cfg, p, "decoder/token_embedder/embedding", stack(cfg, p, "decoder", x, a, nullptr, drop));
 }
 
 void DecoderCache::gather_rows(const std::vector<int64_t>& rows) {
@@ -229,18 +241,17 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& p, const
     throw std::invalid_argument("[decoder_only_prefill] prompt length " + std::to_string(len) +
                                 " exceeds max_length " + std::to_string(max_length));
   DecoderCache c = empty_cache(cfg, dec_inputs.dim("batch"), max_length);
-  std::vector<Array> keys, values;
-  DecoderPass a;
+  LayerArgs a;
   a.self_mask = decoder_self_mask(Array(), Array(), causal_attention);
-  a.keys = &keys;
-  a.values = &values;
+  a.self_bias = stack_bias(cfg, p, "decoder", len);
+  std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
   nn::Dropout none;
   Array x = nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype);
-  decoder_stack(cfg, p, x, a, none);
-  for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
-    auto order = c.self_key[size_t(i)].names();
-    c.self_key[size_t(i)] = transpose(pad(keys[size_t(i)], "kv_length", 0, max_length - len), order);
-    c.self_value[size_t(i)] = transpose(pad(values[size_t(i)], "kv_length", 0, max_length - len), order);
+  stack(cfg, p, "decoder", x, a, &kv, none);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    auto order = c.self_key[i].names();
+    c.self_key[i] = transpose(pad(kv[i].self_key, "kv_length", 0, max_length - len), order);
+    c.self_value[i] = transpose(pad(kv[i].self_value, "kv_length", 0, max_length - len), order);
   }
   c.index = cast(start_index, DType::i32);
   return c;

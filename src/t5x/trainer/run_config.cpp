@@ -15,32 +15,11 @@ using gin::Reference;
 using gin::Value;
 using gin::ValueKind;
 
-// Canonical registry name of a reference (gin accepts shortened names).
-std::string canonical(const Config& cfg, const Reference& ref) {
-  if (cfg.registry())
-    if (const auto* spec = cfg.registry()->find(ref.name)) return spec->name;
-  return ref.name;
-}
-
-// The reference bound to `param`, in the scope the referenced configurable runs in.
-Reference nested_ref(const Config& cfg, const Reference& outer, const std::string& param) {
-  Reference r = cfg.get_reference(outer.scope, canonical(cfg, outer), param);
-  r.scope = gin::join_scope(outer.scope, r.scope);
-  return r;
-}
-
 std::optional<Value> opt_value(const Config& cfg, const std::string& scope, const std::string& conf,
                                const std::string& param) {
   auto v = cfg.get_optional(scope, conf, param);
   if (!v || v->is_none()) return std::nullopt;
   return v;
-}
-
-DType dtype_from_name(const std::string& s) {
-  if (s == "float32") return DType::f32;
-  if (s == "bfloat16") return DType::bf16;
-  if (s == "float16") return DType::f16;
-  throw std::invalid_argument("[gin] unsupported activation dtype '" + s + "' (float32, bfloat16, float16)");
 }
 
 std::optional<uint64_t> opt_seed(const Config& cfg, const std::string& scope, const std::string& conf,
@@ -52,7 +31,7 @@ std::optional<uint64_t> opt_seed(const Config& cfg, const std::string& scope, co
 
 RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
   RestoreCheckpointConfig r;
-  const std::string c = canonical(cfg, ref);
+  const std::string c = canonical_name(cfg, ref);
   if (auto p = opt_value(cfg, ref.scope, c, "path")) {
     if (p->is_sequence())
       for (const auto& item : p->as_list()) r.paths.push_back(item.as_string());
@@ -83,7 +62,7 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
 
 PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
   PartitionerConfig p;
-  const std::string c = canonical(cfg, ref);
+  const std::string c = canonical_name(cfg, ref);
   auto np = opt_value(cfg, ref.scope, c, "num_partitions");
   auto sub = opt_value(cfg, ref.scope, c, "model_parallel_submesh");
   if (sub) {
@@ -110,7 +89,7 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
   auto rules = cfg.get_optional(ref.scope, c, "logical_axis_rules");
   if (rules && rules->kind() == ValueKind::kReference) {
     const Reference& rr = rules->as_reference();
-    const std::string rc = canonical(cfg, rr);
+    const std::string rc = canonical_name(cfg, rr);
     const std::string scope = gin::join_scope(ref.scope, rr.scope);
     if (auto a = opt_value(cfg, scope, rc, "activation_partitioning_dims")) p.activation_partitioning_dims = int(a->as_int());
     if (auto b = opt_value(cfg, scope, rc, "parameter_partitioning_dims")) p.parameter_partitioning_dims = int(b->as_int());
@@ -119,7 +98,7 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
 }
 
 LearningRateSchedule read_schedule(const Config& cfg, const Reference& ref) {
-  const std::string c = canonical(cfg, ref);
+  const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   if (c == "utils.create_learning_rate_scheduler") {
     LearningRateSchedulerConfig lc;
@@ -163,7 +142,7 @@ LearningRateSchedule read_lr_value(const Config& cfg, const std::string& scope, 
 
 std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& ref,
                                             std::optional<double> clip, LearningRateSchedule* lr) {
-  const std::string c = canonical(cfg, ref);
+  const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   AdamWConfig a;
   a.b1 = cfg.get_double(s, c, "b1");
@@ -183,7 +162,7 @@ std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& 
 
 DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   DatasetConfig d;
-  const std::string c = canonical(cfg, ref);
+  const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   d.mixture_or_task_name = cfg.get_string(s, c, "mixture_or_task_name");
   if (auto v = opt_value(cfg, s, c, "task_feature_lengths")) {
@@ -211,61 +190,10 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   return d;
 }
 
-ModelConfig read_model_config(const Config& cfg, const Reference& model_ref) {
-  ModelConfig m;
-  const std::string c = canonical(cfg, model_ref);
-  const std::string& s = model_ref.scope;
-  if (c == "models.DecoderOnlyModel") {
-    m.decoder_only = true;
-    m.inputs_bidirectional_attention = cfg.get_bool(s, c, "inputs_bidirectional_attention");
-  } else if (c != "models.EncoderDecoderModel") {
-    throw std::invalid_argument("[trainer] MODEL must be @models.EncoderDecoderModel() or "
-                                "@models.DecoderOnlyModel(), got @" + c + "()");
-  }
-  m.loss.z_loss = cfg.get_double(s, c, "z_loss");
-  m.loss.label_smoothing = cfg.get_double(s, c, "label_smoothing");
-  if (auto v = opt_value(cfg, s, c, "loss_normalizing_factor")) {
-    if (v->kind() == ValueKind::kString) m.loss.loss_normalizing_factor = LossNormalizingFactor::parse(v->as_string());
-    else m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(v->as_double());
-  }
-  Reference module = nested_ref(cfg, model_ref, "module");
-  Reference net = nested_ref(cfg, module, "config");
-  const std::string nc = canonical(cfg, net);
-  const std::string& ns = net.scope;
-  T5Config& t = m.network;
-  t.vocab_size = cfg.get_int(ns, nc, "vocab_size");
-  t.emb_dim = cfg.get_int(ns, nc, "emb_dim");
-  t.num_heads = cfg.get_int(ns, nc, "num_heads");
-  if (m.decoder_only) {
-    t.num_decoder_layers = cfg.get_int(ns, nc, "num_layers");
-    t.num_encoder_layers = 0;
-  } else {
-    t.num_encoder_layers = cfg.get_int(ns, nc, "num_encoder_layers");
-    t.num_decoder_layers = cfg.get_int(ns, nc, "num_decoder_layers");
-  }
-  t.head_dim = cfg.get_int(ns, nc, "head_dim");
-  t.mlp_dim = cfg.get_int(ns, nc, "mlp_dim");
-  t.mlp_activations.clear();
-  for (const auto& a : cfg.get_list(ns, nc, "mlp_activations")) t.mlp_activations.push_back(a.as_string());
-  t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
-  t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
-  t.dtype = dtype_from_name(cfg.get_string(ns, nc, "dtype"));
-  // Decoding: models.*.predict_batch_with_aux.num_decodes, decoding.beam_search.alpha.
-  const std::string pc = c + ".predict_batch_with_aux";
-  if (cfg.registry() && cfg.registry()->find(pc)) {
-    int64_t n = cfg.get_int(s, pc, "num_decodes");
-    m.decode.beam.num_decodes = n;
-    m.decode.sampling.num_decodes = n;
-  }
-  if (cfg.registry() && cfg.registry()->find("decoding.beam_search"))
-    m.decode.beam.alpha = cfg.get_double("", "decoding.beam_search", "alpha");
-  return m;
-}
-
 OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_ref) {
   OptimizerConfig o;
-  Reference ref = nested_ref(cfg, model_ref, "optimizer_def");
-  const std::string c = canonical(cfg, ref);
+  Reference ref = nested_reference(cfg, model_ref, "optimizer_def");
+  const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   LearningRateSchedule own_lr;
   if (c == "adafactor.Adafactor") {
@@ -296,7 +224,7 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
     for (const auto& item : cfg.get_list(s, c, "transformations")) {
       Reference r = item.as_reference();
       r.scope = gin::join_scope(s, r.scope);
-      const std::string rc = canonical(cfg, r);
+      const std::string rc = canonical_name(cfg, r);
       if (rc == "optax.clip_by_global_norm") clip = cfg.get_double(r.scope, rc, "max_norm");
       else if (rc.ends_with("adamw") || rc.ends_with("adam")) adam = r;
       else throw std::invalid_argument("[trainer] unsupported transformation @" + rc + " in optimizers.chain");
@@ -334,15 +262,15 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (!cfg.is_none("", f, "infer_eval_dataset_cfg"))
     t.infer_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "infer_eval_dataset_cfg"));
   Reference ck = cfg.get_reference("", f, "checkpoint_cfg");
-  const std::string ckc = canonical(cfg, ck);
+  const std::string ckc = canonical_name(cfg, ck);
   if (!cfg.is_none(ck.scope, ckc, "save")) {
-    Reference sv = nested_ref(cfg, ck, "save");
-    const std::string svc = canonical(cfg, sv);
+    Reference sv = nested_reference(cfg, ck, "save");
+    const std::string svc = canonical_name(cfg, sv);
     if (auto p = opt_value(cfg, sv.scope, svc, "period")) t.save.period = p->as_int();
     t.save.dtype = cfg.get_string(sv.scope, svc, "dtype");
     if (auto k = opt_value(cfg, sv.scope, svc, "keep")) t.save.keep = static_cast<int>(k->as_int());
   }
-  if (!cfg.is_none(ck.scope, ckc, "restore")) t.restore = read_restore(cfg, nested_ref(cfg, ck, "restore"));
+  if (!cfg.is_none(ck.scope, ckc, "restore")) t.restore = read_restore(cfg, nested_reference(cfg, ck, "restore"));
   t.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   t.total_steps = cfg.get_int("", f, "total_steps");
   if (t.total_steps < 0)
@@ -390,11 +318,6 @@ InferRunConfig read_infer_config(const Config& cfg) {
   r.shard_id = cfg.get_int("", f, "shard_id");
   r.num_shards = cfg.get_int("", f, "num_shards");
   return r;
-}
-
-std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m) {
-  if (m.decoder_only) return std::make_unique<DecoderOnlyModel>(m.network, m.loss);
-  return std::make_unique<EncoderDecoderModel>(m.network, m.loss);
 }
 
 std::unique_ptr<seqio::FeatureConverter> make_feature_converter(const ModelConfig& m, bool pack,

@@ -29,6 +29,7 @@
 #include "seqio/feature.h"
 #include "seqio/feature_converters/feature_converters.h"
 #include "t5x/gin/config.h"
+#include "t5x/models/gin_model.h"
 #include "t5x/models/models.h"
 #include "t5x/optim/optimizer.h"
 #include "t5x/optim/schedules.h"
@@ -76,14 +77,11 @@ struct PartitionerConfig {
   bool mesh_invariant = true;
 };
 
-// The model as gin describes it.
-struct ModelConfig {
-  bool decoder_only = false;
-  bool inputs_bidirectional_attention = false;
-  T5Config network;
-  LossOptions loss;
-  DecodeOptions decode;
-};
+// The model as gin describes it, read by the one model reader of every
+// command (t5x/models/gin_model.h).
+using t5x::ModelConfig;
+using t5x::make_model;
+using t5x::read_model_config;
 
 struct OptimizerConfig {
   std::shared_ptr<const Optimizer> optimizer;
@@ -135,11 +133,9 @@ EvalRunConfig read_eval_config(const gin::Config& cfg);
 InferRunConfig read_infer_config(const gin::Config& cfg);
 
 // Pieces, exposed for tests and for the other modes.
-ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& model_ref);
 OptimizerConfig read_optimizer_config(const gin::Config& cfg, const gin::Reference& model_ref);
 DatasetConfig read_dataset_config(const gin::Config& cfg, const gin::Reference& ref);
 
-std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m);
 // EncDecFeatureConverter for encoder-decoder models; for decoder-only models
 // PrefixLMFeatureConverter when the task has "inputs", else LMFeatureConverter.
 std::unique_ptr<seqio::FeatureConverter> make_feature_converter(const ModelConfig& m, bool pack,

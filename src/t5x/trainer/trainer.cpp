@@ -71,8 +71,14 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   if (!dist_.model_parallel()) return;
   // Tensor parallelism: the model's ops on 'model'-split parameters run
   // through the spmd lowering of this data replica's mesh.
-  spmd::set_context(dist_.spmd);
-  spmd::install();
+  context_scope_.emplace(dist_.spmd);
+  lowering_scope_.emplace();
+  // Activations on the mesh take their logical-axis layout (t5x's
+  // with_sharding_constraint points); single-device arrays (process 0's
+  // inference evaluation on gathered parameters) stay so: no other process joins.
+  constraint_scope_.emplace([rules = rules_](const Array& x) {
+    return x.sharding().is_single_device() ? x : spmd::with_sharding_constraint(x, rules);
+  });
   // Adafactor (and AdamW's global-norm clip) work on whole arrays: gather
   // the shards over 'model'.
   auto gather = [](const Array& a) { return spmd::gather(a); };
@@ -81,10 +87,7 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   if (auto* w = dynamic_cast<AdamW*>(o.get())) w->set_all_gather(gather);
 }
 
-Trainer::~Trainer() {
-  if (!dist_.model_parallel()) return;
-  spmd::set_context(nullptr);
-}
+Trainer::~Trainer() = default;
 
 std::string Trainer::layout() const {
   std::ostringstream os;

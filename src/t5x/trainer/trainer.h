@@ -25,7 +25,8 @@
 // Layout (trainer/distributed.h): rows split over 'data'; on a 'model' axis
 // of M > 1 processes the parameters and optimizer slots are split over
 // 'model' by logical_axis_rules (spmd::shard_params), the loss and gradients
-// run through the spmd lowering (spmd::install()), Adafactor gathers each
+// run through the spmd lowering (installed, with the context, for the Trainer's
+// lifetime only: two runs in one process do not see each other's), Adafactor gathers each
 // param over 'model' for its update, and checkpoints are written and read
 // shard by shard (train_state.h). Teacher-forced evaluation runs sharded;
 // inference evaluation decodes with params gathered over 'model'.
@@ -47,6 +48,9 @@
 #include <string>
 
 #include "mesh/logical_axis_rules.h"
+#include "nn/constraint.h"
+#include "spmd/context.h"
+#include "spmd/dispatch.h"
 #include "t5x/gin/config.h"
 #include "t5x/trainer/data.h"
 #include "t5x/trainer/distributed.h"
@@ -106,8 +110,16 @@ class Trainer {
   TrainRunConfig cfg_;
   Distributed dist_;
   TrainerOptions opt_;
+  // Model-parallel runs: dist_'s spmd context and the spmd lowering, for the
+  // Trainer's lifetime; the previous ones come back after it (declared
+  // before the state so that sharded arrays go first).
+  std::optional<spmd::ContextScope> context_scope_;
+  std::optional<spmd::InstallScope> lowering_scope_;
   std::unique_ptr<BaseTransformerModel> model_;
   LogicalAxisRules rules_;  // partitioner's logical_axis_rules (parameters' layout)
+  // Model-parallel runs: t5x's activation sharding constraints (nn::constrain)
+  // by rules_, for the Trainer's lifetime.
+  std::optional<nn::ActivationConstraintScope> constraint_scope_;
   TrainState state_;
   std::unique_ptr<TrainData> data_;
   DataState data_state_;

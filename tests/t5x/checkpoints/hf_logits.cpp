@@ -25,15 +25,15 @@ int main(int argc, char** argv) {
       return 64;
     }
     gin::Config cfg = gin::load_gin_config(flags, &gin::Registry::global(), /*skip_unknown=*/true);
-    ModelSpec spec = model_spec_from_gin(cfg);
-    spec.config.dtype = DType::f32;
-    spec.config.dropout_rate = 0.0;
+    ModelConfig spec = read_model_config(cfg);
+    spec.network.dtype = DType::f32;
+    spec.network.dropout_rate = 0.0;
     auto model = make_model(spec);
     trainer::TrainState st;
     st.params = model->init(prng_key(0));
     trainer::restore_train_state(rest[0], st, false, "", 0, 1);
 
-    const int64_t V = spec.config.vocab_size, B = 2, Le = 7, Ld = 5;
+    const int64_t V = spec.network.vocab_size, B = 2, Le = 7, Ld = 5;
     std::vector<int64_t> enc, din, dtg;
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t i = 0; i < Le; ++i) enc.push_back(b == 1 && i >= 4 ? 0 : 2 + (37 * (b * Le + i) + 11) % (V - 2));

@@ -19,46 +19,94 @@ const gin::Registry& registry() {
   return r;
 }
 
-ModelSpec load(const std::string& rel, const std::vector<std::string>& bindings) {
+ModelConfig load(const std::string& rel, const std::vector<std::string>& bindings) {
   std::string path = (std::filesystem::path(T5X_SOURCE_DIR) / "configs" / "models" / rel).string();
-  return model_spec_from_gin(gin::parse_config_files_and_bindings({path}, bindings, {}, &registry()));
+  return read_model_config(gin::parse_config_files_and_bindings({path}, bindings, {}, &registry()));
 }
 
 TEST(GinModel, T5_1_1SmallFromGin) {
-  ModelSpec s = load("t5_1_1/small.gin", {"DROPOUT_RATE = 0.1"});
-  EXPECT_EQ(s.kind, ModelSpec::Kind::encoder_decoder);
+  ModelConfig s = load("t5_1_1/small.gin", {"DROPOUT_RATE = 0.1"});
+  EXPECT_FALSE(s.decoder_only);
   T5Config want = t5_1_1_config("small");
-  EXPECT_EQ(s.config.emb_dim, want.emb_dim);
-  EXPECT_EQ(s.config.num_heads, want.num_heads);
-  EXPECT_EQ(s.config.mlp_dim, want.mlp_dim);
-  EXPECT_EQ(s.config.mlp_activations, want.mlp_activations);
-  EXPECT_EQ(s.config.dtype, DType::bf16);
-  EXPECT_DOUBLE_EQ(s.config.dropout_rate, 0.1);
-  EXPECT_FALSE(s.config.logits_via_embedding);
+  EXPECT_EQ(s.network.emb_dim, want.emb_dim);
+  EXPECT_EQ(s.network.num_heads, want.num_heads);
+  EXPECT_EQ(s.network.mlp_dim, want.mlp_dim);
+  EXPECT_EQ(s.network.mlp_activations, want.mlp_activations);
+  EXPECT_EQ(s.network.dtype, DType::bf16);
+  EXPECT_DOUBLE_EQ(s.network.dropout_rate, 0.1);
+  EXPECT_FALSE(s.network.logits_via_embedding);
   EXPECT_DOUBLE_EQ(s.loss.z_loss, 1e-4);
   EXPECT_EQ(s.loss.loss_normalizing_factor.kind, LossNormalizingFactor::Kind::none);
   EXPECT_EQ(make_model(s)->num_params(), 76961152);
   // Bindings override the file (t5x's --gin.* flags).
-  ModelSpec o = load("t5_1_1/small.gin", {"DROPOUT_RATE = 0.0", "LOSS_NORMALIZING_FACTOR = 233472",
+  ModelConfig o = load("t5_1_1/small.gin", {"DROPOUT_RATE = 0.0", "LOSS_NORMALIZING_FACTOR = 233472",
                                           "network.T5Config.num_decoder_layers = 2"});
   EXPECT_EQ(o.loss.loss_normalizing_factor.kind, LossNormalizingFactor::Kind::constant);
   EXPECT_DOUBLE_EQ(o.loss.loss_normalizing_factor.value, 233472.0);
-  EXPECT_EQ(o.config.num_decoder_layers, 2);
-  ModelSpec a = load("t5_1_1/small.gin", {"DROPOUT_RATE = 0.0", "LOSS_NORMALIZING_FACTOR = 'AVERAGE_PER_SEQUENCE'"});
+  EXPECT_EQ(o.network.num_decoder_layers, 2);
+  ModelConfig a = load("t5_1_1/small.gin", {"DROPOUT_RATE = 0.0", "LOSS_NORMALIZING_FACTOR = 'AVERAGE_PER_SEQUENCE'"});
   EXPECT_EQ(a.loss.loss_normalizing_factor.kind, LossNormalizingFactor::Kind::average_per_sequence);
 }
 
 TEST(GinModel, T5_1_0AndDecoderOnlyFromGin) {
-  ModelSpec t = load("t5_1_0/base.gin", {"DROPOUT_RATE = 0.0"});
-  EXPECT_TRUE(t.config.logits_via_embedding);
-  EXPECT_EQ(t.config.mlp_activations, (std::vector<std::string>{"relu"}));
+  ModelConfig t = load("t5_1_0/base.gin", {"DROPOUT_RATE = 0.0"});
+  EXPECT_TRUE(t.network.logits_via_embedding);
+  EXPECT_EQ(t.network.mlp_activations, (std::vector<std::string>{"relu"}));
   EXPECT_EQ(make_model(t)->num_params(), EncoderDecoderModel(t5_1_0_config("base")).num_params());
-  ModelSpec d = load("decoder_only/small.gin", {"DROPOUT_RATE = 0.0"});
-  EXPECT_EQ(d.kind, ModelSpec::Kind::decoder_only);
-  EXPECT_EQ(d.config.num_decoder_layers, 8);
+  ModelConfig d = load("decoder_only/small.gin", {"DROPOUT_RATE = 0.0"});
+  EXPECT_TRUE(d.decoder_only);
+  EXPECT_EQ(d.network.num_decoder_layers, 8);
   EXPECT_EQ(d.decode.sampling.topk, 40);
   EXPECT_FALSE(d.inputs_bidirectional_attention);
   EXPECT_EQ(make_model(d)->num_params(), DecoderOnlyModel(decoder_only_config("small")).num_params());
+}
+
+// Every field the reader handles, through the MODEL macro and through the
+// run script's `model` reference (the path of `t5x train` / `t5x infer`).
+TEST(GinModel, PrefixLMAndDecodingFieldsThroughEitherEntry) {
+  const std::string dir = (std::filesystem::path(T5X_SOURCE_DIR) / "configs").string();
+  const std::vector<std::string> b = {"DROPOUT_RATE = 0.25",
+                                      "LOSS_NORMALIZING_FACTOR = 'NUM_REAL_TARGET_TOKENS'",
+                                      "models.DecoderOnlyModel.inputs_bidirectional_attention = True",
+                                      "models.DecoderOnlyModel.predict_batch_with_aux.num_decodes = 3",
+                                      "decoding.temperature_sample.max_decode_steps = 7",
+                                      "decoding.temperature_sample.eos_id = 5",
+                                      "network.TransformerConfig.dtype = 'float32'"};
+  gin::Config g = gin::parse_config_files_and_bindings({dir + "/models/decoder_only/small.gin"}, b, {}, &registry());
+  ModelConfig m = read_model_config(g);
+  ModelConfig r = read_model_config(g, g.macro_value("MODEL").as_reference());
+  for (const ModelConfig* c : {&m, &r}) {
+    EXPECT_TRUE(c->decoder_only);
+    EXPECT_TRUE(c->inputs_bidirectional_attention);
+    EXPECT_EQ(c->network.num_encoder_layers, 0);
+    EXPECT_EQ(c->network.num_decoder_layers, 8);
+    EXPECT_EQ(c->network.vocab_size, 32128);
+    EXPECT_EQ(c->network.dtype, DType::f32);
+    EXPECT_DOUBLE_EQ(c->network.dropout_rate, 0.25);
+    EXPECT_TRUE(c->network.logits_via_embedding);
+    EXPECT_DOUBLE_EQ(c->loss.z_loss, 1e-4);
+    EXPECT_EQ(c->loss.loss_normalizing_factor.kind, LossNormalizingFactor::Kind::num_real_target_tokens);
+    EXPECT_EQ(c->decode.sampling.num_decodes, 3);
+    EXPECT_EQ(c->decode.beam.num_decodes, 3);
+    EXPECT_EQ(c->decode.sampling.topk, 40);
+    EXPECT_EQ(c->decode.sampling.max_decode_steps, 7);
+    EXPECT_EQ(c->decode.sampling.eos_id, 5);
+  }
+  auto model = make_model(m);
+  auto* d = dynamic_cast<const DecoderOnlyModel*>(model.get());
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(d->inputs_bidirectional_attention());
+}
+
+TEST(GinModel, NoModelIsAClearError) {
+  gin::Config g(&registry());
+  try {
+    read_model_config(g);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("configure no model: include a configs/models/*.gin"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GinModel, MissingDropoutRateIsAGinError) {
