@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "ops/shape.h"
 #include "seqio/errors.h"
 #include "seqio/mixture.h"
 
@@ -33,6 +34,13 @@ Batch examples_to_batch(const std::vector<seqio::Example>& rows) {
 }
 
 int64_t batch_rows(const Batch& b) { return b.empty() ? 0 : b.begin()->second.dim("batch"); }
+
+Batch slice_rows(const Batch& b, int64_t begin, int64_t end) {
+  Batch out;
+  if (end <= begin) return out;
+  for (const auto& [k, a] : b) out[k] = slice(a, "batch", begin, end - begin);
+  return out;
+}
 
 std::string data_state_to_json(const DataState& s) {
   nlohmann::json j;

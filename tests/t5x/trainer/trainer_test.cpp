@@ -1,6 +1,7 @@
 // Trainer: gin -> run config, the loss falls on a real task, kill-and-resume
 // gives bitwise-equal parameters, NaN stops cleanly, summaries read back,
-// microbatching equals the full batch.
+// microbatching equals the full batch; a rerun redoes a final evaluation
+// that a kill cut short.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -348,6 +349,48 @@ TEST(Trainer, StepsBelowTheRestoredStepWarn) {
             std::string::npos)
       << log.str();
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_1"));
+}
+
+// Issue 22 (4): a kill during the final evaluation (checkpoint_N written,
+// evaluation not finished) used to leave it undone: the rerun printed
+// "done at step N, loss 0.000000" and never evaluated.
+TEST(Trainer, RerunAfterAKillDuringTheFinalEvalEvaluates) {
+  const std::string dir = temp_dir("final_eval");
+  const std::string metrics = dir + "/training_eval/gpl3_lines_copy/metrics.jsonl";
+  {
+    Trainer t(tiny_run(dir, 2), single(), fast());
+    ASSERT_EQ(t.train().status, TrainResult::Status::kDone);
+  }
+  ASSERT_TRUE(fs::exists(metrics));
+  EXPECT_EQ(last_evaluated_step(dir), std::optional<int64_t>(2));
+  // What a kill during that evaluation leaves behind.
+  fs::remove(dir + "/eval_completed.json");
+  fs::remove_all(dir + "/training_eval");
+  auto rerun = [&] {
+    std::ostringstream log;
+    TrainerOptions o = fast();
+    o.log = &log;
+    Trainer t(tiny_run(dir, 2), single(), o);
+    TrainResult r = t.train();
+    EXPECT_EQ(r.status, TrainResult::Status::kDone) << r.message;
+    EXPECT_TRUE(r.losses.empty());
+    return log.str();
+  };
+  std::string log = rerun();
+  ASSERT_TRUE(fs::exists(metrics)) << log;
+  std::ifstream f(metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["step"], 2);
+  EXPECT_TRUE(nlohmann::json::parse(line).contains("loss"));
+  EXPECT_EQ(last_evaluated_step(dir), std::optional<int64_t>(2));
+  EXPECT_NE(log.find("the final evaluation at step 2 did not finish; running it"), std::string::npos) << log;
+  EXPECT_NE(log.find("done at step 2 (no step trained)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("loss 0.000000"), std::string::npos) << log;
+  // Once it finished, a rerun does not evaluate again.
+  fs::remove_all(dir + "/training_eval");
+  log = rerun();
+  EXPECT_FALSE(fs::exists(metrics)) << log;
 }
 
 }  // namespace
