@@ -116,6 +116,7 @@ InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConf
   o.batch_size = static_cast<int>(cfg.batch_size);
   o.seed = cfg.seed.value_or(42);
   o.use_cached = cfg.use_cached;
+  o.cache_dirs = cfg.cache_dirs;
   evaluator_ = std::make_unique<seqio::Evaluator>(
       cfg.mixture_or_task_name, o,
       [](const std::string& name, const std::vector<std::string>& t, const std::vector<std::string>& p) {

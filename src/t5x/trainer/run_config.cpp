@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "seqio/cache.h"
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
@@ -204,11 +205,24 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   d.shuffle = cfg.get_bool(s, c, "shuffle");
   d.seed = opt_seed(cfg, s, c, "seed");
   d.use_cached = cfg.get_bool(s, c, "use_cached");
+  if (cfg.registry() && cfg.registry()->find("seqio.add_global_cache_dirs"))
+    for (const auto& v : cfg.get_list("", "seqio.add_global_cache_dirs", "global_cache_dirs"))
+      d.cache_dirs.push_back(v.as_string());
   d.pack = cfg.get_bool(s, c, "pack");
   if (d.batch_size < 1)
     throw std::invalid_argument("[trainer] utils.DatasetConfig.batch_size must be >= 1, got " +
                                 std::to_string(d.batch_size));
   return d;
+}
+
+std::vector<std::string> use_cached_warnings(const DatasetConfig& d) {
+  std::vector<std::string> out;
+  if (!d.use_cached) return out;
+  for (const auto& t : seqio::tasks_without_cache_step(d.mixture_or_task_name))
+    out.push_back("warning: task '" + t + "' has no cache step (CacheDatasetPlaceholder), so use_cached = True " +
+                  "(USE_CACHED_TASKS) reads it from its source, as seqio does; set USE_CACHED_TASKS = False, " +
+                  "or add a cache step to the task and run `seqio cache " + t + " --output DIR`");
+  return out;
 }
 
 ModelConfig read_model_config(const Config& cfg, const Reference& model_ref) {

@@ -1,7 +1,7 @@
 // Trainer: gin -> run config, the loss falls on a real task, kill-and-resume
 // gives bitwise-equal parameters, NaN stops cleanly, summaries read back,
-// microbatching equals the full batch; a rerun redoes a final evaluation
-// that a kill cut short.
+// microbatching equals the full batch; issue 22's cache and final-eval
+// cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "seqio/cache.h"
+#include "seqio/errors.h"
+#include "seqio/task.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/summaries/event_writer.h"
@@ -349,6 +352,46 @@ TEST(Trainer, StepsBelowTheRestoredStepWarn) {
             std::string::npos)
       << log.str();
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_1"));
+}
+
+// Issue 22 (3): USE_CACHED_TASKS = True read no cache ("no completed cache
+// under []" even after `seqio cache`). The cache directory now comes from
+// seqio.add_global_cache_dirs.global_cache_dirs (or t5x's
+// --seqio_additional_cache_dirs), and the cached examples train exactly as
+// the on-the-fly ones.
+TEST(Trainer, UseCachedTasksReadsTheSeqioCache) {
+  seqio::register_builtin_tasks();
+  const std::string cache = temp_dir("seqio_cache");
+  seqio::write_cache(*seqio::TaskRegistry::get("gpl3_prefix"), cache, {});
+  const std::vector<std::string> common = {"MIXTURE_OR_TASK_NAME = 'gpl3_prefix'", "SHUFFLE_TRAIN_EXAMPLES = False"};
+  auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    Trainer t(tiny_run(temp_dir(name), 2, extra), single(), fast());
+    TrainResult r = t.train();
+    EXPECT_EQ(r.status, TrainResult::Status::kDone) << r.message;
+    return r.losses;
+  };
+  try {
+    run("cached_nodir", {"USE_CACHED_TASKS = True"});
+    ADD_FAILURE() << "no error without a cache directory";
+  } catch (const seqio::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("task 'gpl3_prefix': no completed cache under []"), std::string::npos)
+        << e.what();
+  }
+  auto cached = run("cached", {"USE_CACHED_TASKS = True", "seqio.add_global_cache_dirs.global_cache_dirs = ['" + cache + "']"});
+  auto fly = run("on_the_fly", {});
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached, fly);
+  // A task without a cache step is read from its source, with seqio's warning.
+  DatasetConfig mix;
+  mix.mixture_or_task_name = "gpl3_mix";
+  mix.use_cached = true;
+  auto w = use_cached_warnings(mix);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("task 'gpl3_lines_copy' has no cache step"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("USE_CACHED_TASKS = False"), std::string::npos) << w[0];
+  mix.use_cached = false;
+  EXPECT_TRUE(use_cached_warnings(mix).empty());
 }
 
 // Issue 22 (4): a kill during the final evaluation (checkpoint_N written,
