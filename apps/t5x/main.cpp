@@ -67,7 +67,8 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// use_cached over tasks without a cache step: said once, by the chief.
+// use_cached over tasks without a cache step, a remote vocabulary path: said
+// once, by the chief.
 void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
                    std::initializer_list<const t5x::trainer::DatasetConfig*> cfgs) {
   if (!log) return;
@@ -75,6 +76,7 @@ void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
   for (const auto* c : cfgs) {
     if (!c) continue;
     auto warnings = t5x::trainer::use_cached_warnings(*c);
+    if (auto w = t5x::trainer::check_model_vocabulary(model, *c)) warnings.push_back(*w);
     for (const auto& w : warnings)
       if (said.insert(w).second) std::cerr << "t5x: " << w << "\n";
   }

@@ -1,8 +1,13 @@
 #include "t5x/trainer/run_config.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "seqio/cache.h"
+#include "seqio/mixture.h"
+#include "seqio/vocabularies.h"
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
@@ -273,6 +278,15 @@ ModelConfig read_model_config(const Config& cfg, const Reference& model_ref) {
   }
   if (cfg.registry() && cfg.registry()->find("decoding.beam_search"))
     m.decode.beam.alpha = cfg.get_double("", "decoding.beam_search", "alpha");
+  const char* vocab_param = m.decoder_only ? "vocabulary" : "output_vocabulary";
+  if (auto v = opt_value(cfg, s, c, vocab_param); v && cfg.resolve(*v).kind() == ValueKind::kReference) {
+    Reference vr = cfg.resolve(*v).as_reference();
+    vr.scope = gin::join_scope(s, vr.scope);
+    if (canonical(cfg, vr) == "seqio.SentencePieceVocabulary") {
+      m.vocabulary_file = cfg.get_string(vr.scope, "seqio.SentencePieceVocabulary", "sentencepiece_model_file");
+      m.vocabulary_extra_ids = int(cfg.get_int(vr.scope, "seqio.SentencePieceVocabulary", "extra_ids"));
+    }
+  }
   return m;
 }
 
@@ -372,6 +386,9 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (auto v = opt_value(cfg, "", f, "random_seed")) t.random_seed = v->as_int();
   t.run_eval_before_training = cfg.get_bool("", f, "run_eval_before_training");
   if (auto v = opt_value(cfg, "", "trainer.Trainer", "num_microbatches")) t.num_microbatches = std::max<int64_t>(1, v->as_int());
+  for (const auto* d : {&t.train_ds, t.train_eval_ds ? &*t.train_eval_ds : nullptr,
+                        t.infer_eval_ds ? &*t.infer_eval_ds : nullptr})
+    if (d) check_model_vocabulary(t.model, *d);
   return t;
 }
 
@@ -384,6 +401,7 @@ EvalRunConfig read_eval_config(const Config& cfg) {
   e.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   e.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   e.output_dir = cfg.get_string("", f, "output_dir");
+  check_model_vocabulary(e.model, e.dataset);
   return e;
 }
 
@@ -403,7 +421,43 @@ InferRunConfig read_infer_config(const Config& cfg) {
   r.checkpoint_period = cfg.get_int("", f, "checkpoint_period");
   r.shard_id = cfg.get_int("", f, "shard_id");
   r.num_shards = cfg.get_int("", f, "num_shards");
+  check_model_vocabulary(r.model, r.dataset);
   return r;
+}
+
+namespace {
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+}  // namespace
+
+std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const DatasetConfig& d) {
+  if (m.vocabulary_file.empty()) return std::nullopt;
+  const std::string binding = "seqio.SentencePieceVocabulary.sentencepiece_model_file (SENTENCEPIECE_MODEL_FILE) = '" +
+                              m.vocabulary_file + "'";
+  if (m.vocabulary_file.find("://") != std::string::npos)
+    return "warning: " + binding + " is a remote path, which is not read here: the vocabulary of task '" +
+           d.mixture_or_task_name + "' is used unchecked (point SENTENCEPIECE_MODEL_FILE at a local copy)";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(m.vocabulary_file, ec))
+    throw std::invalid_argument("[trainer] " + binding + ": no such file\n  hint: point SENTENCEPIECE_MODEL_FILE at " +
+                                "the SentencePiece model of the task's vocabulary (relative paths start at the " +
+                                "working directory)");
+  const std::string model_bytes = file_bytes(m.vocabulary_file);
+  for (const auto& task : seqio::get_subtasks(d.mixture_or_task_name)) {
+    auto it = task->output_features().find("targets");
+    if (it == task->output_features().end() || !it->second.vocabulary) continue;
+    const auto* spm = dynamic_cast<const seqio::SentencePieceVocabulary*>(it->second.vocabulary.get());
+    const bool same = spm && spm->extra_ids() == m.vocabulary_extra_ids && file_bytes(spm->model_path()) == model_bytes;
+    if (!same)
+      throw std::invalid_argument(
+          "[trainer] Model and Task vocabularies do not match: task '" + task->name() + "' uses " +
+          it->second.vocabulary->spec() + ", the model " + binding + " with seqio.SentencePieceVocabulary.extra_ids = " +
+          std::to_string(m.vocabulary_extra_ids) + "\n  hint: point SENTENCEPIECE_MODEL_FILE (and extra_ids) at the " +
+          "task's vocabulary, as t5x requires");
+  }
+  return std::nullopt;
 }
 
 std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m) {

@@ -87,6 +87,11 @@ struct ModelConfig {
   T5Config network;
   LossOptions loss;
   DecodeOptions decode;
+  // seqio.SentencePieceVocabulary.sentencepiece_model_file and extra_ids of
+  // the model's output_vocabulary (vocabulary for decoder-only); "" when the
+  // model names no SentencePiece vocabulary.
+  std::string vocabulary_file;
+  int vocabulary_extra_ids = 0;
 };
 
 struct OptimizerConfig {
@@ -147,6 +152,16 @@ DatasetConfig read_dataset_config(const gin::Config& cfg, const gin::Reference& 
 // cache step (read from their source, as seqio does), one per task, naming
 // the task and the fix.
 std::vector<std::string> use_cached_warnings(const DatasetConfig& d);
+
+// t5x's vocabulary check (utils.get_dataset raises "Model and Task
+// vocabularies do not match"): the model's SentencePiece file
+// (SENTENCEPIECE_MODEL_FILE) must exist and equal the targets vocabulary of
+// every task behind `d` (same model bytes and extra_ids); tokens always come
+// from the task, so a model vocabulary that differs would be ignored. Throws
+// std::invalid_argument naming the gin binding and the path. A remote path
+// (gs://...) cannot be read here: it returns a warning instead. The
+// read_*_config functions call it for every DatasetConfig.
+std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const DatasetConfig& d);
 
 std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m);
 // EncDecFeatureConverter for encoder-decoder models; for decoder-only models

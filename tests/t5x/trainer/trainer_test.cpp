@@ -1,7 +1,7 @@
 // Trainer: gin -> run config, the loss falls on a real task, kill-and-resume
 // gives bitwise-equal parameters, NaN stops cleanly, summaries read back,
-// microbatching equals the full batch; issue 22's cache and final-eval
-// cases.
+// microbatching equals the full batch; issue 22's cache, final-eval and
+// vocabulary cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -434,6 +434,55 @@ TEST(Trainer, RerunAfterAKillDuringTheFinalEvalEvaluates) {
   fs::remove_all(dir + "/training_eval");
   log = rerun();
   EXPECT_FALSE(fs::exists(metrics)) << log;
+}
+
+// Issue 22 (6): SENTENCEPIECE_MODEL_FILE pointing nowhere was ignored (the
+// tasks bring their own vocabulary). As in t5x, the model's vocabulary must be
+// the task's: a missing file or another vocabulary fails at read.
+TEST(TrainerConfig, SentencePieceModelFileMustExistAndBeTheTaskVocabulary) {
+  auto message_of = [](const std::vector<std::string>& extra) {
+    try {
+      tiny_run(temp_dir("spm"), 2, extra);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  const std::string missing =
+      "[trainer] seqio.SentencePieceVocabulary.sentencepiece_model_file (SENTENCEPIECE_MODEL_FILE) = "
+      "'/nonexistent/spm.model': no such file\n  hint: point SENTENCEPIECE_MODEL_FILE at";
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '/nonexistent/spm.model'"}).substr(0, missing.size()), missing);
+  // gpl3_lines_copy: tests/golden/seqio/vocab/spm1000.model with 100 extra ids.
+  const std::string spm = "tests/golden/seqio/vocab/spm1000.model";
+  const std::string copy = temp_dir("spm_copy") + "/spm.model";
+  fs::copy_file(spm, copy);
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '" + copy + "'", "seqio.SentencePieceVocabulary.extra_ids = 100"}),
+            "<no error>");
+  TrainRunConfig ok = tiny_run(temp_dir("spm_ok"), 2,
+                               {"SENTENCEPIECE_MODEL_FILE = '" + spm + "'", "seqio.SentencePieceVocabulary.extra_ids = 100"});
+  EXPECT_EQ(ok.model.vocabulary_file, spm);
+  EXPECT_EQ(ok.model.vocabulary_extra_ids, 100);
+  const std::string mismatch = "[trainer] Model and Task vocabularies do not match: task 'gpl3_lines_copy'";
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '" + spm + "'"}).substr(0, mismatch.size()), mismatch);
+  std::ofstream(copy, std::ios::app) << "x";  // another model file
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '" + copy + "'", "seqio.SentencePieceVocabulary.extra_ids = 100"})
+                .substr(0, mismatch.size()),
+            mismatch);
+  // infer (and eval) make the same check.
+  try {
+    read_infer_config(tiny_config({"MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'", "CHECKPOINT_PATH = 'unused'",
+                                   "TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 24}", "INFER_OUTPUT_DIR = 'unused'",
+                                   "SENTENCEPIECE_MODEL_FILE = '/nonexistent/spm.model'"},
+                                  "configs/runs/infer.gin"));
+    ADD_FAILURE() << "infer read a missing SENTENCEPIECE_MODEL_FILE";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).substr(0, missing.size()), missing);
+  }
+  // base.gin's public T5 vocabulary (gs://) cannot be read here: said, not checked.
+  TrainRunConfig remote = tiny_run(temp_dir("spm_remote"), 2);
+  auto w = check_model_vocabulary(remote.model, remote.train_ds);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_NE(w->find("is a remote path, which is not read here"), std::string::npos) << *w;
 }
 
 }  // namespace
