@@ -41,6 +41,16 @@ TrainRunConfig tiny_run(const std::string& dir, int steps, std::vector<std::stri
   return read_train_config(tiny_config(b));
 }
 
+// What reading the tiny run with `extra` throws (std::invalid_argument), or "<no error>".
+std::string read_error(const std::vector<std::string>& extra) {
+  try {
+    tiny_run(temp_dir("read_error"), 2, extra);
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
+  }
+  return std::string("<no error>");
+}
+
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   double s = 0;
   for (size_t i = from; i < to; ++i) s += v[i];
@@ -320,14 +330,7 @@ TEST(Trainer, BadMicrobatchesAndMeshInvariantFailBeforeWriting) {
 // Nonsense steps and feature lengths fail when the config is read, before a
 // model is built or anything is written (issue 22, findings 7 and 9).
 TEST(Trainer, NegativeStepsAndEmptyFeatureLengthsFailAtRead) {
-  auto message_of = [](const std::vector<std::string>& extra) {
-    try {
-      tiny_run(temp_dir("bad_read"), 2, extra);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
+  const auto message_of = read_error;
   EXPECT_EQ(message_of({"TRAIN_STEPS = -1"}),
             "[trainer] train_script.train.total_steps (TRAIN_STEPS) must be >= 0, got -1");
   EXPECT_EQ(message_of({"TASK_FEATURE_LENGTHS = {'inputs': 0, 'targets': 24}"}),
@@ -440,14 +443,7 @@ TEST(Trainer, RerunAfterAKillDuringTheFinalEvalEvaluates) {
 // tasks bring their own vocabulary). As in t5x, the model's vocabulary must be
 // the task's: a missing file or another vocabulary fails at read.
 TEST(TrainerConfig, SentencePieceModelFileMustExistAndBeTheTaskVocabulary) {
-  auto message_of = [](const std::vector<std::string>& extra) {
-    try {
-      tiny_run(temp_dir("spm"), 2, extra);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
+  const auto message_of = read_error;
   const std::string missing =
       "[trainer] seqio.SentencePieceVocabulary.sentencepiece_model_file (SENTENCEPIECE_MODEL_FILE) = "
       "'/nonexistent/spm.model': no such file\n  hint: point SENTENCEPIECE_MODEL_FILE at";
