@@ -79,18 +79,6 @@ nlohmann::json stream_identity(const ShowArgs& a) {
           {"shuffle", o.shuffle}};
 }
 
-// Tasks behind `name` (itself, or a mixture's) without a cache step.
-std::vector<std::string> uncached_tasks(const std::string& name) {
-  std::vector<std::string> out;
-  if (auto t = TaskRegistry::find(name)) {
-    if (!t->supports_caching()) out.push_back(name);
-  } else if (auto m = MixtureRegistry::find(name)) {
-    for (const auto& t : m->tasks())
-      if (!t->supports_caching()) out.push_back(t->name());
-  }
-  return out;
-}
-
 }  // namespace
 
 int cmd_show(const ShowArgs& a, std::ostream& out) {
@@ -115,7 +103,7 @@ int cmd_show(const ShowArgs& a, std::ostream& out) {
     }
   }
   if (o.use_cached)
-    for (const auto& t : uncached_tasks(a.name))
+    for (const auto& t : tasks_without_cache_step(a.name))
       std::cerr << "seqio: warning: task '" << t << "' has no cache step; --use-cached reads it from its source, "
                 << "as seqio does\n";
   auto ds = get_dataset(a.name, o);

@@ -2,6 +2,7 @@
 //
 //   t5x train|eval|infer|score [--gin_file=F ...] [--gin_search_paths=A,B]
 //       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
+//       [--seqio_additional_cache_dirs=DIR,DIR]
 //   t5x --run_mode=train ...       (same as the subcommand)
 //   t5x ckpt info|export-hf|import-hf ...   (checkpoint tools, ckpt_cmd.h)
 //   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
@@ -10,14 +11,18 @@
 // non-finite loss, 64 usage.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ckpt_cmd.h"
 #include "backend/cpu/cpu_info.h"
 #include "backend/cpu/malloc_tuning.h"
+#include "seqio/cache.h"
 #include "seqio/registration.h"
 #include "t5x/gin/flags.h"
 #include "t5x/trainer/infer.h"
@@ -31,7 +36,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: t5x train|eval|infer|score --gin_file=FILE [--gin_file=FILE ...]\n"
     "           [--gin_search_paths=DIR,DIR] [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...]\n"
-    "           [--module=TASKS.so]\n"
+    "           [--module=TASKS.so] [--seqio_additional_cache_dirs=DIR,DIR]\n"
     "  train  train.py: configs/runs/{pretrain,finetune}.gin (MODEL_DIR, MIXTURE_OR_TASK_NAME,\n"
     "         TASK_FEATURE_LENGTHS, TRAIN_STEPS); resumes from MODEL_DIR automatically\n"
     "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
@@ -39,6 +44,8 @@ constexpr const char* kUsage =
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
     "  ckpt   checkpoint tools: info, export-hf, import-hf (t5x ckpt --help)\n"
     "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path)\n"
+    "USE_CACHED_TASKS=True reads the caches `seqio cache TASK --output DIR` wrote: pass DIR with\n"
+    "--seqio_additional_cache_dirs=DIR (t5x's flag) or seqio.add_global_cache_dirs.global_cache_dirs = ['DIR']\n"
     "Run several processes with: mpirun -np N t5x train ... (batch split over 'data'; parameters split over\n"
     "'model' by logical_axis_rules when partitioning.PjitPartitioner.num_partitions > 1)\n";
 
@@ -49,6 +56,30 @@ void register_tasks(std::ostream& err, bool verbose) {
   if (!t5x::bible::register_bible_tasks(&why) && verbose) err << "note: Bible tasks not registered: " << why << "\n";
 #endif
   seqio::load_task_modules();
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t b = 0, e; b <= s.size(); b = e + 1) {
+    e = std::min(s.find(',', b), s.size());
+    if (e > b) out.push_back(s.substr(b, e - b));
+  }
+  return out;
+}
+
+// use_cached over tasks without a cache step, a remote vocabulary path: said
+// once, by the chief.
+void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
+                   std::initializer_list<const t5x::trainer::DatasetConfig*> cfgs) {
+  if (!log) return;
+  std::set<std::string> said;
+  for (const auto* c : cfgs) {
+    if (!c) continue;
+    auto warnings = t5x::trainer::use_cached_warnings(*c);
+    if (auto w = t5x::trainer::check_model_vocabulary(model, *c)) warnings.push_back(*w);
+    for (const auto& w : warnings)
+      if (said.insert(w).second) std::cerr << "t5x: " << w << "\n";
+  }
 }
 
 }  // namespace
@@ -75,6 +106,7 @@ int main(int argc, char** argv) {
       if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
       if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
       else if (a.rfind("--module=", 0) == 0) modules.push_back(a.substr(9));
+      else if (a.rfind("--seqio_additional_cache_dirs=", 0) == 0) seqio::add_global_cache_dirs(split_list(a.substr(30)));
       else if (a.rfind("--", 0) != 0 && mode.empty()) mode = a;
       else { std::cerr << "t5x: unknown argument '" << a << "'\n" << kUsage; return 64; }
     }
@@ -94,6 +126,8 @@ int main(int argc, char** argv) {
     if (log) *log << cpu::describe_cpu() << "\n";
     if (mode == "train") {
       trainer::TrainRunConfig rc = trainer::read_train_config(cfg);
+      warn_datasets(log, rc.model, {&rc.train_ds, rc.train_eval_ds ? &*rc.train_eval_ds : nullptr,
+                                   rc.infer_eval_ds ? &*rc.infer_eval_ds : nullptr});
       trainer::TrainerOptions opt;
       opt.log = log;
       // Under mpirun each process's stdout is a pseudo-terminal even when
@@ -110,11 +144,13 @@ int main(int argc, char** argv) {
     }
     if (mode == "eval") {
       trainer::EvalRunConfig rc = trainer::read_eval_config(cfg);
+      warn_datasets(log, rc.model, {&rc.dataset});
       if (chief) cfg.write_operative_config(rc.output_dir);
       trainer::run_eval(rc, trainer::Distributed::create(rc.partitioner, world), log);
       return 0;
     }
     trainer::InferRunConfig rc = trainer::read_infer_config(cfg);
+    warn_datasets(log, rc.model, {&rc.dataset});
     if (mode == "score") rc.mode = "score";
     if (chief) cfg.write_operative_config(rc.output_dir);
     auto st = trainer::run_infer(rc, trainer::Distributed::create(rc.partitioner, world), log);

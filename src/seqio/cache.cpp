@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "seqio/errors.h"
+#include "seqio/mixture.h"
 #include "seqio/task.h"
 #include "seqio/tfrecord.h"
 
@@ -121,8 +123,45 @@ CacheWriteResult write_cache(const Task& task, const std::string& output_dir, co
   return res;
 }
 
+namespace {
+std::mutex g_cache_dirs_mu;
+std::vector<std::string>& global_cache_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+}  // namespace
+
+void add_global_cache_dirs(const std::vector<std::string>& dirs) {
+  std::lock_guard lock(g_cache_dirs_mu);
+  auto& g = global_cache_dirs();
+  g.insert(g.end(), dirs.begin(), dirs.end());
+}
+
+void set_global_cache_dirs(const std::vector<std::string>& dirs) {
+  std::lock_guard lock(g_cache_dirs_mu);
+  global_cache_dirs() = dirs;
+}
+
+std::vector<std::string> get_global_cache_dirs() {
+  std::lock_guard lock(g_cache_dirs_mu);
+  return global_cache_dirs();
+}
+
+std::vector<std::string> cache_search_dirs(const std::vector<std::string>& cache_dirs) {
+  std::vector<std::string> all = cache_dirs;
+  for (auto& d : get_global_cache_dirs()) all.push_back(std::move(d));
+  return all;
+}
+
+std::vector<std::string> tasks_without_cache_step(const std::string& mixture_or_task) {
+  std::vector<std::string> out;
+  for (const auto& t : get_subtasks(mixture_or_task))
+    if (!t->supports_caching()) out.push_back(t->name());
+  return out;
+}
+
 std::optional<std::string> find_cache_dir(const Task& task, const std::vector<std::string>& cache_dirs) {
-  for (const auto& d : cache_dirs) {
+  for (const auto& d : cache_search_dirs(cache_dirs)) {
     fs::path p = fs::path(d) / task.cache_subdir();
     if (fs::exists(p / "COMPLETED")) return p.string();
   }

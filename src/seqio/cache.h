@@ -46,7 +46,23 @@ struct CacheWriteResult {
 // directory holds a completed cache and overwrite is false, or on I/O failure.
 CacheWriteResult write_cache(const Task& task, const std::string& output_dir, const CacheWriteOptions& opt);
 
-// First `<dir>/<task subdir>` holding COMPLETED, or nullopt.
+// seqio.add_global_cache_dirs / set_global_cache_dirs / get_global_cache_dirs:
+// directories searched for every task's cache after the DatasetOptions'
+// cache_dirs (t5x's --seqio_additional_cache_dirs adds to them). Empty at
+// start, as in seqio. Thread-safe.
+void add_global_cache_dirs(const std::vector<std::string>& dirs);
+void set_global_cache_dirs(const std::vector<std::string>& dirs);
+std::vector<std::string> get_global_cache_dirs();
+
+// The tasks behind a task or mixture name without a cache step
+// (CacheDatasetPlaceholder): use_cached reads them from their source, with
+// the warning seqio logs ("does not support caching").
+std::vector<std::string> tasks_without_cache_step(const std::string& mixture_or_task);
+
+// `cache_dirs`, then the global cache directories.
+std::vector<std::string> cache_search_dirs(const std::vector<std::string>& cache_dirs);
+
+// First `<dir>/<task subdir>` holding COMPLETED over cache_search_dirs(), or nullopt.
 std::optional<std::string> find_cache_dir(const Task& task, const std::vector<std::string>& cache_dirs);
 
 // A DataSource over a completed cache directory. Throws DataError naming the

@@ -58,9 +58,9 @@ std::unique_ptr<Dataset> Task::get_dataset(const DatasetOptions& opt) const {
     auto dir = find_cache_dir(*this, opt.cache_dirs);
     if (!dir) {
       std::string where;
-      for (const auto& d : opt.cache_dirs) where += (where.empty() ? "" : ", ") + d;
-      throw DataError("task '" + name_ + "': no completed cache under [" + where +
-                      "] (hint: run `seqio cache " + name_ + " --output DIR`)");
+      for (const auto& d : cache_search_dirs(opt.cache_dirs)) where += (where.empty() ? "" : ", ") + d;
+      throw DataError("task '" + name_ + "': no completed cache under [" + where + "] (hint: run `seqio cache " +
+                      name_ + " --output DIR` and pass DIR as a cache directory (t5x: --seqio_additional_cache_dirs=DIR))");
     }
     spec.source = open_cache_source(*dir);
     first = static_cast<size_t>(cache_index_) + 1;

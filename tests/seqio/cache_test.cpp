@@ -92,6 +92,34 @@ TEST(Cache, ReadingYieldsTheSameExamples) {
   }
 }
 
+// seqio.add_global_cache_dirs (t5x's --seqio_additional_cache_dirs): found
+// without DatasetOptions::cache_dirs; the error lists where it looked.
+TEST(Cache, GlobalCacheDirsAreSearched) {
+  TempDir d("cache_global");
+  auto t = cached_task(d);
+  write_cache(*t, d.file("out"), {});
+  DatasetOptions o;
+  o.seed = 5;
+  o.shuffle = false;
+  o.sequence_lengths = {{"targets", 12}};
+  o.use_cached = true;
+  try {
+    t->get_dataset(o);
+    ADD_FAILURE() << "no error without cache directories";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no completed cache under []"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--seqio_additional_cache_dirs=DIR"), std::string::npos) << e.what();
+  }
+  add_global_cache_dirs({d.file("missing"), d.file("out")});
+  EXPECT_EQ(get_global_cache_dirs(), (std::vector<std::string>{d.file("missing"), d.file("out")}));
+  EXPECT_EQ(find_cache_dir(*t, {}), d.file("out") + "/cache/demo");
+  auto cached = to_lines(take_all(*t->get_dataset(o)));
+  o.use_cached = false;
+  EXPECT_EQ(cached, to_lines(take_all(*t->get_dataset(o))));
+  set_global_cache_dirs({});
+  EXPECT_FALSE(find_cache_dir(*t, {}));
+}
+
 TEST(Cache, TaskWithoutPlaceholderIsRefused) {
   auto src = std::make_shared<InMemoryDataSource>(std::map<std::string, std::vector<Example>>{{"train", {}}});
   Task t("no_placeholder", src, OutputFeatures{{"targets", Feature{std::make_shared<ByteVocabulary>()}}});

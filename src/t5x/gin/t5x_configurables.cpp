@@ -137,6 +137,11 @@ void add_run_configurables(Registry& r) {
   r.add("seqio.Evaluator",
         {{"logger_cls", "()"}, {"num_examples", "None"}, {"use_memory_cache", "True"},
          {"shuffle", "False"}, {"sequence_length", "None"}});
+  // t5x's --seqio_additional_cache_dirs calls it; here also a gin list of
+  // directories written by `seqio cache --output DIR`, read by every
+  // DatasetConfig with use_cached = True.
+  r.add("seqio.add_global_cache_dirs", {{"global_cache_dirs", "[]"}},
+        "directories searched for seqio's offline task caches");
   r.add("seqio.PyLoggingLogger", {});
   r.add("seqio.TensorBoardLogger", {});
   r.add("seqio.JSONLogger", {{"write_n_results", "None"}});

@@ -96,6 +96,15 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
   read_network(cfg, nested_reference(cfg, nested_reference(cfg, model_ref, "module"), "config"), m.decoder_only,
                m.network);
   read_decoding(cfg, c, s, m.decode);
+  const char* vocab_param = m.decoder_only ? "vocabulary" : "output_vocabulary";
+  if (auto v = cfg.get_optional(s, c, vocab_param); v && cfg.resolve(*v).kind() == gin::ValueKind::kReference) {
+    gin::Reference vr = cfg.resolve(*v).as_reference();
+    vr.scope = gin::join_scope(s, vr.scope);
+    if (canonical_name(cfg, vr) == "seqio.SentencePieceVocabulary") {
+      m.vocabulary_file = cfg.get_string(vr.scope, "seqio.SentencePieceVocabulary", "sentencepiece_model_file");
+      m.vocabulary_extra_ids = int(cfg.get_int(vr.scope, "seqio.SentencePieceVocabulary", "extra_ids"));
+    }
+  }
   return m;
 }
 

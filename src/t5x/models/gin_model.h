@@ -36,6 +36,12 @@ struct ModelConfig {
   T5Config network;
   LossOptions loss;
   DecodeOptions decode;
+  // seqio.SentencePieceVocabulary.sentencepiece_model_file and extra_ids of
+  // the model's output_vocabulary (vocabulary for decoder-only); "" when the
+  // model names no SentencePiece vocabulary. The run configs check it against
+  // the tasks' vocabulary (trainer/run_config.h, check_model_vocabulary).
+  std::string vocabulary_file;
+  int vocabulary_extra_ids = 0;
 };
 
 // From the model reference (e.g. train_script.train.model).

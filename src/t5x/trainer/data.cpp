@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "ops/shape.h"
 #include "seqio/errors.h"
 #include "seqio/mixture.h"
 
@@ -33,6 +34,13 @@ Batch examples_to_batch(const std::vector<seqio::Example>& rows) {
 }
 
 int64_t batch_rows(const Batch& b) { return b.empty() ? 0 : b.begin()->second.dim("batch"); }
+
+Batch slice_rows(const Batch& b, int64_t begin, int64_t end) {
+  Batch out;
+  if (end <= begin) return out;
+  for (const auto& [k, a] : b) out[k] = slice(a, "batch", begin, end - begin);
+  return out;
+}
 
 std::string data_state_to_json(const DataState& s) {
   nlohmann::json j;
@@ -82,6 +90,7 @@ TrainData::TrainData(const DatasetConfig& cfg, const ModelConfig& model, uint64_
   // the global batches do not depend on the number of processes.
   o.num_epochs = std::nullopt;  // t5x repeats the training data
   o.use_cached = cfg.use_cached;
+  o.cache_dirs = cfg.cache_dirs;
   std::shared_ptr<seqio::FeatureConverter> conv =
       make_feature_converter(model, cfg.pack, has_inputs(*cfg.task_feature_lengths));
   const seqio::SequenceLengths lengths = *cfg.task_feature_lengths;
@@ -110,6 +119,7 @@ seqio::SequenceLengths resolve_task_lengths(const std::string& task, const Datas
   o.seed = cfg.seed.value_or(0);
   o.num_epochs = 1;
   o.use_cached = cfg.use_cached;
+  o.cache_dirs = cfg.cache_dirs;
   o.trim_output_features = false;
   auto ds = seqio::get_dataset(task, o);
   seqio::SequenceLengths out;
@@ -139,6 +149,7 @@ FiniteData::FiniteData(const std::string& task, const DatasetConfig& cfg, const 
   o.num_epochs = 1;
   o.start = start;
   o.use_cached = cfg.use_cached;
+  o.cache_dirs = cfg.cache_dirs;
   ds_ = seqio::get_dataset(task, o);
   conv_ = make_feature_converter(model, pack, has_inputs(lengths_));
 }

@@ -28,8 +28,11 @@ namespace t5x::trainer {
 // std::invalid_argument "[trainer] ..." on ragged rows or mismatching keys.
 Batch examples_to_batch(const std::vector<seqio::Example>& rows);
 
-// Rows of a batch, [begin, end) (for per-host slicing in tests).
+// Rows of a batch.
 int64_t batch_rows(const Batch& b);
+// Rows [begin, end) of every array (a process's part of a global batch);
+// an empty Batch when end <= begin.
+Batch slice_rows(const Batch& b, int64_t begin, int64_t end);
 
 // Where the training stream stands: the seed it was built with (a DatasetConfig
 // seed of None draws one on the first run and keeps it, so a resumed run reads

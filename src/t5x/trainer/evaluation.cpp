@@ -8,6 +8,7 @@
 
 #include "seqio/metrics/metrics.h"
 #include "seqio/mixture.h"
+#include "t5x/checkpoints/file_io.h"
 #include "t5x/summaries/event_writer.h"
 #include "t5x/summaries/metrics_writer.h"
 #include "t5x/trainer/data.h"
@@ -28,28 +29,62 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     const BaseTransformerModel& model, const ModelConfig& mcfg, const ParamTree& params, const DatasetConfig& cfg,
     int64_t eval_steps, const Distributed& dist) {
   std::map<std::string, std::map<std::string, double>> out;
-  const int64_t host_batch = std::max<int64_t>(1, cfg.batch_size / dist.num_data_shards);
+  // Every process reads the same global batches of batch_size rows and
+  // evaluates its rows of each (as TrainData does), so the examples -- and the
+  // summed metrics -- do not depend on the process count. (Reading a seqio
+  // shard per process would take eval_steps batches of a different subset.)
+  const int64_t d = dist.num_data_shards, part = (cfg.batch_size + d - 1) / d;
+  const int64_t begin = dist.data_shard * part, end = begin + part;
   for (const auto& task : seqio::get_subtasks(cfg.mixture_or_task_name)) {
     if (!task_has_split(*task, cfg.split)) continue;
-    FiniteData data(task->name(), cfg, mcfg, host_batch, dist.data_shard, dist.num_data_shards, 0, cfg.pack);
+    FiniteData data(task->name(), cfg, mcfg, cfg.batch_size, 0, 1, 0, cfg.pack);
     MetricAccumulator acc;
-    Batch b;
-    int64_t n = 0;
-    for (; (eval_steps <= 0 || n < eval_steps) && data.next(b); ++n) acc.add(model.loss_fn(params, b).second);
-    // One merged "step" per process; the data group then sums them.
-    std::vector<double> cnt = {double(n)};
-    dist.sum_over_data(cnt);
-    if (cnt[0] == 0) continue;
+    Batch global, first;
+    int64_t n = 0;  // global batches, the same on every process
+    bool mine = false;
+    for (; (eval_steps <= 0 || n < eval_steps) && data.next(global); ++n) {
+      const int64_t rows = batch_rows(global);
+      if (n == 0) first = global;
+      if (begin >= rows) continue;
+      acc.add(model.loss_fn(params, slice_rows(global, begin, std::min(end, rows))).second);
+      mine = true;
+    }
+    if (n == 0) continue;
+    if (!mine) {
+      // No row for this process (a split smaller than the global batch):
+      // zeros under the same metric names, for the sum over 'data'.
+      Metrics m = model.loss_fn(params, slice_rows(first, 0, 1)).second;
+      for (auto& [k, x] : m) x.total = x.count = 0;
+      acc.add(m);
+    }
     acc.end_step(&dist);
     // Per-step metrics (loss, ...) are reported per global batch, as t5x
     // averages them over the evaluation steps.
-    const double global_batches = cnt[0] / double(dist.num_data_shards);
     auto v = acc.values();
     for (auto& [k, x] : v)
-      if (acc.is_per_step(k)) x /= global_batches;
+      if (acc.is_per_step(k)) x /= double(n);
     out[task->name()] = v;
   }
   return out;
+}
+
+namespace {
+std::string eval_completed_path(const std::string& model_dir) { return model_dir + "/eval_completed.json"; }
+}  // namespace
+
+std::optional<int64_t> last_evaluated_step(const std::string& model_dir) {
+  std::ifstream f(eval_completed_path(model_dir));
+  if (!f) return std::nullopt;
+  // Unreadable counts as absent: the evaluation is then simply run again.
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+  return j["step"].get<int64_t>();
+}
+
+void record_evaluated_step(const std::string& model_dir, int64_t step) {
+  const std::string text = nlohmann::json{{"step", step}}.dump() + "\n";
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+  fileio::write_file_atomic(eval_completed_path(model_dir), std::span(bytes, text.size()), false);
 }
 
 std::vector<int32_t> trim_decoded(const std::vector<int64_t>& row, int32_t eos_id) {
@@ -81,6 +116,7 @@ InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConf
   o.batch_size = static_cast<int>(cfg.batch_size);
   o.seed = cfg.seed.value_or(42);
   o.use_cached = cfg.use_cached;
+  o.cache_dirs = cfg.cache_dirs;
   evaluator_ = std::make_unique<seqio::Evaluator>(
       cfg.mixture_or_task_name, o,
       [](const std::string& name, const std::vector<std::string>& t, const std::vector<std::string>& p) {

@@ -1,7 +1,13 @@
 #include "t5x/trainer/run_config.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
+#include "seqio/cache.h"
+#include "seqio/mixture.h"
+#include "seqio/vocabularies.h"
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
@@ -183,11 +189,24 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   d.shuffle = cfg.get_bool(s, c, "shuffle");
   d.seed = opt_seed(cfg, s, c, "seed");
   d.use_cached = cfg.get_bool(s, c, "use_cached");
+  if (cfg.registry() && cfg.registry()->find("seqio.add_global_cache_dirs"))
+    for (const auto& v : cfg.get_list("", "seqio.add_global_cache_dirs", "global_cache_dirs"))
+      d.cache_dirs.push_back(v.as_string());
   d.pack = cfg.get_bool(s, c, "pack");
   if (d.batch_size < 1)
     throw std::invalid_argument("[trainer] utils.DatasetConfig.batch_size must be >= 1, got " +
                                 std::to_string(d.batch_size));
   return d;
+}
+
+std::vector<std::string> use_cached_warnings(const DatasetConfig& d) {
+  std::vector<std::string> out;
+  if (!d.use_cached) return out;
+  for (const auto& t : seqio::tasks_without_cache_step(d.mixture_or_task_name))
+    out.push_back("warning: task '" + t + "' has no cache step (CacheDatasetPlaceholder), so use_cached = True " +
+                  "(USE_CACHED_TASKS) reads it from its source, as seqio does; set USE_CACHED_TASKS = False, " +
+                  "or add a cache step to the task and run `seqio cache " + t + " --output DIR`");
+  return out;
 }
 
 OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_ref) {
@@ -286,6 +305,9 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (auto v = opt_value(cfg, "", f, "random_seed")) t.random_seed = v->as_int();
   t.run_eval_before_training = cfg.get_bool("", f, "run_eval_before_training");
   if (auto v = opt_value(cfg, "", "trainer.Trainer", "num_microbatches")) t.num_microbatches = std::max<int64_t>(1, v->as_int());
+  for (const auto* d : {&t.train_ds, t.train_eval_ds ? &*t.train_eval_ds : nullptr,
+                        t.infer_eval_ds ? &*t.infer_eval_ds : nullptr})
+    if (d) check_model_vocabulary(t.model, *d);
   return t;
 }
 
@@ -298,6 +320,7 @@ EvalRunConfig read_eval_config(const Config& cfg) {
   e.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   e.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   e.output_dir = cfg.get_string("", f, "output_dir");
+  check_model_vocabulary(e.model, e.dataset);
   return e;
 }
 
@@ -317,7 +340,43 @@ InferRunConfig read_infer_config(const Config& cfg) {
   r.checkpoint_period = cfg.get_int("", f, "checkpoint_period");
   r.shard_id = cfg.get_int("", f, "shard_id");
   r.num_shards = cfg.get_int("", f, "num_shards");
+  check_model_vocabulary(r.model, r.dataset);
   return r;
+}
+
+namespace {
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+}  // namespace
+
+std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const DatasetConfig& d) {
+  if (m.vocabulary_file.empty()) return std::nullopt;
+  const std::string binding = "seqio.SentencePieceVocabulary.sentencepiece_model_file (SENTENCEPIECE_MODEL_FILE) = '" +
+                              m.vocabulary_file + "'";
+  if (m.vocabulary_file.find("://") != std::string::npos)
+    return "warning: " + binding + " is a remote path, which is not read here: the vocabulary of task '" +
+           d.mixture_or_task_name + "' is used unchecked (point SENTENCEPIECE_MODEL_FILE at a local copy)";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(m.vocabulary_file, ec))
+    throw std::invalid_argument("[trainer] " + binding + ": no such file\n  hint: point SENTENCEPIECE_MODEL_FILE at " +
+                                "the SentencePiece model of the task's vocabulary (relative paths start at the " +
+                                "working directory)");
+  const std::string model_bytes = file_bytes(m.vocabulary_file);
+  for (const auto& task : seqio::get_subtasks(d.mixture_or_task_name)) {
+    auto it = task->output_features().find("targets");
+    if (it == task->output_features().end() || !it->second.vocabulary) continue;
+    const auto* spm = dynamic_cast<const seqio::SentencePieceVocabulary*>(it->second.vocabulary.get());
+    const bool same = spm && spm->extra_ids() == m.vocabulary_extra_ids && file_bytes(spm->model_path()) == model_bytes;
+    if (!same)
+      throw std::invalid_argument(
+          "[trainer] Model and Task vocabularies do not match: task '" + task->name() + "' uses " +
+          it->second.vocabulary->spec() + ", the model " + binding + " with seqio.SentencePieceVocabulary.extra_ids = " +
+          std::to_string(m.vocabulary_extra_ids) + "\n  hint: point SENTENCEPIECE_MODEL_FILE (and extra_ids) at the " +
+          "task's vocabulary, as t5x requires");
+  }
+  return std::nullopt;
 }
 
 std::unique_ptr<seqio::FeatureConverter> make_feature_converter(const ModelConfig& m, bool pack,

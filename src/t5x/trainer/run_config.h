@@ -15,7 +15,8 @@
 //   adafactor.Adafactor, optimizers.adamw / optax.adamw, optimizers.chain(clip_by_global_norm, adamw)
 //   trainer.Trainer: num_microbatches, learning_rate_fn (utils.create_learning_rate_scheduler
 //     or an optax schedule)
-//   utils.DatasetConfig, utils.SaveCheckpointConfig, utils.RestoreCheckpointConfig,
+//   utils.DatasetConfig (+ seqio.add_global_cache_dirs.global_cache_dirs),
+//   utils.SaveCheckpointConfig, utils.RestoreCheckpointConfig,
 //   partitioning.PjitPartitioner (num_partitions, model_parallel_submesh)
 // Missing or ill-typed values throw t5x::gin::GinError naming the binding.
 #pragma once
@@ -44,6 +45,9 @@ struct DatasetConfig {
   bool shuffle = false;
   std::optional<uint64_t> seed;
   bool use_cached = false;
+  // Searched for caches when use_cached, before seqio's global ones: gin's
+  // seqio.add_global_cache_dirs.global_cache_dirs (not a t5x DatasetConfig field).
+  std::vector<std::string> cache_dirs;
   bool pack = false;
 };
 
@@ -135,6 +139,21 @@ InferRunConfig read_infer_config(const gin::Config& cfg);
 // Pieces, exposed for tests and for the other modes.
 OptimizerConfig read_optimizer_config(const gin::Config& cfg, const gin::Reference& model_ref);
 DatasetConfig read_dataset_config(const gin::Config& cfg, const gin::Reference& ref);
+
+// Warnings for a DatasetConfig with use_cached = True over tasks without a
+// cache step (read from their source, as seqio does), one per task, naming
+// the task and the fix.
+std::vector<std::string> use_cached_warnings(const DatasetConfig& d);
+
+// t5x's vocabulary check (utils.get_dataset raises "Model and Task
+// vocabularies do not match"): the model's SentencePiece file
+// (SENTENCEPIECE_MODEL_FILE) must exist and equal the targets vocabulary of
+// every task behind `d` (same model bytes and extra_ids); tokens always come
+// from the task, so a model vocabulary that differs would be ignored. Throws
+// std::invalid_argument naming the gin binding and the path. A remote path
+// (gs://...) cannot be read here: it returns a warning instead. The
+// read_*_config functions call it for every DatasetConfig.
+std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const DatasetConfig& d);
 
 // EncDecFeatureConverter for encoder-decoder models; for decoder-only models
 // PrefixLMFeatureConverter when the task has "inputs", else LMFeatureConverter.

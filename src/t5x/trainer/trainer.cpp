@@ -370,6 +370,7 @@ void Trainer::evaluate() {
     }
   }
   dist_.barrier();
+  if (dist_.is_chief()) record_evaluated_step(cfg_.model_dir, step);
   train_log_.write(step, {{"timing/evaluate_seconds", seconds_since(t0)}});
 }
 
@@ -457,9 +458,17 @@ TrainResult Trainer::train() {
       return res;
     }
   }
+  // Restored at the last step: redo a final evaluation that a kill cut short.
+  const bool has_eval = cfg_.train_eval_ds || cfg_.infer_eval_ds;
+  if (has_eval && restored_from_model_dir_ && start == total &&
+      dist_.broadcast(last_evaluated_step(cfg_.model_dir) == total ? 1 : 0) == 0) {
+    message("the final evaluation at step " + std::to_string(total) + " did not finish; running it");
+    evaluate();
+  }
   if (progress_) progress_->finish();
   res.step = state_.step();
-  message("done at step " + std::to_string(res.step) + ", loss " + std::to_string(res.last_loss));
+  message("done at step " + std::to_string(res.step) +
+          (res.losses.empty() ? " (no step trained)" : ", loss " + std::to_string(res.last_loss)));
   return res;
 }
 

@@ -225,5 +225,41 @@ TEST(TrainerMpi, MeshesAreBitwiseEqualToOneProcessInBfloat16) {
   EXPECT_NE(log.str().find("num_microbatches"), std::string::npos) << log.str();
 }
 
+// Issue 22 (5): teacher-forced eval metrics depended on the process count
+// (each process read eval_steps batches of its own seqio shard, so two
+// processes evaluated other examples than one). Every process now takes its
+// rows of the same global eval batches: the same examples, the same totals.
+TEST(TrainerMpi, TeacherForcedEvalIsTheSameOnAnyProcessCount) {
+  // Parameters trained 20 steps on one process, evaluated before training
+  // goes on on one process, on (data=2) and on (model=2). One global batch of 2 rows of 64 tokens: several validation
+  // lines per row, so the rows of a per-process seqio shard (every other line)
+  // are other rows than the first two of the whole split.
+  const TrainRun base = run("eval_base", 1, 1, 20, 20);
+  const std::vector<std::string> eval = {
+      "train_script.train.run_eval_before_training = True", "train_script.train.eval_steps = 1",
+      "train_eval/utils.DatasetConfig.batch_size = 2",
+      "train_eval/utils.DatasetConfig.task_feature_lengths = {'inputs': 64, 'targets': 64}"};
+  auto eval_metrics = [&](const std::string& name, int np, int num_partitions) {
+    // One step more, so that the run saves its own checkpoint as run() expects.
+    const TrainRun r = run(name, np, num_partitions, 21, 21, base.dir + "/checkpoint_20", eval);
+    std::ifstream f(r.dir + "/training_eval/gpl3_lines_copy/metrics.jsonl");
+    std::string line;
+    EXPECT_TRUE(std::getline(f, line)) << r.log;
+    return line.empty() ? nlohmann::json::object() : nlohmann::json::parse(line);
+  };
+  const auto one = eval_metrics("eval_np1", 1, 1);
+  const auto data2 = eval_metrics("eval_data2", 2, 1);
+  const auto model2 = eval_metrics("eval_model2", 2, 2);
+  ASSERT_TRUE(one.contains("loss") && data2.contains("loss") && model2.contains("loss")) << one << data2 << model2;
+  EXPECT_EQ(one["step"], 20);
+  // Before: 766.05 on one process, 577.70 on (data=2).
+  for (const char* k : {"loss", "accuracy", "cross_ent_loss"}) {
+    ASSERT_TRUE(one.contains(k)) << k;
+    const double want = one[k].get<double>();
+    EXPECT_NEAR(data2[k].get<double>(), want, 1e-6 * std::abs(want)) << k << " on (data=2)";
+    EXPECT_NEAR(model2[k].get<double>(), want, 1e-6 * std::abs(want)) << k << " on (model=2)";
+  }
+}
+
 }  // namespace
 }  // namespace t5x::trainer

@@ -1,6 +1,7 @@
 // Trainer: gin -> run config, the loss falls on a real task, kill-and-resume
 // gives bitwise-equal parameters, NaN stops cleanly, summaries read back,
-// microbatching equals the full batch.
+// microbatching equals the full batch; issue 22's cache, final-eval and
+// vocabulary cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "seqio/cache.h"
+#include "seqio/errors.h"
+#include "seqio/task.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/summaries/event_writer.h"
@@ -35,6 +39,16 @@ TrainRunConfig tiny_run(const std::string& dir, int steps, std::vector<std::stri
   auto b = tiny_bindings(dir, steps);
   b.insert(b.end(), extra.begin(), extra.end());
   return read_train_config(tiny_config(b));
+}
+
+// What reading the tiny run with `extra` throws (std::invalid_argument), or "<no error>".
+std::string read_error(const std::vector<std::string>& extra) {
+  try {
+    tiny_run(temp_dir("read_error"), 2, extra);
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
+  }
+  return std::string("<no error>");
 }
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
@@ -316,14 +330,7 @@ TEST(Trainer, BadMicrobatchesAndMeshInvariantFailBeforeWriting) {
 // Nonsense steps and feature lengths fail when the config is read, before a
 // model is built or anything is written (issue 22, findings 7 and 9).
 TEST(Trainer, NegativeStepsAndEmptyFeatureLengthsFailAtRead) {
-  auto message_of = [](const std::vector<std::string>& extra) {
-    try {
-      tiny_run(temp_dir("bad_read"), 2, extra);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
+  const auto message_of = read_error;
   EXPECT_EQ(message_of({"TRAIN_STEPS = -1"}),
             "[trainer] train_script.train.total_steps (TRAIN_STEPS) must be >= 0, got -1");
   EXPECT_EQ(message_of({"TASK_FEATURE_LENGTHS = {'inputs': 0, 'targets': 24}"}),
@@ -348,6 +355,130 @@ TEST(Trainer, StepsBelowTheRestoredStepWarn) {
             std::string::npos)
       << log.str();
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_1"));
+}
+
+// Issue 22 (3): USE_CACHED_TASKS = True read no cache ("no completed cache
+// under []" even after `seqio cache`). The cache directory now comes from
+// seqio.add_global_cache_dirs.global_cache_dirs (or t5x's
+// --seqio_additional_cache_dirs), and the cached examples train exactly as
+// the on-the-fly ones.
+TEST(Trainer, UseCachedTasksReadsTheSeqioCache) {
+  seqio::register_builtin_tasks();
+  const std::string cache = temp_dir("seqio_cache");
+  seqio::write_cache(*seqio::TaskRegistry::get("gpl3_prefix"), cache, {});
+  const std::vector<std::string> common = {"MIXTURE_OR_TASK_NAME = 'gpl3_prefix'", "SHUFFLE_TRAIN_EXAMPLES = False"};
+  auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    Trainer t(tiny_run(temp_dir(name), 2, extra), single(), fast());
+    TrainResult r = t.train();
+    EXPECT_EQ(r.status, TrainResult::Status::kDone) << r.message;
+    return r.losses;
+  };
+  try {
+    run("cached_nodir", {"USE_CACHED_TASKS = True"});
+    ADD_FAILURE() << "no error without a cache directory";
+  } catch (const seqio::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("task 'gpl3_prefix': no completed cache under []"), std::string::npos)
+        << e.what();
+  }
+  auto cached = run("cached", {"USE_CACHED_TASKS = True", "seqio.add_global_cache_dirs.global_cache_dirs = ['" + cache + "']"});
+  auto fly = run("on_the_fly", {});
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached, fly);
+  // A task without a cache step is read from its source, with seqio's warning.
+  DatasetConfig mix;
+  mix.mixture_or_task_name = "gpl3_mix";
+  mix.use_cached = true;
+  auto w = use_cached_warnings(mix);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("task 'gpl3_lines_copy' has no cache step"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("USE_CACHED_TASKS = False"), std::string::npos) << w[0];
+  mix.use_cached = false;
+  EXPECT_TRUE(use_cached_warnings(mix).empty());
+}
+
+// Issue 22 (4): a kill during the final evaluation (checkpoint_N written,
+// evaluation not finished) used to leave it undone: the rerun printed
+// "done at step N, loss 0.000000" and never evaluated.
+TEST(Trainer, RerunAfterAKillDuringTheFinalEvalEvaluates) {
+  const std::string dir = temp_dir("final_eval");
+  const std::string metrics = dir + "/training_eval/gpl3_lines_copy/metrics.jsonl";
+  {
+    Trainer t(tiny_run(dir, 2), single(), fast());
+    ASSERT_EQ(t.train().status, TrainResult::Status::kDone);
+  }
+  ASSERT_TRUE(fs::exists(metrics));
+  EXPECT_EQ(last_evaluated_step(dir), std::optional<int64_t>(2));
+  // What a kill during that evaluation leaves behind.
+  fs::remove(dir + "/eval_completed.json");
+  fs::remove_all(dir + "/training_eval");
+  auto rerun = [&] {
+    std::ostringstream log;
+    TrainerOptions o = fast();
+    o.log = &log;
+    Trainer t(tiny_run(dir, 2), single(), o);
+    TrainResult r = t.train();
+    EXPECT_EQ(r.status, TrainResult::Status::kDone) << r.message;
+    EXPECT_TRUE(r.losses.empty());
+    return log.str();
+  };
+  std::string log = rerun();
+  ASSERT_TRUE(fs::exists(metrics)) << log;
+  std::ifstream f(metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["step"], 2);
+  EXPECT_TRUE(nlohmann::json::parse(line).contains("loss"));
+  EXPECT_EQ(last_evaluated_step(dir), std::optional<int64_t>(2));
+  EXPECT_NE(log.find("the final evaluation at step 2 did not finish; running it"), std::string::npos) << log;
+  EXPECT_NE(log.find("done at step 2 (no step trained)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("loss 0.000000"), std::string::npos) << log;
+  // Once it finished, a rerun does not evaluate again.
+  fs::remove_all(dir + "/training_eval");
+  log = rerun();
+  EXPECT_FALSE(fs::exists(metrics)) << log;
+}
+
+// Issue 22 (6): SENTENCEPIECE_MODEL_FILE pointing nowhere was ignored (the
+// tasks bring their own vocabulary). As in t5x, the model's vocabulary must be
+// the task's: a missing file or another vocabulary fails at read.
+TEST(TrainerConfig, SentencePieceModelFileMustExistAndBeTheTaskVocabulary) {
+  const auto message_of = read_error;
+  const std::string missing =
+      "[trainer] seqio.SentencePieceVocabulary.sentencepiece_model_file (SENTENCEPIECE_MODEL_FILE) = "
+      "'/nonexistent/spm.model': no such file\n  hint: point SENTENCEPIECE_MODEL_FILE at";
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '/nonexistent/spm.model'"}).substr(0, missing.size()), missing);
+  // gpl3_lines_copy: tests/golden/seqio/vocab/spm1000.model with 100 extra ids.
+  const std::string spm = "tests/golden/seqio/vocab/spm1000.model";
+  const std::string copy = temp_dir("spm_copy") + "/spm.model";
+  fs::copy_file(spm, copy);
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '" + copy + "'", "seqio.SentencePieceVocabulary.extra_ids = 100"}),
+            "<no error>");
+  TrainRunConfig ok = tiny_run(temp_dir("spm_ok"), 2,
+                               {"SENTENCEPIECE_MODEL_FILE = '" + spm + "'", "seqio.SentencePieceVocabulary.extra_ids = 100"});
+  EXPECT_EQ(ok.model.vocabulary_file, spm);
+  EXPECT_EQ(ok.model.vocabulary_extra_ids, 100);
+  const std::string mismatch = "[trainer] Model and Task vocabularies do not match: task 'gpl3_lines_copy'";
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '" + spm + "'"}).substr(0, mismatch.size()), mismatch);
+  std::ofstream(copy, std::ios::app) << "x";  // another model file
+  EXPECT_EQ(message_of({"SENTENCEPIECE_MODEL_FILE = '" + copy + "'", "seqio.SentencePieceVocabulary.extra_ids = 100"})
+                .substr(0, mismatch.size()),
+            mismatch);
+  // infer (and eval) make the same check.
+  try {
+    read_infer_config(tiny_config({"MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'", "CHECKPOINT_PATH = 'unused'",
+                                   "TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 24}", "INFER_OUTPUT_DIR = 'unused'",
+                                   "SENTENCEPIECE_MODEL_FILE = '/nonexistent/spm.model'"},
+                                  "configs/runs/infer.gin"));
+    ADD_FAILURE() << "infer read a missing SENTENCEPIECE_MODEL_FILE";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).substr(0, missing.size()), missing);
+  }
+  // base.gin's public T5 vocabulary (gs://) cannot be read here: said, not checked.
+  TrainRunConfig remote = tiny_run(temp_dir("spm_remote"), 2);
+  auto w = check_model_vocabulary(remote.model, remote.train_ds);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_NE(w->find("is a remote path, which is not read here"), std::string::npos) << *w;
 }
 
 }  // namespace
