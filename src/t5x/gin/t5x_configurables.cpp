@@ -137,6 +137,9 @@ void add_run_configurables(Registry& r) {
   r.add("seqio.Evaluator",
         {{"logger_cls", "()"}, {"num_examples", "None"}, {"use_memory_cache", "True"},
          {"shuffle", "False"}, {"sequence_length", "None"}});
+  // T5's span corruption mask (t5.data.preprocessors); read with every DatasetConfig.
+  r.add("preprocessors.random_spans_noise_mask", {{"random_roll", "False"}},
+        "T5 span corruption: random_roll rotates each noise mask by a random offset");
   r.add("seqio.PyLoggingLogger", {});
   r.add("seqio.TensorBoardLogger", {});
   r.add("seqio.JSONLogger", {{"write_n_results", "None"}});

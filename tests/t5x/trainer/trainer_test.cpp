@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "seqio/preprocessors/noise.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/summaries/event_writer.h"
@@ -348,6 +349,21 @@ TEST(Trainer, StepsBelowTheRestoredStepWarn) {
             std::string::npos)
       << log.str();
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_1"));
+}
+
+
+// T5's gin binding of span corruption's roll reaches seqio's default with
+// every DatasetConfig read; unbound, it stays T5's False.
+TEST(TrainerConfig, RandomRollOfSpanCorruptionFromGin) {
+  const std::string dir = temp_dir("random_roll");
+  auto b = tiny_bindings(dir, 1);
+  b.push_back("random_spans_noise_mask.random_roll = True");
+  (void)read_train_config(tiny_config(b));
+  EXPECT_TRUE(seqio::preprocessors::random_spans_random_roll());
+  (void)read_train_config(tiny_config(tiny_bindings(dir, 1)));
+  EXPECT_FALSE(seqio::preprocessors::random_spans_random_roll());
+  b.back() = "random_spans_noise_mask.random_rol = True";
+  EXPECT_THROW(read_train_config(tiny_config(b)), gin::GinError);  // a typo is named, not ignored
 }
 
 }  // namespace
