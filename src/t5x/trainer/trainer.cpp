@@ -358,7 +358,8 @@ void Trainer::evaluate() {
     }
   }
   if (infer_eval_ && !infer_eval_->empty()) {
-    auto res = infer_eval_->run(*model_, params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval));
+    auto res = infer_eval_->run(*model_, params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval),
+                                [this](const std::string& line) { message(line); });
     for (const auto& [task, r] : res) {
       std::ostringstream os;
       os << "inference_eval/" << task << " step " << step << ":";
@@ -429,7 +430,9 @@ TrainResult Trainer::train() {
     window_seqs += rows;
     window_tokens += rows * len;
     const double step_s = seconds_since(t_step);
-    if (progress_) progress_->update(step, so.loss, rows * len / std::max(step_s, 1e-9), so.learning_rate);
+    if (progress_)
+      progress_->update(step, so.loss, acc.last("loss_per_nonpadding_target_token"),
+                        rows * len / std::max(step_s, 1e-9), so.learning_rate);
 
     if (step % stats_period == 0 || step == total) {
       const double secs = seconds_since(window_t0);
