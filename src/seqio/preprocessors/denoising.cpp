@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "seqio/warnings.h"
+
 namespace seqio::preprocessors {
 
 Example denoise_example(const Example& x, int32_t vocab_size, Rng rng,
@@ -46,6 +48,33 @@ Dataset denoise(const Dataset& ds, const OutputFeatures& output_features, uint64
   return out;
 }
 
+std::optional<std::string> span_corruption_degenerate(int64_t inputs_length, int64_t targets_length,
+                                                      const SpanCorruptionOptions& options, bool random_roll) {
+  if (options.noise_density == 0) return std::nullopt;  // no noise at all: nothing to cut or place
+  const auto [tokens_length, helper_targets] =
+      random_spans_helper(inputs_length, options.noise_density, options.mean_noise_span_length);
+  (void)helper_targets;
+  const SpanCounts c = random_spans_counts(tokens_length, options.noise_density, options.mean_noise_span_length);
+  const int64_t inputs = c.num_nonnoise_tokens + c.num_noise_spans + 1;
+  const int64_t targets = c.num_noise_tokens + c.num_noise_spans + 1;
+  const std::string where = "span_corruption with inputs length " + std::to_string(inputs_length) +
+                            " (chunks of " + std::to_string(tokens_length) + " tokens, " +
+                            std::to_string(c.num_noise_spans) + " noise span(s))";
+  std::string why;
+  if (inputs > inputs_length)
+    why += "; the inputs of a full chunk have " + std::to_string(inputs) + " tokens with EOS, and trimming to " +
+           std::to_string(inputs_length) + " cuts their end" +
+           (random_roll ? "" : ", the sentinel of the last noise span: targets then name a sentinel the inputs lack");
+  if (targets > targets_length)
+    why += "; the targets of a full chunk have " + std::to_string(targets) + " tokens with EOS, over the targets length " +
+           std::to_string(targets_length) + ", and are cut";
+  if (c.num_noise_spans == 1 && !random_roll)
+    why += "; the single noise span always ends the chunk (T5 issue 905): bind "
+           "random_spans_noise_mask.random_roll = True to place it anywhere";
+  if (why.empty()) return std::nullopt;
+  return where + why + "\n  hint: use longer inputs (TASK_FEATURE_LENGTHS) for span corruption";
+}
+
 Dataset span_corruption(const Dataset& ds, const SequenceLengths& sequence_lengths,
                         const OutputFeatures& output_features, uint64_t seed,
                         const SpanCorruptionOptions& options) {
@@ -73,11 +102,13 @@ Dataset span_corruption(const Dataset& ds, const SequenceLengths& sequence_lengt
   SplitTokensOptions split;
   split.passthrough_feature_keys = options.passthrough_feature_keys;
   x = split_tokens(x, tokens_length, seed, split);
+  const bool roll = options.random_roll.value_or(random_spans_random_roll());
+  if (auto why = span_corruption_degenerate(inputs_length, tg_len->second, options, roll)) warn_once(*why);
   DenoiseOptions d;
   d.noise_density = options.noise_density;
   const double mean = options.mean_noise_span_length;
-  d.noise_mask_fn = [mean](int64_t n, double density, Rng rng) {
-    return random_spans_noise_mask(n, density, rng, mean);
+  d.noise_mask_fn = [mean, roll](int64_t n, double density, Rng rng) {
+    return random_spans_noise_mask(n, density, rng, mean, roll);
   };
   d.inputs_fn = noise_span_to_unique_sentinel;
   d.targets_fn = nonnoise_span_to_unique_sentinel;

@@ -12,6 +12,7 @@
 // stages (see pretraining.h).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,25 @@ struct SpanCorruptionOptions {
   bool merge_examples_to_reduce_padding = true;
   int64_t reserved_for_packing = 0;
   std::vector<std::string> passthrough_feature_keys;
+  // random_spans_noise_mask's random_roll; nullopt: the gin binding
+  // (random_spans_random_roll(), default False as in T5).
+  std::optional<bool> random_roll;
 };
+
+// Why span corruption degenerates at these lengths, or nullopt. With
+// (T, targets) = random_spans_helper(inputs_length, ...), a full chunk of T
+// tokens gets counts = random_spans_counts(T) (at least one noise span, where
+// the helper may count none), so:
+//  - inputs of nonnoise + spans + EOS tokens over inputs_length (T5 at
+//    inputs_length <= 9 with the defaults): append_eos_after_trim cuts their
+//    end, which without random_roll is the sentinel of the last noise span;
+//  - targets of noise + spans + EOS over targets_length: cut likewise;
+//  - a single noise span without random_roll: the mask always ends with
+//    noise, so the noise always sits at the chunk's tail (t5#905; inputs
+//    up to about 28 tokens with the defaults).
+// span_corruption passes this to seqio::warn_once.
+std::optional<std::string> span_corruption_degenerate(int64_t inputs_length, int64_t targets_length,
+                                                      const SpanCorruptionOptions& options, bool random_roll);
 
 // span_corruption (T5 defaults: density 0.15, mean span 3):
 //  1. (T, targets_len) = random_spans_helper(lengths[input_feature_key] -
@@ -64,8 +83,9 @@ struct SpanCorruptionOptions {
 //  3. reduce_concat_tokens(batch 128) if merging (merging + passthrough keys
 //     -> std::invalid_argument);
 //  4. split_tokens(T);
-//  5. denoise(random_spans_noise_mask(mean), noise_span_to_unique_sentinel,
-//     nonnoise_span_to_unique_sentinel).
+//  5. denoise(random_spans_noise_mask(mean, random_roll),
+//     noise_span_to_unique_sentinel, nonnoise_span_to_unique_sentinel).
+// Degenerate lengths (span_corruption_degenerate) are warned about once.
 // For a full chunk of T tokens the outputs are inputs_len-1 and targets_len-1
 // tokens long, so append_eos_after_trim completes them exactly.
 Dataset span_corruption(const Dataset& ds, const SequenceLengths& sequence_lengths,

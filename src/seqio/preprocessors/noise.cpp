@@ -1,6 +1,7 @@
 #include "seqio/preprocessors/noise.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cfenv>
 #include <cmath>
 #include <stdexcept>
@@ -120,6 +121,13 @@ NoiseMask random_spans_noise_mask(int64_t length, double noise_density, Rng rng,
   }
   return mask;
 }
+
+namespace {
+std::atomic<bool> gin_random_roll{false};
+}  // namespace
+
+void set_random_spans_random_roll(bool random_roll) { gin_random_roll = random_roll; }
+bool random_spans_random_roll() { return gin_random_roll; }
 
 NoiseMask iid_noise_mask(int64_t length, double noise_density, Rng rng) {
   NoiseMask mask(static_cast<size_t>(std::max<int64_t>(length, 0)));

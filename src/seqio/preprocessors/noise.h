@@ -60,6 +60,13 @@ SpanCounts random_spans_counts(int64_t length, double noise_density,
 NoiseMask random_spans_noise_mask(int64_t length, double noise_density, Rng rng,
                                   double mean_noise_span_length = 3.0, bool random_roll = false);
 
+// gin `random_spans_noise_mask.random_roll` (t5.data.preprocessors; default
+// False, as there): the roll span_corruption uses when its options leave
+// random_roll unset. t5x sets it from its gin config when it reads a
+// DatasetConfig (trainer/run_config.h). Process-wide, like a gin binding.
+void set_random_spans_random_roll(bool random_roll);
+bool random_spans_random_roll();
+
 // iid_noise_mask: each token is noise iff a uniform draw in [0,1) < noise_density.
 NoiseMask iid_noise_mask(int64_t length, double noise_density, Rng rng);
 

@@ -1,6 +1,7 @@
 #include "t5x/checkpoints/checkpoint_dir.h"
 
 #include <algorithm>
+#include <exception>
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "t5x/checkpoints/fault_inject.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/meshtf_mapping.h"
 #include "t5x/checkpoints/tf_bundle.h"
@@ -165,6 +167,17 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
   if (opt.process_index == 0) {
     fileio::make_dirs(tmp);
   }
+  // A save that fails (a full disk) takes its half-written directory away
+  // when this process wrote all of it; under several processes the next
+  // start removes it (remove_temp_dirs).
+  struct RemoveOnThrow {
+    std::string dir;
+    bool armed;
+    ~RemoveOnThrow() {
+      std::error_code ec;
+      if (armed && std::uncaught_exceptions() > 0) fs::remove_all(dir, ec);
+    }
+  } cleanup{tmp, opt.process_count == 1};
   barrier(opt, "checkpointer:make_dir:" + tmp);
   if (opt.process_index != 0) fileio::make_dirs(tmp);  // tolerate non-shared fs in tests
 
@@ -195,6 +208,7 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
     wo.on_chunk = [&](const std::string& key, std::span<const uint8_t> bytes) { note(s.path + "/" + key, bytes); };
     res.bytes_written += zarr_write_box(adir, m, src, l.box, wo);
     if (opt.durable) fileio::fsync_dir(adir);
+    fault_point("save_chunks", step);
   }
   if (opt.dataset_state_json) {
     const std::string name = dataset_state_file_name(opt.process_index, opt.process_count);
@@ -228,9 +242,12 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
       fs::remove(fileio::join(tmp, manifest_part_name(p, opt.process_count)), rm);
     }
     if (opt.durable) fileio::fsync_dir(tmp);
+    fault_point("save_before_rename", step);
     std::error_code ec;
     fs::rename(tmp, res.dir, ec);
     if (ec) throw CheckpointError("cannot rename '" + tmp + "' to '" + res.dir + "': " + ec.message());
+    cleanup.armed = false;
+    fault_point("save_after_rename", step);
     if (opt.durable) fileio::fsync_dir(model_dir);
     if (opt.keep > 0) res.removed_steps = apply_retention(model_dir, opt.keep, opt.prefix);
   }

@@ -16,7 +16,10 @@
 // barrier; process 0 writes the msgpack, then the manifest (every file in the
 // directory, CRCs from the notes, files without a note read back), removes
 // the notes, fsyncs, renames into place, applies retention; barrier. An
-// existing final directory means the save is skipped.
+// existing final directory means the save is skipped. A save that throws
+// (e.g. "No space left on device (ENOSPC)", naming the file) never touches
+// the complete checkpoints; on one process it also removes its tmp directory.
+// Kill points for the crash tests: fault_inject.h.
 #pragma once
 #include <cstdint>
 #include <functional>

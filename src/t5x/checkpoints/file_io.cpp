@@ -16,8 +16,17 @@ namespace t5x::fileio {
 namespace fs = std::filesystem;
 
 namespace {
+// "No space left on device (ENOSPC)", plus a hint where one helps.
+std::string errno_text(int e) {
+  std::string s = std::strerror(e);
+  if (const char* name = ::strerrorname_np(e)) s += " (" + std::string(name) + ")";
+  if (e == ENOSPC || e == EDQUOT) s += "\n  hint: free space on that filesystem (or keep fewer checkpoints: SaveCheckpointConfig.keep)";
+  return s;
+}
+
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw CheckpointError(what + " '" + path + "': " + std::strerror(errno));
+  const int e = errno;
+  throw CheckpointError(what + " '" + path + "': " + errno_text(e));
 }
 }  // namespace
 
@@ -90,7 +99,7 @@ void fsync_dir(const std::string& dir) {
 void make_dirs(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw CheckpointError("cannot create directory '" + dir + "': " + ec.message());
+  if (ec) throw CheckpointError("cannot create directory '" + dir + "': " + errno_text(ec.value()));
 }
 
 bool exists(const std::string& path) {

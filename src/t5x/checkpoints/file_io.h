@@ -1,6 +1,7 @@
 // Small POSIX file helpers shared by the checkpoint writers: whole-file reads,
 // durable writes (write + fsync), directory fsync, recursive removal.
-// All failures throw t5x::CheckpointError naming the path and errno text.
+// All failures throw t5x::CheckpointError naming the path, the errno text and
+// its name ("No space left on device (ENOSPC)", with a hint for a full disk).
 #pragma once
 #include <cstdint>
 #include <optional>

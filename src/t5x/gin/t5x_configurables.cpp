@@ -142,6 +142,9 @@ void add_run_configurables(Registry& r) {
   // DatasetConfig with use_cached = True.
   r.add("seqio.add_global_cache_dirs", {{"global_cache_dirs", "[]"}},
         "directories searched for seqio's offline task caches");
+  // T5's span corruption mask (t5.data.preprocessors); read with every DatasetConfig.
+  r.add("preprocessors.random_spans_noise_mask", {{"random_roll", "False"}},
+        "T5 span corruption: random_roll rotates each noise mask by a random offset");
   r.add("seqio.PyLoggingLogger", {});
   r.add("seqio.TensorBoardLogger", {});
   r.add("seqio.JSONLogger", {{"write_n_results", "None"}});

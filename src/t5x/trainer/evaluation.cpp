@@ -1,6 +1,7 @@
 #include "t5x/trainer/evaluation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -124,9 +125,33 @@ InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConf
       });
 }
 
-std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(const BaseTransformerModel& model,
-                                                                     const ParamTree& params, int64_t step,
-                                                                     const std::string& out_dir) const {
+std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
+    const BaseTransformerModel& model, const ParamTree& params, int64_t step, const std::string& out_dir,
+    const std::function<void(const std::string&)>& progress) const {
+  using Clock = std::chrono::steady_clock;
+  const int64_t per_batch = std::max<int64_t>(1, cfg_.batch_size);
+  int64_t total_batches = 0, batches = 0, examples = 0, next_tenth = 1;
+  for (const auto& t : evaluator_->task_names())
+    total_batches += (int64_t(evaluator_->examples(t).size()) + per_batch - 1) / per_batch;
+  const auto t0 = Clock::now();
+  auto last_line = t0;
+  auto report = [&](int64_t rows) {
+    ++batches;
+    examples += rows;
+    const auto now = Clock::now();
+    const bool tenth = batches * 10 >= next_tenth * total_batches;
+    if (!progress || !(batches == 1 || tenth || batches == total_batches || now - last_line >= std::chrono::seconds(30)))
+      return;
+    while (next_tenth * total_batches <= batches * 10) ++next_tenth;
+    last_line = now;
+    const double secs = std::chrono::duration<double>(now - t0).count();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "inference_eval step %lld: batch %lld/%lld, %lld examples, %.1f examples/s, ETA %s",
+                  (long long)step, (long long)batches, (long long)total_batches, (long long)examples,
+                  double(examples) / std::max(secs, 1e-9),
+                  format_duration(secs / double(batches) * double(total_batches - batches)).c_str());
+    progress(buf);
+  };
   // One set of lengths for every task: the largest per feature.
   seqio::SequenceLengths lengths;
   for (const auto& t : evaluator_->task_names())
@@ -156,6 +181,7 @@ std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(const BaseT
       std::vector<int64_t> row(all.begin() + int64_t(r) * len, all.begin() + int64_t(r + 1) * len);
       out.emplace_back(batch[r].first, trim_decoded(row));
     }
+    report(int64_t(batch.size()));
     return out;
   };
   auto results = evaluator_->evaluate(predict);

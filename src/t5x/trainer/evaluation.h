@@ -8,6 +8,7 @@
 //     target, prediction), as seqio's TensorBoard and JSON loggers.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,8 +40,13 @@ class InferenceEvaluator {
   InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg);
   bool empty() const { return evaluator_->task_names().empty(); }
   // Runs every task; writes summaries under `out_dir` when it is non-empty.
-  std::map<std::string, seqio::TaskEvalResult> run(const BaseTransformerModel& model, const ParamTree& params,
-                                                   int64_t step, const std::string& out_dir) const;
+  // `progress` (optional) receives lines "inference_eval step S: batch b/B,
+  // n examples, x examples/s, ETA m:ss" at the first batch, whenever another
+  // tenth of the batches is done or 30 s have passed, and at the last batch:
+  // decoding a whole split takes minutes and would otherwise print nothing.
+  std::map<std::string, seqio::TaskEvalResult> run(
+      const BaseTransformerModel& model, const ParamTree& params, int64_t step, const std::string& out_dir,
+      const std::function<void(const std::string&)>& progress = nullptr) const;
 
  private:
   DatasetConfig cfg_;

@@ -141,7 +141,8 @@ std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfi
   if (auto s = CheckpointReader::open(lm.dir).step()) step = *s;
   if (dist.is_chief()) {
     InferenceEvaluator ev(cfg.dataset, cfg.model);
-    auto res = ev.run(*lm.model, lm.state.params, step, cfg.output_dir + "/inference_eval");
+    auto res = ev.run(*lm.model, lm.state.params, step, cfg.output_dir + "/inference_eval",
+                      [log](const std::string& line) { if (log) *log << line << "\n" << std::flush; });
     for (const auto& [task, r] : res) {
       out[task] = r.metrics;
       if (log) {

@@ -95,7 +95,7 @@ ProgressLine::ProgressLine(std::ostream* out, int64_t start_step, int64_t total_
     : out_(out), start_(start_step), total_(total_steps), every_(std::max<int64_t>(1, every)), tty_(tty),
       t0_(std::chrono::steady_clock::now()) {}
 
-void ProgressLine::update(int64_t step, double loss, double tokens_per_sec, double lr) {
+void ProgressLine::update(int64_t step, double loss, double loss_per_token, double tokens_per_sec, double lr) {
   if (!out_) return;
   const bool last = step >= total_;
   if (!tty_ && !(step % every_ == 0 || last || step == start_ + 1)) return;
@@ -103,9 +103,10 @@ void ProgressLine::update(int64_t step, double loss, double tokens_per_sec, doub
   const double done = double(step - start_);
   const double eta = done > 0 ? el / done * double(total_ - step) : NAN;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  %.0f tok/s  lr %.3g  elapsed %s  ETA %s",
-                (long long)step, (long long)total_, loss, tokens_per_sec, lr, format_duration(el).c_str(),
-                format_duration(eta).c_str());
+  std::snprintf(buf, sizeof buf,
+                "step %lld/%lld  loss %.4f  loss_per_nonpadding_target_token %.4f  %.0f tok/s  lr %.3g  elapsed %s  ETA %s",
+                (long long)step, (long long)total_, loss, loss_per_token, tokens_per_sec, lr,
+                format_duration(el).c_str(), format_duration(eta).c_str());
   if (tty_) {
     *out_ << "\r\033[K" << buf << std::flush;
     drawn_ = true;

@@ -68,12 +68,17 @@ class SummaryLogger {
   std::unique_ptr<MetricsJsonlWriter> jsonl_;
 };
 
-// "step 120/1000  loss 3.412  1.2k tok/s  ETA 0:12:03". On a terminal the
-// line is redrawn in place; otherwise one plain line per `every` steps.
+// "step 120/1000  loss 3412.5  loss_per_nonpadding_target_token 2.1328
+// 1200 tok/s  lr 0.01  elapsed 0:40  ETA 0:12:03". `loss` is the step's loss
+// as t5x logs it: the token sum by default (LOSS_NORMALIZING_FACTOR = None,
+// t5x#1093), so it grows with the batch; the per-token value next to it is
+// t5x's loss_per_nonpadding_target_token (loss / non-padding target tokens,
+// both global). On a terminal the line is redrawn in place; otherwise one
+// plain line per `every` steps.
 class ProgressLine {
  public:
   ProgressLine(std::ostream* out, int64_t start_step, int64_t total_steps, bool tty, int64_t every = 10);
-  void update(int64_t step, double loss, double tokens_per_sec, double lr);
+  void update(int64_t step, double loss, double loss_per_token, double tokens_per_sec, double lr);
   void message(const std::string& line);  // a full line (clears the progress line first)
   void finish();
 

@@ -8,6 +8,7 @@
 #include "seqio/cache.h"
 #include "seqio/mixture.h"
 #include "seqio/vocabularies.h"
+#include "seqio/preprocessors/noise.h"
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
@@ -193,6 +194,9 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
     for (const auto& v : cfg.get_list("", "seqio.add_global_cache_dirs", "global_cache_dirs"))
       d.cache_dirs.push_back(v.as_string());
   d.pack = cfg.get_bool(s, c, "pack");
+  // A process-wide gin binding in T5, so a process-wide default here.
+  seqio::preprocessors::set_random_spans_random_roll(
+      cfg.get_bool("", "preprocessors.random_spans_noise_mask", "random_roll"));
   if (d.batch_size < 1)
     throw std::invalid_argument("[trainer] utils.DatasetConfig.batch_size must be >= 1, got " +
                                 std::to_string(d.batch_size));

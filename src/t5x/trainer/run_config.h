@@ -18,6 +18,8 @@
 //   utils.DatasetConfig (+ seqio.add_global_cache_dirs.global_cache_dirs),
 //   utils.SaveCheckpointConfig, utils.RestoreCheckpointConfig,
 //   partitioning.PjitPartitioner (num_partitions, model_parallel_submesh)
+//   random_spans_noise_mask.random_roll (T5 span corruption): read with every
+//     DatasetConfig into seqio's process-wide default (seqio/preprocessors/noise.h)
 // Missing or ill-typed values throw t5x::gin::GinError naming the binding.
 #pragma once
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include "ops/elementwise.h"
 #include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/checkpoints/fault_inject.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
 #include "t5x/optim/grad_utils.h"
@@ -313,6 +314,7 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   }
   out.finite = out.loss_finite = std::isfinite(out.loss);
   if (!out.finite) return out;  // no update: the state stays the last good one
+  fault_point("train_step", step + 1);
   cfg_.optimizer.optimizer->apply_gradient(state_.params, state_.opt, grads, out.learning_rate);
   out.finite = all_finite(state_.params);
   // Each process sees only its shards: agree, so every process stops together.
@@ -331,7 +333,17 @@ std::string Trainer::save() {
   ctx.timestamp = int64_t(dist_.broadcast(uint64_t(std::time(nullptr))));
   DataState ds = data_state_;
   ds.position = data_->position();
-  std::string dir = save_train_state(cfg_.model_dir, state_, cfg_.save, data_state_to_json(ds), ctx);
+  std::string dir;
+  try {
+    dir = save_train_state(cfg_.model_dir, state_, cfg_.save, data_state_to_json(ds), ctx);
+  } catch (const CheckpointError& e) {
+    // Name what is still there: the save never touches complete checkpoints.
+    auto latest = latest_step(cfg_.model_dir);
+    throw CheckpointError("saving the checkpoint of step " + std::to_string(state_.step()) + " failed: " + e.what() +
+                          "\n  the newest complete checkpoint is " +
+                          (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
+                          " (intact); training stopped");
+  }
   train_log_.write(state_.step(), {{"timing/checkpoint_seconds", seconds_since(t0)}});
   return dir;
 }
@@ -360,8 +372,10 @@ void Trainer::evaluate() {
               std::to_string(values.count("accuracy") ? values.at("accuracy") : NAN));
     }
   }
+  fault_point("eval", step);
   if (infer_eval_ && !infer_eval_->empty()) {
-    auto res = infer_eval_->run(*model_, params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval));
+    auto res = infer_eval_->run(*model_, params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval),
+                                [this](const std::string& line) { message(line); });
     for (const auto& [task, r] : res) {
       std::ostringstream os;
       os << "inference_eval/" << task << " step " << step << ":";
@@ -433,7 +447,9 @@ TrainResult Trainer::train() {
     window_seqs += rows;
     window_tokens += rows * len;
     const double step_s = seconds_since(t_step);
-    if (progress_) progress_->update(step, so.loss, rows * len / std::max(step_s, 1e-9), so.learning_rate);
+    if (progress_)
+      progress_->update(step, so.loss, acc.last("loss_per_nonpadding_target_token"),
+                        rows * len / std::max(step_s, 1e-9), so.learning_rate);
 
     if (step % stats_period == 0 || step == total) {
       const double secs = seconds_since(window_t0);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -102,6 +103,50 @@ TEST(RandomSpansNoiseMask, RandomRollKeepsCounts) {
     first_noise.insert(std::find(m.begin(), m.end(), 1) - m.begin());
   }
   EXPECT_GT(first_noise.size(), 5u);  // no longer always near the end
+}
+
+// T5's semantics (t5/data/preprocessors.py random_spans_noise_mask): the
+// unrolled mask of max(length, 2) tokens, truncated to `length`, then
+// tf.roll'ed by an offset drawn uniformly from [0, max(length, 2)):
+// out[(i + offset) % length] = in[i].
+TEST(RandomSpansNoiseMask, RandomRollIsT5sRollOfTheTruncatedMask) {
+  std::set<int64_t> offsets_seen;
+  for (int64_t len : {1, 2, 3, 7, 9, 20, 57}) {
+    for (uint64_t seed = 0; seed < 60; ++seed) {
+      const Rng rng(seed * 7919 + uint64_t(len));
+      const NoiseMask base = random_spans_noise_mask(len, 0.15, rng, 3.0, false);
+      const NoiseMask rolled = random_spans_noise_mask(len, 0.15, rng, 3.0, true);
+      Rng roll = rng.split(2);  // the roll's own stream (T5: a seed of its own)
+      const int64_t offset = roll.uniform_int(0, std::max<int64_t>(len, 2));
+      ASSERT_GE(offset, 0);
+      ASSERT_LT(offset, std::max<int64_t>(len, 2));
+      if (len == 7) offsets_seen.insert(offset);
+      NoiseMask expected(base.size());
+      for (int64_t i = 0; i < len; ++i) expected[size_t((i + offset) % len)] = base[size_t(i)];
+      ASSERT_EQ(rolled, expected) << "length " << len << " seed " << seed << " offset " << offset;
+    }
+  }
+  EXPECT_EQ(offsets_seen.size(), 7u);  // every offset of [0, 7) occurs
+}
+
+// t5#905: on short inputs (a single noise span) the unrolled mask always
+// ends with the noise; rolled, the span starts anywhere.
+TEST(RandomSpansNoiseMask, RandomRollMovesTheNoiseOffTheTail) {
+  std::set<int64_t> starts_plain, starts_rolled;
+  int tail_plain = 0, tail_rolled = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const NoiseMask p = random_spans_noise_mask(20, 0.15, Rng(seed), 3.0, false);
+    const NoiseMask r = random_spans_noise_mask(20, 0.15, Rng(seed), 3.0, true);
+    ASSERT_EQ(count_noise(r), count_noise(p));
+    starts_plain.insert(std::find(p.begin(), p.end(), 1) - p.begin());
+    starts_rolled.insert(std::find(r.begin(), r.end(), 1) - r.begin());
+    tail_plain += p.back();
+    tail_rolled += r.back();
+  }
+  EXPECT_EQ(starts_plain, (std::set<int64_t>{17}));  // 3 noise tokens, always 17..19
+  EXPECT_EQ(tail_plain, 200);
+  EXPECT_GE(starts_rolled.size(), 18u);  // 20 possible starts
+  EXPECT_LT(tail_rolled, 60);            // 3 of 20 positions are noise: ~30 of 200
 }
 
 TEST(IidNoiseMask, RateAndDeterminism) {

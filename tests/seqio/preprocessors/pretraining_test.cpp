@@ -2,10 +2,14 @@
 // split_tokens, span_corruption, iid_denoising, prefix_lm; and translate.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "seqio/preprocessors/basic.h"
 #include "seqio/preprocessors/denoising.h"
 #include "seqio/preprocessors/formatting.h"
 #include "seqio/preprocessors/pretraining.h"
+#include "seqio/warnings.h"
 #include "test_util.h"
 
 namespace seqio::preprocessors {
@@ -179,6 +183,99 @@ TEST(SpanCorruption, ReservedForPackingAndNoMerge) {
   // 1000 -> 7 full chunks of 140 + 20 tail; the 20-token doc stays separate.
   ASSERT_EQ(out.size(), 9u);
   EXPECT_EQ(get_tokens(out[0], "inputs").size(), 140u - 21 + 7);  // noise 21, spans 7
+}
+
+// Index of the first sentinel (<extra_id_0> = vocab_size - 1) in the inputs.
+std::vector<int64_t> first_sentinel_positions(const Dataset& out, int32_t sentinel) {
+  std::vector<int64_t> pos;
+  for (const auto& x : out) {
+    const Tokens& in = get_tokens(x, "inputs");
+    pos.push_back(std::find(in.begin(), in.end(), sentinel) - in.begin());
+  }
+  return pos;
+}
+
+// random_roll from the options or from the process-wide gin default
+// (random_spans_noise_mask.random_roll); T5's default False keeps the noise
+// of these 20-token chunks (one span) at their tail.
+TEST(SpanCorruption, RandomRollFromOptionsOrGin) {
+  Dataset ds;
+  for (int d = 0; d < 30; ++d) ds.push_back(doc(iota_tokens(97, 3 + d)));
+  const SequenceLengths lengths{{"inputs", 20}, {"targets", 8}};
+  const OutputFeatures of = byte_features();
+  const int32_t sentinel = denoise_vocab_size(of) - 1;
+  seqio::reset_warnings();
+  auto previous = seqio::set_warning_sink([](const std::string&) {});
+  ASSERT_FALSE(random_spans_random_roll());
+  const Dataset plain = span_corruption(ds, lengths, of, 5);
+  for (const auto& x : plain) EXPECT_EQ(get_tokens(x, "inputs").back(), sentinel);
+  SpanCorruptionOptions o;
+  o.random_roll = true;
+  const Dataset rolled = span_corruption(ds, lengths, of, 5, o);
+  ASSERT_EQ(rolled.size(), plain.size());
+  auto pos = first_sentinel_positions(rolled, sentinel);
+  EXPECT_GE(std::set<int64_t>(pos.begin(), pos.end()).size(), 10u);
+  int at_tail = 0;
+  for (const auto& x : rolled) at_tail += get_tokens(x, "inputs").back() == sentinel;
+  EXPECT_LT(at_tail, int(rolled.size()) / 2);
+  // The same rows from the gin default, and back to T5's default.
+  set_random_spans_random_roll(true);
+  EXPECT_EQ(span_corruption(ds, lengths, of, 5), rolled);
+  o.random_roll = false;  // an explicit option wins over the default
+  EXPECT_EQ(span_corruption(ds, lengths, of, 5, o), plain);
+  set_random_spans_random_roll(false);
+  EXPECT_EQ(span_corruption(ds, lengths, of, 5), plain);
+  seqio::set_warning_sink(previous);
+}
+
+// The T5 quirks at short lengths are warned about, once per configuration.
+TEST(SpanCorruption, WarnsAboutDegenerateLengths) {
+  Dataset ds;
+  for (int d = 0; d < 4; ++d) ds.push_back(doc(iota_tokens(60, 3 + d)));
+  const OutputFeatures of = byte_features();
+  std::vector<std::string> warnings;
+  seqio::reset_warnings();
+  auto previous = seqio::set_warning_sink([&](const std::string& w) { warnings.push_back(w); });
+  auto warn = [&](int inputs, int targets, bool roll = false) {
+    warnings.clear();
+    SpanCorruptionOptions o;
+    o.random_roll = roll;
+    span_corruption(ds, {{"inputs", inputs}, {"targets", targets}}, of, 1, o);
+    return warnings.empty() ? std::string() : warnings[0];
+  };
+  // inputs <= 9: a full chunk's inputs are one token too long, and trimming
+  // cuts the sentinel off (9 tokens: 8 kept + 1 sentinel + EOS = 10).
+  std::string w9;
+  for (int L = 4; L <= 9; ++L) {
+    const std::string w = warn(L, 10);
+    EXPECT_NE(w.find("inputs length " + std::to_string(L)), std::string::npos) << w;
+    EXPECT_NE(w.find("cuts their end, the sentinel of the last noise span"), std::string::npos) << w;
+    w9 = w;
+  }
+  EXPECT_NE(w9.find("have 10 tokens with EOS, and trimming to 9"), std::string::npos) << w9;
+  // The quirk itself: a full 9-token chunk gives 8 kept tokens + the
+  // sentinel, so with EOS there are 10 and the trim to 9 drops the sentinel.
+  SpanCorruptionOptions plain;
+  plain.random_roll = false;
+  const Dataset out9 = span_corruption(ds, {{"inputs", 9}, {"targets", 10}}, of, 1, plain);
+  EXPECT_EQ(get_tokens(out9[0], "inputs").size(), 9u);
+  EXPECT_EQ(get_tokens(out9[0], "inputs").back(), denoise_vocab_size(of) - 1);
+  // The helper's targets length (2) is one short as well.
+  const std::string t = warn(9, 2);
+  EXPECT_NE(t.find("targets of a full chunk have 3 tokens with EOS, over the targets length 2"), std::string::npos) << t;
+  // 10 and up: nothing cut; one span (up to 28) always at the tail.
+  const std::string w10 = warn(10, 10);
+  EXPECT_EQ(w10.find("cuts"), std::string::npos) << w10;
+  EXPECT_NE(w10.find("single noise span always ends the chunk"), std::string::npos) << w10;
+  EXPECT_NE(w10.find("random_spans_noise_mask.random_roll = True"), std::string::npos) << w10;
+  EXPECT_NE(warn(28, 8).find("single noise span"), std::string::npos);
+  EXPECT_EQ(warn(28, 8, /*roll=*/true), "");
+  EXPECT_EQ(warn(29, 8), "");  // two spans
+  EXPECT_EQ(warn(512, 114), "");
+  // Once per configuration.
+  warn(10, 10);
+  EXPECT_TRUE(warnings.empty());
+  seqio::set_warning_sink(previous);
 }
 
 TEST(IidDenoising, SentinelsAndLengths) {

@@ -11,6 +11,11 @@
 // kill. The random kills land after a random number of newly logged steps
 // (fewer than remain, so the kill always comes before the end) plus a random
 // 0-80 ms. The seed is printed (T5X_KILL_SEED overrides it).
+//
+// The second test kills at named points, deterministically: T5X_FAULT_INJECT
+// (t5x/checkpoints/fault_inject.h) makes the process SIGKILL itself mid-step,
+// during a save (chunks half written; complete but not renamed; renamed but
+// not finished), during an evaluation and during the final save.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -34,11 +39,13 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log, const std::string& fault = "") {
   pid_t pid = ::fork();
   if (pid == 0) {
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) { ::dup2(fd, 1); ::dup2(fd, 2); }
+    if (fault.empty()) ::unsetenv("T5X_FAULT_INJECT");
+    else ::setenv("T5X_FAULT_INJECT", fault.c_str(), 1);
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
@@ -73,13 +80,13 @@ int latest(const std::string& model_dir, int max_step) {
 // Runs once; kills per `how`: at the first tmp dir, or `steps` newly logged
 // steps plus `delay` after the start.
 Trial run_once(const std::vector<std::string>& argv, const std::string& model_dir, const std::string& log,
-               Kill how, int steps = 0, std::chrono::milliseconds delay = {}) {
+               Kill how, int steps = 0, std::chrono::milliseconds delay = {}, const std::string& fault = "") {
   fs::create_directories(model_dir);
   int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   ::inotify_add_watch(in, model_dir.c_str(), IN_CREATE | IN_MOVED_TO);
   Trial t;
   const int logged0 = logged_steps(model_dir);
-  pid_t pid = spawn(argv, log);
+  pid_t pid = spawn(argv, log, fault);
   std::optional<Clock::time_point> reached;
   int status = 0;
   for (;;) {
@@ -124,6 +131,31 @@ Trial run_once(const std::vector<std::string>& argv, const std::string& model_di
 std::string read_text(const std::string& p) {
   std::ifstream f(p);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> list_tmp(const std::string& model_dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(model_dir))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+// Every array and the data position of checkpoint_<steps> bitwise equal, and
+// equal losses where both runs logged a step.
+void expect_same_final_checkpoint(const std::string& ref, const std::string& run, int steps) {
+  const std::string name = "/checkpoint_" + std::to_string(steps);
+  std::string err;
+  auto a = digests(ref + name, &err);
+  ASSERT_FALSE(a.empty()) << err;
+  auto b = digests(run + name, &err);
+  ASSERT_EQ(a.size(), b.size()) << err;
+  for (const auto& [k, v] : a) EXPECT_EQ(v, b[k]) << k;
+  EXPECT_EQ(read_text(ref + name + "/train_ds-000-of-001.json"), read_text(run + name + "/train_ds-000-of-001.json"));
+  auto la = losses(ref), lb = losses(run);
+  for (const auto& [step, l] : la)
+    if (lb.count(step)) {
+      EXPECT_EQ(l, lb[step]) << "step " << step;
+    }
 }
 
 TEST(KillResume, SigkillAtRandomMomentsAndDuringSavesIsBitwiseEqual) {
@@ -186,20 +218,62 @@ TEST(KillResume, SigkillAtRandomMomentsAndDuringSavesIsBitwiseEqual) {
     EXPECT_NE(text.find("half-written temporary directory"), std::string::npos) << text;
   }
 
-  std::string err;
-  auto a = digests(ref + "/checkpoint_8", &err);
-  ASSERT_FALSE(a.empty()) << err;
-  auto b = digests(run + "/checkpoint_8", &err);
-  ASSERT_EQ(a.size(), b.size()) << err;
-  for (const auto& [k, v] : a) EXPECT_EQ(v, b[k]) << k;
-  EXPECT_EQ(read_text(ref + "/checkpoint_8/train_ds-000-of-001.json"),
-            read_text(run + "/checkpoint_8/train_ds-000-of-001.json"));
-  // Identical per-step losses where both runs logged the step.
-  auto la = losses(ref), lb = losses(run);
-  for (const auto& [step, l] : la)
-    if (lb.count(step)) {
-      EXPECT_EQ(l, lb[step]) << "step " << step;
-    }
+  expect_same_final_checkpoint(ref, run, kSteps);
+  fs::remove_all(root);
+}
+
+TEST(KillResume, SigkillAtNamedPointsIsBitwiseEqual) {
+  const int kSteps = 8, kPeriod = 2;
+  const std::string root = temp_dir("kill_points");
+  const std::string ref = root + "/ref", run = root + "/run", log = root + "/run.log";
+  // Evaluations at steps 4 and 8 (teacher-forced, on the validation split).
+  const std::vector<std::string> extra = {"train_script.train.eval_period = 4", "train_script.train.eval_steps = 2"};
+  RunResult r = sh(join_cmd(train_argv(ref, kSteps, kPeriod, extra)));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto argv = train_argv(run, kSteps, kPeriod, extra);
+  struct Point {
+    std::string fault;
+    int latest_after;  // newest complete checkpoint after the kill
+    bool tmp_left;     // a checkpoint_<N>.tmp-<T> directory left behind
+  };
+  const Point plan[] = {
+      {"train_step:3", 2, false},         // mid-step (gradients computed, no update)
+      {"save_chunks:4", 2, true},         // the first array of checkpoint_4 written
+      {"save_before_rename:4", 2, true},  // complete (msgpack, manifest), not renamed
+      {"eval:4", 4, false},               // during the evaluation at step 4
+      {"save_after_rename:6", 6, false},  // renamed, before retention and the closing barrier
+      {"train_step:7", 6, false},
+      {"save_chunks:8", 6, true},         // the final save
+      {"save_before_rename:8", 6, true},
+  };
+  for (const auto& p : plan) {
+    Trial t = run_once(argv, run, log, Kill::never, 0, {}, p.fault);
+    const std::string text = read_text(log);
+    ASSERT_EQ(t.exit_code, 128 + SIGKILL) << p.fault << " was not reached\n" << text;
+    EXPECT_EQ(latest(run, kSteps), p.latest_after) << p.fault << "\n" << text;
+    EXPECT_EQ(!list_tmp(run).empty(), p.tmp_left) << p.fault;
+    std::cout << p.fault << ": killed, newest checkpoint " << latest(run, kSteps)
+              << (p.tmp_left ? ", tmp dir left" : "") << std::endl;
+  }
+  Trial last = run_once(argv, run, log, Kill::never);
+  const std::string text = read_text(log);
+  ASSERT_EQ(last.exit_code, 0) << text;
+  EXPECT_TRUE(list_tmp(run).empty());
+  // The runs after a kill inside a save removed its leftover at start.
+  EXPECT_NE(text.find("half-written temporary directory"), std::string::npos) << text;
+  expect_same_final_checkpoint(ref, run, kSteps);
+  fs::remove_all(root);
+}
+
+// A typo in the test hook is named rather than silently never firing.
+TEST(KillResume, UnknownFaultPointIsNamed) {
+  const std::string root = temp_dir("kill_bad_point");
+  for (const std::string& bad : {"save_chunk:2", "train_step:x"}) {
+    RunResult r = sh("T5X_FAULT_INJECT=" + bad + " " + join_cmd(train_argv(root + "/run", 2, 2)));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("T5X_FAULT_INJECT: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(bad.substr(0, bad.find(':'))), std::string::npos) << r.out;
+  }
   fs::remove_all(root);
 }
 

@@ -13,6 +13,7 @@
 #include "seqio/cache.h"
 #include "seqio/errors.h"
 #include "seqio/task.h"
+#include "seqio/preprocessors/noise.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/summaries/event_writer.h"
@@ -479,6 +480,80 @@ TEST(TrainerConfig, SentencePieceModelFileMustExistAndBeTheTaskVocabulary) {
   auto w = check_model_vocabulary(remote.model, remote.train_ds);
   ASSERT_TRUE(w.has_value());
   EXPECT_NE(w->find("is a remote path, which is not read here"), std::string::npos) << *w;
+}
+
+// The console line shows t5x's loss (a token sum, t5x#1093) and next to it
+// loss_per_nonpadding_target_token: that value is the printed loss divided by
+// the non-padding target tokens of the step's batch (counted here from the
+// same batches, read again). The final inference evaluation prints progress.
+TEST(Trainer, ConsoleShowsPerTokenLossAndInferenceEvalProgress) {
+  const std::string dir = temp_dir("console");
+  const int steps = 3;
+  auto b = tiny_bindings(dir, steps);
+  for (const std::string& x : std::vector<std::string>{
+           "train_script.train.infer_eval_dataset_cfg = @infer_eval/utils.DatasetConfig()",
+           "infer_eval/utils.DatasetConfig.mixture_or_task_name = 'gpl3_lines_copy'",
+           "infer_eval/utils.DatasetConfig.task_feature_lengths = None",
+           "infer_eval/utils.DatasetConfig.split = 'validation'",
+           "infer_eval/utils.DatasetConfig.batch_size = 8", "infer_eval/utils.DatasetConfig.shuffle = False",
+           "infer_eval/utils.DatasetConfig.seed = 42", "infer_eval/utils.DatasetConfig.use_cached = False",
+           "infer_eval/utils.DatasetConfig.pack = False"})
+    b.push_back(x);
+  const TrainRunConfig cfg = read_train_config(tiny_config(b));
+  ASSERT_TRUE(cfg.infer_eval_ds);
+  std::ostringstream log;
+  TrainerOptions o = fast();
+  o.log = &log;
+  Trainer t(cfg, single(), o);
+  ASSERT_EQ(t.train().status, TrainResult::Status::kDone);
+  const std::string text = log.str();
+
+  TrainData data(cfg.train_ds, cfg.model, *cfg.train_ds.seed, 0, 1);
+  for (int s = 1; s <= steps; ++s) {
+    const std::string head = "step " + std::to_string(s) + "/" + std::to_string(steps) + "  loss ";
+    const size_t at = text.find(head);
+    ASSERT_NE(at, std::string::npos) << text;
+    std::istringstream line(text.substr(at + head.size()));
+    double loss = 0, per_token = 0;
+    std::string name;
+    line >> loss >> name >> per_token;
+    ASSERT_EQ(name, "loss_per_nonpadding_target_token") << text;
+    Batch batch = data.next();
+    const Array& targets = batch.at("decoder_target_tokens");
+    double nonpad = 0;
+    for (double w : batch.at("decoder_loss_weights").to_floats()) nonpad += w;
+    ASSERT_GT(nonpad, 0);
+    ASSERT_LT(nonpad, double(targets.size())) << "the batch has padding, so the two denominators differ";
+    EXPECT_NEAR(per_token, loss / nonpad, 1e-4) << "step " << s << ": " << nonpad << " tokens\n" << text;
+    EXPECT_GT(std::fabs(per_token - loss / double(targets.size())), 1e-3) << "step " << s;
+    EXPECT_GT(loss, 10 * per_token);  // the sum, not a mean
+  }
+  // 20 validation examples in batches of 8: a line per batch here (each is
+  // another tenth), before the metrics line.
+  const size_t p1 = text.find("inference_eval step 3: batch 1/3, 8 examples, ");
+  const size_t p3 = text.find("inference_eval step 3: batch 3/3, 20 examples, ");
+  const size_t result = text.find("inference_eval/gpl3_lines_copy step 3:");
+  ASSERT_NE(p1, std::string::npos) << text;
+  ASSERT_NE(p3, std::string::npos) << text;
+  ASSERT_NE(result, std::string::npos) << text;
+  EXPECT_LT(p1, p3);
+  EXPECT_LT(p3, result);
+  EXPECT_NE(text.find("examples/s, ETA", p1), std::string::npos) << text;
+}
+
+
+// T5's gin binding of span corruption's roll reaches seqio's default with
+// every DatasetConfig read; unbound, it stays T5's False.
+TEST(TrainerConfig, RandomRollOfSpanCorruptionFromGin) {
+  const std::string dir = temp_dir("random_roll");
+  auto b = tiny_bindings(dir, 1);
+  b.push_back("random_spans_noise_mask.random_roll = True");
+  (void)read_train_config(tiny_config(b));
+  EXPECT_TRUE(seqio::preprocessors::random_spans_random_roll());
+  (void)read_train_config(tiny_config(tiny_bindings(dir, 1)));
+  EXPECT_FALSE(seqio::preprocessors::random_spans_random_roll());
+  b.back() = "random_spans_noise_mask.random_rol = True";
+  EXPECT_THROW(read_train_config(tiny_config(b)), gin::GinError);  // a typo is named, not ignored
 }
 
 }  // namespace
