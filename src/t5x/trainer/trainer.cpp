@@ -18,8 +18,6 @@
 #include "spmd/shard_comm.h"
 #include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
-#include "t5x/optim/adafactor.h"
-#include "t5x/optim/adamw.h"
 #include "t5x/optim/grad_utils.h"
 
 namespace t5x::trainer {
