@@ -87,40 +87,77 @@ FastLayout fast_layout(const FactorPlan& fp, const std::vector<int64_t>& sizes) 
 }
 
 // A param's statistics over its shards. Reduced layout t (ReduceWalker) of
-// the local shard maps into that of the global param by the shard offsets;
-// sum() turns local vectors into global sums (ShardComm, over the mesh axes
-// the param is split on), local() takes this shard's part of a global
-// vector. Both are identities for a param that is not split.
+// the local shard maps into that of the global param by the shard offsets.
+// sum() turns local vectors into the global ones with the collectives their
+// layout needs: a vector summed over a split dim (the RMS sums; v_row's row
+// sums when columns are split, v_col's column sums when rows are) is a
+// partial sum: one all-reduce, each process's values at their global
+// positions, zeros elsewhere; a vector that keeps every split dim is whole
+// for its slice: one all-gather of the slices (v_col when columns are split,
+// v_row when rows are), as v_row / v_col are replicated. local() takes this
+// shard's part of a global vector. Identities for a param that is not split.
 class ShardStats {
  public:
   ShardStats(const Array& param, const std::array<std::vector<bool>, ReduceWalker::kTargets>& keep,
              const ShardComm* comm)
       : comm_(comm), keep_(keep), global_(param.shape().sizes()), local_(param.local_shape().sizes()) {
-    if (comm_) {
-      axes_ = split_axes(param);
-      off_ = shard_offsets(param);
+    if (!comm_) return;
+    axes_ = split_axes(param);
+    off_ = shard_offsets(param);
+    // Every member's offsets, in group rank order (row-major over axes_).
+    const MeshDesc& mesh = *param.sharding().mesh;
+    int64_t k = 1;
+    for (const auto& ax : axes_) k *= mesh.axis_sizes[size_t(mesh.axis_index(ax))];
+    for (int64_t r = 0; r < k; ++r) {
+      std::vector<int64_t> coord(mesh.axis_sizes.size());
+      for (int i = 0; i < int(coord.size()); ++i) coord[size_t(i)] = mesh.coord(mesh.device_id, i);
+      for (int64_t rest = r, j = int64_t(axes_.size()) - 1; j >= 0; --j) {
+        const int i = mesh.axis_index(axes_[size_t(j)]);
+        coord[size_t(i)] = rest % mesh.axis_sizes[size_t(i)];
+        rest /= mesh.axis_sizes[size_t(i)];
+      }
+      int64_t dev = 0;
+      for (size_t i = 0; i < coord.size(); ++i) dev = dev * mesh.axis_sizes[i] + coord[i];
+      member_off_.push_back(shard_offsets(param, dev));
     }
   }
 
-  // Each *vecs[i] (local layout layouts[i]) becomes the global layout's sums,
-  // all in one collective.
+  // Each non-empty *vecs[i] (local layout layouts[i]) becomes the global
+  // layout's statistic: at most one all-reduce and one all-gather.
   void sum(const std::vector<std::vector<double>*>& vecs, const std::vector<int>& layouts) const {
     if (!comm_) return;
-    std::vector<size_t> at;
-    std::vector<double> packed;
+    std::vector<double> reduced, gathered;
     for (size_t i = 0; i < vecs.size(); ++i) {
-      if (vecs[i]->empty()) continue;
-      at.push_back(packed.size());
-      packed.resize(packed.size() + size_t(global_size(layouts[i])), 0.0);
-      double* g = packed.data() + at.back();
       const std::vector<double>& l = *vecs[i];
-      walk(layouts[i], [&](int64_t li, int64_t gi) { g[gi] = l[size_t(li)]; });
+      if (l.empty()) continue;
+      if (whole(layouts[i])) {
+        gathered.insert(gathered.end(), l.begin(), l.end());
+        continue;
+      }
+      const size_t at = reduced.size();
+      reduced.resize(at + size_t(global_size(layouts[i])), 0.0);
+      walk(layouts[i], off_, [&](int64_t li, int64_t gi) { reduced[at + size_t(gi)] = l[size_t(li)]; });
     }
-    comm_->sum(axes_, packed.data(), packed.size());
-    for (size_t i = 0, k = 0; i < vecs.size(); ++i) {
-      if (vecs[i]->empty()) continue;
-      const double* g = packed.data() + at[k++];
-      vecs[i]->assign(g, g + global_size(layouts[i]));
+    if (!reduced.empty()) comm_->sum(axes_, reduced.data(), reduced.size());
+    std::vector<double> all(gathered.size() * member_off_.size());
+    if (!gathered.empty()) comm_->gather(axes_, gathered.data(), gathered.size(), all.data());
+    size_t r_at = 0, g_at = 0;
+    for (size_t i = 0; i < vecs.size(); ++i) {
+      std::vector<double>& l = *vecs[i];
+      if (l.empty()) continue;
+      const int t = layouts[i];
+      std::vector<double> g(size_t(global_size(t)));
+      if (whole(t)) {
+        for (size_t r = 0; r < member_off_.size(); ++r) {
+          const double* src = all.data() + r * gathered.size() + g_at;
+          walk(t, member_off_[r], [&](int64_t li, int64_t gi) { g[size_t(gi)] = src[li]; });
+        }
+        g_at += l.size();
+      } else {
+        std::copy(reduced.begin() + std::ptrdiff_t(r_at), reduced.begin() + std::ptrdiff_t(r_at + g.size()), g.begin());
+        r_at += g.size();
+      }
+      l = std::move(g);
     }
   }
 
@@ -128,7 +165,7 @@ class ShardStats {
   std::vector<T> local(const std::vector<T>& global, int layout) const {
     if (!comm_) return global;
     std::vector<T> out;
-    walk(layout, [&](int64_t li, int64_t gi) {
+    walk(layout, off_, [&](int64_t li, int64_t gi) {
       if (size_t(li) >= out.size()) out.resize(size_t(li) + 1);
       out[size_t(li)] = global[size_t(gi)];
     });
@@ -142,16 +179,23 @@ class ShardStats {
       if (keep_[size_t(t)][d]) n *= global_[d];
     return n;
   }
-  // f(local index, global index) over the local shard's layout t (row-major).
+  // Whether layout t keeps every split dim (its values are whole sums).
+  bool whole(int t) const {
+    for (size_t d = 0; d < global_.size(); ++d)
+      if (local_[d] != global_[d] && !keep_[size_t(t)][d]) return false;
+    return true;
+  }
+  // f(local index, global index) over the layout t of the shard at `off`
+  // (row-major).
   template <typename F>
-  void walk(int t, F&& f) const {
+  void walk(int t, const std::vector<int64_t>& off, F&& f) const {
     std::vector<size_t> dims;
     for (size_t d = 0; d < global_.size(); ++d)
       if (keep_[size_t(t)][d]) dims.push_back(d);
     std::vector<int64_t> idx(dims.size(), 0);
     for (int64_t li = 0;; ++li) {
       int64_t gi = 0;
-      for (size_t k = 0; k < dims.size(); ++k) gi = gi * global_[dims[k]] + off_[dims[k]] + idx[k];
+      for (size_t k = 0; k < dims.size(); ++k) gi = gi * global_[dims[k]] + off[dims[k]] + idx[k];
       f(li, gi);
       size_t k = dims.size();
       while (k > 0 && ++idx[k - 1] == local_[dims[k - 1]]) idx[--k] = 0;
@@ -162,6 +206,7 @@ class ShardStats {
   const ShardComm* comm_;
   std::array<std::vector<bool>, ReduceWalker::kTargets> keep_;
   std::vector<int64_t> global_, local_, off_;
+  std::vector<std::vector<int64_t>> member_off_;
   std::vector<std::string> axes_;
 };
 
@@ -474,8 +519,7 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     }
   });
 
-  // Over the shards: each global statistic is the sum of the local ones
-  // (one float64 sum of the stats vectors and the scalars per param).
+  // Over the shards: the global statistics from the local ones (float64).
   shards.sum({&psum, &rsum, &csum}, {0, 1, 2});
   std::vector<float> scale(size_t(nb), lr);
   if (use_scale) {

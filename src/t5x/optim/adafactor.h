@@ -39,13 +39,16 @@
 //
 // Params split across processes (t5x runs the optimizer on the shards):
 // every elementwise step (v, m, the update) runs on the local shard; the
-// means are sums of local float64 partials through the ShardComm, one sum
-// per param of [RMS(p) sums per BATCH index, v_row's row sums, v_col's
-// column sums] (the stats vectors, replicated as v_row / v_col are) and one
-// of the clipping RMS sums. Nothing gathers a param. The statistics sum in
-// float64 on both paths (one process and shards), so a split run rounds
-// each mean to the same float32 as one process except where the float64
-// sums, added in another order, straddle a float32 rounding boundary.
+// means come from local float64 partial sums through the ShardComm, per
+// param and step: one sum of those summed over a split dim (the RMS(p) sums
+// per BATCH index; v_row's row sums if COLUMN dims are split, v_col's column
+// sums if ROW dims are), one gather of those whole on each shard (v_col's
+// if columns are split, v_row's if rows are; v_row / v_col stay
+// replicated), and one sum of the clipping RMS sums. Nothing gathers a
+// param. The statistics sum in float64 on both paths (one process and
+// shards), so a split run rounds each mean to the same float32 as one
+// process except where the float64 sums, added in another order, straddle
+// a float32 rounding boundary.
 // Misuse throws std::invalid_argument "[Adafactor] ...".
 #pragma once
 #include <optional>

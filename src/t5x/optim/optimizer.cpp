@@ -24,16 +24,17 @@ std::vector<std::string> split_axes(const Array& a) {
   return out;
 }
 
-std::vector<int64_t> shard_offsets(const Array& a) {
+std::vector<int64_t> shard_offsets(const Array& a, int64_t device_id) {
   std::vector<int64_t> off(size_t(a.rank()), 0);
   const Sharding& sh = a.sharding();
   if (sh.is_single_device()) return off;
+  const int64_t dev = device_id < 0 ? sh.mesh->device_id : device_id;
   const Shape local = a.local_shape();
   for (int d = 0; d < a.rank() && d < int(sh.spec.dims.size()); ++d) {
     int64_t idx = 0;  // row-major over the dim's axes, major to minor
     for (const auto& ax : sh.spec.dims[size_t(d)]) {
       const int i = sh.mesh->axis_index(ax);
-      idx = idx * sh.mesh->axis_sizes[size_t(i)] + sh.mesh->coord(sh.mesh->device_id, i);
+      idx = idx * sh.mesh->axis_sizes[size_t(i)] + sh.mesh->coord(dev, i);
     }
     off[size_t(d)] = idx * local[d].size;
   }

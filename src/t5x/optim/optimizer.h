@@ -41,20 +41,24 @@ struct OptimizerState {
 };
 
 // The collectives an optimizer needs for params split across processes
-// (t5x runs the optimizer on the shards under pjit): sums of small float64
+// (t5x runs the optimizer on the shards under pjit), on small float64
 // vectors (statistics, sums of squares) over the mesh axes a param is split
-// on. Every process holding a shard of the param calls `sum` with the same
-// axes and length, in the same order. The spmd layer provides one over its
+// on. Every process holding a shard of the param calls them with the same
+// axes and length, in the same order. The spmd layer provides them over its
 // context (spmd::shard_comm()); tests may provide their own.
 struct ShardComm {
   // values[0..n) <- their sum over the processes that differ only on `mesh_axes`.
   std::function<void(const std::vector<std::string>& mesh_axes, double* values, size_t n)> sum;
+  // out[0..k*n) <- the n `local` values of each of those k processes, in
+  // group rank order (row-major over the axes' coordinates, axes as given).
+  std::function<void(const std::vector<std::string>& mesh_axes, const double* local, size_t n, double* out)> gather;
 };
 
 // The mesh axes `a`'s dims are split over, in dim order (none = on one device
-// or replicated); and the offset of this process's shard along each dim.
+// or replicated); and the offset of this process's shard along each dim
+// (or, with `device_id`, of that device's shard).
 std::vector<std::string> split_axes(const Array& a);
-std::vector<int64_t> shard_offsets(const Array& a);
+std::vector<int64_t> shard_offsets(const Array& a, int64_t device_id = -1);
 
 class Optimizer {
  public:

@@ -314,10 +314,13 @@ namespace {
 // Simulated processes (threads) on (data=1, model=N) meshes, params split
 // over 'model': factored ones along their ROW and along their COLUMN dim,
 // an unfactored one, and a replicated one. Each process updates its shards
-// with the cross-shard sums of the statistics only; its shards must equal
-// one process's run (fast path) bit for bit, and the sums must be exactly
-// the stats vectors and scalars: per split param and step, [param-scale RMS
-// sum, v_row sums, v_col sums] then the clipping RMS sum; one global norm.
+// with the cross-shard statistics only; its shards must equal one process's
+// run (fast path) bit for bit, and the collectives must be exactly the ones
+// the split needs: per split param and step, one sum of the partial
+// statistics (the RMS(p) sum, and v_row's row sums when the columns are
+// split, v_col's column sums when the rows are), one gather of the whole
+// ones' slices (v_col's when the columns are split, v_row's when the rows
+// are), then the clipping RMS sum; one global norm.
 TEST(Adafactor, ShardedParamsUpdateOnTheirShardsAsOneProcess) {
   AdafactorConfig c;
   c.beta1 = 0.9;
@@ -386,12 +389,17 @@ TEST(Adafactor, ShardedParamsUpdateOnTheirShardsAsOneProcess) {
       });
       for (int d = 0; d < n; ++d) EXPECT_EQ(failures[size_t(d)], "") << "model=" << n << " device " << d;
       // Per step, in param order: the global norm (1); b: 1 (RMS), then 1
-      // (clipping); w_col and w_row: 1 + 128 + 256, then 1. No sum is the
-      // size of a param.
-      const std::vector<size_t> per_step = {1, 1, 1, 1 + 128 + 256, 1, 1 + 128 + 256, 1};
-      std::vector<size_t> want;
-      for (int t = 0; t < steps; ++t) want.insert(want.end(), per_step.begin(), per_step.end());
+      // (clipping); w_col: 1 + 128 rows summed, 256 / n columns gathered,
+      // 1; w_row: 1 + 256 columns summed, 128 / n rows gathered, 1.
+      const std::vector<size_t> per_step = {1, 1, 1, 1 + 128, 1, 1 + 256, 1};
+      const std::vector<size_t> gathers_per_step = {size_t(256 / n), size_t(128 / n)};
+      std::vector<size_t> want, want_gathers;
+      for (int t = 0; t < steps; ++t) {
+        want.insert(want.end(), per_step.begin(), per_step.end());
+        want_gathers.insert(want_gathers.end(), gathers_per_step.begin(), gathers_per_step.end());
+      }
       EXPECT_EQ(sim.lengths(), want) << "model=" << n;
+      EXPECT_EQ(sim.gather_lengths(), want_gathers) << "model=" << n;
       EXPECT_EQ(sim.last_axes(), std::vector<std::string>{"model"});
     }
   }

@@ -3,8 +3,9 @@
 // over 'model' (factored Adafactor params along their ROW and along their
 // COLUMN dim, an unfactored one, a replicated one; AdamW with its global-norm
 // clip) and must hold one process's values bit for bit; the byte counters
-// show that only the stats vectors and scalars cross processes (float64
-// all-reduces, ring bytes 2*S*(k-1)/k).
+// show that only the stats vectors and scalars cross processes, through the
+// collectives the split needs (float64; ring bytes: all-reduce 2*S*(k-1)/k,
+// all-gather S*(k-1) for S bytes per process).
 #include <gtest/gtest.h>
 
 #include "../../common/mpi_gtest_main.h"
@@ -73,6 +74,11 @@ double ring_all_reduce_bytes(double values) {
   const double k = double(g_world->size());
   return 2.0 * 8.0 * values * (k - 1) / k;
 }
+// `values` in all, values / k from each process.
+double ring_all_gather_bytes(double values) {
+  const double k = double(g_world->size());
+  return 8.0 * values / k * (k - 1);
+}
 
 TEST(OptimizersOnShards, AdafactorEqualsOneProcessAndMovesOnlyItsStatistics) {
   const PartitionSpec cols({{}, {"model"}}), rows({{"model"}, {}});
@@ -89,15 +95,19 @@ TEST(OptimizersOnShards, AdafactorEqualsOneProcessAndMovesOnlyItsStatistics) {
     const int steps = 3;
     auto [bad, counted] = run_both(Adafactor(c), leaves, steps);
     EXPECT_EQ(bad, "") << "clip " << clip;
-    // Per step and split param: [RMS(p) sum, v_row (128), v_col (256)] for
-    // w_col and w_row, [RMS(p) sum] for b; one clipping RMS sum each.
-    const double per_step = 2 * (1 + 128 + 256) + 1 + (clip ? 3 : 0);
-    const bool split = g_world->size() > 1;
-    EXPECT_EQ(counted.calls_of(Collective::kAllReduce), split ? steps * (clip ? 6 : 3) : 0);
-    EXPECT_EQ(counted.total_bytes(), counted.bytes_of(Collective::kAllReduce)) << "only all-reduces";
-    EXPECT_DOUBLE_EQ(counted.total_bytes(), steps * ring_all_reduce_bytes(per_step)) << "clip " << clip;
+    // Per step: all-reduces of b's RMS(p) sum, w_col's [RMS(p) sum, v_row's
+    // 128 row sums] (its columns are split), w_row's [RMS(p) sum, v_col's
+    // 256 column sums] (its rows are split), and one clipping RMS sum each;
+    // all-gathers of w_col's v_col (256) and w_row's v_row (128) slices.
+    const double summed = 1 + (1 + 128) + (1 + 256) + (clip ? 3 : 0);
+    EXPECT_EQ(counted.calls_of(Collective::kAllReduce), steps * (clip ? 6 : 3));
+    EXPECT_EQ(counted.calls_of(Collective::kAllGather), steps * 2);
+    EXPECT_DOUBLE_EQ(counted.bytes_of(Collective::kAllReduce), steps * ring_all_reduce_bytes(summed)) << clip;
+    EXPECT_DOUBLE_EQ(counted.bytes_of(Collective::kAllGather), steps * ring_all_gather_bytes(256 + 128)) << clip;
+    EXPECT_EQ(counted.total_bytes(),
+              counted.bytes_of(Collective::kAllReduce) + counted.bytes_of(Collective::kAllGather));
     // The largest one moves the stats vectors of a param, not the param.
-    EXPECT_LT(ring_all_reduce_bytes(1 + 128 + 256), 4.0 * 128 * 256 / 20);
+    EXPECT_LT(ring_all_reduce_bytes(1 + 256), 4.0 * 128 * 256 / 20);
   }
 }
 

@@ -1,7 +1,8 @@
 // Simulated processes for the optimizers' sharded paths: N threads, each
 // holding one device's shards of a (data=1, model=N) mesh, with a ShardComm
 // whose sum adds the callers' vectors in rank order and hands every caller
-// the total. Records the length of every sum (the bytes that cross shards).
+// the total, and whose gather concatenates them in rank order. Records the
+// length of every sum and gather (the values that cross shards).
 #pragma once
 #include <condition_variable>
 #include <functional>
@@ -21,27 +22,18 @@ class SimComm {
   explicit SimComm(int n) : n_(n), in_(size_t(n)) {}
 
   ShardComm comm(int rank) {
-    return ShardComm{[this, rank](const std::vector<std::string>& axes, double* v, size_t len) {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (rank == 0) lengths_.push_back(len);
-      axes_ = axes;
-      in_[size_t(rank)].assign(v, v + len);
-      const int64_t gen = gen_;
-      if (++arrived_ == n_) {
-        out_.assign(len, 0.0);
-        for (const auto& x : in_)
-          for (size_t i = 0; i < len; ++i) out_[i] += x[i];
-        arrived_ = 0;
-        ++gen_;
-        cv_.notify_all();
-      } else {
-        cv_.wait(lock, [&] { return gen_ != gen; });
-      }
-      std::copy(out_.begin(), out_.begin() + std::ptrdiff_t(len), v);
-    }};
+    ShardComm c;
+    c.sum = [this, rank](const std::vector<std::string>& axes, double* v, size_t len) {
+      exchange(rank, axes, v, len, /*gather=*/false, v);
+    };
+    c.gather = [this, rank](const std::vector<std::string>& axes, const double* v, size_t len, double* out) {
+      exchange(rank, axes, v, len, /*gather=*/true, out);
+    };
+    return c;
   }
-  // Lengths (float64 values) of the sums so far, in call order.
+  // Lengths (float64 values per process) of the sums / gathers so far, in call order.
   const std::vector<size_t>& lengths() const { return lengths_; }
+  const std::vector<size_t>& gather_lengths() const { return gather_lengths_; }
   const std::vector<std::string>& last_axes() const { return axes_; }
 
   // Runs f(rank) on n threads, one per simulated process.
@@ -52,6 +44,25 @@ class SimComm {
   }
 
  private:
+  void exchange(int rank, const std::vector<std::string>& axes, const double* v, size_t len, bool gather, double* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (rank == 0) (gather ? gather_lengths_ : lengths_).push_back(len);
+    axes_ = axes;
+    in_[size_t(rank)].assign(v, v + len);
+    const int64_t gen = gen_;
+    if (++arrived_ == n_) {
+      out_.assign(gather ? len * size_t(n_) : len, 0.0);
+      for (size_t r = 0; r < in_.size(); ++r)
+        for (size_t i = 0; i < len; ++i) (gather ? out_[r * len + i] : out_[i]) += in_[r][i];
+      arrived_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+    std::copy(out_.begin(), out_.end(), out);
+  }
+
   int n_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -59,7 +70,7 @@ class SimComm {
   int64_t gen_ = 0;
   std::vector<std::vector<double>> in_;
   std::vector<double> out_;
-  std::vector<size_t> lengths_;
+  std::vector<size_t> lengths_, gather_lengths_;
   std::vector<std::string> axes_;
 };
 
