@@ -55,3 +55,29 @@ function(t5x_add_python_check)
     ARGS -DWRITER=$<TARGET_FILE:${P_WRITER}> -DSCRIPT=${CMAKE_SOURCE_DIR}/${P_SCRIPT}
          -DOUT=${CMAKE_CURRENT_BINARY_DIR}/${P_OUT})
 endfunction()
+
+# t5x_add_mpi_test(NAME name SOURCES a.cpp ... LIBS lib ... NPROCS 2 4 ...)
+# One gtest binary (its own main(), e.g. tests/common/mpi_gtest_main.h) run by
+# mpiexec once per process count as ctest test <name>_np<n> (label
+# distributed; oversubscribed, as root, one thread per process). Only where
+# the MPI backend and mpiexec are found.
+function(t5x_add_mpi_test)
+  cmake_parse_arguments(M "" "NAME;TIMEOUT" "SOURCES;LIBS;NPROCS" ${ARGN})
+  if(NOT (T5X_HAVE_MPI AND MPIEXEC_EXECUTABLE))
+    return()
+  endif()
+  if(NOT M_TIMEOUT)
+    set(M_TIMEOUT 120)
+  endif()
+  add_executable(${M_NAME} ${M_SOURCES})
+  target_link_libraries(${M_NAME} PRIVATE ${M_LIBS} GTest::gtest)
+  set_target_properties(${M_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  foreach(np ${M_NPROCS})
+    add_test(NAME ${M_NAME}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none --mca btl self,vader -np ${np}
+                     $<TARGET_FILE:${M_NAME}>
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${M_NAME}_np${np} PROPERTIES TIMEOUT ${M_TIMEOUT} LABELS "distributed" PROCESSORS 2
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1;OMP_NUM_THREADS=1")
+  endforeach()
+endfunction()

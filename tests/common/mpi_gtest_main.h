@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 
 #include "mesh/communicator.h"
 
@@ -39,6 +40,19 @@ inline int run_all_tests_on_every_rank(Communicator& world) {
   world.all_reduce(&mine, &any, 1, CommDtype::kI32, ReduceOp::kMax);
   if (any && !rc) std::fprintf(stderr, "rank %d: passed here, but another rank failed\n", world.rank());
   return any ? 1 : 0;
+}
+
+// The whole main() of an MPI gtest binary: parses gtest flags, sets `world`
+// to the world communicator (MPI under mpiexec), runs every test on every
+// rank, then drops the process-wide spmd context (`reset`, if any) before
+// MPI finalizes.
+template <typename Reset>
+int main_on_every_rank(int argc, char** argv, std::shared_ptr<Communicator>& world, Reset&& reset) {
+  ::testing::InitGoogleTest(&argc, argv);
+  world = init_communicator(CommBackend::kAny);
+  const int rc = run_all_tests_on_every_rank(*world);
+  reset();
+  return rc;
 }
 
 }  // namespace t5x::testing_mpi

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "mesh/reshard.h"
 #include "t5x/optim/buffers.h"
 #include "t5x/optim/adafactor_kernels.h"
 #include "t5x/optim/grad_utils.h"
@@ -86,6 +85,130 @@ FastLayout fast_layout(const FactorPlan& fp, const std::vector<int64_t>& sizes) 
   out.ok = true;
   return out;
 }
+
+// A param's statistics over its shards. Reduced layout t (ReduceWalker) of
+// the local shard maps into that of the global param by the shard offsets.
+// sum() turns local vectors into the global ones with the collectives their
+// layout needs: a vector summed over a split dim (the RMS sums; v_row's row
+// sums when columns are split, v_col's column sums when rows are) is a
+// partial sum: one all-reduce, each process's values at their global
+// positions, zeros elsewhere; a vector that keeps every split dim is whole
+// for its slice: one all-gather of the slices (v_col when columns are split,
+// v_row when rows are), as v_row / v_col are replicated. local() takes this
+// shard's part of a global vector. Identities for a param that is not split.
+class ShardStats {
+ public:
+  ShardStats(const Array& param, const std::array<std::vector<bool>, ReduceWalker::kTargets>& keep,
+             const ShardComm* comm)
+      : comm_(comm), keep_(keep), global_(param.shape().sizes()), local_(param.local_shape().sizes()) {
+    if (!comm_) return;
+    axes_ = split_axes(param);
+    off_ = shard_offsets(param);
+    // Every member's offsets, in group rank order (row-major over axes_).
+    const MeshDesc& mesh = *param.sharding().mesh;
+    int64_t k = 1;
+    for (const auto& ax : axes_) k *= mesh.axis_sizes[size_t(mesh.axis_index(ax))];
+    for (int64_t r = 0; r < k; ++r) {
+      std::vector<int64_t> coord(mesh.axis_sizes.size());
+      for (int i = 0; i < int(coord.size()); ++i) coord[size_t(i)] = mesh.coord(mesh.device_id, i);
+      for (int64_t rest = r, j = int64_t(axes_.size()) - 1; j >= 0; --j) {
+        const int i = mesh.axis_index(axes_[size_t(j)]);
+        coord[size_t(i)] = rest % mesh.axis_sizes[size_t(i)];
+        rest /= mesh.axis_sizes[size_t(i)];
+      }
+      int64_t dev = 0;
+      for (size_t i = 0; i < coord.size(); ++i) dev = dev * mesh.axis_sizes[i] + coord[i];
+      member_off_.push_back(shard_offsets(param, dev));
+    }
+  }
+
+  // Each non-empty *vecs[i] (local layout layouts[i]) becomes the global
+  // layout's statistic: at most one all-reduce and one all-gather.
+  void sum(const std::vector<std::vector<double>*>& vecs, const std::vector<int>& layouts) const {
+    if (!comm_) return;
+    std::vector<double> reduced, gathered;
+    for (size_t i = 0; i < vecs.size(); ++i) {
+      const std::vector<double>& l = *vecs[i];
+      if (l.empty()) continue;
+      if (whole(layouts[i])) {
+        gathered.insert(gathered.end(), l.begin(), l.end());
+        continue;
+      }
+      const size_t at = reduced.size();
+      reduced.resize(at + size_t(global_size(layouts[i])), 0.0);
+      walk(layouts[i], off_, [&](int64_t li, int64_t gi) { reduced[at + size_t(gi)] = l[size_t(li)]; });
+    }
+    if (!reduced.empty()) comm_->sum(axes_, reduced.data(), reduced.size());
+    std::vector<double> all(gathered.size() * member_off_.size());
+    if (!gathered.empty()) comm_->gather(axes_, gathered.data(), gathered.size(), all.data());
+    size_t r_at = 0, g_at = 0;
+    for (size_t i = 0; i < vecs.size(); ++i) {
+      std::vector<double>& l = *vecs[i];
+      if (l.empty()) continue;
+      const int t = layouts[i];
+      std::vector<double> g(size_t(global_size(t)));
+      if (whole(t)) {
+        for (size_t r = 0; r < member_off_.size(); ++r) {
+          const double* src = all.data() + r * gathered.size() + g_at;
+          walk(t, member_off_[r], [&](int64_t li, int64_t gi) { g[size_t(gi)] = src[li]; });
+        }
+        g_at += l.size();
+      } else {
+        std::copy(reduced.begin() + std::ptrdiff_t(r_at), reduced.begin() + std::ptrdiff_t(r_at + g.size()), g.begin());
+        r_at += g.size();
+      }
+      l = std::move(g);
+    }
+  }
+
+  template <typename T>
+  std::vector<T> local(const std::vector<T>& global, int layout) const {
+    if (!comm_) return global;
+    std::vector<T> out;
+    walk(layout, off_, [&](int64_t li, int64_t gi) {
+      if (size_t(li) >= out.size()) out.resize(size_t(li) + 1);
+      out[size_t(li)] = global[size_t(gi)];
+    });
+    return out;
+  }
+
+ private:
+  int64_t global_size(int t) const {
+    int64_t n = 1;
+    for (size_t d = 0; d < global_.size(); ++d)
+      if (keep_[size_t(t)][d]) n *= global_[d];
+    return n;
+  }
+  // Whether layout t keeps every split dim (its values are whole sums).
+  bool whole(int t) const {
+    for (size_t d = 0; d < global_.size(); ++d)
+      if (local_[d] != global_[d] && !keep_[size_t(t)][d]) return false;
+    return true;
+  }
+  // f(local index, global index) over the layout t of the shard at `off`
+  // (row-major).
+  template <typename F>
+  void walk(int t, const std::vector<int64_t>& off, F&& f) const {
+    std::vector<size_t> dims;
+    for (size_t d = 0; d < global_.size(); ++d)
+      if (keep_[size_t(t)][d]) dims.push_back(d);
+    std::vector<int64_t> idx(dims.size(), 0);
+    for (int64_t li = 0;; ++li) {
+      int64_t gi = 0;
+      for (size_t k = 0; k < dims.size(); ++k) gi = gi * global_[dims[k]] + off[dims[k]] + idx[k];
+      f(li, gi);
+      size_t k = dims.size();
+      while (k > 0 && ++idx[k - 1] == local_[dims[k - 1]]) idx[--k] = 0;
+      if (k == 0) return;
+    }
+  }
+
+  const ShardComm* comm_;
+  std::array<std::vector<bool>, ReduceWalker::kTargets> keep_;
+  std::vector<int64_t> global_, local_, off_;
+  std::vector<std::vector<int64_t>> member_off_;
+  std::vector<std::string> axes_;
+};
 
 }  // namespace
 
@@ -226,66 +349,36 @@ OptimizerState Adafactor::init(const ParamTree& params) const {
   return st;
 }
 
-void Adafactor::apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
-                               double learning_rate) const {
+void Adafactor::do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                                  double learning_rate, const ShardComm* comm) const {
   for (const auto& [path, param] : params) {
     auto it = grads.find(path);
     if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
     if (it->second.shape() != param.shape())
       throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
                              " but the param is " + param.shape().to_string());
-    if (!param.is_fully_local() && !all_gather_)
-      throw_invalid(kOp, "param '" + path + "' is sharded; Adafactor needs the whole param: set_all_gather() "
-                         "(or replicate the param)");
+    if (!param.is_fully_local() && !comm)
+      throw_invalid(kOp, "param '" + path + "' is split across processes; pass the ShardComm of the run "
+                         "(spmd::shard_comm()) to apply_gradient, or replicate the param");
+    if (it->second.local_shape() != param.local_shape())
+      throw_invalid(kOp, "gradient for '" + path + "' is not sharded like the param");
   }
-  // Whole gradients (gathered where sharded).
-  ParamTree full_grads;
-  for (const auto& [path, g] : grads)
-    if (params.count(path)) full_grads[path] = g.is_fully_local() ? g : all_gather_(g);
   float grad_scale = 1.0f;
   if (config_.global_norm_clip_threshold && *config_.global_norm_clip_threshold != 0) {
     // t5x: scale = thr * min(1/thr, 1/global_norm), in float32.
+    ParamTree g;
+    for (const auto& [path, p] : params) g[path] = grads.at(path);
     const float thr = float(*config_.global_norm_clip_threshold);
-    const float gn = float(global_norm(full_grads));
+    const float gn = float(global_norm(g, comm));
     grad_scale = thr * std::min(float(1.0 / *config_.global_norm_clip_threshold), 1.0f / gn);
   }
-  for (auto& [path, param] : params) {
-    if (param.is_fully_local()) {
-      update_param(path, param, state, full_grads.at(path), grad_scale, float(learning_rate), state.step);
-      continue;
-    }
-    // Gather param, v and m; v_row / v_col are replicated and used in place.
-    OptimizerState whole;
-    std::vector<std::pair<Array, Array>> write_back;  // (local shard, full array)
-    auto gathered = [&](Array& local) {
-      if (local.is_fully_local()) return local;
-      Array full = all_gather_(local);
-      if (full.shape() != local.shape() || full.dtype() != local.dtype() || !full.is_fully_local())
-        throw_invalid(kOp, "all_gather returned " + full.to_string(0) + " for a shard of " + local.to_string(0));
-      write_back.emplace_back(local, full);
-      return full;
-    };
-    Array full_param = gathered(param);
-    for (const char* s : {"v_row", "v_col", "v", "m"}) {
-      auto it = state.slots.find(path + "/" + s);
-      if (it == state.slots.end())
-        throw_invalid(kOp, "state has no slot '" + path + "/" + s + "'; was it created by this optimizer's init()?");
-      whole.slots[path + "/" + s] = gathered(it->second);
-    }
-    update_param(path, full_param, whole, full_grads.at(path), grad_scale, float(learning_rate), state.step);
-    for (auto& [local, full] : write_back) {
-      const Sharding& sh = local.sharding();
-      NamedShape ns;
-      for (const auto& d : local.shape().dims()) ns.emplace_back(d.name, d.size);
-      extract_shard(*sh.mesh, ns, sh.spec, sh.mesh->device_id, full.raw_data(), local.raw_data(),
-                    dtype_size(local.dtype()));
-    }
-  }
+  for (auto& [path, param] : params)
+    update_param(path, param, state, grads.at(path), grad_scale, float(learning_rate), state.step, comm);
   state.step += 1;
 }
 
 void Adafactor::update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
-                             float grad_scale, float lr, int64_t step) const {
+                             float grad_scale, float lr, int64_t step, const ShardComm* comm) const {
   const AdafactorConfig& c = config_;
   auto slot = [&](const char* name) -> Array& {
     auto it = state.slots.find(path + "/" + name);
@@ -295,7 +388,8 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   };
   const FactorPlan fp = plan(path, param.shape());
   const int rank = param.rank();
-  const auto sizes = param.shape().sizes();
+  const auto sizes = param.shape().sizes();  // global
+  const bool split = !param.is_fully_local();
   auto in = [](const std::vector<int>& v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); };
 
   // Layouts: 0 = per-batch (averaging dims removed), 1 = v_row, 2 = v_col
@@ -307,9 +401,13 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     if (in(fp.col_dims, d)) keep[1][size_t(d)] = false;
     if (in(fp.row_dims, d)) keep[2][size_t(d)] = false;
   }
-  ReduceWalker walk(sizes, keep);
-  const int64_t nb = walk.reduced_size(0);
-  const double n_avg = double(walk.size()) / double(nb);
+  // Statistics are sized and averaged over the global param (`gwalk`);
+  // the element loops walk the local shard (`walk`).
+  ReduceWalker gwalk(sizes, keep);
+  ReduceWalker walk(param.local_shape().sizes(), keep);
+  const int64_t nb = gwalk.reduced_size(0);
+  const double n_avg = double(gwalk.size()) / double(nb);
+  ShardStats shards(param, keep, split ? comm : nullptr);
 
   // Hyper-parameters as float32, as t5x computes them.
   float wd = 0.0f;
@@ -339,7 +437,7 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   const float* gp = g.data();
   auto grad_at = [&](int64_t i) { return grad_scale == 1.0f ? gp[i] : gp[i] * grad_scale; };
 
-  if (const FastLayout fl = fast_path_ ? fast_layout(fp, sizes) : FastLayout{}; fl.ok) {
+  if (const FastLayout fl = fast_path_ && !split ? fast_layout(fp, sizes) : FastLayout{}; fl.ok) {
     optim_detail::AdafactorScalars sc;
     sc.decay = decay;
     sc.mixing = mixing;
@@ -382,8 +480,9 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     return;
   }
 
-  // Generic path. Pass 1: parameter RMS and squared-gradient statistics.
-  std::vector<double> psum(size_t(nb), 0.0);
+  // Generic path (and every param split across processes). Pass 1:
+  // parameter RMS and squared-gradient statistics of the local elements.
+  std::vector<double> psum(size_t(walk.reduced_size(0)), 0.0);
   std::vector<double> rsum, csum;
   float* v = nullptr;
   float *vrow = nullptr, *vcol = nullptr;
@@ -391,7 +490,7 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   if (fp.factored) {
     vrview = std::make_unique<FloatView>(slot("v_row"));
     vcview = std::make_unique<FloatView>(slot("v_col"));
-    if (vrview->size() != walk.reduced_size(1) || vcview->size() != walk.reduced_size(2))
+    if (vrview->size() != gwalk.reduced_size(1) || vcview->size() != gwalk.reduced_size(2))
       throw_invalid(kOp, "factored slots of '" + path + "' do not match the param " + param.shape().to_string());
     vrow = vrview->data();
     vcol = vcview->data();
@@ -420,6 +519,8 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     }
   });
 
+  // Over the shards: the global statistics from the local ones (float64).
+  shards.sum({&psum, &rsum, &csum}, {0, 1, 2});
   std::vector<float> scale(size_t(nb), lr);
   if (use_scale) {
     for (int64_t b = 0; b < nb; ++b) {
@@ -434,8 +535,8 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   // row_factor = (v_row / mean(v_row over ROW dims))^-1/2, col_factor = v_col^-1/2.
   std::vector<float> row_factor, col_factor;
   if (fp.factored) {
-    const double ncols = double(walk.size()) / double(walk.reduced_size(1));
-    const double nrows = double(walk.size()) / double(walk.reduced_size(2));
+    const double ncols = double(gwalk.size()) / double(gwalk.reduced_size(1));
+    const double nrows = double(gwalk.size()) / double(gwalk.reduced_size(2));
     auto ema = [&](float& s, double mean) {
       const float ns = decay * s + mixing * float(mean);
       if (!(skip_nan && std::isnan(ns))) s = ns;
@@ -463,11 +564,14 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     });
     col_factor.resize(csum.size());
     for (size_t j = 0; j < csum.size(); ++j) col_factor[j] = 1.0f / std::sqrt(vcol[j]);
+    row_factor = shards.local(row_factor, 1);
+    col_factor = shards.local(col_factor, 2);
   }
+  scale = shards.local(scale, 0);
 
   // Pass 2: the preconditioned gradient y, and its RMS for clipping.
   std::vector<float> y(size_t(walk.size()));
-  std::vector<double> ysum(size_t(nb), 0.0);
+  std::vector<double> ysum(size_t(walk.reduced_size(0)), 0.0);
   walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i = i0 + j;
@@ -479,9 +583,12 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     }
   });
   std::vector<float> denom(size_t(nb), 1.0f);
-  if (c.clipping_threshold)
+  if (c.clipping_threshold) {
+    shards.sum({&ysum}, {0});
     for (int64_t b = 0; b < nb; ++b)
       denom[size_t(b)] = nan_max(1.0f, std::sqrt(float(ysum[size_t(b)] / n_avg)) / float(*c.clipping_threshold));
+  }
+  denom = shards.local(denom, 0);
 
   // Pass 3: apply.
   std::unique_ptr<FloatView> mview;

@@ -37,14 +37,20 @@
 // as t5x's jnp.zeros((1,)). Axes: v and m shard like the param; v_row, v_col
 // and placeholders are replicated (t5x derive_logical_axes).
 //
-// Sharded params: the RMS and row/col means need the whole param. This layer
-// does no communication; give it an all-gather (set_all_gather, e.g. a
-// reshard to the replicated spec through mesh/) and each sharded param,
-// grad, v and m is gathered, updated as a whole (v_row / v_col are
-// replicated already) and its local shard written back. Without one, a
-// sharded param throws. Misuse throws std::invalid_argument "[Adafactor] ...".
+// Params split across processes (t5x runs the optimizer on the shards):
+// every elementwise step (v, m, the update) runs on the local shard; the
+// means come from local float64 partial sums through the ShardComm, per
+// param and step: one sum of those summed over a split dim (the RMS(p) sums
+// per BATCH index; v_row's row sums if COLUMN dims are split, v_col's column
+// sums if ROW dims are), one gather of those whole on each shard (v_col's
+// if columns are split, v_row's if rows are; v_row / v_col stay
+// replicated), and one sum of the clipping RMS sums. Nothing gathers a
+// param. The statistics sum in float64 on both paths (one process and
+// shards), so a split run rounds each mean to the same float32 as one
+// process except where the float64 sums, added in another order, straddle
+// a float32 rounding boundary.
+// Misuse throws std::invalid_argument "[Adafactor] ...".
 #pragma once
-#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -117,35 +123,31 @@ class Adafactor : public Optimizer {
   const AdafactorConfig& config() const { return config_; }
 
   OptimizerState init(const ParamTree& params) const override;
-  void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
-                      double learning_rate) const override;
 
   // The factorization of a param with this shape at this path.
   FactorPlan plan(const std::string& path, const Shape& shape) const;
-
-  // Collective used for sharded params: returns the full (replicated) array
-  // of `shard`, same dtype. Every process must call apply_gradient with the
-  // same params in the same order (collectives match up).
-  using AllGatherFn = std::function<Array(const Array& shard)>;
-  void set_all_gather(AllGatherFn fn) { all_gather_ = std::move(fn); }
 
   // Params laid out as [BATCH..., ROW..., COLUMN...] / [BATCH..., COLUMN...,
   // ROW...] (factored) or [BATCH..., averaged...] (unfactored) take a fused,
   // vectorised, OpenMP-parallel path (adafactor_kernels.h); others walk the
   // elements generically. Both compute the same rule; false forces the
-  // generic walk (tests compare the two). Threads split the elements of one
-  // param; params are still updated one after another, so the all-gather
-  // calls keep the same order on every process.
+  // generic walk (tests compare the two); params split across processes
+  // always take the generic walk. Threads split the elements of one param;
+  // params are updated one after another, so the sums keep the same order
+  // on every process.
   void set_fast_path(bool enabled) { fast_path_ = enabled; }
   bool fast_path() const { return fast_path_; }
   // Whether a param with this shape at this path takes the fast path.
   bool fast_path_applies(const std::string& path, const Shape& shape) const;
 
+ protected:
+  void do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads, double learning_rate,
+                         const ShardComm* comm) const override;
+
  private:
   void update_param(const std::string& path, Array& param, OptimizerState& state, const Array& grad,
-                    float grad_scale, float lr, int64_t step) const;
+                    float grad_scale, float lr, int64_t step, const ShardComm* comm) const;
   AdafactorConfig config_;
-  AllGatherFn all_gather_;
   bool fast_path_ = true;
 };
 

@@ -66,21 +66,30 @@ inline void for_lanes(int64_t n, F&& f) {
   for (; k + kW <= n; k += kW) f(V{}, k);
   for (; k < n; ++k) f(0.0f, k);
 }
+// Sums of squares in float64 lanes (each float32 term converted exactly),
+// as the generic walk and a param split over processes sum them.
+using VD = double __attribute__((vector_size(64)));
 struct Acc {
-  V v{};
-  float s = 0;
-  void add(V x) { v += x; }
-  void add(float x) { s += x; }
-  double total() const {
-    return double(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])) + s);
-  }
+  VD v{};
+  double s = 0;
+  void add(V x) { v += __builtin_convertvector(x, VD); }
+  void add(float x) { s += double(x); }
+  double total() const { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])) + s; }
 };
+// acc[0..lanes) += x, in float64.
+inline void add_to(double* acc, V x) {
+  VD a;
+  std::memcpy(&a, acc, sizeof(VD));
+  a += __builtin_convertvector(x, VD);
+  std::memcpy(acc, &a, sizeof(VD));
+}
+inline void add_to(double* acc, float x) { *acc += double(x); }
 
 // Reused between calls (apply_gradient runs on one thread at a time per
 // optimizer; thread_local keeps concurrent optimizers apart).
 struct Scratch {
-  std::vector<float> part, rf, cf;
-  std::vector<double> outer, inner, chunk;
+  std::vector<float> rf, cf;
+  std::vector<double> part, outer, inner, chunk;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -138,7 +147,7 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
   const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
   const int64_t nrows = kRowOuter ? no : ni, ncols = kRowOuter ? ni : no;
   const int64_t nc = cpu::num_chunks(no, kChunkRows);
-  float* part = sized(sc.part, nc * ni);
+  double* part = sized(sc.part, nc * ni);
   double* outer = sized(sc.outer, no);
   double* inner = sized(sc.inner, ni);
   double* chunk = sized(sc.chunk, nc);
@@ -155,8 +164,8 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
 
     // Pass 1: sum p^2, and g^2 + eps1 along rows (outer) and down columns (inner).
     cpu::parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
-      float* ip = part + c * ni;
-      std::fill(ip, ip + ni, 0.0f);
+      double* ip = part + c * ni;
+      std::fill(ip, ip + ni, 0.0);
       double ps = 0;
       for (int64_t r = r0; r < r1; ++r) {
         const float* pr = pb + r * ni;
@@ -173,7 +182,7 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
             const T gv = ld<T>(gr + k) * splat<T>(gs);
             const T g2 = gv * gv + splat<T>(eps1);
             sg.add(g2);
-            st(ip + k, ld<T>(ip + k) + g2);
+            add_to(ip + k, g2);
           });
           ps += sp.total();
           gsum += sg.total();
@@ -185,8 +194,8 @@ void factored_impl(const FactoredLayout& l, const AdafactorScalars& s, float* pa
     std::fill(inner, inner + ni, 0.0);
     double psum = 0;
     for (int64_t c = 0; c < nc; ++c) {
-      const float* ip = part + c * ni;
-      for (int64_t k = 0; k < ni; ++k) inner[k] += double(ip[k]);
+      const double* ip = part + c * ni;
+      for (int64_t k = 0; k < ni; ++k) inner[k] += ip[k];
       psum += chunk[c];
     }
     const double n_avg = double(per_b);

@@ -1,9 +1,10 @@
 // Internal: contiguous, vectorised, OpenMP-parallel Adafactor updates for the
 // common parameter layouts. They compute exactly the rule of adafactor.h (the
 // same float32 expressions in the same order as the generic element walker
-// in adafactor.cpp); only the order of the float sums behind the means
-// differs: float32 partial sums over short runs (<= 512 elements along a row,
-// <= 32 rows down a column) combined in float64, well inside 1e-6 relative.
+// in adafactor.cpp); only the order of the float64 sums behind the means
+// differs (8-lane partial sums over runs of <= 512 elements along a row, <= 32
+// rows down a column, combined in order), so the means round to the same
+// float32 but where a sum straddles a rounding boundary.
 //
 // Work is split into chunks whose boundaries depend on the shape only, and
 // partial sums are combined in chunk order, so results are bitwise the same

@@ -44,8 +44,8 @@ OptimizerState AdamW::init(const ParamTree& params) const {
   return st;
 }
 
-void AdamW::apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
-                           double learning_rate) const {
+void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                              double learning_rate, const ShardComm* comm) const {
   const AdamWConfig& c = config_;
   const std::string pre = adam_prefix();
   for (const auto& [path, p] : params) {
@@ -63,18 +63,14 @@ void AdamW::apply_gradient(ParamTree& params, OptimizerState& state, const Param
   ParamTree clipped;
   const ParamTree* g_in = &grads;
   if (c.clip_global_norm) {
-    ParamTree whole;  // the grads of `params`, gathered where sharded
+    ParamTree g;  // the grads of `params`
     for (const auto& [path, p] : params) {
-      const Array& g = grads.at(path);
-      if (g.is_fully_local()) {
-        whole[path] = g;
-      } else if (all_gather_) {
-        whole[path] = all_gather_(g);
-      } else {
-        throw_invalid(kOp, "gradient of '" + path + "' is sharded; clip_global_norm needs set_all_gather()");
-      }
+      g[path] = grads.at(path);
+      if (!g[path].is_fully_local() && !comm)
+        throw_invalid(kOp, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
+                           "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
     }
-    clipped = clip_by_global_norm(grads, *c.clip_global_norm, global_norm(whole));
+    clipped = clip_by_global_norm(grads, *c.clip_global_norm, global_norm(g, comm));
     g_in = &clipped;
   }
   // Bias corrections as optax computes them: 1 - b^count in float32.

@@ -20,10 +20,10 @@
 // schedule (`lr_is_schedule`, the usual t5x gin), as in optax.
 // Axes: mu / nu shard like their params; counts are replicated scalars
 // (t5x OptaxStatePartitionRules). Works on local shards (elementwise); with
-// clip_global_norm, sharded grads need set_all_gather (the global norm is
-// computed from the gathered grads; no communication happens here).
+// clip_global_norm, the global norm of grads split across processes sums
+// their local squares through the ShardComm (one float64 scalar per set of
+// mesh axes; replicated grads are counted once, locally).
 #pragma once
-#include <functional>
 #include <optional>
 
 #include "t5x/optim/adafactor.h"
@@ -50,18 +50,16 @@ class AdamW : public Optimizer {
   std::string name() const override { return "optimizers.adamw"; }
   const AdamWConfig& config() const { return config_; }
   OptimizerState init(const ParamTree& params) const override;
-  void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
-                      double learning_rate) const override;
   // "0/" or "1/0/": where scale_by_adam's state sits in the chain.
   std::string adam_prefix() const { return config_.clip_global_norm ? "1/0/" : "0/"; }
   std::string schedule_count_key() const { return config_.clip_global_norm ? "1/2/count" : "2/count"; }
-  // Collective for the global norm of sharded grads: the full array of a shard.
-  using AllGatherFn = std::function<Array(const Array& shard)>;
-  void set_all_gather(AllGatherFn fn) { all_gather_ = std::move(fn); }
+
+ protected:
+  void do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads, double learning_rate,
+                         const ShardComm* comm) const override;
 
  private:
   AdamWConfig config_;
-  AllGatherFn all_gather_;
 };
 
 }  // namespace t5x

@@ -12,20 +12,43 @@ namespace t5x {
 
 using optim_detail::ConstFloatView;
 
-double global_norm(const ParamTree& grads) {
-  double total = 0.0;
-  for (const auto& [k, g] : grads) {
-    if (!g.is_fully_local())
-      throw_invalid("global_norm", "'" + k + "' is sharded; the global norm needs a cross-shard sum");
-    ConstFloatView v(g);
-    const float* p = v.data();
-    // Fixed chunks added in order: the same bits on any thread count.
-    total += cpu::parallel_reduce_deterministic(g.local_size(), 1 << 16, 0.0, [&](int64_t b, int64_t e) {
-      double s = 0.0;
+namespace {
+// sum(g^2) of the local buffer in float64: fixed chunks added in order, the
+// same bits on any thread count.
+double local_sum_of_squares(const Array& g) {
+  ConstFloatView v(g);
+  const float* p = v.data();
+  return cpu::parallel_reduce_deterministic(g.local_size(), 1 << 16, 0.0, [&](int64_t b, int64_t e) {
+    double s = 0.0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t i = b; i < e; ++i) s += double(p[i]) * double(p[i]);
-      return s;
-    });
+    for (int64_t i = b; i < e; ++i) s += double(p[i]) * double(p[i]);
+    return s;
+  });
+}
+}  // namespace
+
+double global_norm(const ParamTree& grads) {
+  for (const auto& [k, g] : grads)
+    if (!g.is_fully_local())
+      throw_invalid("global_norm", "'" + k + "' is sharded; the global norm needs a cross-shard sum (pass a ShardComm)");
+  return global_norm(grads, nullptr);
+}
+
+double global_norm(const ParamTree& grads, const ShardComm* comm) {
+  double total = 0.0;
+  std::map<std::vector<std::string>, double> split;  // per set of mesh axes
+  for (const auto& [k, g] : grads) {
+    if (g.is_fully_local()) {
+      total += local_sum_of_squares(g);
+      continue;
+    }
+    if (!comm) throw_invalid("global_norm", "'" + k + "' is split across processes and no ShardComm was given");
+    split[split_axes(g)] += local_sum_of_squares(g);
+  }
+  // Every process holds the same keys, so the sums line up (map order).
+  for (auto& [axes, s] : split) {
+    comm->sum(axes, &s, 1);
+    total += s;
   }
   return std::sqrt(total);
 }

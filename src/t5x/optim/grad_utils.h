@@ -10,12 +10,18 @@
 
 #include "core/array.h"
 #include "ops/autodiff.h"
+#include "t5x/optim/optimizer.h"
 
 namespace t5x {
 
 // sqrt(sum over all arrays of sum(g^2)) (optax.global_norm). Sums in float64.
 // Arrays must be fully local: "[global_norm] 'x' is sharded ..." otherwise.
 double global_norm(const ParamTree& grads);
+// The same over arrays that may be split across processes: a split array's
+// local sum of squares is summed through `comm` over the mesh axes it is
+// split on (one float64 scalar per set of axes); a replicated one counts once.
+// comm may be nullptr when every array is fully local.
+double global_norm(const ParamTree& grads, const ShardComm* comm);
 
 // optax.clip_by_global_norm(max_norm): if global_norm < max_norm the grads
 // are unchanged, else every g becomes (g / global_norm) * max_norm (float32,

@@ -1,5 +1,7 @@
 #include "t5x/optim/optimizer.h"
 
+#include <algorithm>
+
 #include "ops/elementwise.h"
 
 namespace t5x {
@@ -9,6 +11,35 @@ const std::string kTarget = "target/";
 const std::string kSlots = "state/param_states/";
 const std::string kStep = "state/step";
 }  // namespace
+
+std::vector<std::string> split_axes(const Array& a) {
+  std::vector<std::string> out;
+  const Sharding& sh = a.sharding();
+  if (sh.is_single_device()) return out;
+  for (const auto& axes : sh.spec.dims)
+    for (const auto& ax : axes)
+      if (sh.mesh->axis_sizes[size_t(sh.mesh->axis_index(ax))] > 1 &&
+          std::find(out.begin(), out.end(), ax) == out.end())
+        out.push_back(ax);
+  return out;
+}
+
+std::vector<int64_t> shard_offsets(const Array& a, int64_t device_id) {
+  std::vector<int64_t> off(size_t(a.rank()), 0);
+  const Sharding& sh = a.sharding();
+  if (sh.is_single_device()) return off;
+  const int64_t dev = device_id < 0 ? sh.mesh->device_id : device_id;
+  const Shape local = a.local_shape();
+  for (int d = 0; d < a.rank() && d < int(sh.spec.dims.size()); ++d) {
+    int64_t idx = 0;  // row-major over the dim's axes, major to minor
+    for (const auto& ax : sh.spec.dims[size_t(d)]) {
+      const int i = sh.mesh->axis_index(ax);
+      idx = idx * sh.mesh->axis_sizes[size_t(i)] + sh.mesh->coord(dev, i);
+    }
+    off[size_t(d)] = idx * local[d].size;
+  }
+  return off;
+}
 
 std::map<std::string, Array> state_dict(const ParamTree& params, const OptimizerState& state) {
   std::map<std::string, Array> out;

@@ -21,6 +21,7 @@
 // donates the train state to the step; copy them first to keep old values.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,26 @@ struct OptimizerState {
   std::map<std::string, std::vector<std::string>> slot_axes;
 };
 
+// The collectives an optimizer needs for params split across processes
+// (t5x runs the optimizer on the shards under pjit), on small float64
+// vectors (statistics, sums of squares) over the mesh axes a param is split
+// on. Every process holding a shard of the param calls them with the same
+// axes and length, in the same order. The spmd layer provides them over its
+// context (spmd::shard_comm()); tests may provide their own.
+struct ShardComm {
+  // values[0..n) <- their sum over the processes that differ only on `mesh_axes`.
+  std::function<void(const std::vector<std::string>& mesh_axes, double* values, size_t n)> sum;
+  // out[0..k*n) <- the n `local` values of each of those k processes, in
+  // group rank order (row-major over the axes' coordinates, axes as given).
+  std::function<void(const std::vector<std::string>& mesh_axes, const double* local, size_t n, double* out)> gather;
+};
+
+// The mesh axes `a`'s dims are split over, in dim order (none = on one device
+// or replicated); and the offset of this process's shard along each dim
+// (or, with `device_id`, of that device's shard).
+std::vector<std::string> split_axes(const Array& a);
+std::vector<int64_t> shard_offsets(const Array& a, int64_t device_id = -1);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -50,10 +71,19 @@ class Optimizer {
   // One update with the given learning rate (t5x passes
   // learning_rate_fn(state.step)). `grads` must hold every key of `params`
   // with the same shape. Writes params and state in place; step += 1.
+  // Params split across processes (not fully local) are updated on their
+  // local shards; the few sums that cross shards go through `comm`, which
+  // every such process must pass (nullptr: a split param is an error).
   // Errors: "[<optimizer>] ..." std::invalid_argument on missing grads,
   // shape mismatches, or a state that does not belong to these params.
-  virtual void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
-                              double learning_rate) const = 0;
+  void apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads, double learning_rate,
+                      const ShardComm* comm = nullptr) const {
+    do_apply_gradient(params, state, grads, learning_rate, comm);
+  }
+
+ protected:
+  virtual void do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,
+                                 double learning_rate, const ShardComm* comm) const = 0;
 };
 
 // The flat t5x state dict: "target/<path>" -> param, "state/step" -> int32

@@ -15,11 +15,10 @@
 #include "mesh/logical_axis_rules.h"
 #include "nn/params.h"
 #include "ops/elementwise.h"
+#include "spmd/shard_comm.h"
 #include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/fault_inject.h"
-#include "t5x/optim/adafactor.h"
-#include "t5x/optim/adamw.h"
 #include "t5x/optim/grad_utils.h"
 
 namespace t5x::trainer {
@@ -80,12 +79,6 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   constraint_scope_.emplace([rules = rules_](const Array& x) {
     return x.sharding().is_single_device() ? x : spmd::with_sharding_constraint(x, rules);
   });
-  // Adafactor (and AdamW's global-norm clip) work on whole arrays: gather
-  // the shards over 'model'.
-  auto gather = [](const Array& a) { return spmd::gather(a); };
-  auto o = std::const_pointer_cast<Optimizer>(cfg_.optimizer.optimizer);
-  if (auto* a = dynamic_cast<Adafactor*>(o.get())) a->set_all_gather(gather);
-  if (auto* w = dynamic_cast<AdamW*>(o.get())) w->set_all_gather(gather);
 }
 
 Trainer::~Trainer() = default;
@@ -315,7 +308,11 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   out.finite = out.loss_finite = std::isfinite(out.loss);
   if (!out.finite) return out;  // no update: the state stays the last good one
   fault_point("train_step", step + 1);
-  cfg_.optimizer.optimizer->apply_gradient(state_.params, state_.opt, grads, out.learning_rate);
+  // Split params update on their shards; the optimizer's few cross-shard
+  // sums run over this run's context.
+  const ShardComm comm = spmd::shard_comm();
+  cfg_.optimizer.optimizer->apply_gradient(state_.params, state_.opt, grads, out.learning_rate,
+                                           dist_.model_parallel() ? &comm : nullptr);
   out.finite = all_finite(state_.params);
   // Each process sees only its shards: agree, so every process stops together.
   if (dist_.model_parallel()) out.finite = dist_.min_over_world(out.finite ? 1 : 0) == 1;

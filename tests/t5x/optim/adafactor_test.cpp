@@ -10,6 +10,7 @@
 #include "mesh/logical_axis_rules.h"
 #include "mesh/reshard.h"
 #include "ops/ops.h"
+#include "shard_sim.h"
 
 namespace t5x {
 namespace {
@@ -310,87 +311,113 @@ TEST(Adafactor, MisuseErrors) {
 namespace t5x {
 namespace {
 
-// Two simulated devices on a (data=1, model=2) mesh, params split over
-// 'model'. The all-gather is faked from a replicated reference run's
-// pre-step values; each device's shards must equal the reference's.
-TEST(Adafactor, ShardedParamsThroughAllGatherMatchTheReplicatedRun) {
+// Simulated processes (threads) on (data=1, model=N) meshes, params split
+// over 'model': factored ones along their ROW and along their COLUMN dim,
+// an unfactored one, and a replicated one. Each process updates its shards
+// with the cross-shard statistics only; its shards must equal one process's
+// run (fast path) bit for bit, and the collectives must be exactly the ones
+// the split needs: per split param and step, one sum of the partial
+// statistics (the RMS(p) sum, and v_row's row sums when the columns are
+// split, v_col's column sums when the rows are), one gather of the whole
+// ones' slices (v_col's when the columns are split, v_row's when the rows
+// are), then the clipping RMS sum; one global norm.
+TEST(Adafactor, ShardedParamsUpdateOnTheirShardsAsOneProcess) {
   AdafactorConfig c;
   c.beta1 = 0.9;
   c.global_norm_clip_threshold = 1.0;
-  const PartitionSpec split({{}, {"model"}});
+  c.clipping_threshold = 0.5;  // active: the first steps' RMS(y) is about 1
+  const PartitionSpec cols({{}, {"model"}}), rows({{"model"}, {}});
   struct Leaf {
     std::string path;
     Shape shape;
     PartitionSpec spec;
   };
-  std::vector<Leaf> leaves = {{"w", Shape{{"embed", 128}, {"mlp", 256}}, split},  // factored, COLUMN split
-                              {"b", Shape{{"embed", 8}, {"mlp", 6}}, split},      // unfactored v, m split
+  // Heuristic factoring: the larger dim (mlp) is COLUMN, embed is ROW.
+  std::vector<Leaf> leaves = {{"w_col", Shape{{"embed", 128}, {"mlp", 256}}, cols},   // COLUMN dim split
+                              {"w_row", Shape{{"embed", 128}, {"mlp", 256}}, rows},   // ROW dim split
+                              {"b", Shape{{"embed", 8}, {"mlp", 12}}, cols},          // unfactored v, m split
                               {"s", Shape{{"embed", 16}}, PartitionSpec::replicated(1)}};
-  auto full_value = [&](const Leaf& l, float scale, float shift) { return make(l.shape, scale, shift); };
-  ParamTree ref;
-  for (const auto& l : leaves) ref[l.path] = full_value(l, 0.3f, 0.01f);
-  auto grads_at = [&](int t) {
-    ParamTree g;
-    for (const auto& l : leaves) g[l.path] = full_value(l, 0.05f * float(t + 1), 0.02f);
-    return g;
-  };
-  Adafactor ref_opt(c);
-  OptimizerState ref_st = ref_opt.init(ref);
-
-  auto shard_of = [](const Array& full, const std::shared_ptr<const MeshDesc>& mesh, const PartitionSpec& spec) {
-    Array a(full.shape(), full.dtype(), Sharding{mesh, spec});
-    NamedShape ns;
-    for (const auto& d : full.shape().dims()) ns.emplace_back(d.name, d.size);
-    extract_shard(*mesh, ns, spec, mesh->device_id, full.raw_data(), a.raw_data(), dtype_size(full.dtype()));
-    return a;
-  };
-  std::map<const void*, Array> snapshot;  // shard buffer -> full pre-step value
-  Adafactor opt(c);
-  opt.set_all_gather([&](const Array& shard) { return snapshot.at(shard.raw_data()); });
-
-  std::vector<std::shared_ptr<const MeshDesc>> meshes;
-  std::vector<ParamTree> dev_params(2);
-  std::vector<OptimizerState> dev_state(2);
-  for (int d = 0; d < 2; ++d) {
-    meshes.push_back(std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, 2}, d}));
-    for (const auto& l : leaves) dev_params[size_t(d)][l.path] = shard_of(ref.at(l.path), meshes[size_t(d)], l.spec);
-    dev_state[size_t(d)] = opt.init(dev_params[size_t(d)]);
+  for (const bool scale : {true, false}) {
+    c.multiply_by_parameter_scale = scale;
+    for (const int n : {2, 4}) {
+      ParamTree ref;
+      for (const auto& l : leaves) ref[l.path] = make(l.shape, 0.3f, 0.01f);
+      auto grads_at = [&](int t) {
+        ParamTree g;
+        for (const auto& l : leaves) g[l.path] = make(l.shape, 0.05f * float(t + 1), 0.02f);
+        return g;
+      };
+      Adafactor ref_opt(c), opt(c);
+      ASSERT_TRUE(ref_opt.fast_path_applies("w_col", leaves[0].shape));
+      OptimizerState ref_st = ref_opt.init(ref);
+      const double lr = 0.05;
+      const int steps = 3;
+      std::vector<ParamTree> ref_params;  // after each step
+      for (int t = 0; t < steps; ++t) {
+        ref_opt.apply_gradient(ref, ref_st, grads_at(t), lr);
+        ParamTree copy;
+        for (const auto& [k, v] : ref) copy[k] = v.copy();
+        for (const auto& [k, v] : ref_st.slots) copy["state/" + k] = v.copy();
+        ref_params.push_back(copy);
+      }
+      ParamTree init;
+      for (const auto& l : leaves) init[l.path] = make(l.shape, 0.3f, 0.01f);
+      testing::SimComm sim(n);
+      std::vector<std::string> failures(static_cast<size_t>(n));
+      testing::SimComm::run(n, [&](int d) {
+        auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, n}, d});
+        ParamTree p;
+        for (const auto& l : leaves) p[l.path] = testing::shard_of(init.at(l.path), mesh, l.spec);
+        OptimizerState st = opt.init(p);
+        const ShardComm comm = sim.comm(d);
+        for (int t = 0; t < steps; ++t) {
+          ParamTree g, want = ref_params[size_t(t)];
+          for (const auto& l : leaves) g[l.path] = testing::shard_of(grads_at(t).at(l.path), mesh, l.spec);
+          opt.apply_gradient(p, st, g, lr, &comm);
+          for (const auto& l : leaves) {
+            if (p.at(l.path).to_floats() != testing::shard_of(want.at(l.path), mesh, l.spec).to_floats())
+              failures[size_t(d)] += " step " + std::to_string(t) + " " + l.path;
+            for (const char* s : {"v_row", "v_col", "v", "m"}) {
+              const Array& got = st.slots.at(l.path + "/" + s);
+              const Array& full = want.at("state/" + l.path + "/" + s);
+              Array expect = got.is_fully_local() ? full : testing::shard_of(full, mesh, l.spec);
+              if (got.to_floats() != expect.to_floats())
+                failures[size_t(d)] += " step " + std::to_string(t) + " " + l.path + "/" + s;
+            }
+          }
+        }
+      });
+      for (int d = 0; d < n; ++d) EXPECT_EQ(failures[size_t(d)], "") << "model=" << n << " device " << d;
+      // Per step, in param order: the global norm (1); b: 1 (RMS), then 1
+      // (clipping); w_col: 1 + 128 rows summed, 256 / n columns gathered,
+      // 1; w_row: 1 + 256 columns summed, 128 / n rows gathered, 1.
+      const std::vector<size_t> per_step = {1, 1, 1, 1 + 128, 1, 1 + 256, 1};
+      const std::vector<size_t> gathers_per_step = {size_t(256 / n), size_t(128 / n)};
+      std::vector<size_t> want, want_gathers;
+      for (int t = 0; t < steps; ++t) {
+        want.insert(want.end(), per_step.begin(), per_step.end());
+        want_gathers.insert(want_gathers.end(), gathers_per_step.begin(), gathers_per_step.end());
+      }
+      EXPECT_EQ(sim.lengths(), want) << "model=" << n;
+      EXPECT_EQ(sim.gather_lengths(), want_gathers) << "model=" << n;
+      EXPECT_EQ(sim.last_axes(), std::vector<std::string>{"model"});
+    }
   }
-  EXPECT_EQ(dev_state[0].slots.at("w/v_col").shape(), (Shape{{"mlp", 256}}));  // replicated, whole
-  EXPECT_EQ(dev_state[0].slots.at("b/m").local_shape(), (Shape{{"embed", 8}, {"mlp", 3}}));
+}
 
-  for (int t = 0; t < 3; ++t) {
-    ParamTree g = grads_at(t);
-    snapshot.clear();
-    std::vector<ParamTree> dev_grads(2);
-    for (int d = 0; d < 2; ++d) {
-      for (const auto& l : leaves) {
-        Array gs = shard_of(g.at(l.path), meshes[size_t(d)], l.spec);
-        dev_grads[size_t(d)][l.path] = gs;
-        snapshot[gs.raw_data()] = g.at(l.path);
-        snapshot[dev_params[size_t(d)].at(l.path).raw_data()] = ref.at(l.path).copy();
-        for (const char* s : {"v", "m"}) {
-          const Array& slot = dev_state[size_t(d)].slots.at(l.path + "/" + s);
-          snapshot[slot.raw_data()] = ref_st.slots.at(l.path + "/" + s).copy();
-        }
-      }
-    }
-    const double lr = 0.05;
-    for (int d = 0; d < 2; ++d) opt.apply_gradient(dev_params[size_t(d)], dev_state[size_t(d)], dev_grads[size_t(d)], lr);
-    ref_opt.apply_gradient(ref, ref_st, g, lr);
-    for (int d = 0; d < 2; ++d) {
-      for (const auto& l : leaves) {
-        Array want = shard_of(ref.at(l.path), meshes[size_t(d)], l.spec);
-        EXPECT_EQ(dev_params[size_t(d)].at(l.path).to_floats(), want.to_floats()) << "step " << t << " dev " << d << " " << l.path;
-        for (const char* s : {"v_row", "v_col", "v", "m"}) {
-          const Array& got = dev_state[size_t(d)].slots.at(l.path + "/" + s);
-          const Array& full = ref_st.slots.at(l.path + "/" + s);
-          Array expect = got.is_fully_local() ? full : shard_of(full, meshes[size_t(d)], l.spec);
-          EXPECT_EQ(got.to_floats(), expect.to_floats()) << "step " << t << " dev " << d << " " << l.path << "/" << s;
-        }
-      }
-      EXPECT_EQ(dev_state[size_t(d)].step, t + 1);
-    }
+TEST(Adafactor, SplitParamWithoutShardCommIsAnError) {
+  auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, 2}, 0});
+  const PartitionSpec spec({{}, {"model"}});
+  Array w = testing::shard_of(make(Shape{{"embed", 4}, {"mlp", 6}}, 0.1f), mesh, spec);
+  Adafactor opt;
+  ParamTree p{{"w", w}};
+  OptimizerState st = opt.init(p);
+  try {
+    opt.apply_gradient(p, st, {{"w", w}}, 0.1);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'w' is split across processes; pass the ShardComm"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "mesh/reshard.h"
 #include "ops/ops.h"
+#include "shard_sim.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/schedules.h"
 
@@ -143,44 +144,52 @@ TEST(Optimizers, BothMinimiseALeastSquaresLoss) {
 namespace t5x {
 namespace {
 
-TEST(AdamW, ShardedGradsClipWithTheGatheredGlobalNorm) {
+// Simulated processes on (1,2) and (1,4): a split param and a replicated
+// one, clipping active. The global norm is one float64 sum of the split
+// grad's local squares (the replicated grad counts once, locally), and each
+// process's shards equal one process's update.
+TEST(AdamW, ShardedGradsClipWithOneScalarSumOfSquares) {
   AdamWConfig c;
   c.clip_global_norm = 0.05;  // well below the norm: clipping is active
-  Shape s{{"embed", 4}, {"mlp", 6}};
-  std::vector<float> pv(24), gv(24);
-  for (int i = 0; i < 24; ++i) {
+  Shape s{{"embed", 4}, {"mlp", 8}}, r{{"embed", 4}};
+  std::vector<float> pv(32), gv(32);
+  for (int i = 0; i < 32; ++i) {
     pv[size_t(i)] = 0.1f * float(i % 5) - 0.2f;
     gv[size_t(i)] = 0.3f * float((i * 7) % 11) / 11.f - 0.1f;
   }
-  ParamTree ref{{"w", Array::from_vector(s, pv)}};
-  Array g_full = Array::from_vector(s, gv);
+  const std::vector<float> rp = {0.1f, -0.2f, 0.3f, 0.05f}, rg = {0.2f, 0.1f, -0.4f, 0.3f};
+  ParamTree ref{{"w", Array::from_vector(s, pv)}, {"r", Array::from_vector(r, rp)}};
+  const ParamTree g_full{{"w", Array::from_vector(s, gv)}, {"r", Array::from_vector(r, rg)}};
   AdamW ref_opt(c);
   OptimizerState ref_st = ref_opt.init(ref);
-  ref_opt.apply_gradient(ref, ref_st, {{"w", g_full}}, 0.1);
+  ref_opt.apply_gradient(ref, ref_st, g_full, 0.1);
 
   const PartitionSpec spec({{}, {"model"}});
-  NamedShape ns{{"embed", 4}, {"mlp", 6}};
   AdamW opt(c);
-  opt.set_all_gather([&](const Array&) { return g_full; });
-  for (int d = 0; d < 2; ++d) {
-    auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, 2}, d});
-    auto shard = [&](const Array& full) {
-      Array a(s, DType::f32, Sharding{mesh, spec});
-      extract_shard(*mesh, ns, spec, d, full.raw_data(), a.raw_data(), 4);
-      return a;
-    };
-    ParamTree p{{"w", shard(Array::from_vector(s, pv))}};
-    OptimizerState st = opt.init(p);
-    opt.apply_gradient(p, st, {{"w", shard(g_full)}}, 0.1);
-    EXPECT_EQ(p.at("w").to_floats(), shard(ref.at("w")).to_floats()) << "device " << d;
-    EXPECT_EQ(st.slots.at("1/0/nu/w").to_floats(), shard(ref_st.slots.at("1/0/nu/w")).to_floats());
+  for (const int n : {2, 4}) {
+    testing::SimComm sim(n);
+    std::vector<std::string> failures(static_cast<size_t>(n));
+    testing::SimComm::run(n, [&](int d) {
+      auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, n}, d});
+      ParamTree p{{"w", testing::shard_of(Array::from_vector(s, pv), mesh, spec)}, {"r", Array::from_vector(r, rp)}};
+      OptimizerState st = opt.init(p);
+      const ShardComm comm = sim.comm(d);
+      opt.apply_gradient(p, st, {{"w", testing::shard_of(g_full.at("w"), mesh, spec)}, {"r", g_full.at("r")}}, 0.1,
+                         &comm);
+      if (p.at("w").to_floats() != testing::shard_of(ref.at("w"), mesh, spec).to_floats()) failures[size_t(d)] += " w";
+      if (p.at("r").to_floats() != ref.at("r").to_floats()) failures[size_t(d)] += " r";
+      if (st.slots.at("1/0/nu/w").to_floats() != testing::shard_of(ref_st.slots.at("1/0/nu/w"), mesh, spec).to_floats())
+        failures[size_t(d)] += " nu/w";
+    });
+    for (int d = 0; d < n; ++d) EXPECT_EQ(failures[size_t(d)], "") << "model=" << n << " device " << d;
+    EXPECT_EQ(sim.lengths(), std::vector<size_t>{1}) << "one scalar sum, model=" << n;
   }
-  AdamW no_gather(c);
+  AdamW no_comm(c);
   auto mesh = std::make_shared<MeshDesc>(MeshDesc{{"data", "model"}, {1, 2}, 0});
   Array sharded(s, DType::f32, Sharding{mesh, spec});
   ParamTree p{{"w", sharded}};
-  OptimizerState st = no_gather.init(p);
-  EXPECT_THROW(no_gather.apply_gradient(p, st, {{"w", sharded}}, 0.1), std::invalid_argument);
+  OptimizerState st = no_comm.init(p);
+  EXPECT_THROW(no_comm.apply_gradient(p, st, {{"w", sharded}}, 0.1), std::invalid_argument);
 }
 
 }  // namespace
