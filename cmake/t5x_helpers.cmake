@@ -1,6 +1,8 @@
 # t5x_add_test(NAME name SOURCES a.cpp ... LIBS lib ... [LABELS l ...])
 # One gtest binary per test file family; cases are registered with ctest
-# through gtest_discover_tests so that each TEST shows up by name.
+# through gtest_discover_tests so that each TEST shows up by name, labelled
+# with the binary's name too (ctest -L selects a binary's tests:
+# scripts/sanitize.sh).
 function(t5x_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -13,7 +15,7 @@ function(t5x_add_test)
   endif()
   gtest_discover_tests(${T_NAME}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
-    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_NAME};${T_LABELS}"
     DISCOVERY_TIMEOUT 60)
 endfunction()
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages t5x.cpp builds and runs with, when missing.
-# Usage: scripts/deps.sh [--data]   (--data adds the corpora and tools of the main job)
+# Usage: scripts/deps.sh [--data] [--fuzz]
+#   --data adds the corpora and tools of the main job;
+#   --fuzz adds clang and its libFuzzer / sanitizer runtimes (scripts/fuzz.sh).
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
@@ -15,9 +17,13 @@ pkgs=(cmake g++ make ccache pkg-config
       libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-venv)
-if [[ "${1:-}" == "--data" ]]; then
-  pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --data) pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq) ;;
+    --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
+    *) echo "usage: scripts/deps.sh [--data] [--fuzz]" >&2; exit 64 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

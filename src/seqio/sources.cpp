@@ -263,7 +263,8 @@ class TFExampleReader : public RecordReader {
         for (auto& [k, f] : tf) out[k] = convert(f, std::nullopt, k);
       } else {
         for (const auto& [name, dtype] : desc_) {
-          auto it = std::find_if(tf.begin(), tf.end(), [&](const auto& p) { return p.first == name; });
+          // (an init-capture: clang before 16 cannot capture structured bindings)
+          auto it = std::find_if(tf.begin(), tf.end(), [&n = name](const auto& p) { return p.first == n; });
           if (it == tf.end()) throw std::runtime_error("missing feature '" + name + "'");
           out[name] = convert(it->second, dtype, name);
         }

@@ -69,6 +69,9 @@ void TFRecordWriter::close() {
 
 TFRecordReader::TFRecordReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
   if (!in_) throw DataError(path + ": cannot open TFRecord file");
+  in_.seekg(0, std::ios::end);
+  size_ = uint64_t(in_.tellg());
+  in_.seekg(0);
 }
 
 bool TFRecordReader::next(std::string& record) {
@@ -80,7 +83,12 @@ bool TFRecordReader::next(std::string& record) {
   if (get_le(head + 8, 4) != masked_crc32c(std::string_view(head, 8)))
     throw offset_error(path_, offset_, "TFRecord length CRC mismatch (corrupted file)");
   const uint64_t len = get_le(head, 8);
-  if (len > (uint64_t{1} << 34)) throw offset_error(path_, offset_, "implausible TFRecord length");
+  // A corrupt length must not allocate: the record and its CRC have to fit
+  // in what is left of the file.
+  if (len > size_ - offset_ - 12 || size_ - offset_ - 12 - len < 4)
+    throw offset_error(path_, offset_, "TFRecord length " + std::to_string(len) + " runs past the end of the file (" +
+                                           std::to_string(size_ - offset_ - 12) +
+                                           " bytes left after the header; truncated or corrupt file)");
   record.resize(len);
   in_.read(record.data(), static_cast<std::streamsize>(len));
   char crc[4];

@@ -51,6 +51,7 @@ class TFRecordReader {
   std::string path_;
   std::ifstream in_;
   uint64_t offset_ = 0;
+  uint64_t size_ = 0;  // of the file, to check record lengths before allocating
 };
 
 // One tf.train.Feature as decoded from the wire.

@@ -170,6 +170,24 @@ TEST(TFExampleDataSource, RoundTripAndCorruptionOffsets) {
   EXPECT_NE(msg.find("@byte " + std::to_string(second) + ": truncated TFRecord header"), std::string::npos) << msg;
 }
 
+// A record length with a valid CRC but past the end of the file (1 GiB in a
+// 12-byte file) is an error before anything is allocated for it; lengths up
+// to 16 GiB used to be allocated first (fuzz/tfrecord_fuzzer's limits).
+TEST(TFRecord, LengthPastTheEndOfTheFileIsNotAllocated) {
+  TempDir d("tfrec_len");
+  const std::string path = d.file("x.tfrecord");
+  std::string head;
+  for (int i = 0; i < 8; ++i) head += char(((uint64_t{1} << 30) >> (8 * i)) & 0xff);
+  const uint32_t crc = masked_crc32c(head);
+  for (int i = 0; i < 4; ++i) head += char((crc >> (8 * i)) & 0xff);
+  std::ofstream(path, std::ios::binary) << head;
+  TFRecordReader r(path);
+  std::string rec;
+  EXPECT_EQ(error_of([&] { r.next(rec); }),
+            path + "@byte 0: TFRecord length 1073741824 runs past the end of the file (0 bytes left after the "
+                   "header; truncated or corrupt file)");
+}
+
 TEST(InMemoryDataSource, OneShardPerSplit) {
   InMemoryDataSource src({{"train", {Example{{"a", int64_t{1}}}, Example{{"a", int64_t{2}}}}}});
   EXPECT_EQ(src.list_shards("train").size(), 1u);

@@ -1,4 +1,5 @@
 #include "t5x/checkpoints/hf_t5.h"
+#include "t5x/checkpoints/json_int.h"
 
 #include <algorithm>
 #include <cstring>
@@ -241,19 +242,23 @@ HfT5Config HfT5Config::from_json(const std::string& text, const std::string& whe
   // transformers' T5Config defaults (t5-small) for absent fields.
   c.vocab_size = 32128; c.d_model = 512; c.d_kv = 64; c.d_ff = 2048; c.num_layers = 6;
   c.num_heads = 8; c.feed_forward_proj = "relu"; c.tie_word_embeddings = true;
+  if (!j.is_object()) throw CheckpointError(where + ": not a JSON object");
   try {
     if (j.contains("model_type") && j["model_type"] != "t5")
       throw CheckpointError(where + ": model_type " + j["model_type"].dump() + " is not \"t5\"");
-    c.vocab_size = j.value("vocab_size", c.vocab_size);
-    c.d_model = j.value("d_model", c.d_model);
-    c.d_kv = j.value("d_kv", c.d_kv);
-    c.d_ff = j.value("d_ff", c.d_ff);
-    c.num_layers = j.value("num_layers", c.num_layers);
-    c.num_decoder_layers = j.contains("num_decoder_layers") && !j["num_decoder_layers"].is_null()
-                               ? j["num_decoder_layers"].get<int64_t>() : c.num_layers;
-    c.num_heads = j.value("num_heads", c.num_heads);
-    c.relative_attention_num_buckets = j.value("relative_attention_num_buckets", int64_t(32));
-    c.relative_attention_max_distance = j.value("relative_attention_max_distance", int64_t(128));
+    // An absent (or null, for num_decoder_layers) field keeps its default.
+    auto integer = [&](const char* key, int64_t dflt) {
+      return j.contains(key) && !j[key].is_null() ? json_int(j[key]) : dflt;
+    };
+    c.vocab_size = integer("vocab_size", c.vocab_size);
+    c.d_model = integer("d_model", c.d_model);
+    c.d_kv = integer("d_kv", c.d_kv);
+    c.d_ff = integer("d_ff", c.d_ff);
+    c.num_layers = integer("num_layers", c.num_layers);
+    c.num_decoder_layers = integer("num_decoder_layers", c.num_layers);
+    c.num_heads = integer("num_heads", c.num_heads);
+    c.relative_attention_num_buckets = integer("relative_attention_num_buckets", 32);
+    c.relative_attention_max_distance = integer("relative_attention_max_distance", 128);
     c.dropout_rate = j.value("dropout_rate", 0.1);
     c.layer_norm_epsilon = j.value("layer_norm_epsilon", 1e-6);
     c.feed_forward_proj = j.value("feed_forward_proj", c.feed_forward_proj);

@@ -27,6 +27,13 @@ size_t dtype_itemsize(std::string_view dtype) {
                               "' (expected a numpy dtype name such as float32, bfloat16, int32)");
 }
 
+std::optional<uint64_t> checked_nbytes(std::span<const int64_t> shape, size_t itemsize) {
+  int64_t n = int64_t(itemsize);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  return uint64_t(n);
+}
+
 int64_t HostTensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

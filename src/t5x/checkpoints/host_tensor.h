@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,11 @@ class CheckpointError : public std::runtime_error {
 // "[checkpoint] unknown dtype ..." for names outside the list above.
 size_t dtype_itemsize(std::string_view dtype);
 bool dtype_is_known(std::string_view dtype);
+
+// Bytes of an array of `shape` with `itemsize`-byte elements, or nullopt when
+// a dimension is negative or the size exceeds 2^63 - 1. For shapes read from
+// files, checked before anything multiplies or allocates with them.
+std::optional<uint64_t> checked_nbytes(std::span<const int64_t> shape, size_t itemsize);
 
 struct HostTensor {
   std::string dtype = "float32";

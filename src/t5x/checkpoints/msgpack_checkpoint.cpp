@@ -1,4 +1,5 @@
 #include "t5x/checkpoints/msgpack_checkpoint.h"
+#include "t5x/checkpoints/json_int.h"
 
 #include <msgpack.hpp>
 
@@ -77,6 +78,17 @@ const msgpack::object* map_get(const msgpack::object& m, const char* key) {
       return &m.via.map.ptr[i].val;
   }
   return nullptr;
+}
+
+// msgpack-c allocates the element count an array or map header states
+// before it reads the elements. Each element takes at least a byte (a map
+// entry two), so counts are bounded by the bytes there are: a corrupt header
+// fails instead of allocating gigabytes. Flax trees are a few levels deep;
+// the depth bound keeps the recursive decoding below off the stack's end.
+msgpack::object_handle unpack_bounded(std::span<const uint8_t> b, std::size_t& off) {
+  const std::size_t n = b.size();
+  return msgpack::unpack(reinterpret_cast<const char*>(b.data()), n, off, nullptr, nullptr,
+                         msgpack::unpack_limit(n, n / 2, n, n, n, /*depth=*/256));
 }
 
 bool looks_like_ts_spec(const msgpack::object& m) {
@@ -158,9 +170,9 @@ HostTensor decode_chunked(const msgpack::object& o, const std::string& path,
   HostTensor t;
   json js = to_json(*shape);
   if (js.is_object()) {
-    for (size_t i = 0; i < js.size(); ++i) t.shape.push_back(js.at(std::to_string(i)).get<int64_t>());
+    for (size_t i = 0; i < js.size(); ++i) t.shape.push_back(json_int(js.at(std::to_string(i))));
   } else {
-    t.shape = js.get<std::vector<int64_t>>();
+    t.shape = json_ints(js);
   }
   for (uint32_t i = 0; i < chunks->via.map.size; ++i) {
     const msgpack::object* c = map_get(*chunks, std::to_string(i).c_str());
@@ -171,7 +183,8 @@ HostTensor decode_chunked(const msgpack::object& o, const std::string& path,
     if (i == 0) t.dtype = part.dtype;
     t.data.insert(t.data.end(), part.data.begin(), part.data.end());
   }
-  if (t.data.size() != size_t(t.numel()) * dtype_itemsize(t.dtype))
+  const auto want = checked_nbytes(t.shape, dtype_itemsize(t.dtype));
+  if (!want || t.data.size() != *want)
     throw CheckpointError(where + ": chunked array at '" + path + "' has " +
                           std::to_string(t.data.size()) + " bytes for shape " + t.shape_string());
   return t;
@@ -183,9 +196,23 @@ void decode_node(const msgpack::object& o, const std::string& path, FlatState& o
   switch (o.type) {
     case msgpack::type::MAP: {
       if (o.via.map.size == 0) { out[path] = EmptyDict{}; return; }
-      if (map_get(o, "__msgpack_chunked_array__")) { out[path] = decode_chunked(o, path, where); return; }
+      // Arrays stored as maps go through JSON: a malformed one (a non-string
+      // key, a shape that is not a list of ints) names its path.
+      auto named = [&](auto&& decode) {
+        try {
+          return decode();
+        } catch (const CheckpointError&) {
+          throw;
+        } catch (const std::exception& e) {
+          throw CheckpointError(where + ": malformed array at '" + here + "' (" + e.what() + ")");
+        }
+      };
+      if (map_get(o, "__msgpack_chunked_array__")) {
+        out[path] = named([&] { return decode_chunked(o, path, where); });
+        return;
+      }
       if (looks_like_ts_spec(o)) {
-        TensorStoreSpec s = TensorStoreSpec::from_json(to_json(o), where + " at '" + path + "'");
+        TensorStoreSpec s = named([&] { return TensorStoreSpec::from_json(to_json(o), where + " at '" + path + "'"); });
         if (version < 3 && s.dtype == "uint16")
           throw CheckpointError(where + ": '" + path + "' is a version-" + std::to_string(version) +
                                 " uint16 array (old bfloat16 encoding); update the checkpoint "
@@ -269,8 +296,8 @@ TensorStoreSpec TensorStoreSpec::from_json(const json& j, const std::string& whe
     s.path = p;
     if (j.contains("metadata")) {
       const json& m = j["metadata"];
-      if (m.contains("shape")) s.shape = m["shape"].get<std::vector<int64_t>>();
-      if (m.contains("chunks")) s.chunks = m["chunks"].get<std::vector<int64_t>>();
+      if (m.contains("shape")) s.shape = json_ints(m["shape"]);
+      if (m.contains("chunks")) s.chunks = json_ints(m["chunks"]);
       if (m.contains("compressor")) {
         if (m["compressor"].is_null()) s.compressor = {};
         else s.compressor = {m["compressor"].at("id").get<std::string>(),
@@ -301,8 +328,8 @@ std::vector<uint8_t> pack_ndarray_payload(const HostTensor& t) {
 HostTensor unpack_ndarray_payload(std::span<const uint8_t> payload, const std::string& where) {
   HostTensor t;
   try {
-    msgpack::object_handle oh =
-        msgpack::unpack(reinterpret_cast<const char*>(payload.data()), payload.size());
+    std::size_t off = 0;
+    msgpack::object_handle oh = unpack_bounded(payload, off);
     const msgpack::object& o = oh.get();
     if (o.type != msgpack::type::ARRAY || o.via.array.size != 3)
       throw CheckpointError(where + ": ndarray payload is not [shape, dtype, data]");
@@ -323,10 +350,13 @@ HostTensor unpack_ndarray_payload(std::span<const uint8_t> payload, const std::s
   } catch (const std::exception& e) {
     throw CheckpointError(where + ": corrupt inline ndarray (" + e.what() + ")");
   }
-  if (t.data.size() != size_t(t.numel()) * dtype_itemsize(t.dtype))
+  const auto want = checked_nbytes(t.shape, dtype_itemsize(t.dtype));
+  if (!want)
+    throw CheckpointError(where + ": inline array shape " + t.shape_string() +
+                          " has a negative dimension or over 2^63 bytes");
+  if (t.data.size() != *want)
     throw CheckpointError(where + ": inline array " + t.dtype + t.shape_string() + " has " +
-                          std::to_string(t.data.size()) + " data bytes, expected " +
-                          std::to_string(size_t(t.numel()) * dtype_itemsize(t.dtype)));
+                          std::to_string(t.data.size()) + " data bytes, expected " + std::to_string(*want));
   return t;
 }
 
@@ -366,7 +396,7 @@ DecodedCheckpoint decode_checkpoint_msgpack(std::span<const uint8_t> bytes, cons
   msgpack::object_handle oh;
   try {
     std::size_t off = 0;
-    oh = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(), off);
+    oh = unpack_bounded(bytes, off);
     if (off != bytes.size())
       throw CheckpointError(where + ": " + std::to_string(bytes.size() - off) +
                             " trailing bytes after the msgpack object at offset " +

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "t5x/checkpoints/json_int.h"
 #include "t5x/checkpoints/file_io.h"
 
 namespace t5x {
@@ -103,22 +104,24 @@ SafetensorsFile decode_safetensors(std::span<const uint8_t> bytes, const std::st
     try {
       const json& v = it.value();
       t.dtype = numpy_dtype_from_safetensors(v.at("dtype").get<std::string>(), tw);
-      t.shape = v.at("shape").get<std::vector<int64_t>>();
-      auto offs = v.at("data_offsets").get<std::vector<uint64_t>>();
+      t.shape = json_ints(v.at("shape"));
+      const auto offs = json_ints(v.at("data_offsets"));
       if (offs.size() != 2) throw CheckpointError(tw + ": data_offsets must have 2 entries");
-      b = offs[0];
-      e = offs[1];
+      if (offs[0] < 0 || offs[1] < 0) throw CheckpointError(tw + ": negative data_offsets");
+      b = uint64_t(offs[0]);
+      e = uint64_t(offs[1]);
     } catch (const json::exception& ex) {
       throw CheckpointError(tw + ": malformed entry (" + ex.what() + ")");
     }
     if (b > e || e > buf_size)
       throw CheckpointError(tw + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
                             ") out of range of the " + std::to_string(buf_size) + "-byte buffer");
-    for (auto d : t.shape) if (d < 0) throw CheckpointError(tw + ": negative dimension");
-    const uint64_t want = uint64_t(t.numel()) * dtype_itemsize(t.dtype);
-    if (e - b != want)
+    const auto want = checked_nbytes(t.shape, dtype_itemsize(t.dtype));
+    if (!want)
+      throw CheckpointError(tw + ": shape " + t.shape_string() + " has a negative dimension or over 2^63 bytes");
+    if (e - b != *want)
       throw CheckpointError(tw + ": " + std::to_string(e - b) + " bytes for " + t.dtype +
-                            t.shape_string() + ", expected " + std::to_string(want));
+                            t.shape_string() + ", expected " + std::to_string(*want));
     t.data.assign(buf + b, buf + e);
     ranges.push_back({b, e, it.key()});
     f.tensors.emplace_back(it.key(), std::move(t));

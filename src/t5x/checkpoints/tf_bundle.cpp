@@ -69,6 +69,36 @@ class MemFile : public leveldb::RandomAccessFile {
   }
   size_t size() const { return bytes_.size(); }
   uint8_t at(size_t i) const { return bytes_[i]; }
+  // leveldb allocates the size a block handle states before it reads the
+  // block, and the footer's two handles carry no checksum: a corrupt footer
+  // must fail here, not allocate gigabytes. Returns the problem, or "" (also
+  // when the magic number is wrong: leveldb's own message says so).
+  std::string footer_problem() const {
+    constexpr size_t kFooter = 48, kTrailer = 5;  // leveldb/table/format.h
+    if (bytes_.size() < kFooter) return "";
+    const size_t end = bytes_.size() - kFooter;
+    uint64_t magic = 0;
+    for (int i = 0; i < 8; ++i) magic |= uint64_t(bytes_[bytes_.size() - 8 + size_t(i)]) << (8 * i);
+    if (magic != 0xdb4775248b80fb57ull) return "";
+    size_t p = end;
+    auto varint = [&](uint64_t& v) {
+      v = 0;
+      for (int shift = 0; shift < 64 && p < bytes_.size() - 8; shift += 7) {
+        const uint8_t c = bytes_[p++];
+        v |= uint64_t(c & 0x7f) << shift;
+        if (!(c & 0x80)) return true;
+      }
+      return false;
+    };
+    for (const char* what : {"metaindex", "index"}) {
+      uint64_t offset = 0, size = 0;
+      if (!varint(offset) || !varint(size)) return std::string("the ") + what + " block handle is malformed";
+      if (offset > end || size > end - offset || end - offset - size < kTrailer)
+        return std::string("the ") + what + " block handle [" + std::to_string(offset) + ", +" + std::to_string(size) +
+               ") lies outside the " + std::to_string(end) + " bytes before the footer";
+    }
+    return "";
+  }
   mutable uint64_t last_offset = 0;
   mutable size_t last_n = 0;
   mutable std::set<std::pair<uint64_t, size_t>> reads;
@@ -381,6 +411,9 @@ TfBundleReader TfBundleReader::open(const std::string& prefix) {
   MemFile file(std::move(*bytes));
   leveldb::Options lo;
   lo.paranoid_checks = true;  // the index block's CRC is checked too
+  if (const std::string bad = file.footer_problem(); !bad.empty())
+    throw CheckpointError(index + ": corrupt footer at offset " + std::to_string(file_size - 48) + ": " + bad +
+                          "\n  hint: the index is truncated or corrupt; copy the checkpoint again");
   leveldb::Table* raw = nullptr;
   leveldb::Status st = leveldb::Table::Open(lo, &file, file_size, &raw);
   auto fail = [&](const leveldb::Status& s, const std::string& where) {
@@ -435,8 +468,24 @@ TfBundleReader TfBundleReader::open(const std::string& prefix) {
     ++r.num_blocks_;
     if (n >= 5 && file.at(off + n - 5) == 1) ++r.snappy_blocks_;
   }
+  // Sizes, offsets and slice bounds are checked here, once, so that nothing
+  // later multiplies or adds numbers that overflow.
+  auto check_numbers = [&](const TfEntry& e, const std::string& where) {
+    if (!checked_nbytes(e.shape, e.dtype.empty() ? 1 : dtype_itemsize(e.dtype)))
+      throw CheckpointError(where + "shape " + shape_str(e.shape) + " has a negative dimension or over 2^63 bytes");
+    if (e.offset < 0 || e.size < 0 || e.offset > INT64_MAX - e.size)
+      throw CheckpointError(where + "offset " + std::to_string(e.offset) + " and size " + std::to_string(e.size) +
+                            " are out of range");
+    for (const auto& sl : e.slices)
+      for (const auto& x : sl)
+        if (x.start < 0 || x.length < -1 || (x.length > 0 && x.start > INT64_MAX - x.length))
+          throw CheckpointError(where + "slice " + slice_string(sl) + " has a negative or overflowing extent");
+  };
+  for (const auto& [key, e] : r.slice_entries_)
+    check_numbers(e, index + ": tensor '" + slice_key_name(key) + "' (a slice's entry)" + at_block(e.index_block));
   for (const auto& [name, e] : r.entries_) {
     const std::string where = index + ": tensor '" + name + "'" + at_block(e.index_block);
+    check_numbers(e, where);
     if (e.shard_id < 0 || e.shard_id >= r.num_shards_)
       throw CheckpointError(where + "in shard " + std::to_string(e.shard_id) + " but the header says " +
                             std::to_string(r.num_shards_) + " shard(s)");
@@ -473,7 +522,7 @@ HostTensor TfBundleReader::read_stored(const TfEntry& e, const std::string& tens
   if (e.dtype.empty())
     throw CheckpointError(where + "TF dtype " + std::to_string(e.tf_dtype) + " is not supported (float32, bfloat16, "
                           "float16, float64, int8/16/32/64, uint8, uint16, bool)");
-  const int64_t want = e.numel() * int64_t(dtype_itemsize(e.dtype));
+  const int64_t want = int64_t(*checked_nbytes(e.shape, dtype_itemsize(e.dtype)));  // checked by open()
   const std::string file = data_file(e.shard_id);
   if (e.size != want)
     throw CheckpointError(where + e.dtype + shape_str(e.shape) + " has size " + std::to_string(e.size) +

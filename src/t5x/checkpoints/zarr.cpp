@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype_bf16.h"
+#include "t5x/checkpoints/json_int.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/parallel.h"
 
@@ -141,7 +142,7 @@ size_t ZarrMetadata::chunk_nbytes() const {
 
 std::vector<int64_t> ZarrMetadata::grid_shape() const {
   std::vector<int64_t> g(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) g[i] = (shape[i] + chunks[i] - 1) / chunks[i];
+  for (size_t i = 0; i < shape.size(); ++i) g[i] = shape[i] / chunks[i] + (shape[i] % chunks[i] != 0);
   return g;
 }
 
@@ -187,10 +188,10 @@ ZarrMetadata ZarrMetadata::from_json(const std::string& text, const std::string&
   };
   ZarrMetadata m;
   try {
-    if (need("zarr_format").get<int>() != 2)
+    if (json_int(need("zarr_format")) != 2)
       throw CheckpointError(where + ": zarr_format " + j["zarr_format"].dump() + ", expected 2");
-    m.shape = need("shape").get<std::vector<int64_t>>();
-    m.chunks = need("chunks").get<std::vector<int64_t>>();
+    m.shape = json_ints(need("shape"));
+    m.chunks = json_ints(need("chunks"));
     m.dtype = numpy_from_code(need("dtype").get<std::string>(), where, &m.big_endian);
     if (j.contains("order") && j["order"] != "C")
       throw CheckpointError(where + ": order " + j["order"].dump() + " is not supported (only \"C\")");
@@ -199,7 +200,7 @@ ZarrMetadata ZarrMetadata::from_json(const std::string& text, const std::string&
     const json& c = need("compressor");
     if (!c.is_null()) {
       m.compressor.id = c.at("id").get<std::string>();
-      m.compressor.level = c.contains("level") ? c["level"].get<int>() : 1;
+      m.compressor.level = c.contains("level") ? int(json_int(c["level"])) : 1;
     } else {
       m.compressor.id.clear();
     }
@@ -222,6 +223,12 @@ ZarrMetadata ZarrMetadata::from_json(const std::string& text, const std::string&
   for (size_t i = 0; i < m.chunks.size(); ++i)
     if (m.chunks[i] < 1 || m.shape[i] < 0)
       throw CheckpointError(where + ": invalid chunk/shape in dimension " + std::to_string(i));
+  if (!checked_nbytes(m.shape, m.itemsize()) || !checked_nbytes(m.chunks, m.itemsize()))
+    throw CheckpointError(where + ": shape or chunks of over 2^63 bytes");
+  // Chunk keys become file names: only zarr v2's two separators.
+  if (m.dimension_separator != "." && m.dimension_separator != "/")
+    throw CheckpointError(where + ": dimension_separator " + json(m.dimension_separator).dump() +
+                          " is not \".\" or \"/\"");
   return m;
 }
 

@@ -115,6 +115,67 @@ TEST(MsgpackCheckpoint, CorruptAndTruncatedFilesAreReported) {
   EXPECT_THROW(decode_checkpoint_msgpack(bad, "bad"), CheckpointError);
 }
 
+// Found by fuzz/msgpack_fuzzer: the element count of a float32 (2^62, 4)
+// wrapped to 0, so an inline array with no data bytes was accepted.
+TEST(MsgpackCheckpoint, InlineArrayShapeThatOverflowsIsRejected) {
+  // [[2^62, 4], "float32", b""]
+  const std::vector<uint8_t> payload = {0x93, 0x92, 0xcf, 0x40, 0, 0, 0, 0, 0, 0, 0, 0x04,
+                                        0xa7, 'f', 'l', 'o', 'a', 't', '3', '2', 0xc4, 0x00};
+  try {
+    unpack_ndarray_payload(payload, "ckpt/checkpoint at 'target/w'");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()), "ckpt/checkpoint at 'target/w': inline array shape (4611686018427387904, 4) "
+                                     "has a negative dimension or over 2^63 bytes");
+  }
+}
+
+// Found by fuzz/msgpack_fuzzer: msgpack-c allocates what an array header
+// claims before reading it; 2^32 - 1 elements in a 5-byte file asked for
+// about 100 GiB. Counts are now bounded by the file's size.
+TEST(MsgpackCheckpoint, ArrayHeaderLargerThanTheFileIsAnError) {
+  const std::vector<uint8_t> b = {0x81, 0xa1, 'a', 0xdd, 0xff, 0xff, 0xff, 0xff};  // {"a": array32(2^32 - 1)}
+  try {
+    decode_checkpoint_msgpack(b, "ckpt/checkpoint");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("ckpt/checkpoint: cannot parse msgpack (8 bytes): array size overflow", 0), 0u)
+        << e.what();
+  }
+}
+
+// Found by fuzz/msgpack_fuzzer: a TensorStore spec leaf with a non-string
+// map key escaped as std::runtime_error("expected a string") and ended the
+// program instead of naming the file and the leaf.
+TEST(MsgpackCheckpoint, SpecWithNonStringKeyNamesTheLeaf) {
+  auto str = [](std::vector<uint8_t>& b, const std::string& s) {
+    b.push_back(uint8_t(0xa0 | s.size()));
+    b.insert(b.end(), s.begin(), s.end());
+  };
+  // {"version": 3, "optimizer": {"target": {"w": {"driver": "zarr", "path": "target.w", 1: 1}}}}
+  std::vector<uint8_t> b = {0x82};
+  str(b, "version");
+  b.push_back(0x03);
+  str(b, "optimizer");
+  b.push_back(0x81);
+  str(b, "target");
+  b.push_back(0x81);
+  str(b, "w");
+  b.push_back(0x83);
+  str(b, "driver");
+  str(b, "zarr");
+  str(b, "path");
+  str(b, "target.w");
+  b.push_back(0x01);
+  b.push_back(0x01);
+  try {
+    decode_checkpoint_msgpack(b, "ckpt/checkpoint");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()), "ckpt/checkpoint: malformed array at 'target/w' (expected a string)");
+  }
+}
+
 TEST(MsgpackCheckpoint, PlainFlaxFileIsVersionZero) {
   FlatState s;
   s["params/w"] = HostTensor::from_values<float>("float32", {1}, {2});

@@ -72,6 +72,13 @@ TEST(Safetensors, ValidationErrors) {
   EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", 8)).find("C64"),
             std::string::npos);
   EXPECT_EQ(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4)), "");
+  // Found by fuzz/safetensors_fuzzer: (2^62, 4) float32 is 2^66 bytes, which
+  // wrapped to 0 and matched an empty range.
+  EXPECT_EQ(error_of(with_header(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0)),
+            "m.safetensors: tensor 'a': shape (4611686018427387904, 4) has a negative dimension or over 2^63 bytes");
+  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", 0))
+                .find("negative dimension"),
+            std::string::npos);
   NamedTensors dup;
   dup.emplace_back("x", HostTensor::zeros("float32", {1}));
   dup.emplace_back("x", HostTensor::zeros("float32", {1}));

@@ -13,6 +13,7 @@
 #include <leveldb/table_builder.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -185,6 +186,51 @@ TEST_F(TfBundleErrors, UnsupportedDtype) {
   EXPECT_EQ(error_of([&] { import_meshtf(r); }),
             p + ".index: tensor 'decoder/block_000/layer_000/SelfAttention/q' (index block at offset 0): TF dtype 8" +
                 supported);
+}
+
+// Found by fuzz/tf_bundle_fuzzer: a shape whose byte size, or an offset
+// whose end, overflows int64 was multiplied and added unchecked (a float32
+// (2^62, 4) read as an empty tensor).
+TEST_F(TfBundleErrors, SizesThatOverflowAreRejected) {
+  write_tf_bundle(p, tensors({{0, 10}}));
+  // dtype 1 (float32), shape {dim 2^62, dim 4}.
+  const std::string huge_shape = std::string("\x08\x01\x12\x10\x12\x0a\x08", 7) + std::string(8, '\x80') +
+                                 std::string("\x40\x12\x02\x08\x04", 5);
+  rewrite_index(p, [&](auto& kv) { kv.at("encoder/rms_norm/scale") = huge_shape; });
+  EXPECT_EQ(error_of([&] { TfBundleReader::open(p); }),
+            p + ".index: tensor 'encoder/rms_norm/scale' (index block at offset 0): shape (4611686018427387904, 4) "
+                "has a negative dimension or over 2^63 bytes");
+  // float32 (4,) at offset 2^63 - 1, size 16.
+  write_tf_bundle(p, tensors({{0, 10}}));
+  const std::string far = std::string("\x08\x01\x12\x04\x12\x02\x08\x04\x20", 9) + std::string(8, '\xff') +
+                          std::string("\x7f\x28\x10", 3);
+  rewrite_index(p, [&](auto& kv) { kv.at("encoder/rms_norm/scale") = far; });
+  EXPECT_EQ(error_of([&] { TfBundleReader::open(p); }),
+            p + ".index: tensor 'encoder/rms_norm/scale' (index block at offset 0): offset 9223372036854775807 and "
+                "size 16 are out of range");
+}
+
+// Found by fuzz/tf_bundle_fuzzer: leveldb allocates the size that the
+// footer's index block handle states (no checksum covers it) before reading
+// the block; a corrupt one asked for 31 GB. Now the footer is checked first.
+TEST_F(TfBundleErrors, FooterHandleOutsideTheFile) {
+  write_tf_bundle(p, tensors({{0, 10}}));
+  const std::string index = p + ".index";
+  std::string bytes;
+  {
+    std::ifstream in(index, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t end = bytes.size() - 48;
+  // metaindex handle {0, 0}; index handle {0, 2^35}; padding; the magic number.
+  std::string footer = std::string("\x00\x00\x00\x80\x80\x80\x80\x80\x01", 9);
+  footer.resize(40, '\0');
+  footer += std::string("\x57\xfb\x80\x8b\x24\x75\x47\xdb", 8);
+  std::ofstream(index, std::ios::binary | std::ios::trunc) << bytes.substr(0, end) + footer;
+  EXPECT_EQ(error_of([&] { TfBundleReader::open(p); }),
+            index + ": corrupt footer at offset " + std::to_string(end) + ": the index block handle [0, +34359738368) "
+            "lies outside the " + std::to_string(end) + " bytes before the footer\n  hint: the index is truncated or "
+            "corrupt; copy the checkpoint again");
 }
 
 // ---- The header entry (key "") ----

@@ -8,6 +8,7 @@
 
 #include "core/dtype_bf16.h"
 #include "t5x/checkpoints/file_io.h"
+#include "error_of.h"
 
 namespace t5x {
 namespace {
@@ -76,6 +77,34 @@ TEST(ZarrMetadata, RejectsBadFiles) {
     EXPECT_NE(std::string(e.what()).find("dir/.zarray"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("<c8"), std::string::npos);
   }
+}
+
+// Found by fuzz/zarr_fuzzer: a shape of 2^66 bytes (its products wrapped),
+// and a dimension_separator that put chunk files outside the array's
+// directory ("0/../../x0").
+TEST(ZarrMetadata, RejectsOverflowingShapesAndOtherSeparators) {
+  const std::string huge = R"({"zarr_format":2,"shape":[4611686018427387904],"chunks":[1],"dtype":"<f4","compressor":null})";
+  EXPECT_EQ(testing_ckpt::error_of([&] { ZarrMetadata::from_json(huge, "a/.zarray"); }),
+            "a/.zarray: shape or chunks of over 2^63 bytes");
+  const std::string sep =
+      R"({"zarr_format":2,"shape":[2,2],"chunks":[1,1],"dtype":"<f4","compressor":null,"dimension_separator":"/../../x"})";
+  EXPECT_EQ(testing_ckpt::error_of([&] { ZarrMetadata::from_json(sep, "a/.zarray"); }),
+            "a/.zarray: dimension_separator \"/../../x\" is not \".\" or \"/\"");
+  const auto slash = ZarrMetadata::from_json(
+      R"({"zarr_format":2,"shape":[2,2],"chunks":[1,1],"dtype":"<f4","compressor":null,"dimension_separator":"/"})", "b");
+  EXPECT_EQ(slash.chunk_key({1, 0}), "1/0");
+  // The largest shape (2^63 - 1 elements of 1 byte) has a grid; its old
+  // formula overflowed.
+  const auto big = ZarrMetadata::from_json(
+      R"({"zarr_format":2,"shape":[9223372036854775807],"chunks":[2],"dtype":"|u1","compressor":null})", "c");
+  EXPECT_EQ(big.grid_shape(), std::vector<int64_t>{4611686018427387904});
+  // A float dimension (the fuzzer's 6.7e44) was cast to int64: undefined.
+  const std::string msg = testing_ckpt::error_of([] {
+    ZarrMetadata::from_json(R"({"zarr_format":2,"shape":[6.5e44,12],"chunks":[8,6],"dtype":"<f2","compressor":null})",
+                            "d/.zarray");
+  });
+  EXPECT_EQ(msg.rfind("d/.zarray: malformed .zarray (", 0), 0u) << msg;
+  EXPECT_NE(msg.find("expected an integer of at most 2^63 - 1, got 6.5e+44"), std::string::npos) << msg;
 }
 
 TEST(Zarr, ChunkShapeFollowsT5xRule) {
