@@ -1,6 +1,8 @@
 #include "t5x/models/network.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -33,8 +35,12 @@ Array logits_from(const T5Config& cfg, const ParamTree& p, const std::string& em
 }
 
 // Self-attention cache write: cache [batch, kv_length, heads, kv] gets
-// new_kv [batch, kv_length=1, heads, kv] at position index[b].
-Array write_cache(const Array& cache, const Array& new_kv, const Array& at) {
+// new_kv [batch, kv_length=1, heads, kv] at position index[b]. When every
+// row writes the same position (`pos`: encoder-decoder decoding, prompts of
+// one length) it is one dynamic_update_slice, a copy of the cache; rows at
+// different positions take the masked select over the whole cache.
+Array write_cache(const Array& cache, const Array& new_kv, const Array& at, std::optional<int64_t> pos) {
+  if (pos) return dynamic_update_slice(cache, transpose(new_kv, cache.names()), {{"kv_length", *pos}});
   std::vector<Dim> d;
   for (const auto& dim : new_kv.shape().dims())
     if (dim.name != "kv_length") d.push_back(dim);
@@ -50,6 +56,7 @@ struct LayerArgs {
   nn::MaskSpec self_mask;
   Array self_bias;       // relative position bias
   Array cache_at;        // decode step: bool [batch, kv_length], the position written
+  std::optional<int64_t> cache_pos;  // ... when it is the same for every row
   bool cross = false;    // encoder-decoder attention
   Array encoded;         // [batch, kv_length, embed]: cross keys / values unless cached
   nn::MaskSpec cross_mask;
@@ -74,8 +81,8 @@ Array layer(const T5Config& cfg, const ParamTree& p, const std::string& l, Array
   Array h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
   Array q = nn::project_query(p, sa, h, att);
   auto [k, v] = nn::project_key_value(p, sa, h, att);
-  kv.self_key = a.cache_at.valid() ? write_cache(kv.self_key, k, a.cache_at) : k;
-  kv.self_value = a.cache_at.valid() ? write_cache(kv.self_value, v, a.cache_at) : v;
+  kv.self_key = a.cache_at.valid() ? write_cache(kv.self_key, k, a.cache_at, a.cache_pos) : k;
+  kv.self_value = a.cache_at.valid() ? write_cache(kv.self_value, v, a.cache_at, a.cache_pos) : v;
   h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, a.self_bias, att, drop), att);
   x = nn::constrain(add(x, drop(h)));
   if (a.cross) {
@@ -128,6 +135,12 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
   Array x = nn::embed_lookup(nn::get(p, embedding_name), tok, cfg.dtype);
   LayerArgs a;
   a.cache_at = ne(one_hot(c.index, c.max_length, "kv_length"), 0.0);  // [batch, kv_length]
+  if (c.index.is_fully_local()) {
+    const std::vector<int64_t> at = c.index.to_ints();
+    if (!at.empty() && at.front() >= 0 && at.front() < c.max_length &&
+        std::all_of(at.begin(), at.end(), [&](int64_t i) { return i == at.front(); }))
+      a.cache_pos = at.front();
+  }
   a.self_mask.kv_mask =
       transpose(le(iota(Shape{{"kv_length", c.max_length}}, "kv_length"), c.index), {"batch", "kv_length"});
   a.self_bias = nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
