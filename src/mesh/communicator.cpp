@@ -1,5 +1,6 @@
 #include "mesh/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -7,6 +8,7 @@
 
 #include "core/dtype_bf16.h"
 #include "mesh/mpi_backend.h"
+#include "mesh/pairwise_sum.h"
 
 namespace t5x {
 namespace {
@@ -150,6 +152,35 @@ void Communicator::all_to_all(const void* in, void* out, size_t n, CommDtype dty
   if (in == out && size() > 1) fail("all_to_all: input and output must not alias");
   do_all_to_all(in, out, n, dtype);
   count(Collective::kAllToAll, double(n * comm_dtype_size(dtype)) * (size() - 1));
+}
+
+void Communicator::all_reduce_pairwise(float* buf, size_t n) {
+  const size_t k = size_t(size());
+  if (k <= 1 || n == 0) return;
+  if (k == 2) {  // a + b: the same bits whatever the algorithm
+    all_reduce(buf, buf, n, CommDtype::kF32);
+    return;
+  }
+  // Pieces of at most k * kBlock elements bound the scratch memory; member r
+  // owns block r of each piece (the last block zero-padded).
+  constexpr size_t kBlock = size_t(1) << 16;
+  std::vector<float> send, recv;
+  using Block = std::vector<float>;
+  for (size_t off = 0; off < n; off += k * kBlock) {
+    const size_t len = std::min(k * kBlock, n - off), c = (len + k - 1) / k;
+    send.assign(k * c, 0.0f);
+    std::copy(buf + off, buf + off + len, send.begin());
+    recv.resize(k * c);
+    all_to_all(send.data(), recv.data(), c, CommDtype::kF32);  // recv block i: member i's block r
+    Block sum = sum_pairwise<Block>(
+        int64_t(k),
+        [&](int64_t i) { return Block(recv.begin() + std::ptrdiff_t(size_t(i) * c), recv.begin() + std::ptrdiff_t(size_t(i + 1) * c)); },
+        [](Block& left, const Block& right) {
+          for (size_t j = 0; j < left.size(); ++j) left[j] += right[j];
+        });
+    all_gather(sum.data(), send.data(), c, CommDtype::kF32);
+    std::copy(send.begin(), send.begin() + std::ptrdiff_t(len), buf + off);
+  }
 }
 
 void Communicator::permute(const void* in, void* out, size_t n, CommDtype dtype,

@@ -82,6 +82,15 @@ class Communicator {
   void permute(const void* in, void* out, size_t n, CommDtype dtype,
                const std::vector<std::pair<int, int>>& pairs);
   void broadcast(void* buf, size_t n, CommDtype dtype, int root);
+  // In-place float32 sum over the members in one fixed order: each element
+  // is the members' values added by sum_pairwise (mesh/pairwise_sum.h) in
+  // member-rank order, ((m0 + m1) + (m2 + m3)) ..., so the result is the same
+  // bits on every member, for any backend and any MPI reduction algorithm,
+  // and equals a one-process sum of the same blocks (microbatches). Runs as
+  // an all_to_all (member r gathers everyone's block r and adds it) and an
+  // all_gather of the sums: 2*S*(k-1)/k bytes, a ring all-reduce's, counted
+  // under those two collectives (plus padding to a multiple of k per piece).
+  void all_reduce_pairwise(float* buf, size_t n);
 
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = CommCounters{}; }

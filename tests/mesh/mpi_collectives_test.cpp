@@ -7,14 +7,17 @@
 // ranks keep calling the same collectives and a failure never turns into a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 
 #include "core/dtype_bf16.h"
 #include "mesh/communicator.h"
 #include "mesh/logical_axis_rules.h"
 #include "mesh/mesh_groups.h"
+#include "mesh/pairwise_sum.h"
 #include "mesh/reshard.h"
 #include "../common/mpi_gtest_main.h"
 
@@ -214,6 +217,51 @@ TEST(MpiCollectives, AllReduceEqualsReduceScatterThenAllGather) {
   g_world->all_gather(rs.data(), ag.data(), n / k, CommDtype::kF32);
   EXPECT_EQ(ar, ag);
   EXPECT_TRUE(near(g_world->counters().total_bytes(), ar_bytes, 1e-12));
+}
+
+// The data axis's float32 gradient sum: every member gets the bits of
+// sum_pairwise over the members' buffers in rank order (what one process
+// adding the same blocks as microbatches gets), at a ring all-reduce's bytes
+// rather than an all-gather's (k-1) * S. Sizes cover one element, a size
+// that is not a multiple of k, and several pieces of k * 65536 elements.
+TEST(MpiCollectives, AllReducePairwiseIsTheMicrobatchOrderAtRingBytes) {
+  const int k = g_world->size(), r = g_world->rank();
+  auto value = [](int member, size_t i) {  // not integers: the order shows in the bits
+    return float(std::sin(double(member) * 1.7 + double(i) * 0.013) * 1e3) / 7.0f;
+  };
+  for (size_t n : {size_t(1), size_t(1000003), size_t(3) * 65536 * size_t(k) + 5}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    std::vector<float> buf(n);
+    for (size_t i = 0; i < n; ++i) buf[i] = value(r, i);
+    g_world->reset_counters();
+    g_world->all_reduce_pairwise(buf.data(), n);
+    using Block = std::vector<float>;
+    const Block want = sum_pairwise<Block>(
+        k,
+        [&](int64_t m) {
+          Block b(n);
+          for (size_t i = 0; i < n; ++i) b[i] = value(int(m), i);
+          return b;
+        },
+        [](Block& a, const Block& b) {
+          for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+        });
+    ASSERT_EQ(buf.size(), want.size());
+    EXPECT_EQ(std::memcmp(buf.data(), want.data(), n * sizeof(float)), 0);
+    // Bytes: 2 * S * (k-1)/k over the padded pieces (a ring all-reduce's;
+    // k = 2 is one all_reduce, unpadded).
+    double padded = k == 2 ? double(n) : 0.0;
+    for (size_t off = 0; k > 2 && off < n; off += size_t(k) * 65536) {
+      const size_t len = std::min(size_t(k) * 65536, n - off);
+      padded += double((len + size_t(k) - 1) / size_t(k) * size_t(k));
+    }
+    const double want_bytes = k > 1 ? 2.0 * padded * 4 * (k - 1) / k : 0.0;
+    EXPECT_TRUE(near(g_world->counters().total_bytes(), want_bytes, 1e-12))
+        << g_world->counters().total_bytes() << " vs " << want_bytes;
+    if (k > 2 && n > 1000) {  // a ring's bytes, not an all-gather's (k-1) * S
+      EXPECT_LT(g_world->counters().total_bytes(), 0.75 * double(n) * 4 * (k - 1));
+    }
+  }
 }
 
 TEST(MpiCollectives, ReshardEveryPairOfLayouts) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/array.h"
+#include "mesh/pairwise_sum.h"
 #include "ops/autodiff.h"
 #include "t5x/optim/optimizer.h"
 
@@ -56,35 +57,8 @@ class GradAccumulator {
   int64_t count_ = 0;
 };
 
-// Sum of blocks 0..n-1 formed pairwise with a binary counter: ((b0 + b1) +
-// (b2 + b3)) + ..., the left operand always the earlier blocks; a count that
-// is not a power of two adds the partial sums, largest (oldest) first. The
-// one order that microbatches and data-parallel processes share, so that
-// their sums agree bit for bit. block(i) makes block i; add(left, right) adds
-// right into left. n >= 1.
-template <typename T, typename Block, typename Add>
-T sum_pairwise(int64_t n, Block&& block, Add&& add) {
-  std::vector<std::optional<T>> levels;  // levels[k]: sum of the last 2^k unmerged blocks
-  for (int64_t i = 0; i < n; ++i) {
-    T carry = block(i);
-    size_t k = 0;
-    for (; k < levels.size() && levels[k]; ++k) {
-      T merged = std::move(*levels[k]);
-      add(merged, carry);
-      carry = std::move(merged);
-      levels[k].reset();
-    }
-    if (k == levels.size()) levels.emplace_back();
-    levels[k] = std::move(carry);
-  }
-  std::optional<T> total;
-  for (size_t k = levels.size(); k-- > 0;) {
-    if (!levels[k]) continue;
-    if (!total) total = std::move(levels[k]);
-    else add(*total, *levels[k]);
-  }
-  return std::move(*total);
-}
+// sum_pairwise (mesh/pairwise_sum.h): the order microbatches and the data
+// axis share.
 
 // t5x accumulate_grads_microbatched for num_microbatches > 1: runs
 // grad_fn(microbatch index) for every microbatch and sums the grads in

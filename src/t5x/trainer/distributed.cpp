@@ -1,9 +1,5 @@
 #include "t5x/trainer/distributed.h"
 
-#include <algorithm>
-
-#include "t5x/optim/grad_utils.h"
-
 namespace t5x::trainer {
 
 Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }
@@ -41,32 +37,7 @@ void Distributed::sum_over_data(std::vector<double>& v) const {
 }
 
 void Distributed::sum_over_data(std::vector<float>& v) const {
-  const size_t d = size_t(data->size());
-  if (d <= 1 || v.empty()) return;
-  if (d == 2) {  // a + b: one value whatever the algorithm
-    data->all_reduce(v.data(), v.data(), v.size(), CommDtype::kF32);
-    return;
-  }
-  // Gather every shard's block (in chunks, bounding memory to d x chunk),
-  // then add them in accumulate_grads_microbatched's order (sum_pairwise).
-  constexpr size_t kChunk = size_t(1) << 20;
-  std::vector<float> all;
-  for (size_t off = 0; off < v.size(); off += kChunk) {
-    const size_t n = std::min(kChunk, v.size() - off);
-    all.resize(n * d);
-    data->all_gather(v.data() + off, all.data(), n, CommDtype::kF32);
-    using Block = std::vector<float>;
-    Block s = sum_pairwise<Block>(
-        int64_t(d),
-        [&](int64_t r) {
-          const auto first = all.begin() + std::ptrdiff_t(size_t(r) * n);
-          return Block(first, first + std::ptrdiff_t(n));
-        },
-        [n](Block& left, const Block& right) {
-          for (size_t i = 0; i < n; ++i) left[i] += right[i];
-        });
-    std::copy(s.begin(), s.end(), v.begin() + std::ptrdiff_t(off));
-  }
+  if (data->size() > 1 && !v.empty()) data->all_reduce_pairwise(v.data(), v.size());
 }
 
 uint64_t Distributed::broadcast(uint64_t v) const {

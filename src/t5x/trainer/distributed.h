@@ -62,7 +62,8 @@ struct Distributed {
   // s3)), like accumulate_grads_microbatched's blocks: the same value on every
   // process and for any MPI reduction algorithm, so D processes with N/D
   // microbatches each equal one process with N when N/D is a power of two
-  // (each process's sum is then a whole subtree of one process's).
+  // (each process's sum is then a whole subtree of one process's). A ring
+  // all-reduce's bytes (Communicator::all_reduce_pairwise).
   void sum_over_data(std::vector<float>& v) const;
   // Rank 0's value of `v` on every process.
   uint64_t broadcast(uint64_t v) const;

@@ -40,14 +40,6 @@ bool loss_is_normalized(const LossOptions& l) {
   return l.loss_normalizing_factor.kind != K::none && l.loss_normalizing_factor.kind != K::constant;
 }
 
-void scale_grads(ParamTree& g, float s) {
-  for (auto& [k, a] : g) {
-    if (a.dtype() != DType::f32) { a = mul(a, double(s)); continue; }
-    float* p = a.data<float>();
-    for (int64_t i = 0, n = a.local_size(); i < n; ++i) p[i] *= s;
-  }
-}
-
 }  // namespace
 
 std::string format_metrics(const std::map<std::string, double>& values) {
