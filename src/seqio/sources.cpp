@@ -218,7 +218,7 @@ class JsonlReader : public RecordReader {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // syntax, or a number past double's range
       throw line_error(r_.path(), r_.line_no(), std::string("invalid JSON: ") + e.what());
     }
     if (!j.is_object()) throw line_error(r_.path(), r_.line_no(), "expected a JSON object");

@@ -91,6 +91,11 @@ TEST(JsonlDataSource, ErrorsNameFileAndLine) {
   auto bad = src_for("b.jsonl", "{\"text\": \"a\"\n");
   msg = error_of([&] { read_all(bad, "train"); });
   EXPECT_NE(msg.find(d.file("b.jsonl") + ":1: invalid JSON"), std::string::npos) << msg;
+  // Found by jsonl_fuzzer: a number past double's range is nlohmann's
+  // out_of_range, not a parse_error, and escaped the reader.
+  auto huge = src_for("h.jsonl", "{\"text\": \"a\", \"n\": 1" + std::string(400, '0') + "}\n");
+  msg = error_of([&] { read_all(huge, "train"); });
+  EXPECT_NE(msg.find(d.file("h.jsonl") + ":1: invalid JSON"), std::string::npos) << msg;
   auto type = src_for("t.jsonl", "{\"text\": 5}\n");
   msg = error_of([&] { read_all(type, "train"); });
   EXPECT_NE(msg.find(":1: field 'text' is an integer, expected string"), std::string::npos) << msg;

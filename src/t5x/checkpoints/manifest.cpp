@@ -47,10 +47,12 @@ CheckpointManifest CheckpointManifest::from_json(const std::string& text, const 
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw CheckpointError(where + ": not valid JSON (truncated or corrupt)");
-  if (j.value("format", "") != kFormat || !j.contains("files") || !j["files"].is_object())
+  // Fields of the wrong JSON type are a damaged manifest, not a type_error.
+  auto field_is = [&](const char* key, const json& want) { return j.contains(key) && j[key] == want; };
+  if (!field_is("format", kFormat) || !j.contains("files") || !j["files"].is_object())
     throw CheckpointError(where + ": not a t5x.cpp checkpoint manifest (no \"format\": \"" + kFormat +
                           "\" with \"files\")");
-  if (j.value("version", 0) != 1 || j.value("checksum", "") != "crc32c")
+  if (!field_is("version", 1) || !field_is("checksum", "crc32c"))
     throw CheckpointError(where + ": manifest version " + j.value("version", json(0)).dump() + " with checksum " +
                           j.value("checksum", json("")).dump() + " is not supported (this build reads version 1, crc32c)");
   CheckpointManifest m;

@@ -328,6 +328,30 @@ TEST(CheckpointDir, ManifestFindsTruncationBitFlipsAndMissingFiles) {
   }
 }
 
+// Found by manifest_fuzzer: header fields of another JSON type escaped as
+// nlohmann type_errors (std::terminate in the fuzzer) instead of naming the
+// damaged manifest.
+TEST(CheckpointDir, ManifestHeaderOfTheWrongTypeIsANamedError) {
+  const std::string files = R"("files":{"a/0.0":{"bytes":3,"crc32c":"0000abcd"}})";
+  for (const std::string& header : {std::string(R"("format":1,"version":1,"checksum":"crc32c")"),
+                                    std::string(R"("format":"t5x.cpp checkpoint manifest","version":"1","checksum":"crc32c")"),
+                                    std::string(R"("format":"t5x.cpp checkpoint manifest","version":1,"checksum":[])")}) {
+    SCOPED_TRACE(header);
+    try {
+      (void)CheckpointManifest::from_json("{" + header + "," + files + "}", "ckpt/manifest.t5xcpp.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("ckpt/manifest.t5xcpp.json: "), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(CheckpointManifest::from_json(R"({"format":"t5x.cpp checkpoint manifest","version":1,"checksum":"crc32c",)" +
+                                              files + "}",
+                                          "m")
+                .files.at("a/0.0")
+                .crc32c,
+            0xabcdu);
+}
+
 // Checkpoints without a manifest (t5x's, older t5x.cpp's) keep the
 // structure checks: a truncated chunk is still found, a flip in a gzip chunk
 // only when decoded.
