@@ -6,7 +6,8 @@
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
-# checks' venv (scripts/python_env.sh).
+# checks' venv (scripts/python_env.sh). iproute2: `ip netns` of the multi-host
+# test (tests/t5x/trainer/multihost_netns_test.sh).
 pkgs=(cmake g++ make ccache pkg-config
       libdnnl-dev ocl-icd-opencl-dev libomp-dev
       libsentencepiece-dev sentencepiece
@@ -14,7 +15,7 @@ pkgs=(cmake g++ make ccache pkg-config
       zlib1g-dev libzstd-dev
       libprotobuf-dev protobuf-compiler libleveldb-dev libsnappy-dev
       libcli11-dev libhwy-dev
-      libopenmpi-dev openmpi-bin
+      libopenmpi-dev openmpi-bin iproute2
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-venv)
 for arg in "$@"; do
