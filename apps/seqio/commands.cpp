@@ -89,7 +89,11 @@ int cmd_show(const ShowArgs& a, std::ostream& out) {
     if (!f) throw DataError(a.resume_from + ": cannot open position file");
     std::stringstream buf;
     buf << f.rdbuf();
-    o.resume = position_from_json(buf.str());
+    try {
+      o.resume = position_from_json(buf.str(), a.resume_from);
+    } catch (const DataError& e) {
+      throw DataError(e.what() + std::string(" (hint: write the position again with --position-out)"));
+    }
     nlohmann::json saved;
     try {
       saved = nlohmann::json::parse(buf.str());

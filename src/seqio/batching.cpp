@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqio/errors.h"
+#include "seqio/json_io.h"
 #include "seqio/mixture.h"
 
 namespace seqio {
@@ -13,18 +14,18 @@ std::string batch_position_to_json(const BatchPosition& p) {
   return j.dump();
 }
 
-BatchPosition batch_position_from_json(const std::string& s) {
-  try {
-    auto j = nlohmann::json::parse(s);
-    BatchPosition p;
-    p.input = position_from_json(j.at("input").dump());
-    p.rows = j.at("rows").get<int64_t>();
-    p.batches = j.at("batches").get<int64_t>();
-    return p;
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(std::string("malformed batch position JSON: ") + e.what() +
-                    " (hint: expected {\"input\": {...}, \"rows\": .., \"batches\": ..})");
-  }
+BatchPosition batch_position_from_json(const std::string& s, const std::string& origin) {
+  const auto j = nlohmann::json::parse(s, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw DataError(origin + ": malformed batch position JSON (hint: expected {\"input\": {...}, \"rows\": .., "
+                    "\"batches\": ..})");
+  auto input = j.find("input");
+  if (input == j.end()) throw DataError(origin + ": field 'input' is missing");
+  BatchPosition p;
+  p.input = position_from_json(input->dump(), origin + " (field 'input')");
+  p.rows = json_count_field(j, "rows", origin, "rows");
+  p.batches = json_count_field(j, "batches", origin, "batches");
+  return p;
 }
 
 BatchedDataset::BatchedDataset(InputFactory make_input, ConvertFn convert, int64_t window, int batch_size,

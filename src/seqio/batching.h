@@ -35,7 +35,8 @@ struct BatchPosition {
   bool operator==(const BatchPosition&) const = default;
 };
 std::string batch_position_to_json(const BatchPosition& p);
-BatchPosition batch_position_from_json(const std::string& json);  // throws DataError
+// Throws DataError "<origin>: ..." naming the field (see position_from_json).
+BatchPosition batch_position_from_json(const std::string& json, const std::string& origin = "batch position");
 
 class BatchedDataset {
  public:

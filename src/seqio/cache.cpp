@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqio/errors.h"
+#include "seqio/json_io.h"
 #include "seqio/mixture.h"
 #include "seqio/task.h"
 #include "seqio/tfrecord.h"
@@ -17,6 +18,9 @@ namespace seqio {
 
 namespace {
 constexpr const char* kVersion = "t5x.cpp-seqio-0.1";
+constexpr const char* kRewriteHint = " (hint: the cache is damaged; rerun seqio cache --overwrite)";
+// Shard names have 5 digits (seqio's -%05d-of-%05d).
+constexpr uint64_t kMaxShards = 99999;
 
 std::string shard_name(const std::string& split, int i, int n) {
   char buf[64];
@@ -33,11 +37,11 @@ void write_json(const fs::path& p, const nlohmann::json& j) {
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream f(p);
-  if (!f) throw DataError(p.string() + ": missing (hint: the cache is damaged; rerun seqio cache --overwrite)");
+  if (!f) throw DataError(p.string() + ": missing" + kRewriteHint);
   try {
     return nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(p.string() + ": invalid JSON: " + e.what());
+    throw DataError(p.string() + ": invalid JSON: " + e.what() + kRewriteHint);
   }
 }
 
@@ -176,15 +180,34 @@ class CachedDataSource : public DataSource {
       const std::string f = e.path().filename().string();
       if (f.rfind("info.", 0) == 0 && f.size() > 10 && f.substr(f.size() - 5) == ".json") {
         const std::string split = f.substr(5, f.size() - 10);
-        auto info = read_json(e.path());
-        auto stats = read_json(dir / ("stats." + split + ".json"));
+        const std::string info_path = e.path().string(), stats_path = (dir / ("stats." + split + ".json")).string();
+        const auto info = read_json(info_path);
+        const auto stats = read_json(stats_path);
+        const auto features = info.find("features");  // end() unless an object has it
+        if (features == info.end() || !features->is_object())
+          throw DataError(info_path + ": field 'features' is missing or not an object" + kRewriteHint);
         std::map<std::string, DType> desc;
-        for (auto it = info["features"].begin(); it != info["features"].end(); ++it) {
-          const std::string dt = it.value()["dtype"];
-          const bool seq = !it.value()["shape"].empty();
-          desc[it.key()] = seq ? DType::kInt32 : dtype_from_name(dt);
+        for (auto it = features->begin(); it != features->end(); ++it) {
+          const auto& spec = it.value();
+          const std::string field = "features." + it.key();
+          if (!spec.is_object() || !spec.contains("dtype") || !spec["dtype"].is_string() || !spec.contains("shape") ||
+              !spec["shape"].is_array())
+            throw DataError(info_path + ": field '" + field + "' is not {\"dtype\": NAME, \"shape\": [...]}" +
+                            kRewriteHint);
+          try {
+            desc[it.key()] = !spec["shape"].empty() ? DType::kInt32 : dtype_from_name(spec["dtype"].get<std::string>());
+          } catch (const std::invalid_argument& err) {
+            throw DataError(info_path + ": field '" + field + ".dtype': " + err.what() + kRewriteHint);
+          }
         }
-        const int n = info["num_shards"].get<int>();
+        int n = 0;
+        int64_t examples = 0;
+        try {
+          n = static_cast<int>(json_uint_field(info, "num_shards", info_path, "num_shards", kMaxShards));
+          examples = json_count_field(stats, "examples", stats_path, "examples");
+        } catch (const DataError& err) {
+          throw DataError(err.what() + std::string(kRewriteHint));
+        }
         std::vector<std::string> files;
         for (int s = 0; s < n; ++s) {
           fs::path p = dir / shard_name(split, s, n);
@@ -193,7 +216,7 @@ class CachedDataSource : public DataSource {
         }
         splits_[split] = std::make_unique<TFExampleDataSource>(
             std::map<std::string, std::vector<std::string>>{{split, files}}, desc);
-        examples_[split] = stats["examples"].get<int64_t>();
+        examples_[split] = examples;
       }
     }
   }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqio/errors.h"
+#include "seqio/json_io.h"
 
 namespace seqio {
 
@@ -25,12 +26,12 @@ namespace {
 nlohmann::json stream_json(const StreamPosition& p) {
   return {{"emitted", p.emitted}, {"epoch", p.epoch}, {"block", p.block}, {"offset", p.offset}};
 }
-StreamPosition stream_from(const nlohmann::json& j) {
+StreamPosition stream_from(const nlohmann::json& j, const std::string& where, const std::string& prefix) {
   StreamPosition p;
-  p.emitted = j.at("emitted").get<int64_t>();
-  p.epoch = j.at("epoch").get<int64_t>();
-  p.block = j.at("block").get<int64_t>();
-  p.offset = j.at("offset").get<int64_t>();
+  p.emitted = json_count_field(j, "emitted", where, prefix + "emitted");
+  p.epoch = json_count_field(j, "epoch", where, prefix + "epoch");
+  p.block = json_count_field(j, "block", where, prefix + "block");
+  p.offset = json_count_field(j, "offset", where, prefix + "offset");
   return p;
 }
 }  // namespace
@@ -46,19 +47,26 @@ std::string position_to_json(const Position& p) {
   return j.dump();
 }
 
-Position position_from_json(const std::string& s) {
-  try {
-    auto j = nlohmann::json::parse(s);
-    Position p;
-    p.stream = stream_from(j);
-    if (j.contains("tasks"))
-      for (auto it = j["tasks"].begin(); it != j["tasks"].end(); ++it) p.tasks[it.key()] = stream_from(it.value());
-    if (j.contains("exhausted")) p.exhausted = j["exhausted"].get<std::vector<std::string>>();
-    return p;
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(std::string("malformed pipeline position JSON: ") + e.what() +
-                    " (hint: expected {\"emitted\":..,\"epoch\":..,\"block\":..,\"offset\":..})");
+Position position_from_json(const std::string& s, const std::string& origin) {
+  const std::string hint = " (hint: expected {\"emitted\":..,\"epoch\":..,\"block\":..,\"offset\":..})";
+  const auto j = nlohmann::json::parse(s, nullptr, false);
+  if (j.is_discarded()) throw DataError(origin + ": malformed pipeline position JSON" + hint);
+  if (!j.is_object()) throw DataError(origin + ": the pipeline position is not a JSON object" + hint);
+  Position p;
+  p.stream = stream_from(j, origin, "");
+  if (auto t = j.find("tasks"); t != j.end()) {
+    if (!t->is_object()) throw DataError(origin + ": field 'tasks' is not an object of task positions");
+    for (auto it = t->begin(); it != t->end(); ++it)
+      p.tasks[it.key()] = stream_from(it.value(), origin, "tasks." + it.key() + ".");
   }
+  if (auto e = j.find("exhausted"); e != j.end()) {
+    if (!e->is_array()) throw DataError(origin + ": field 'exhausted' is not a list of task names");
+    for (const auto& name : *e) {
+      if (!name.is_string()) throw DataError(origin + ": field 'exhausted' holds a non-string " + name.type_name());
+      p.exhausted.push_back(name.get<std::string>());
+    }
+  }
+  return p;
 }
 
 std::vector<Example> take_all(Dataset& ds, int64_t limit) {

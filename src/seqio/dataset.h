@@ -76,8 +76,9 @@ struct Position {
   bool operator==(const Position&) const = default;
 };
 std::string position_to_json(const Position& p);
-// Throws DataError on malformed JSON.
-Position position_from_json(const std::string& json);
+// Throws DataError "<origin>: ..." naming the field on malformed JSON, a
+// missing field, or a count that is not an integer in [0, 2^62].
+Position position_from_json(const std::string& json, const std::string& origin = "pipeline position");
 
 struct DatasetOptions {
   SequenceLengths sequence_lengths;       // empty: no trimming

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "seqio/errors.h"
+
 namespace seqio {
 
 nlohmann::json example_to_json(const Example& ex) {
@@ -39,6 +41,25 @@ Example example_from_json(const nlohmann::json& j) {
     }
   }
   return ex;
+}
+
+uint64_t json_uint_field(const nlohmann::json& obj, const std::string& key, const std::string& where,
+                         const std::string& field, uint64_t max) {
+  if (!obj.is_object()) throw DataError(where + ": expected a JSON object holding '" + field + "', got " + obj.type_name());
+  auto it = obj.find(key);
+  if (it == obj.end()) throw DataError(where + ": field '" + field + "' is missing");
+  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= max
+                                                 : it->is_number_integer() && it->get<int64_t>() >= 0 &&
+                                                       static_cast<uint64_t>(it->get<int64_t>()) <= max;
+  if (!in_range)
+    throw DataError(where + ": field '" + field + "' is " + it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; expected an integer in [0, " +
+                    std::to_string(max) + "]");
+  return it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+}
+
+int64_t json_count_field(const nlohmann::json& obj, const std::string& key, const std::string& where,
+                         const std::string& field) {
+  return static_cast<int64_t>(json_uint_field(obj, key, where, field, uint64_t{1} << 62));
 }
 
 }  // namespace seqio

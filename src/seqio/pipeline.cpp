@@ -113,7 +113,9 @@ class TaskDataset : public Dataset {
       epoch_ = p.epoch;
       open_epoch();
       Rec r;
-      for (int64_t i = 0; i < p.block * opt_.block_size; ++i) {
+      // A block past the epoch's end (the product would overflow) reads to it.
+      const int64_t records = p.block > INT64_MAX / opt_.block_size ? INT64_MAX : p.block * opt_.block_size;
+      for (int64_t i = 0; i < records; ++i) {
         if (!stream_->next(r)) break;
         ++epoch_records_;
       }

@@ -84,5 +84,56 @@ TEST_F(BatchingTest, Misuse) {
   EXPECT_THROW(batch_position_from_json("{}"), DataError);
 }
 
+// Damaged position files (fuzz/run_state_fuzzer): a DataError naming the
+// origin and the field. nlohmann's get<int64_t>() truncated 2.5, wrapped
+// negative counts into huge skips, and 1e300 was undefined behaviour.
+TEST_F(BatchingTest, DamagedPositionsNameTheField) {
+  auto expect_error = [](const std::string& json, const std::string& what, bool batched) {
+    try {
+      if (batched)
+        batch_position_from_json(json, "pos.json");
+      else
+        position_from_json(json, "pos.json");
+      ADD_FAILURE() << "no error for " << json;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  const std::string ok = R"({"emitted":3,"epoch":0,"block":1,"offset":2})";
+  EXPECT_EQ(position_from_json(ok).stream, (StreamPosition{3, 0, 1, 2}));
+  expect_error(R"({"emitted":3,"epoch":0,"block":1,"offset":2.5})",
+               "pos.json: field 'offset' is 2.5; expected an integer in [0, 4611686018427387904]", false);
+  expect_error(R"({"emitted":3,"epoch":-1,"block":1,"offset":2})", "pos.json: field 'epoch' is -1", false);
+  expect_error(R"({"emitted":1e300,"epoch":0,"block":1,"offset":2})", "pos.json: field 'emitted' is 1e+300", false);
+  expect_error(R"({"emitted":3,"epoch":0,"offset":2})", "pos.json: field 'block' is missing", false);
+  expect_error(R"({"emitted":3,"epoch":0,"block":1,"offset":2,"tasks":{"a":{"emitted":"1"}}})",
+               "pos.json: field 'tasks.a.emitted' is \"1\"", false);
+  expect_error(R"({"emitted":3,"epoch":0,"block":1,"offset":2,"tasks":[1]})",
+               "pos.json: field 'tasks' is not an object", false);
+  expect_error(R"({"emitted":3,"epoch":0,"block":1,"offset":2,"exhausted":[1]})",
+               "pos.json: field 'exhausted' holds a non-string number", false);
+  expect_error("[1]", "pos.json: the pipeline position is not a JSON object", false);
+  expect_error("{\"emitted\":", "pos.json: malformed pipeline position JSON", false);
+  expect_error(R"({"input":)" + ok + R"(,"rows":-2,"batches":1})", "pos.json: field 'rows' is -2", true);
+  expect_error(R"({"input":{"emitted":3},"rows":0,"batches":1})", "pos.json (field 'input'): field 'epoch' is missing",
+               true);
+  expect_error(R"({"rows":0,"batches":1})", "pos.json: field 'input' is missing", true);
+}
+
+// A block past the end of the epoch reads on from the next epoch; with
+// block * block_size past int64 (2^62 * 8) the product overflowed, so it
+// re-read the first epoch instead.
+TEST_F(BatchingTest, ResumeFromAHugeBlockEqualsAnyBlockPastTheEnd) {
+  auto read = [&](int64_t block) {
+    DatasetOptions o = opts_;
+    o.resume = Position{};
+    o.resume->stream.block = block;
+    return to_lines(take_all(*get_dataset("batch_task", o)));
+  };
+  const auto past = read(100);  // 100 * 8 > 37 examples
+  EXPECT_EQ(past.size(), 37u);  // the second epoch
+  EXPECT_EQ(read(int64_t{1} << 62), past);
+}
+
 }  // namespace
 }  // namespace seqio

@@ -149,5 +149,49 @@ TEST(Cache, IncompleteCacheIsRefused) {
   }
 }
 
+// Damaged info/stats files (fuzz/seqio_cache_fuzzer): each is a DataError
+// naming the file and the field, not a nlohmann exception, an int overflow or
+// a loop over 2^31 shard names.
+TEST(Cache, DamagedInfoOrStatsNameTheFileAndField) {
+  TempDir d("cache_damaged");
+  auto t = cached_task(d);
+  const fs::path dir = write_cache(*t, d.file("out"), {}).dir;
+  const std::string info = (dir / "info.train.json").string(), stats = (dir / "stats.train.json").string();
+  const auto good_info = nlohmann::json::parse(std::ifstream(info));
+  const auto good_stats = nlohmann::json::parse(std::ifstream(stats));
+  auto expect_error = [&](const std::string& file, const nlohmann::json& j, const std::string& what) {
+    std::ofstream(file) << j.dump();
+    try {
+      open_cache_source(dir.string());
+      ADD_FAILURE() << "no error for " << j.dump();
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(file + ": " + what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rerun seqio cache --overwrite"), std::string::npos) << e.what();
+    }
+    std::ofstream(info) << good_info.dump();
+    std::ofstream(stats) << good_stats.dump();
+  };
+  auto bad = good_info;
+  bad["features"] = {1, 2};  // was nlohmann type_error
+  expect_error(info, bad, "field 'features' is missing or not an object");
+  expect_error(info, nlohmann::json::array(), "field 'features' is missing or not an object");
+  bad = good_info;
+  bad["features"]["targets"]["dtype"] = 7;  // was nlohmann type_error
+  expect_error(info, bad, "field 'features.targets' is not {\"dtype\": NAME, \"shape\": [...]}");
+  bad = good_info;
+  bad["features"]["targets_pretokenized"]["dtype"] = "complex64";  // was std::invalid_argument
+  expect_error(info, bad, "field 'features.targets_pretokenized.dtype': [dtype_from_name] unknown dtype 'complex64'");
+  bad = good_info;
+  bad["num_shards"] = 4294967298;  // get<int>() wrapped to 2
+  expect_error(info, bad, "field 'num_shards' is 4294967298; expected an integer in [0, 99999]");
+  bad["num_shards"] = "2";
+  expect_error(info, bad, "field 'num_shards' is \"2\"");
+  auto bad_stats = good_stats;
+  bad_stats["examples"] = 1e300;  // get<int64_t>() of it is undefined behaviour
+  expect_error(stats, bad_stats, "field 'examples' is 1e+300; expected an integer in [0, 4611686018427387904]");
+  // The restored files read again.
+  EXPECT_EQ(open_cache_source(dir.string())->num_input_examples("train"), std::optional<int64_t>(5));
+}
+
 }  // namespace
 }  // namespace seqio

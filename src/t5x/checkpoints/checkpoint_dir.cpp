@@ -1,6 +1,7 @@
 #include "t5x/checkpoints/checkpoint_dir.h"
 
 #include <algorithm>
+#include <charconv>
 #include <exception>
 #include <ctime>
 #include <cstdio>
@@ -397,8 +398,14 @@ std::vector<int64_t> all_steps(const std::string& model_dir, const std::string& 
   std::vector<int64_t> steps;
   for (const auto& name : list_names(model_dir)) {
     std::smatch m;
-    if (std::regex_match(name, m, re) && fileio::is_dir(fileio::join(model_dir, name)))
-      steps.push_back(std::stoll(m[1].str()));
+    if (!std::regex_match(name, m, re) || !fileio::is_dir(fileio::join(model_dir, name))) continue;
+    int64_t step = 0;
+    const std::string digits = m[1].str();
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (ec != std::errc() || end != digits.data() + digits.size())
+      throw CheckpointError(fileio::join(model_dir, name) + ": the step " + digits +
+                            " does not fit in int64\n  hint: rename or remove this directory");
+    steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;

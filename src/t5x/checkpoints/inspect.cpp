@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "t5x/checkpoints/checkpoint_dir.h"
@@ -96,12 +95,21 @@ std::map<std::string, std::vector<std::string>> read_model_info_axes(const std::
   std::map<std::string, std::vector<std::string>> out;
   std::ifstream f(path);
   if (!f) return out;
-  static const std::regex line_re(R"(^Variable\s+(\S+)\s+size\s+\d+\s+shape\s+\(([^)]*)\))");
-  std::smatch m;
+  // "Variable NAME size N shape (AXIS=N, ...)", split by hand: libstdc++'s
+  // std::regex recurses per character and overflowed the stack on a long line.
   for (std::string line; std::getline(f, line);) {
-    if (!std::regex_search(line, m, line_re)) continue;
+    std::istringstream words(line);
+    std::string variable, name, size, n, shape;
+    if (line.rfind("Variable", 0) != 0 || !(words >> variable >> name >> size >> n >> shape) ||
+        variable != "Variable" || size != "size" || shape != "shape" ||
+        !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::string rest;
+    std::getline(words, rest);
+    const size_t open = rest.find_first_not_of(" \t"), close = rest.find(')');
+    if (open == std::string::npos || rest[open] != '(' || close == std::string::npos || close < open) continue;
     std::vector<std::string> axes;
-    std::stringstream dims(m[2].str());
+    std::stringstream dims(rest.substr(open + 1, close - open - 1));
     bool named = true;
     for (std::string d; std::getline(dims, d, ',');) {
       d.erase(0, d.find_first_not_of(' '));
@@ -111,7 +119,7 @@ std::map<std::string, std::vector<std::string>> read_model_info_axes(const std::
       if (eq == std::string::npos) { named = false; break; }
       axes.push_back(d.substr(0, eq));
     }
-    if (named) out[m[1].str()] = std::move(axes);
+    if (named) out[name] = std::move(axes);
   }
   return out;
 }

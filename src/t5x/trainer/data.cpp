@@ -42,28 +42,6 @@ Batch slice_rows(const Batch& b, int64_t begin, int64_t end) {
   return out;
 }
 
-std::string data_state_to_json(const DataState& s) {
-  nlohmann::json j;
-  j["seed"] = s.seed;
-  j["rng_seed"] = s.rng_seed;
-  j["position"] = nlohmann::json::parse(seqio::batch_position_to_json(s.position));
-  return j.dump();
-}
-
-DataState data_state_from_json(const std::string& text) {
-  DataState s;
-  try {
-    auto j = nlohmann::json::parse(text);
-    s.seed = j.at("seed").get<uint64_t>();
-    s.rng_seed = j.at("rng_seed").get<uint64_t>();
-    s.position = seqio::batch_position_from_json(j.at("position").dump());
-  } catch (const nlohmann::json::exception& e) {
-    throw seqio::DataError(std::string("[trainer] malformed data-position file: ") + e.what() +
-                           "\n  hint: delete the checkpoint's train_ds-*.json to restart the data stream");
-  }
-  return s;
-}
-
 namespace {
 
 bool has_inputs(const seqio::SequenceLengths& l) { return l.count("inputs") != 0; }

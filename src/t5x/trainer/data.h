@@ -20,6 +20,7 @@
 #include "seqio/example.h"
 #include "t5x/models/losses.h"
 #include "t5x/trainer/run_config.h"
+#include "t5x/trainer/run_state.h"  // DataState
 
 namespace t5x::trainer {
 
@@ -33,18 +34,6 @@ int64_t batch_rows(const Batch& b);
 // Rows [begin, end) of every array (a process's part of a global batch);
 // an empty Batch when end <= begin.
 Batch slice_rows(const Batch& b, int64_t begin, int64_t end);
-
-// Where the training stream stands: the seed it was built with (a DatasetConfig
-// seed of None draws one on the first run and keeps it, so a resumed run reads
-// the same order) and the batched position. Stored as JSON next to each
-// checkpoint (train_ds-<p>-of-<n>.json).
-struct DataState {
-  uint64_t seed = 0;
-  uint64_t rng_seed = 0;  // the model's dropout / init seed (train.random_seed)
-  seqio::BatchPosition position;
-};
-std::string data_state_to_json(const DataState& s);
-DataState data_state_from_json(const std::string& json);  // throws seqio::DataError
 
 // An endless (repeating) training stream of this host's rows per step.
 class TrainData {

@@ -69,25 +69,6 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
   return out;
 }
 
-namespace {
-std::string eval_completed_path(const std::string& model_dir) { return model_dir + "/eval_completed.json"; }
-}  // namespace
-
-std::optional<int64_t> last_evaluated_step(const std::string& model_dir) {
-  std::ifstream f(eval_completed_path(model_dir));
-  if (!f) return std::nullopt;
-  // Unreadable counts as absent: the evaluation is then simply run again.
-  auto j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
-  return j["step"].get<int64_t>();
-}
-
-void record_evaluated_step(const std::string& model_dir, int64_t step) {
-  const std::string text = nlohmann::json{{"step", step}}.dump() + "\n";
-  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
-  fileio::write_file_atomic(eval_completed_path(model_dir), std::span(bytes, text.size()), false);
-}
-
 std::vector<int32_t> trim_decoded(const std::vector<int64_t>& row, int32_t eos_id) {
   std::vector<int32_t> t;
   for (int64_t x : row) {

@@ -17,6 +17,7 @@
 #include "seqio/evaluation.h"
 #include "t5x/trainer/distributed.h"
 #include "t5x/trainer/run_config.h"
+#include "t5x/trainer/run_state.h"  // last_evaluated_step, record_evaluated_step
 
 namespace t5x::trainer {
 
@@ -25,14 +26,6 @@ namespace t5x::trainer {
 std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     const BaseTransformerModel& model, const ModelConfig& mcfg, const ParamTree& params, const DatasetConfig& cfg,
     int64_t eval_steps, const Distributed& dist);
-
-// The last step whose evaluation during training finished, from
-// MODEL_DIR/eval_completed.json ({"step": N}, replaced atomically after every
-// output of that evaluation is written); nullopt when there is none. A run
-// killed during its final evaluation has the final checkpoint but not this
-// step, so the rerun evaluates again (t5x would skip it).
-std::optional<int64_t> last_evaluated_step(const std::string& model_dir);
-void record_evaluated_step(const std::string& model_dir, int64_t step);
 
 // seqio Evaluator over `cfg` (one epoch of its split, unshuffled).
 class InferenceEvaluator {

@@ -173,7 +173,9 @@ void Trainer::initialize() {
     auto r = restore_train_state(dir, state_, true, "", dist_.rank(), dist_.size());
     restored_from_model_dir_ = true;
     if (r.data_state_json) {
-      data_state_ = data_state_from_json(*r.data_state_json);
+      const int from = r.data_state_process_count == dist_.size() ? dist_.rank() : 0;
+      data_state_ = data_state_from_json(*r.data_state_json,
+                                         dir + "/" + dataset_state_file_name(from, r.data_state_process_count));
       resume = data_state_.position;
       if (r.data_state_process_count != dist_.size())
         message("data position from the run on " + std::to_string(r.data_state_process_count) +

@@ -201,6 +201,26 @@ TEST(CheckpointDir, ExistingStepIsSkipped) {
   EXPECT_TRUE(save_simple(model_dir, 3).skipped_existing);
 }
 
+// A checkpoint_<digits> directory whose step does not fit in int64 made
+// std::stoll throw std::out_of_range (no CheckpointError, no path).
+TEST(CheckpointDir, StepPastInt64IsANamedError) {
+  const std::string model_dir = tmpdir("huge_step");
+  save_simple(model_dir, 10);
+  fs::create_directories(model_dir + "/checkpoint_99999999999999999999");
+  try {
+    all_steps(model_dir);
+    FAIL() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(model_dir + "/checkpoint_99999999999999999999: the step "
+                                         "99999999999999999999 does not fit in int64"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(model_dir + "/checkpoint_99999999999999999999");
+  fs::create_directories(model_dir + "/checkpoint_9223372036854775807");  // INT64_MAX still is a step
+  EXPECT_EQ(all_steps(model_dir), (std::vector<int64_t>{10, INT64_MAX}));
+}
+
 TEST(CheckpointDir, CrashLeavesTmpDirThatResumeIgnores) {
   const std::string model_dir = tmpdir("crash");
   save_simple(model_dir, 10);

@@ -51,6 +51,23 @@ TEST(Inspect, DigestKnownAnswerAndSensitivity) {
   EXPECT_NE(tensor_digest(x), tensor_digest(y));
 }
 
+// A model-info.txt line with a 200000-character name overflowed the stack in
+// std::regex (a segfault of `t5x ckpt info`); it is now one more entry.
+TEST(Inspect, ModelInfoWithALongLineIsRead) {
+  const std::string m = tmpdir("model_info_long");
+  const std::string path = m + "/model-info.txt";
+  const std::string long_name(200000, 'a');
+  std::ofstream(path) << "Variable " << long_name << " size 6 shape (embed=2, mlp=3) Partitioned\n"
+                      << "Variable short size 4 shape (4,)\n"        // unnamed dims: no entry
+                      << "Variable dec/k   size 12 shape  (heads=3, kv=4)\n"
+                      << "Variable broken size x shape (a=1)\n"     // not a size: skipped
+                      << "Total Parameters: 22\n";
+  const auto axes = read_model_info_axes(path);
+  EXPECT_EQ(axes.size(), 2u);
+  EXPECT_EQ(axes.at(long_name), (std::vector<std::string>{"embed", "mlp"}));
+  EXPECT_EQ(axes.at("dec/k"), (std::vector<std::string>{"heads", "kv"}));
+}
+
 TEST(Inspect, ModelDirResolvesToNewestCompleteStepWithAxesAndDigests) {
   const std::string m = tmpdir("model");
   save_small(m, 2, 0.f);
