@@ -166,7 +166,9 @@ void attention_backward(const AttentionDims& s, const AttentionArgs& p, const fl
 
 // FNet's Fourier mixing (ops/fourier.h): for each of `batch` row-major f32
 // [length, embed] blocks, y = Re(F_length x F_embed), F_n[j,k] = exp(-2 pi i jk/n),
-// unnormalised. Its own transpose, so it is also the vjp.
+// unnormalised. Its own transpose, so it is also the vjp. Deterministic from
+// run to run (FFTW_ESTIMATE plans), but, unlike the Highway kernels, not
+// bitwise the same on every CPU: FFTW picks its SIMD codelets for the CPU.
 void fourier_mix(int64_t batch, int64_t length, int64_t embed, const float* x, float* y);
 
 }  // namespace cpu

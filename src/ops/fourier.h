@@ -12,6 +12,8 @@
 // its own transpose and the vjp applies it to the cotangent.
 // Sharded: a split batch dim stays local; a split length or embed dim is
 // all-gathered first (the transform needs whole rows and columns).
+// Deterministic run to run; bits may differ between CPU types (FFTW chooses
+// its SIMD code for the CPU).
 // Errors: std::invalid_argument "[fourier_mix] ..." for a missing dim, the
 // same dim given twice or a non-floating x.
 #pragma once
