@@ -74,18 +74,10 @@ Array dense_embed(const ParamTree& p, const std::string& name, const Array& x) {
 }  // namespace
 
 FNetConfig FNetConfig::from_json(const std::string& text, const std::string& where) {
-  nlohmann::json j;
-  try { j = nlohmann::json::parse(text); } catch (const std::exception& e) {
-    throw CheckpointError(where + ": invalid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw CheckpointError(where + ": not a JSON object");
+  const nlohmann::json j = parse_hf_config(text, where, "fnet");
   FNetConfig c;
   try {
-    if (j.contains("model_type") && j["model_type"] != "fnet")
-      throw CheckpointError(where + ": model_type " + j["model_type"].dump() + " is not \"fnet\"");
-    auto integer = [&](const char* key, int64_t dflt) {
-      return j.contains(key) && !j[key].is_null() ? json_int(j[key]) : dflt;
-    };
+    auto integer = [&](const char* key, int64_t dflt) { return json_int_or(j, key, dflt); };
     c.vocab_size = integer("vocab_size", c.vocab_size);
     c.hidden_size = integer("hidden_size", c.hidden_size);
     c.intermediate_size = integer("intermediate_size", c.intermediate_size);
