@@ -14,7 +14,7 @@ pkgs=(cmake g++ make ccache pkg-config
       libmsgpack-dev libmsgpack-cxx-dev nlohmann-json3-dev
       zlib1g-dev libzstd-dev
       libprotobuf-dev protobuf-compiler libleveldb-dev libsnappy-dev
-      libcli11-dev libhwy-dev
+      libcli11-dev libhwy-dev libfftw3-dev
       libopenmpi-dev openmpi-bin iproute2
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-venv)

@@ -23,6 +23,7 @@
 //   backend/cpu/matmul.cpp               gemm (oneDNN, backend/cpu/gemm.cpp)
 //   backend/cpu/fused.cpp                rms_norm, gated_gelu, cross_entropy,
 //       attention (the Highway kernels of their own files)
+//   backend/cpu/fourier.cpp              fourier_mix (FFTW, libfftw3-dev)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -162,6 +163,13 @@ void attention_forward(const AttentionDims& s, const AttentionArgs& p, const flo
 void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const float* dout, float* dq, float* dk,
                         float* dv, float* dbias);
+
+// FNet's Fourier mixing (ops/fourier.h): for each of `batch` row-major f32
+// [length, embed] blocks, y = Re(F_length x F_embed), F_n[j,k] = exp(-2 pi i jk/n),
+// unnormalised. Its own transpose, so it is also the vjp. Deterministic from
+// run to run (FFTW_ESTIMATE plans), but, unlike the Highway kernels, not
+// bitwise the same on every CPU: FFTW picks its SIMD codelets for the CPU.
+void fourier_mix(int64_t batch, int64_t length, int64_t embed, const float* x, float* y);
 
 }  // namespace cpu
 }  // namespace t5x::kernels

@@ -22,7 +22,7 @@
 // The arguments are the op's public arguments, already validated on the
 // global shapes by the free function, except for the composite ops (mean,
 // logsumexp, stack, expand_dims, squeeze, argmax, one_hot, isnan, isfinite,
-// einsum, rms_norm, the cross-entropy, gated_gelu, attention), whose checks
+// einsum, rms_norm, the cross-entropy, gated_gelu, attention, fourier_mix), whose checks
 // run in their local expansion; the lowering validates what it needs.
 #pragma once
 #include <cstdint>
@@ -98,6 +98,9 @@ class ShardedLowering {
   virtual Array gated_gelu(const Array& h0, const Array& h1) const = 0;
   // The options' arrays (bias, segment ids, masks) may be split too.
   virtual Array attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& options) const = 0;
+
+  // ops/fourier.h
+  virtual Array fourier_mix(const Array& x, const std::string& length, const std::string& embed) const = 0;
 };
 
 // The installed lowering, or null (then a split input is an error: "[op]

@@ -6,6 +6,7 @@
 #include "ops/autodiff.h"
 #include "ops/einsum.h"
 #include "ops/elementwise.h"
+#include "ops/fourier.h"
 #include "ops/fused.h"
 #include "ops/index.h"
 #include "ops/random.h"

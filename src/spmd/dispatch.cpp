@@ -153,6 +153,9 @@ Array Lowering::gated_gelu(const Array& h0, const Array& h1) const {
 Array Lowering::attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& options) const {
   return spmd::dot_product_attention(q, k, v, options);
 }
+Array Lowering::fourier_mix(const Array& x, const std::string& length, const std::string& embed) const {
+  return spmd::fourier_mix(x, length, embed);
+}
 
 const Lowering& lowering() {
   static const Lowering l;

@@ -59,6 +59,7 @@ class Lowering : public ShardedLowering {
                                      const std::string& vocab) const override;
   Array gated_gelu(const Array& h0, const Array& h1) const override;
   Array attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& options) const override;
+  Array fourier_mix(const Array& x, const std::string& length, const std::string& embed) const override;
 };
 
 // The process's spmd lowering (one stateless instance).

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/elementwise.h"
+#include "ops/fourier.h"
 #include "spmd/collectives.h"
 #include "spmd/context.h"
 #include "spmd/elementwise.h"
@@ -71,6 +72,12 @@ Array dot_product_attention(const Array& q, const Array& k, const Array& v, cons
                      lo.kv_mask = l[7];
                      return std::vector<Array>{t5x::dot_product_attention(l[0], l[1], l[2], lo)};
                    })[0];
+}
+
+Array fourier_mix(const Array& x, const std::string& length, const std::string& embed) {
+  return layout_op("fourier_mix", {x}, {length, embed}, [&](const std::vector<Array>& l) {
+    return std::vector<Array>{t5x::fourier_mix(l[0], length, embed)};
+  })[0];
 }
 
 }  // namespace t5x::spmd

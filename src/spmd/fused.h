@@ -13,6 +13,8 @@
 //   independent per batch row and head); length, kv_length, the depth dim and
 //   kv_heads are gathered if split. Mask / bias / segment-id arrays in the
 //   options are laid out like q, k, v.
+// fourier_mix: as attention, the batch dims may stay split (each example is
+//   mixed on its own); a split length or embed dim is all-gathered first.
 #pragma once
 #include <string>
 
@@ -25,5 +27,6 @@ Array rms_norm(const Array& x, const Array& scale, const std::string& dim = "emb
 CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss = 0.0,
                                                        double label_smoothing = 0.0, const std::string& vocab = "vocab");
 Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& opt = {});
+Array fourier_mix(const Array& x, const std::string& length = "length", const std::string& embed = "embed");
 
 }  // namespace t5x::spmd

@@ -118,6 +118,9 @@ class RecordingLowering : public ShardedLowering {
     return {note(s.str()), Array::scalar(9)};
   }
   Array gated_gelu(const Array&, const Array&) const override { return note("gated_gelu"); }
+  Array fourier_mix(const Array&, const std::string& length, const std::string& embed) const override {
+    return note("fourier_mix " + length + " " + embed);
+  }
   Array attention(const Array&, const Array&, const Array&, const AttentionOptions& o) const override {
     return note("attention " + std::string(o.causal ? "causal " : "") + std::to_string(o.scale) +
                 (o.kv_mask.valid() ? " kv_mask" : ""));
@@ -211,6 +214,7 @@ TEST_F(TypedLowering, EachOpCallsItsMethodWithItsArguments) {
             }),
             "softmax_cross_entropy 0.5 0.25 embed");
   EXPECT_EQ(only_call([&] { return gated_gelu(x, y); }), "gated_gelu");
+  EXPECT_EQ(only_call([&] { return fourier_mix(x, "batch", "embed"); }), "fourier_mix batch embed");
   // Attention lowers when only an option's array is split.
   const Shape qs{{"batch", 4}, {"length", 2}, {"heads", 1}, {"kv", 2}};
   const Shape ks{{"batch", 4}, {"kv_length", 2}, {"heads", 1}, {"kv", 2}};

@@ -67,10 +67,7 @@ HfExportResult export_hf_t5(const std::string& ckpt_dir, const std::string& out_
   return res;
 }
 
-std::string import_hf_t5(const std::string& hf_dir, const std::string& model_dir,
-                         const HfImportOptions& opt) {
-  const std::string cfg_path = fileio::join(hf_dir, "config.json");
-  HfT5Config cfg = HfT5Config::from_json(fileio::read_text(cfg_path), cfg_path);
+NamedTensors read_hf_tensors(const std::string& hf_dir) {
   NamedTensors hf;
   const std::string index = fileio::join(hf_dir, "model.safetensors.index.json");
   if (fileio::exists(index)) {
@@ -88,6 +85,14 @@ std::string import_hf_t5(const std::string& hf_dir, const std::string& model_dir
     SafetensorsFile sf = read_safetensors(fileio::join(hf_dir, "model.safetensors"));
     hf = std::move(sf.tensors);
   }
+  return hf;
+}
+
+std::string import_hf_t5(const std::string& hf_dir, const std::string& model_dir,
+                         const HfImportOptions& opt) {
+  const std::string cfg_path = fileio::join(hf_dir, "config.json");
+  HfT5Config cfg = HfT5Config::from_json(fileio::read_text(cfg_path), cfg_path);
+  NamedTensors hf = read_hf_tensors(hf_dir);
   check_against_config(hf, cfg, hf_dir);
   NamedTensors params = hf_params_to_t5x(hf, cfg);
   std::vector<SaveLeaf> leaves;

@@ -32,6 +32,11 @@ struct HfImportOptions {
   bool durable = true;
 };
 
+// The tensors of a Hugging Face model directory: `<hf_dir>/model.safetensors`,
+// or every shard listed in model.safetensors.index.json. Throws CheckpointError
+// for unreadable or malformed files.
+NamedTensors read_hf_tensors(const std::string& hf_dir);
+
 // Reads `<hf_dir>/config.json` and `<hf_dir>/model.safetensors` (or the shards
 // listed in model.safetensors.index.json) and writes a t5x checkpoint
 // `<model_dir>/checkpoint_<step>` holding "target/..." arrays (TensorStore,

@@ -233,23 +233,26 @@ std::string HfT5Config::to_json() const {
   return j.dump(2) + "\n";
 }
 
-HfT5Config HfT5Config::from_json(const std::string& text, const std::string& where) {
+json parse_hf_config(const std::string& text, const std::string& where, const std::string& model_type) {
   json j;
   try { j = json::parse(text); } catch (const std::exception& e) {
     throw CheckpointError(where + ": invalid JSON (" + e.what() + ")");
   }
+  if (!j.is_object()) throw CheckpointError(where + ": not a JSON object");
+  if (j.contains("model_type") && j["model_type"] != model_type)
+    throw CheckpointError(where + ": model_type " + j["model_type"].dump() + " is not \"" + model_type + "\"");
+  return j;
+}
+
+HfT5Config HfT5Config::from_json(const std::string& text, const std::string& where) {
+  const json j = parse_hf_config(text, where, "t5");
   HfT5Config c;
   // transformers' T5Config defaults (t5-small) for absent fields.
   c.vocab_size = 32128; c.d_model = 512; c.d_kv = 64; c.d_ff = 2048; c.num_layers = 6;
   c.num_heads = 8; c.feed_forward_proj = "relu"; c.tie_word_embeddings = true;
-  if (!j.is_object()) throw CheckpointError(where + ": not a JSON object");
   try {
-    if (j.contains("model_type") && j["model_type"] != "t5")
-      throw CheckpointError(where + ": model_type " + j["model_type"].dump() + " is not \"t5\"");
     // An absent (or null, for num_decoder_layers) field keeps its default.
-    auto integer = [&](const char* key, int64_t dflt) {
-      return j.contains(key) && !j[key].is_null() ? json_int(j[key]) : dflt;
-    };
+    auto integer = [&](const char* key, int64_t dflt) { return json_int_or(j, key, dflt); };
     c.vocab_size = integer("vocab_size", c.vocab_size);
     c.d_model = integer("d_model", c.d_model);
     c.d_kv = integer("d_kv", c.d_kv);

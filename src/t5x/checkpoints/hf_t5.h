@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "t5x/checkpoints/safetensors.h"
 
 namespace t5x {
@@ -63,6 +65,11 @@ struct HfT5Config {
   // Parses config.json; missing fields keep transformers' defaults.
   static HfT5Config from_json(const std::string& text, const std::string& where);
 };
+
+// A Hugging Face config.json's object. Throws CheckpointError "<where>: ..."
+// for invalid JSON, a non-object, or a "model_type" other than `model_type`
+// (an absent one is accepted).
+nlohmann::json parse_hf_config(const std::string& text, const std::string& where, const std::string& model_type);
 
 struct HfNameMapping {
   std::string name;      // the name on the other side

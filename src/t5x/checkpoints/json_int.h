@@ -19,6 +19,12 @@ inline int64_t json_int(const nlohmann::json& j) {
   return j.get<int64_t>();
 }
 
+// j[key] as json_int, or `dflt` when the key is absent or null (config.json
+// fields that keep transformers' defaults).
+inline int64_t json_int_or(const nlohmann::json& j, const char* key, int64_t dflt) {
+  return j.contains(key) && !j[key].is_null() ? json_int(j[key]) : dflt;
+}
+
 inline std::vector<int64_t> json_ints(const nlohmann::json& j) {
   if (!j.is_array())
     throw nlohmann::json::type_error::create(302, "expected a list of integers, got " + j.dump(), &j);
