@@ -41,9 +41,10 @@ T5Config four_heads(int64_t g, int64_t enc_g = 0) {
   return c;
 }
 
-bool is_kv_kernel(const std::string& name) {
-  auto ends = [&](const std::string& s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
-  return ends("/key/kernel") || ends("/value/kernel");
+// The decoder-only model is a prefix LM (its explicit-mask attention path).
+std::unique_ptr<BaseTransformerModel> make(const T5Config& c, bool decoder_only) {
+  if (decoder_only) return std::make_unique<DecoderOnlyModel>(c, LossOptions{}, true);
+  return std::make_unique<EncoderDecoderModel>(c);
 }
 
 // [embed, kv_heads=G, kv] -> [embed, joined_kv = H*kv] with head h = K/V head h / (H/G).
@@ -63,15 +64,7 @@ Array sum_over_groups(const Array& g_mha, int64_t h, int64_t g) {
 TEST(GroupedQueryAttention, KvHeadsEqualToHeadsIsMultiHeadBitwise) {
   for (bool decoder_only : {false, true}) {
     SCOPED_TRACE(decoder_only ? "decoder-only" : "encoder-decoder");
-    T5Config mha = four_heads(0), same = four_heads(4, 4);
-    std::unique_ptr<BaseTransformerModel> a, b;
-    if (decoder_only) {
-      a = std::make_unique<DecoderOnlyModel>(mha, LossOptions{}, true);
-      b = std::make_unique<DecoderOnlyModel>(same, LossOptions{}, true);
-    } else {
-      a = std::make_unique<EncoderDecoderModel>(mha);
-      b = std::make_unique<EncoderDecoderModel>(same);
-    }
+    auto a = make(four_heads(0), decoder_only), b = make(four_heads(4, 4), decoder_only);
     const Batch batch = decoder_only ? decoder_only_batch() : enc_dec_batch();
     ParamTree p = a->init(prng_key(5)), q = b->init(prng_key(5));
     ASSERT_EQ(p.size(), q.size());
@@ -88,14 +81,7 @@ TEST(GroupedQueryAttention, KvHeadsEqualToHeadsIsMultiHeadBitwise) {
 void check_against_repeated_mha(const T5Config& gqa, bool decoder_only) {
   T5Config mha = gqa;
   mha.num_kv_heads = mha.encoder_num_kv_heads = 0;
-  std::unique_ptr<BaseTransformerModel> mg, mm;
-  if (decoder_only) {
-    mg = std::make_unique<DecoderOnlyModel>(gqa, LossOptions{}, true);
-    mm = std::make_unique<DecoderOnlyModel>(mha, LossOptions{}, true);
-  } else {
-    mg = std::make_unique<EncoderDecoderModel>(gqa);
-    mm = std::make_unique<EncoderDecoderModel>(mha);
-  }
+  auto mg = make(gqa, decoder_only), mm = make(mha, decoder_only);
   const Batch batch = decoder_only ? decoder_only_batch() : enc_dec_batch();
   const ParamTree pg = mg->init(prng_key(7));
   ParamTree pm = pg;
