@@ -215,6 +215,10 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   for (const auto& p : r.array_paths())
     if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), r.info(p).shape});
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
+  for (const auto& p : shapes)  // grouped K/V kernels [embed, kv_heads, kv] (convert-gqa, num_kv_heads)
+    if (p.shape.size() == 3)
+      throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +
+                            ": grouped-query / multi-query attention has no Hugging Face T5 equivalent");
   HfT5Config c = infer_hf_t5_config(shapes);
   c.feed_forward_proj = c.is_gated_act() ? "gated-gelu" : "relu";
   c.dropout_rate = 0.1;

@@ -149,6 +149,13 @@ TEST(CkptCli, ConvertGqaRestoresInTrainAndLossFalls) {
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.out.find("num_kv_heads = 3 must divide num_heads = 4"), std::string::npos) << bad.out;
 
+  // Hugging Face T5 has no grouped K/V heads: export-hf refuses (there is no
+  // config.gin next to the converted checkpoint, so it goes by the shapes).
+  RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/gqa") + " " + quote(root + "/hf"));
+  EXPECT_EQ(ex.rc, 1);
+  EXPECT_NE(ex.out.find("has no Hugging Face T5 equivalent"), std::string::npos) << ex.out;
+  EXPECT_FALSE(fs::exists(root + "/hf/model.safetensors"));
+
   // Uptraining: a new MODEL_DIR restoring the converted checkpoint, 12 steps.
   const std::string up = root + "/uptrain";
   std::vector<std::string> argv = train_argv(
