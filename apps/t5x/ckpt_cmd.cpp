@@ -9,6 +9,7 @@
 
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/file_io.h"
+#include "t5x/checkpoints/gqa_convert.h"
 #include "t5x/checkpoints/hf_convert.h"
 #include "t5x/checkpoints/inspect.h"
 #include "t5x/checkpoints/meshtf_mapping.h"
@@ -28,6 +29,8 @@ const char* const kCkptUsage =
     "       t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep]\n"
     "           [--compressor=gzip|zstd|raw]\n"
     "       t5x ckpt import-tf PREFIX MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep] [--compressor=gzip|zstd|raw]\n"
+    "       t5x ckpt convert-gqa CKPT MODEL_DIR --num_kv_heads=G [--encoder_num_kv_heads=E] [--num_heads=H]\n"
+    "           [--step=N] [--compressor=gzip|zstd|raw] [--gin_file=F ...] [--gin.NAME=V ...]\n"
     "  info       arrays with dtypes, shapes (logical axes from model-info.txt), sizes and storage;\n"
     "             --digest adds a 64-bit FNV-1a hash of every array (--digest_only: just path dtype shape hash);\n"
     "             first verifies the checkpoint (default: sizes and CRC-32C of manifest.t5xcpp.json) and\n"
@@ -38,6 +41,11 @@ const char* const kCkptUsage =
     "  import-hf  config.json + model.safetensors -> MODEL_DIR/checkpoint_<step> and MODEL_DIR/model.gin\n"
     "  import-tf  a TensorFlow Mesh-TF T5 checkpoint (PREFIX.index + PREFIX.data-*) -> MODEL_DIR/checkpoint_<step>\n"
     "             (t5x's checkpoint_importer names) and MODEL_DIR/model.gin; step defaults to global_step\n"
+    "  convert-gqa  grouped-query uptraining (Ainslie et al.): the decoder's key / value kernels (and the\n"
+    "             encoder's with --encoder_num_kv_heads) mean-pooled over each group of num_heads/G heads, the rest\n"
+    "             copied, the optimizer state dropped, the step kept -> MODEL_DIR/checkpoint_<step>; num_heads from\n"
+    "             --num_heads, --gin_file, else CKPT's MODEL_DIR/config.gin; train it with\n"
+    "             --gin.network.T5Config.num_kv_heads=G\n"
     "  info PREFIX lists a TensorFlow checkpoint: names, dtypes, shapes, shards, CRC status, t5x paths\n"
     "  PREFIX may be a directory with TensorFlow's `checkpoint` state file (its newest checkpoint)\n"
     "  PATH/CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest complete checkpoint)\n";
@@ -159,9 +167,10 @@ int cmd_info(const Args& a, std::ostream& out) {
   return 0;
 }
 
-// The network.T5Config of a gin config, or nullopt with `why` set.
-std::optional<T5Config> t5_config_from_gin(const Args& a, const std::string& ckpt_dir, std::string* source,
-                                           std::ostream& err) {
+// The model of --gin_file, else of CKPT's MODEL_DIR/config.gin; nullopt
+// when neither is there or config.gin cannot be read (a note on `err`).
+std::optional<ModelConfig> model_from_gin(const Args& a, const std::string& ckpt_dir, std::string* source,
+                                          std::ostream& err) {
   gin::GinFlags flags = a.gin;
   if (flags.files.empty()) {
     const std::string cg = (fs::path(ckpt_dir).parent_path() / "config.gin").string();
@@ -180,12 +189,8 @@ std::optional<T5Config> t5_config_from_gin(const Args& a, const std::string& ckp
         break;
       }
     ModelConfig spec = read_model_config(cfg);
-    if (spec.decoder_only)
-      throw CheckpointError(flags.files.front() + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");
     *source = flags.files.front();
-    return spec.network;
-  } catch (const CheckpointError&) {
-    throw;
+    return spec;
   } catch (const std::exception& e) {
     if (!a.gin.files.empty()) throw;  // the user asked for these files
     err << "note: could not read the model from " << flags.files.front() << " (" << e.what()
@@ -210,13 +215,23 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   for (const auto& p : r.array_paths())
     if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), r.info(p).shape});
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
+  for (const auto& p : shapes)  // grouped K/V kernels [embed, kv_heads, kv] (convert-gqa, num_kv_heads)
+    if (p.shape.size() == 3)
+      throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +
+                            ": grouped-query / multi-query attention has no Hugging Face T5 equivalent");
   HfT5Config c = infer_hf_t5_config(shapes);
   c.feed_forward_proj = c.is_gated_act() ? "gated-gelu" : "relu";
   c.dropout_rate = 0.1;
   std::string source = "parameter shapes (" + std::string(c.is_gated_act() ? "T5.1.1 gated-gelu" : "T5.1.0 relu") + ")";
 
   std::string gin_source;
-  if (auto t5 = t5_config_from_gin(a, ckpt, &gin_source, err)) {
+  std::optional<T5Config> t5;
+  if (auto m = model_from_gin(a, ckpt, &gin_source, err)) {
+    if (m->decoder_only)
+      throw CheckpointError(gin_source + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");
+    t5 = m->network;
+  }
+  if (t5) {
     std::string bad;
     auto check = [&](const char* what, int64_t from_gin, int64_t from_ckpt) {
       if (from_gin != from_ckpt)
@@ -233,7 +248,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     if (!bad.empty())
       throw CheckpointError(gin_source + " does not describe " + ckpt + ":" + bad +
                             "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");
-    if (t5->num_kv_heads != 0 && t5->num_kv_heads != t5->num_heads)
+    if (t5->attention().grouped() || t5->encoder_attention().grouped())
       throw CheckpointError(gin_source + ": multi-query / grouped-query attention has no Hugging Face T5 equivalent");
     c.feed_forward_proj = feed_forward_proj_from_activations(t5->mlp_activations);
     c.dropout_rate = t5->dropout_rate;
@@ -342,6 +357,44 @@ int cmd_import_tf(const Args& a, std::ostream& out) {
   return 0;
 }
 
+int cmd_convert_gqa(const Args& a, std::ostream& out, std::ostream& err) {
+  allow_only(a, {"num_kv_heads", "encoder_num_kv_heads", "num_heads", "step", "compressor"}, 2, true);
+  std::string note;
+  const std::string ckpt = resolve_checkpoint_path(a.pos[0], &note);
+  if (!note.empty()) err << note;
+  if (!a.opt.count("num_kv_heads")) throw Usage("--num_kv_heads=G is required");
+  GqaConvertOptions o;
+  o.num_kv_heads = to_int("num_kv_heads", a.opt.at("num_kv_heads"));
+  if (a.opt.count("encoder_num_kv_heads")) o.encoder_num_kv_heads = to_int("encoder_num_kv_heads", a.opt.at("encoder_num_kv_heads"));
+  std::string source = "--num_heads";
+  if (a.opt.count("num_heads")) {
+    o.num_heads = to_int("num_heads", a.opt.at("num_heads"));
+  } else if (auto m = model_from_gin(a, ckpt, &source, err)) {
+    if (m->network.attention().grouped() || m->network.encoder_attention().grouped())
+      throw CheckpointError(source + ": already configures grouped-query attention (num_kv_heads); "
+                            "convert-gqa reads a multi-head checkpoint");
+    o.num_heads = m->network.num_heads;
+  } else {
+    throw Usage("give --num_heads=H or the model's --gin_file (CKPT's MODEL_DIR has no readable config.gin)");
+  }
+  if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
+  HfImportOptions z;  // --compressor, as the importers read it
+  read_import_flags(a, z);
+  o.compressor = z.compressor;
+  GqaConvertResult r = convert_gqa_checkpoint(ckpt, a.pos[1], o);
+  out << "converted " << ckpt << " (num_heads " << o.num_heads << " from " << source << ") into " << r.dir
+      << " (step " << r.step << "): " << r.pooled << " key/value kernels mean-pooled to num_kv_heads "
+      << o.num_kv_heads << " (decoder)";
+  if (o.encoder_num_kv_heads) out << " and " << o.encoder_num_kv_heads << " (encoder)";
+  out << ", " << r.copied << " arrays copied, " << r.dropped_optimizer
+      << " optimizer arrays dropped (the optimizer state starts fresh)\n"
+      << "train it with --gin.network.T5Config.num_kv_heads=" << o.num_kv_heads;
+  if (o.encoder_num_kv_heads) out << " --gin.network.T5Config.encoder_num_kv_heads=" << o.encoder_num_kv_heads;
+  out << " (network.TransformerConfig for a decoder-only model) and MODEL_DIR=" << a.pos[1]
+      << " or INITIAL_CHECKPOINT_PATH=" << r.dir << "\n";
+  return 0;
+}
+
 }  // namespace
 
 std::string feed_forward_proj_from_activations(const std::vector<std::string>& acts) {
@@ -405,6 +458,7 @@ int run_ckpt_command(const std::vector<std::string>& args, std::ostream& out, st
     if (sub == "export-hf") return cmd_export(a, out, err);
     if (sub == "import-hf") return cmd_import(a, out);
     if (sub == "import-tf") return cmd_import_tf(a, out);
+    if (sub == "convert-gqa") return cmd_convert_gqa(a, out, err);
     err << "t5x ckpt: unknown tool '" << sub << "'\n" << kCkptUsage;
     return 64;
   } catch (const Usage& e) {

@@ -4,6 +4,8 @@
 //   t5x ckpt export-hf CKPT OUT [--dtype=float32|bfloat16|float16] [--feed_forward_proj=P]
 //       [--relative_attention_max_distance=N] [--dropout_rate=X] [--gin_file=F ...] [--gin.NAME=V ...]
 //   t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|""] [--compressor=gzip|zstd|raw]
+//   t5x ckpt convert-gqa CKPT MODEL_DIR --num_kv_heads=G [--encoder_num_kv_heads=E] [--num_heads=H] [--step=N]
+//       [--compressor=gzip|zstd|raw] [--gin_file=F ...]   (checkpoints/gqa_convert.h)
 //
 // PATH / CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest
 // complete checkpoint). Exit status: 0 done, 1 error (message on stderr

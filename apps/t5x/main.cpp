@@ -4,7 +4,7 @@
 //       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
 //       [--seqio_additional_cache_dirs=DIR,DIR]
 //   t5x --run_mode=train ...       (same as the subcommand)
-//   t5x ckpt info|export-hf|import-hf ...   (checkpoint tools, ckpt_cmd.h)
+//   t5x ckpt info|export-hf|import-hf|import-tf|convert-gqa ...   (checkpoint tools, ckpt_cmd.h)
 //   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
 //
 // Exit status: 0 done, 1 error (message on stderr), 2 stopped on a
@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
     "  infer  infer.py: configs/runs/infer.gin (CHECKPOINT_PATH, INFER_OUTPUT_DIR)\n"
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
-    "  ckpt   checkpoint tools: info, export-hf, import-hf (t5x ckpt --help)\n"
+    "  ckpt   checkpoint tools: info, export-hf, import-hf, import-tf, convert-gqa (t5x ckpt --help)\n"
     "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path)\n"
     "USE_CACHED_TASKS=True reads the caches `seqio cache TASK --output DIR` wrote: pass DIR with\n"
     "--seqio_additional_cache_dirs=DIR (t5x's flag) or seqio.add_global_cache_dirs.global_cache_dirs = ['DIR']\n"

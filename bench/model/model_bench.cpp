@@ -6,7 +6,11 @@
 //
 //   t5x_model_bench --mode train|decode [--model small|tiny] [--batch 8]
 //                   [--inputs 128] [--targets 32] [--steps 5] [--warmup 2]
-//                   [--dtype bfloat16|float32] [--threads N]
+//                   [--dtype bfloat16|float32] [--threads N] [--num_kv_heads G]
+// --num_kv_heads: grouped-query (G < heads) or multi-query (1) attention in
+// the decoder (T5Config::num_kv_heads); the model is then named
+// t5_1_1_<model>_kv<G>, and its FLOP count still assumes multi-head K/V
+// projections (tokens/s is the figure to compare).
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -35,6 +39,7 @@ struct Options {
   std::string mode = "train", model = "small", dtype = "bfloat16";
   int64_t batch = 8, inputs = 128, targets = 32, steps = 5, warmup = 2;
   int threads = 0;
+  int64_t num_kv_heads = 0;
   bool malloc_tuning = true;
 };
 
@@ -42,7 +47,7 @@ struct Options {
   std::fprintf(stderr,
                "usage: %s --mode train|decode [--model small|tiny] [--batch N] [--inputs N] [--targets N]\n"
                "          [--steps N] [--warmup N] [--dtype bfloat16|float32] [--threads N]\n"
-               "          [--no-malloc-tuning]\n",
+               "          [--num_kv_heads G] [--no-malloc-tuning]\n",
                argv0);
   std::exit(2);
 }
@@ -131,6 +136,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") o.steps = std::stoll(next());
     else if (a == "--warmup") o.warmup = std::stoll(next());
     else if (a == "--threads") o.threads = std::stoi(next());
+    else if (a == "--num_kv_heads") o.num_kv_heads = std::stoll(next());
     else if (a == "--no-malloc-tuning") o.malloc_tuning = false;
     else usage(argv[0]);
   }
@@ -142,6 +148,8 @@ int main(int argc, char** argv) {
   t5x::T5Config cfg = t5x::t5_1_1_config(o.model);
   cfg.dropout_rate = 0.0;
   cfg.dtype = o.dtype == "float32" ? t5x::DType::f32 : t5x::DType::bf16;
+  cfg.num_kv_heads = o.num_kv_heads;
+  const std::string model_name = o.model + (o.num_kv_heads ? "_kv" + std::to_string(o.num_kv_heads) : "");
   t5x::LossOptions loss;  // z_loss 1e-4, no label smoothing, no normaliser (base.gin)
   t5x::EncoderDecoderModel model(cfg, loss);
   t5x::ParamTree params = model.init(t5x::prng_key(0));
@@ -225,7 +233,7 @@ int main(int argc, char** argv) {
       "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,"
       "\"loss\":%.4f,\"loadavg_1min\":%.2f,"
       "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s}\n",
-      o.mode.c_str(), o.model.c_str(), o.dtype.c_str(), (long long)o.batch, (long long)o.inputs,
+      o.mode.c_str(), model_name.c_str(), o.dtype.c_str(), (long long)o.batch, (long long)o.inputs,
       (long long)o.targets, threads, (long long)o.steps, st.median, st.min, json_list(ms).c_str(),
       tokens / (st.median / 1e3), tokens / (st.min / 1e3), flops / 1e9, naive / 1e9,
       flops / 1e9 / (st.median / 1e3), flops / 1e9 / (st.min / 1e3), peak,

@@ -9,6 +9,8 @@
 # bench/peers/*.py), and bench/peers/compare.py prints the table with
 # ratios. t5x.cpp runs its configured dtype (ACTIVATION_DTYPE bfloat16);
 # peers run every dtype in --peer-dtypes and the table compares with each.
+# KV_HEADS="2 1" adds t5x.cpp rows with grouped-query / multi-query decoders
+# (model t5_1_1_<size>_kv<G>; no peer runs them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/model_common.bash
@@ -29,6 +31,9 @@ for model in $MODELS; do
   for b in ${BATCHES:-1 8}; do
     for r in $(seq "$REPEATS"); do
       run_impl t5x --mode decode --model "$model" --batch "$b" "${SHAPE[@]}"
+      for g in ${KV_HEADS:-}; do
+        run_impl t5x --mode decode --model "$model" --batch "$b" --num_kv_heads "$g" "${SHAPE[@]}"
+      done
       for peer in $PEERS; do
         for dt in $PEER_DTYPES; do
           run_impl "$peer" --mode decode --model "$model" --batch "$b" --dtype "$dt" "${SHAPE[@]}"

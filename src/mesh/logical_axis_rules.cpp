@@ -90,8 +90,20 @@ LogicalAxisRules standard_logical_axis_rules(int act, int param, const LogicalAx
   }
   for (const char* n : {"relpos_buckets", "abspos_buckets", "length", "layers", "stack", "mlp_activations"})
     rules.push_back({n, none});
+  rules.push_back({"kv_heads", model});
   rules.insert(rules.end(), additional_rules.begin(), additional_rules.end());
   return rules;
+}
+
+void replicate_indivisible_kv_heads(const MeshDesc& mesh, const std::vector<std::pair<std::string, int64_t>>& shape,
+                                    PartitionSpec& spec) {
+  for (size_t i = 0; i < shape.size() && i < spec.dims.size(); ++i) {
+    if (shape[i].first != "kv_heads" || spec.dims[i].empty()) continue;
+    int64_t n = 1;
+    for (const auto& a : spec.dims[i])
+      if (int k = mesh.axis_index(a); k >= 0) n *= mesh.axis_sizes[size_t(k)];
+    if (shape[i].second % n != 0) spec.dims[i].clear();
+  }
 }
 
 Sharding logical_sharding(std::shared_ptr<const MeshDesc> mesh,
@@ -101,6 +113,7 @@ Sharding logical_sharding(std::shared_ptr<const MeshDesc> mesh,
   std::vector<std::string> names;
   for (const auto& d : shape) names.push_back(d.first);
   PartitionSpec spec = logical_to_mesh_axes(names, rules);
+  replicate_indivisible_kv_heads(*mesh, shape, spec);
   try {
     validate_partition_spec(*mesh, shape, spec);
   } catch (const std::invalid_argument& e) {

@@ -49,8 +49,10 @@ std::optional<PartitionSpec> logical_to_mesh_axes(const std::vector<std::string>
 
 // t5x's presets for (activation_partitioning_dims, parameter_partitioning_dims)
 // in {1,2}x{1,2}, followed by the replicated names (relpos_buckets,
-// abspos_buckets, length, layers, stack, mlp_activations -> None) and then
-// `additional_rules`. Other values throw "[standard_logical_axis_rules] ...".
+// abspos_buckets, length, layers, stack, mlp_activations -> None), this
+// port's kv_heads -> model (grouped-query K/V heads, see
+// replicate_indivisible_kv_heads) and then `additional_rules`. Other values
+// throw "[standard_logical_axis_rules] ...".
 //   (1,1): batch->data, vocab->model, embed->None, mlp->model, heads->model,
 //          kv->None, joined_kv->model
 //   (2,1): batch->data, vocab->model, mlp->model, heads->model, kv->None,
@@ -61,8 +63,17 @@ LogicalAxisRules standard_logical_axis_rules(int activation_partitioning_dims = 
                                              int parameter_partitioning_dims = 1,
                                              const LogicalAxisRules& additional_rules = {});
 
+// The one size-dependent rule: a "kv_heads" dim (the G K/V heads of
+// grouped-query / multi-query attention) whose size is not divisible by its
+// mesh axes is replicated instead (moe.md 4.5: G < |model| K/V heads cannot
+// be split; each model shard then holds all G and its query heads read their
+// group's). Every other indivisible dim stays an error. `shape`: the
+// array's (logical name, size) pairs, in `spec` order.
+void replicate_indivisible_kv_heads(const MeshDesc& mesh, const std::vector<std::pair<std::string, int64_t>>& shape,
+                                    PartitionSpec& spec);
+
 // Sharding of an array whose dim names are its logical axis names: resolves
-// them with `rules`, validates the spec on `mesh` (errors as in
+// them with `rules` (and replicate_indivisible_kv_heads), validates the spec on `mesh` (errors as in
 // validate_partition_spec, prefixed with the rules' outcome) and binds both.
 // Example: [batch=8, length=16, embed=512] under standard rules (2,2) on
 // (data=2, model=4) -> P('data', None, 'model').

@@ -67,13 +67,15 @@ ParamSpecs attention_param_specs(const std::string& prefix, int64_t embed, const
   if (cfg.num_heads % cfg.kv_heads() != 0)
     throw std::invalid_argument("[attention] num_kv_heads " + std::to_string(cfg.kv_heads()) +
                                 " must divide num_heads " + std::to_string(cfg.num_heads));
-  int64_t q_joined = cfg.num_heads * cfg.head_dim, kv_joined = cfg.kv_heads() * cfg.head_dim;
+  const int64_t q_joined = cfg.num_heads * cfg.head_dim;
   auto fan_in = InitSpec::variance_scaling(1.0, "fan_in", "normal");
   auto q_init = InitSpec::variance_scaling(1.0, "fan_in", "normal", std::sqrt(double(cfg.head_dim)));
+  const Shape kv = cfg.grouped() ? Shape{{"embed", embed}, {"kv_heads", cfg.kv_heads()}, {"kv", cfg.head_dim}}
+                                 : Shape{{"embed", embed}, {"joined_kv", q_joined}};
   return {
       {prefix + "/query/kernel", Shape{{"embed", embed}, {"joined_kv", q_joined}}, q_init},
-      {prefix + "/key/kernel", Shape{{"embed", embed}, {"joined_kv", kv_joined}}, fan_in},
-      {prefix + "/value/kernel", Shape{{"embed", embed}, {"joined_kv", kv_joined}}, fan_in},
+      {prefix + "/key/kernel", kv, fan_in},
+      {prefix + "/value/kernel", kv, fan_in},
       {prefix + "/out/kernel", Shape{{"joined_kv", q_joined}, {"embed", embed}}, fan_in},
   };
 }
@@ -88,11 +90,10 @@ Array project_query(const ParamTree& p, const std::string& prefix, const Array& 
 std::pair<Array, Array> project_key_value(const ParamTree& p, const std::string& prefix, const Array& x_in,
                                           const AttentionConfig& cfg) {
   Array x = to_kv_length(x_in);
-  const char* hn = cfg.kv_heads() == cfg.num_heads ? "heads" : "kv_heads";
+  const char* hn = cfg.grouped() ? "kv_heads" : "heads";
   auto proj = [&](const std::string& name) {
     Array w = kernel_as(p, prefix + "/" + name + "/kernel", x.dtype());
-    int64_t e = w.dim("embed");
-    w = reshape(w, Shape{{"embed", e}, {hn, cfg.kv_heads()}, {"kv", cfg.head_dim}});
+    if (!cfg.grouped()) w = reshape(w, Shape{{"embed", w.dim("embed")}, {hn, cfg.kv_heads()}, {"kv", cfg.head_dim}});
     return einsum(x, w, replace_dims(x, {"embed"}, {hn, "kv"}));
   };
   return {proj("key"), proj("value")};
@@ -119,9 +120,16 @@ Array expand_kv_heads(const Array& kv, const AttentionConfig& cfg) {
 
 Array attend(const Array& q, const Array& k_in, const Array& v_in, const MaskSpec& m, const Array& bias,
              const AttentionConfig& cfg, Dropout& dropout) {
-  Array k = expand_kv_heads(to_kv_length(k_in), cfg), v = expand_kv_heads(to_kv_length(v_in), cfg);
+  Array k = to_kv_length(k_in), v = to_kv_length(v_in);
   DType dt = q.dtype();
-  if (!dropout.active() && !m.bidirectional_prefix.valid()) {
+  const bool fused = !dropout.active() && !m.bidirectional_prefix.valid();
+  // The fused kernel reads each K/V head once per group (no repeated copy of
+  // the decode cache); under spmd the heads may be split, so repeat there.
+  if (!fused || !q.is_fully_local() || !k.is_fully_local() || !v.is_fully_local()) {
+    k = expand_kv_heads(k, cfg);
+    v = expand_kv_heads(v, cfg);
+  }
+  if (fused) {
     AttentionOptions o;
     if (bias.valid()) o.bias = bias.dtype() == dt ? bias : cast(bias, dt);
     o.causal = m.causal;

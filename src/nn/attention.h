@@ -3,13 +3,19 @@
 //
 // Parameters under `prefix` (no biases):
 //   query/kernel [embed, joined_kv = heads*head_dim]   variance_scaling(1, fan_in, normal) / sqrt(head_dim)
-//   key/kernel, value/kernel [embed, joined_kv = kv_heads*head_dim]  variance_scaling(1, fan_in, normal)
+//   key/kernel, value/kernel [embed, joined_kv = heads*head_dim]  variance_scaling(1, fan_in, normal)
+//     or, grouped, [embed, kv_heads, kv]
 //   out/kernel [joined_kv, embed]                      variance_scaling(1, fan_in, normal)
-// Kernels are stored 2-D and reshaped to [embed, heads, kv] at use. There is
-// no 1/sqrt(head_dim) scaling at run time (it lives in the query init).
-// Grouped-query / multi-query attention: num_kv_heads < num_heads (must
-// divide it); key/value heads use the dim name "kv_heads" and query head h
-// reads kv head h / (num_heads / num_kv_heads) (as transformers' repeat_kv).
+// Multi-head kernels are stored 2-D (t5x DenseGeneral) and reshaped to
+// [embed, heads, kv] at use. There is no 1/sqrt(head_dim) scaling at run
+// time (it lives in the query init).
+// Grouped-query / multi-query attention (Ainslie et al. 2023; G = num_kv_heads
+// < num_heads, dividing it; G = 1 is MQA): the key / value kernels are
+// [embed, kv_heads=G, kv] (logical axis "kv_heads": split over 'model' when
+// G is divisible by it, else replicated, mesh/logical_axis_rules.h), and query
+// head h reads K/V head h / (num_heads / G), i.e. consecutive query heads form
+// a group (transformers' repeat_kv, the order `t5x ckpt convert-gqa` pools).
+// num_kv_heads = num_heads is multi-head attention, bitwise (2-D kernels).
 //
 // Activations: queries [batch, length, heads, kv], keys / values
 // [batch, kv_length, heads|kv_heads, kv], outputs [batch, length, embed].
@@ -32,6 +38,7 @@ struct AttentionConfig {
   int64_t head_dim = 1;
   DType dtype = DType::f32;  // activation / compute dtype
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  bool grouped() const { return kv_heads() != num_heads; }
 };
 
 // Which (query, key) pairs may attend. Every field is optional.
@@ -48,6 +55,7 @@ struct MaskSpec {
 // f32 [batch, length, kv_length]: 0 where allowed, -1e10 elsewhere.
 Array attention_mask_bias(const MaskSpec& mask, int64_t batch, int64_t length, int64_t kv_length);
 
+// Throws std::invalid_argument "[attention] num_kv_heads G must divide num_heads H".
 ParamSpecs attention_param_specs(const std::string& prefix, int64_t embed, const AttentionConfig& cfg);
 
 // x [batch, length, embed] -> [batch, length, heads, kv].
@@ -59,6 +67,8 @@ std::pair<Array, Array> project_key_value(const ParamTree& p, const std::string&
 Array expand_kv_heads(const Array& kv, const AttentionConfig& cfg);
 // Core attention: q [batch, length, heads, kv]; k, v [batch, kv_length, heads|kv_heads, kv];
 // bias: dims within {batch, heads, length, kv_length} (relative position bias) or null.
+// Grouped k / v go to the fused kernel as they are when nothing is split
+// (it reads K/V head h / group), else are repeated to `heads` first.
 // Attention-probability dropout (broadcast over the query length) when `dropout` is active.
 Array attend(const Array& q, const Array& k, const Array& v, const MaskSpec& mask, const Array& bias,
              const AttentionConfig& cfg, Dropout& dropout);

@@ -1,6 +1,7 @@
 #include "spmd/fused.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "ops/elementwise.h"
 #include "ops/fourier.h"
@@ -61,6 +62,12 @@ CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, cons
 }
 
 Array dot_product_attention(const Array& q, const Array& k, const Array& v, const AttentionOptions& opt) {
+  // Grouped K/V with split query heads: each shard would pair its local heads
+  // with the wrong K/V heads (the group map is global), so refuse.
+  if (k.has_dim(opt.kv_heads) && dim_split(q, opt.heads))
+    throw std::invalid_argument("[dot_product_attention] k / v carry '" + opt.kv_heads + "' while q's '" + opt.heads +
+                                "' is split over the mesh; repeat the K/V heads to '" + opt.heads +
+                                "' first (nn::expand_kv_heads)");
   std::vector<Array> xs = {q, k, v, opt.bias, opt.q_segment_ids, opt.kv_segment_ids, opt.q_mask, opt.kv_mask};
   return layout_op("dot_product_attention", xs, {opt.length, opt.kv_length, opt.depth, opt.kv_heads},
                    [&](const std::vector<Array>& l) {

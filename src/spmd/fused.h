@@ -11,7 +11,9 @@
 //   layout). Both outputs keep the layout of logits' other dims.
 // dot_product_attention: batch and heads may stay split (attention is
 //   independent per batch row and head); length, kv_length, the depth dim and
-//   kv_heads are gathered if split. Mask / bias / segment-id arrays in the
+//   kv_heads are gathered if split; grouped K/V (kv_heads) with q's heads
+//   split is refused (the group map is global: repeat K/V to heads first,
+//   as nn::attend does). Mask / bias / segment-id arrays in the
 //   options are laid out like q, k, v.
 // fourier_mix: as attention, the batch dims may stay split (each example is
 //   mixed on its own); a split length or embed dim is all-gathered first.

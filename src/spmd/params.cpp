@@ -18,6 +18,7 @@ PartitionSpec param_spec(const Shape& shape, const LogicalAxisRules& rules) {
         if (n == a) keep.push_back(a);
     d = keep;
   }
+  replicate_indivisible_kv_heads(m.desc(), named_shape(shape), spec);
   validate_partition_spec(m.desc(), named_shape(shape), spec);
   return spec;
 }

@@ -10,7 +10,9 @@
 //     split over data x model (ZeRO-3 / FSDP). The einsum lowering all-gathers
 //     the weight over 'data' before use and its vjp reduce-scatters the
 //     gradient over 'data'; optimizer slots share the param's layout.
-// Axes the mesh lacks are dropped (the mesh acts as if they had size 1).
+// Axes the mesh lacks are dropped (the mesh acts as if they had size 1), and
+// a kv_heads dim its axes do not divide is replicated
+// (replicate_indivisible_kv_heads: MQA / GQA with G < |model|).
 // Errors: "[sharding] ..." when a dim is not divisible by its axes.
 #pragma once
 #include <functional>

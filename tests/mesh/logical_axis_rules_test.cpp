@@ -103,9 +103,9 @@ TEST(LogicalAxisRules, PresetListsAreExact) {
   EXPECT_EQ(rules_to_string(r11),
             "[(batch, data), (vocab, model), (embed, None), (mlp, model), (heads, model), (kv, None), "
             "(joined_kv, model), (relpos_buckets, None), (abspos_buckets, None), (length, None), (layers, None), "
-            "(stack, None), (mlp_activations, None)]");
+            "(stack, None), (mlp_activations, None), (kv_heads, model)]");
   auto r22 = standard_logical_axis_rules(2, 2);
-  ASSERT_EQ(r22.size(), 14u);
+  ASSERT_EQ(r22.size(), 15u);
   EXPECT_EQ(r22[6], (AxisRule{"embed", kModel}));
   EXPECT_EQ(r22[7], (AxisRule{"embed", kData}));
   auto r12 = standard_logical_axis_rules(1, 2);
@@ -136,6 +136,23 @@ TEST(LogicalAxisRules, LogicalShardingBindsMeshAndSpec) {
     EXPECT_NE(m.find("dim 1 'mlp' of size 6 is not divisible by 4"), std::string::npos) << m;
     EXPECT_NE(m.find("spec P('data', 'model') from the logical-axis rules"), std::string::npos) << m;
   }
+}
+
+// Grouped-query K/V kernels [embed, kv_heads, kv]: split over 'model' when
+// it divides kv_heads, replicated when it does not (MQA, G < |model|); any
+// other indivisible dim is still an error.
+TEST(LogicalAxisRules, KvHeadsSplitWhenDivisibleElseReplicated) {
+  const auto rules = standard_logical_axis_rules(1, 2);
+  for (int64_t model : {2, 4}) {
+    auto mesh = std::make_shared<const MeshDesc>(MeshDesc{{"data", "model"}, {2, model}, 0});
+    for (int64_t g : {1, 2, 4, 8}) {
+      SCOPED_TRACE("model " + std::to_string(model) + ", kv_heads " + std::to_string(g));
+      Sharding s = logical_sharding(mesh, {{"embed", 8}, {"kv_heads", g}, {"kv", 3}}, rules);
+      EXPECT_EQ(s.spec, P({kData, g % model == 0 ? kModel : kNone, kNone}));
+    }
+  }
+  auto mesh = std::make_shared<const MeshDesc>(MeshDesc{{"data", "model"}, {2, 2}, 0});
+  EXPECT_THROW(logical_sharding(mesh, {{"heads", 3}, {"kv", 4}}, rules), std::invalid_argument);
 }
 
 TEST(LogicalAxisRules, MoeRules) {

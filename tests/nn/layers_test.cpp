@@ -142,23 +142,61 @@ TEST(Attention, FusedAndManualPathsAgree) {
   EXPECT_LT(max_abs_diff(project_out(p, "a", ctx, att), fused), 1e-5);
 }
 
-TEST(Attention, MultiQueryEqualsMultiHeadWithRepeatedKV) {
-  AttentionConfig mqa{4, 1, 3, DType::f32}, mha{4, 0, 3, DType::f32};
-  ParamTree p = random_tree(attention_param_specs("a", 6, mqa), 2);
-  ParamTree q = p;
-  for (const char* n : {"key", "value"}) {
-    Array w = reshape(p[std::string("a/") + n + "/kernel"], Shape{{"embed", 6}, {"kv", 3}});
-    Array rep = broadcast_to(w, Shape{{"embed", 6}, {"heads", 4}, {"kv", 3}});
-    q[std::string("a/") + n + "/kernel"] = reshape(rep, Shape{{"embed", 6}, {"joined_kv", 12}});
+// Known answer: MQA (G = 1) and GQA (G = 2) equal multi-head attention whose
+// K/V kernels repeat K/V head h / (H / G) for query head h, on the fused
+// (grouped kernel) path and on the explicit-mask path (repeated heads).
+TEST(Attention, GroupedQueryEqualsMultiHeadWithRepeatedKV) {
+  for (int64_t g : {1, 2}) {
+    SCOPED_TRACE("kv_heads " + std::to_string(g));
+    AttentionConfig gqa{4, g, 3, DType::f32}, mha{4, 0, 3, DType::f32};
+    ParamTree p = random_tree(attention_param_specs("a", 6, gqa), 2);
+    EXPECT_EQ(p["a/key/kernel"].shape(), (Shape{{"embed", 6}, {"kv_heads", g}, {"kv", 3}}));
+    ParamTree q = p;
+    for (const char* n : {"key", "value"}) {
+      // Head h of the repeated kernel = K/V head h / (4 / g), built by hand.
+      auto w = transpose(p[std::string("a/") + n + "/kernel"], {"embed", "kv_heads", "kv"}).to_floats();
+      std::vector<float> rep;
+      for (int64_t e = 0; e < 6; ++e)
+        for (int64_t h = 0; h < 4; ++h)
+          for (int64_t d = 0; d < 3; ++d) rep.push_back(w[size_t((e * g + h / (4 / g)) * 3 + d)]);
+      q[std::string("a/") + n + "/kernel"] = Array::from_floats(Shape{{"embed", 6}, {"joined_kv", 12}}, rep);
+    }
+    Array x = normal(prng_key(7), Shape{{"batch", 2}, {"length", 4}, {"embed", 6}});
+    MaskSpec m;
+    m.causal = true;
+    MaskSpec prefix = m;
+    prefix.bidirectional_prefix = Array::zeros(Shape{{"batch", 2}, {"length", 4}}, DType::i32);
+    Dropout none;
+    Array want = multi_head_attention(q, "a", x, x, m, Array(), mha, none);
+    EXPECT_LT(max_abs_diff(multi_head_attention(p, "a", x, x, m, Array(), gqa, none), want), 1e-5);
+    EXPECT_LT(max_abs_diff(multi_head_attention(p, "a", x, x, prefix, Array(), gqa, none), want), 1e-5);
   }
-  EXPECT_EQ(p["a/key/kernel"].dim("joined_kv"), 3);
-  Array x = normal(prng_key(7), Shape{{"batch", 2}, {"length", 4}, {"embed", 6}});
+}
+
+// K/V arrays named kv_heads with G = H go through the grouped kernel with
+// groups of one: bitwise the multi-head result, forward and gradients.
+TEST(Attention, GroupsOfOneAreMultiHeadBitwise) {
+  AttentionConfig att{4, 0, 3, DType::f32};
+  Array q = normal(prng_key(1), Shape{{"batch", 2}, {"length", 5}, {"heads", 4}, {"kv", 3}});
+  Array k = normal(prng_key(2), Shape{{"batch", 2}, {"kv_length", 5}, {"heads", 4}, {"kv", 3}});
+  Array v = normal(prng_key(3), Shape{{"batch", 2}, {"kv_length", 5}, {"heads", 4}, {"kv", 3}});
   MaskSpec m;
   m.causal = true;
   Dropout none;
-  EXPECT_LT(max_abs_diff(multi_head_attention(p, "a", x, x, m, Array(), mqa, none),
-                         multi_head_attention(q, "a", x, x, m, Array(), mha, none)),
-            1e-5);
+  auto loss = [&](const ParamTree& t, bool grouped) {
+    Array kk = t.at("k"), vv = t.at("v");
+    if (grouped) {
+      kk = rename(kk, {{"heads", "kv_heads"}});
+      vv = rename(vv, {{"heads", "kv_heads"}});
+    }
+    Array o = attend(t.at("q"), kk, vv, m, Array(), att, none);
+    return sum(mul(o, o));
+  };
+  ParamTree t{{"q", q}, {"k", k}, {"v", v}};
+  auto a = value_and_grad([&](const ParamTree& x) { return loss(x, false); }, t);
+  auto b = value_and_grad([&](const ParamTree& x) { return loss(x, true); }, t);
+  EXPECT_EQ(a.value.item(), b.value.item());
+  for (const char* n : {"q", "k", "v"}) EXPECT_TRUE(array_equal(a.grads.at(n), b.grads.at(n))) << n;
 }
 
 TEST(Dropout, DeterministicFromKeyAndBroadcastOverLength) {

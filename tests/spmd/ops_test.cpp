@@ -320,5 +320,33 @@ TEST(SpmdParams, UnusedParamGradKeepsLayout) {
   }
 }
 
+// Grouped K/V (kv_heads, the fused kernel's GQA form): with the batch split
+// it equals the single-device result; with q's heads split the group map
+// would be wrong on every shard, so it is refused (issue 21).
+TEST(SpmdOps, GroupedAttentionBatchSplitOrRefused) {
+  Array q = randn(Shape{{"batch", 4}, {"length", 3}, {"heads", 4}, {"kv", 2}}, 31);
+  Array k = randn(Shape{{"batch", 4}, {"kv_length", 3}, {"kv_heads", 2}, {"kv", 2}}, 32);
+  Array v = randn(k.shape(), 33);
+  AttentionOptions o;
+  o.causal = true;
+  const Array ref = dot_product_attention(q, k, v, o);
+  for (const auto& ctx : contexts()) {
+    spmd::ContextScope scope(ctx);
+    SCOPED_TRACE(mesh_name(*ctx));
+    const PartitionSpec by_batch({{"data"}, {}, {}, {}});
+    Array got = spmd::dot_product_attention(spmd::shard(q, by_batch), spmd::shard(k, by_batch),
+                                            spmd::shard(v, by_batch), o);
+    EXPECT_LE(rel_err(spmd::gather(got), ref), 1e-6);
+    if (ctx->mesh().axis_size("model") > 1) {
+      try {
+        spmd::dot_product_attention(spmd::shard(q, PartitionSpec({{}, {}, {"model"}, {}})), k, v, o);
+        FAIL() << "expected an error";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("repeat the K/V heads"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t5x::testing_spmd

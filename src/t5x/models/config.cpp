@@ -100,7 +100,7 @@ void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) 
 
 nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
   nn::ParamSpecs s;
-  auto att = c.attention();
+  auto att = c.encoder_attention();
   s.push_back(nn::embedding_param_spec("token_embedder/embedding", c.vocab_size, c.emb_dim));
   s.push_back(relpos_spec("encoder", c));
   for (int64_t i = 0; i < c.num_encoder_layers; ++i) {

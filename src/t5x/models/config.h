@@ -38,11 +38,21 @@ struct T5Config {
   std::vector<std::string> mlp_activations = {"relu"};
   double dropout_rate = 0.1;
   bool logits_via_embedding = false;
-  int64_t num_kv_heads = 0;   // 0: multi-head; 1: multi-query; else grouped-query
+  // Grouped-query attention (Ainslie et al. 2023; nn/attention.h): K/V heads
+  // of the decoder's self- and cross-attention (the decoder-only model's
+  // self-attention). 0 or num_heads: multi-head; 1: multi-query; else G
+  // dividing num_heads. The decode cache holds these G heads.
+  int64_t num_kv_heads = 0;
+  // The same for the encoder's self-attention. 0 (default): multi-head, as
+  // the GQA paper does for T5 (the encoder runs once per input, in parallel,
+  // so K/V memory bandwidth is not its cost).
+  int64_t encoder_num_kv_heads = 0;
   DType dtype = DType::f32;   // activation dtype (t5x gins use bfloat16); params stay float32
   nn::RelposConfig relpos;    // 32 buckets, max distance 128
 
+  // Decoder attention (self and cross).
   nn::AttentionConfig attention() const { return {num_heads, num_kv_heads, head_dim, dtype}; }
+  nn::AttentionConfig encoder_attention() const { return {num_heads, encoder_num_kv_heads, head_dim, dtype}; }
 };
 
 // t5x's model gins (configs/models/...): "tiny", "small", "base", "large",

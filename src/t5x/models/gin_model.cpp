@@ -16,6 +16,21 @@ DType dtype_from(const std::string& s) {
                               "' (float32, bfloat16, float16)");
 }
 
+// num_kv_heads / encoder_num_kv_heads: None -> 0 (multi-head); else a
+// positive divisor of num_heads, checked at the binding.
+int64_t read_kv_heads(const gin::Config& cfg, const std::string& scope, const std::string& net,
+                      const std::string& param, int64_t num_heads) {
+  auto v = cfg.get_optional(scope, net, param);
+  if (!v || v->is_none()) return 0;
+  const int64_t g = cfg.get_int(scope, net, param);
+  if (g <= 0 || num_heads % g != 0)
+    throw gin::GinError(v->where(),
+                        net + "." + param + " = " + std::to_string(g) + " must divide num_heads = " +
+                            std::to_string(num_heads),
+                        "use a divisor of num_heads (1: multi-query; num_heads or None: multi-head)");
+  return g;
+}
+
 bool registered(const gin::Config& cfg, const std::string& name) {
   return cfg.registry() && cfg.registry()->find(name);
 }
@@ -40,6 +55,8 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"));
+  t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
+  if (!decoder_only) t.encoder_num_kv_heads = read_kv_heads(cfg, ns, nc, "encoder_num_kv_heads", t.num_heads);
 }
 
 // t5x's decode_fn defaults (decoding.beam_search / temperature_sample are

@@ -7,7 +7,10 @@
 // inputs_bidirectional_attention), its module's config (network.T5Config, or
 // network.TransformerConfig for decoder-only: vocab_size, dtype, emb_dim,
 // num_heads, num_encoder_layers / num_decoder_layers or num_layers, head_dim,
-// mlp_dim, mlp_activations, dropout_rate, logits_via_embedding), and the
+// mlp_dim, mlp_activations, dropout_rate, logits_via_embedding, and this
+// port's grouped-query attention: num_kv_heads for the decoder and, in
+// T5Config, encoder_num_kv_heads; None = multi-head; a value that does not
+// divide num_heads is a GinError at its binding), and the
 // decoding defaults (models.*.predict_batch_with_aux.num_decodes,
 // decoding.beam_search alpha / eos_id, decoding.temperature_sample
 // temperature / topk / topp / eos_id / max_decode_steps). Scopes follow the

@@ -268,6 +268,7 @@ std::string model_info(const nn::ParamSpecs& specs, const LogicalAxisRules& rule
     if (mesh) {
       NamedShape ns;
       for (const auto& d : s.shape.dims()) ns.push_back({d.name, d.size});
+      replicate_indivisible_kv_heads(*mesh, ns, ps);
       validate_partition_spec(*mesh, ns, ps);
     }
     e.partition_spec = partition_spec_text(ps);

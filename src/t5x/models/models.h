@@ -114,8 +114,9 @@ class DecoderOnlyModel : public BaseTransformerModel {
 
 // model-info.txt text (t5x.md 3.2): one line per parameter with its name,
 // size, named shape and partition spec under `rules` (e.g.
-// standard_logical_axis_rules()), then the total. With a mesh, each spec is
-// also checked for divisibility (throws "[sharding] ...").
+// standard_logical_axis_rules()), then the total. With a mesh, a kv_heads
+// dim the mesh does not divide shows replicated (replicate_indivisible_kv_heads)
+// and each spec is checked for divisibility (throws "[sharding] ...").
 std::string model_info(const nn::ParamSpecs& specs, const LogicalAxisRules& rules, const MeshDesc* mesh = nullptr);
 // "(None, 'model')" / "('data', ('data', 'model'))".
 std::string partition_spec_text(const PartitionSpec& spec);

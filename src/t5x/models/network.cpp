@@ -76,7 +76,7 @@ struct LayerKV {
 // dropout, residual.
 Array layer(const T5Config& cfg, const ParamTree& p, const std::string& l, Array x, const LayerArgs& a,
             LayerKV& kv, nn::Dropout& drop) {
-  auto att = cfg.attention();
+  auto att = a.encoder ? cfg.encoder_attention() : cfg.attention();
   const std::string sa = l + (a.encoder ? "/attention" : "/self_attention");
   Array h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
   Array q = nn::project_query(p, sa, h, att);
@@ -165,7 +165,7 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
   DecoderCache c;
   c.max_length = max_length;
   auto att = cfg.attention();
-  const char* hn = att.kv_heads() == att.num_heads ? "heads" : "kv_heads";
+  const char* hn = att.grouped() ? "kv_heads" : "heads";
   Shape s{{"batch", batch}, {"kv_length", max_length}, {hn, att.kv_heads()}, {"kv", cfg.head_dim}};
   for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
     c.self_key.push_back(Array::zeros(s, cfg.dtype));

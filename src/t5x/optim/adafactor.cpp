@@ -218,7 +218,10 @@ LogicalFactorRules standard_logical_factor_rules() {
           {"heads", F::kColumn},        {"kv", F::kColumn},          {"joined_kv", F::kColumn},
           {"relpos_buckets", F::kNone}, {"layers", F::kBatch},       {"stack", F::kBatch},
           {"q_wi_fused", F::kColumn},   {"o_wo_fused", F::kColumn},  {"multiquery_heads", F::kColumn},
-          {"kv_fused", F::kColumn},     {"layer_norm_scale", F::kNone}};
+          {"kv_fused", F::kColumn},     {"layer_norm_scale", F::kNone},
+          // This port's grouped-query K/V kernels [embed, kv_heads, kv]:
+          // factored as the multi-head [embed, joined_kv] one (v_row over embed).
+          {"kv_heads", F::kColumn}};
 }
 
 FactorDim factor_dim_from_name(const std::string& name) {

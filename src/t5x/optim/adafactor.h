@@ -68,7 +68,8 @@ using LogicalFactorRules = std::vector<std::pair<std::string, FactorDim>>;
 // t5x adafactor.standard_logical_factor_rules(): vocab COL, embed ROW,
 // mlp COL, heads COL, kv COL, joined_kv COL, relpos_buckets NONE,
 // layers BATCH, stack BATCH, q_wi_fused COL, o_wo_fused COL,
-// multiquery_heads COL, kv_fused COL, layer_norm_scale NONE.
+// multiquery_heads COL, kv_fused COL, layer_norm_scale NONE; and this
+// port's kv_heads COL (grouped-query K/V kernels, nn/attention.h).
 LogicalFactorRules standard_logical_factor_rules();
 
 // "row", "col" / "column", "batch", "none" / "unfactorized" (any case);

@@ -123,7 +123,7 @@ void Trainer::initialize() {
     fs::create_directories(cfg_.model_dir);
     if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
     std::ofstream(cfg_.model_dir + "/model-info.txt")
-        << model_info(model_->param_specs(), rules_);
+        << model_info(model_->param_specs(), rules_, &spmd::context().mesh().desc());
   }
   // Seeds: random_seed, else one drawn by process 0 and shared.
   uint64_t rng_seed = cfg_.random_seed ? uint64_t(*cfg_.random_seed) : dist_.broadcast(fresh_seed());

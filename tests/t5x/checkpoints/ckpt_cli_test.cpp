@@ -115,6 +115,66 @@ TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
   fs::remove_all(root);
 }
 
+// GQA uptraining through the real binary: a multi-head run, `ckpt
+// convert-gqa` (num_heads from the run's config.gin), then `t5x train` with
+// num_kv_heads = 2 restoring it through utils.RestoreCheckpointConfig; the
+// loss falls over the uptraining steps.
+TEST(CkptCli, ConvertGqaRestoresInTrainAndLossFalls) {
+  const std::string root = temp_dir("convert_gqa");
+  train(root + "/mha", 2, 2);
+  RunResult cv = sh(quote(t5x_bin()) + " ckpt convert-gqa " + quote(root + "/mha") + " " + quote(root + "/gqa") +
+                    " --num_kv_heads=2");
+  ASSERT_EQ(cv.rc, 0) << cv.out;
+  EXPECT_NE(cv.out.find("(num_heads 4 from " + root + "/mha/config.gin)"), std::string::npos) << cv.out;
+  EXPECT_NE(cv.out.find("8 key/value kernels mean-pooled to num_kv_heads 2"), std::string::npos) << cv.out;
+  std::string err;
+  auto a = only_target(digests(root + "/mha/checkpoint_2", &err));
+  auto b = only_target(digests(root + "/gqa/checkpoint_2", &err));
+  ASSERT_EQ(a.size(), b.size()) << err;
+  int pooled = 0;
+  for (const auto& [k, v] : a) {
+    const bool dec_kv = k.rfind("target/decoder/", 0) == 0 &&
+                        (k.find("/key/kernel") != std::string::npos || k.find("/value/kernel") != std::string::npos);
+    if (!dec_kv) {
+      EXPECT_EQ(b[k], v) << k << " should be copied";
+      continue;
+    }
+    ++pooled;
+    EXPECT_EQ(b[k].rfind("float32 (16,2,4)", 0), 0u) << k << ": " << b[k];
+  }
+  EXPECT_EQ(pooled, 8);
+  // A group size that does not divide the heads is refused.
+  RunResult bad = sh(quote(t5x_bin()) + " ckpt convert-gqa " + quote(root + "/mha") + " " + quote(root + "/bad") +
+                     " --num_kv_heads=3");
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.out.find("num_kv_heads = 3 must divide num_heads = 4"), std::string::npos) << bad.out;
+
+  // Hugging Face T5 has no grouped K/V heads: export-hf refuses (there is no
+  // config.gin next to the converted checkpoint, so it goes by the shapes).
+  RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/gqa") + " " + quote(root + "/hf"));
+  EXPECT_EQ(ex.rc, 1);
+  EXPECT_NE(ex.out.find("has no Hugging Face T5 equivalent"), std::string::npos) << ex.out;
+  EXPECT_FALSE(fs::exists(root + "/hf/model.safetensors"));
+
+  // Uptraining: a new MODEL_DIR restoring the converted checkpoint, 12 steps.
+  const std::string up = root + "/uptrain";
+  std::vector<std::string> argv = train_argv(
+      up, 14, 100,
+      {"network.T5Config.num_kv_heads = 2", "utils.RestoreCheckpointConfig.path = '" + root + "/gqa/checkpoint_2'",
+       "utils.RestoreCheckpointConfig.mode = 'specific'"});
+  RunResult r = sh(join_cmd(argv));
+  ASSERT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
+  auto loss = losses(up);
+  ASSERT_EQ(loss.size(), 12u) << r.out;  // steps 3..14: the step was restored
+  EXPECT_EQ(loss.begin()->first, 3);
+  double first = 0, last = 0;
+  for (int64_t s = 3; s <= 5; ++s) first += loss[s] / 3;
+  for (int64_t s = 12; s <= 14; ++s) last += loss[s] / 3;
+  EXPECT_LT(last, first) << "loss did not fall: " << first << " -> " << last;
+  EXPECT_TRUE(fs::exists(up + "/checkpoint_14/checkpoint"));
+  fs::remove_all(root);
+}
+
 // Where export-hf takes its config from: config.gin, flags, or the shapes.
 TEST(CkptCli, ExportHfConfigFromGinFlagsOrShapes) {
   const std::string root = temp_dir("export_cfg");

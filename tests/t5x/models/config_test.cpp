@@ -87,6 +87,18 @@ TEST(ModelConfig, ModelInfoPartitionSpecs) {
   // A mesh that does not divide a dim is an error (heads=4 over model=8).
   MeshDesc bad{{"data", "model"}, {1, 8}, 0};
   EXPECT_THROW(model_info(specs, standard_logical_axis_rules(), &bad), std::invalid_argument);
+  // Grouped K/V kernels: kv_heads split when 'model' divides it, else replicated.
+  for (int64_t g : {1, 2}) {
+    T5Config c = t5_1_1_config("tiny");
+    c.num_kv_heads = g;
+    std::string q = model_info(EncoderDecoderModel(c).param_specs(), standard_logical_axis_rules(), &mesh);
+    const std::string line = "decoder/layers_0/self_attention/key/kernel";
+    std::string l = q.substr(q.find(line), q.find('\n', q.find(line)) - q.find(line));
+    EXPECT_NE(l.find("shape (embed=8, kv_heads=" + std::to_string(g) + ", kv=3)"), std::string::npos) << l;
+    EXPECT_NE(l.find(std::string("partition spec ") + (g == 2 ? "(None, 'model', None)" : "(None, None, None)")),
+              std::string::npos)
+        << l;
+  }
   PartitionSpec two({{"data", "model"}, {}});
   EXPECT_EQ(partition_spec_text(two), "(('data', 'model'), None)");
 }

@@ -98,6 +98,33 @@ TEST(GinModel, PrefixLMAndDecodingFieldsThroughEitherEntry) {
   EXPECT_TRUE(d->inputs_bidirectional_attention());
 }
 
+// num_kv_heads through the one model reader: the GQA configs, a binding, the
+// multi-head default, and a non-divisor refused at its binding.
+TEST(GinModel, GroupedQueryAttentionFromGin) {
+  ModelConfig mha = load("t5_1_1/tiny.gin", {"DROPOUT_RATE = 0.0"});
+  EXPECT_EQ(mha.network.num_kv_heads, 0);
+  EXPECT_EQ(mha.network.encoder_num_kv_heads, 0);
+  ModelConfig g2 = load("t5_1_1/tiny_gqa2.gin", {"DROPOUT_RATE = 0.0"});
+  EXPECT_EQ(g2.network.num_heads, 4);
+  EXPECT_EQ(g2.network.num_kv_heads, 2);
+  EXPECT_EQ(g2.network.encoder_num_kv_heads, 0);
+  ModelConfig mq = load("t5_1_1/mini_mqa.gin", {"DROPOUT_RATE = 0.0", "network.T5Config.encoder_num_kv_heads = 2"});
+  EXPECT_EQ(mq.network.num_kv_heads, 1);
+  EXPECT_EQ(mq.network.encoder_num_kv_heads, 2);
+  // K/V kernels shrink from [8, 4*3] to [8, kv_heads, 3]: 2 * 2 layers * 2 attentions * 8 * (12 - 6).
+  EXPECT_EQ(make_model(mha)->num_params() - make_model(g2)->num_params(), 2 * 2 * 2 * 8 * 6);
+  ModelConfig d = load("decoder_only/small.gin", {"DROPOUT_RATE = 0.0", "network.TransformerConfig.num_kv_heads = 3"});
+  EXPECT_EQ(d.network.num_kv_heads, 3);
+  try {
+    load("t5_1_1/tiny.gin", {"DROPOUT_RATE = 0.0", "network.T5Config.num_kv_heads = 3"});
+    FAIL() << "expected a GinError";
+  } catch (const gin::GinError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("network.T5Config.num_kv_heads = 3 must divide num_heads = 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("<--gin_bindings #2>"), std::string::npos) << m;  // the binding's place
+  }
+}
+
 TEST(GinModel, NoModelIsAClearError) {
   gin::Config g(&registry());
   try {

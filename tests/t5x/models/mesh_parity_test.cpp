@@ -2,12 +2,14 @@
 // (EncoderDecoderModel with T5.1.1 and T5.1.0 configs, DecoderOnlyModel as a
 // causal LM and as a prefix LM) on meshes (data, model) = (2,1), (1,2), (2,2)
 // equals the single-device run: loss, logits and every gradient within 1e-5
-// relative. Run by mpiexec with 2 and 4 processes.
+// relative. Grouped-query / multi-query attention (issue 21) included: K/V
+// heads split over 'model' (G = 2) or replicated (G = 1). Run by mpiexec
+// with 2 and 4 processes.
 //
 // Layout (the one `t5x train` uses, trainer/distributed.h): the batch is split
 // over 'data' (process d of D feeds rows [d*B/D, (d+1)*B/D)); inside each data
 // replica the parameters are split over 'model' by the standard logical-axis
-// rules (heads, mlp, vocab, joined_kv -> model) and every op runs through the
+// rules (heads, mlp, vocab, joined_kv, kv_heads when divisible -> model) and every op runs through the
 // spmd lowering on the (data=1, model=M) mesh of that replica; the gradients
 // (token-sum loss) are summed over 'data'.
 #include <gtest/gtest.h>
@@ -108,16 +110,28 @@ std::vector<ModelCase> cases() {
   auto t510 = testing::small_test_config(/*gated=*/false, /*tied=*/true);
   t510.num_encoder_layers = t510.num_decoder_layers = 1;
   auto dec = testing::small_test_config(/*gated=*/true, /*tied=*/true);
-  auto mqa = testing::small_test_config(/*gated=*/false, /*tied=*/false);
-  mqa.num_heads = 4;
-  mqa.num_kv_heads = 2;
+  auto gqa = testing::small_test_config(/*gated=*/false, /*tied=*/false);
+  gqa.num_heads = 4;
+  gqa.num_kv_heads = 2;
+  // Multi-query decoder (one K/V head: replicated over 'model') with a
+  // grouped-query encoder (2 K/V heads: split).
+  auto mqa = gqa;
+  mqa.num_kv_heads = 1;
+  mqa.encoder_num_kv_heads = 2;
+  auto dec_mqa = testing::small_test_config(/*gated=*/true, /*tied=*/true);
+  dec_mqa.num_heads = 4;
+  dec_mqa.num_kv_heads = 1;
   return {
       {"T5.1.1 enc-dec (gated GELU, untied logits)", [=] { return std::make_unique<EncoderDecoderModel>(t511, loss); },
        encdec},
       {"T5.1.0 enc-dec (ReLU, tied logits)", [=] { return std::make_unique<EncoderDecoderModel>(t510, loss); }, encdec},
       {"decoder-only causal LM", [=] { return std::make_unique<DecoderOnlyModel>(dec, loss, false); }, deconly},
       {"decoder-only prefix LM", [=] { return std::make_unique<DecoderOnlyModel>(dec, loss, true); }, deconly},
-      {"enc-dec grouped-query attention", [=] { return std::make_unique<EncoderDecoderModel>(mqa, loss); }, encdec},
+      {"enc-dec grouped-query attention", [=] { return std::make_unique<EncoderDecoderModel>(gqa, loss); }, encdec},
+      {"enc-dec multi-query decoder, grouped-query encoder",
+       [=] { return std::make_unique<EncoderDecoderModel>(mqa, loss); }, encdec},
+      {"decoder-only multi-query prefix LM", [=] { return std::make_unique<DecoderOnlyModel>(dec_mqa, loss, true); },
+       deconly},
   };
 }
 
@@ -149,6 +163,12 @@ TEST(ModelsMeshParity, ForwardBackwardEqualsSingleDevice) {
       int split = 0;
       for (const auto& [k, p] : sharded) split += !p.is_fully_local();
       if (s.m > 1) EXPECT_GT(split, 0) << "no parameter is split over 'model'";
+      // K/V heads: split over 'model' when it divides them, else replicated.
+      for (const auto& [k, p] : sharded)
+        if (p.has_dim("kv_heads")) {
+          const int64_t g = p.dim("kv_heads");
+          EXPECT_EQ(p.local_shape()[p.shape().index("kv_heads")].size, g % s.m == 0 ? g / s.m : g) << k;
+        }
       auto got = spmd::value_and_grad([&](const ParamTree& p) { return model->loss_fn(p, mine).first; }, sharded);
       // Loss: a token sum, so the global loss is the sum over 'data'.
       double loss = got.value.item();

@@ -141,6 +141,30 @@ TEST(TrainerMpi, MeshesGiveTheSingleProcessLosses) {
 // Dropout (masks meet model-split activations), microbatches and optax's
 // clip_by_global_norm + adamw (the global norm gathers the split gradients)
 // on a model axis: the single-process losses.
+// Grouped-query (2 K/V heads, split over 'model') and multi-query (1,
+// replicated) attention through `t5x train` on meshes (1,2) and (2,2): the
+// single-process losses (issue 21).
+TEST(TrainerMpi, GroupedAndMultiQueryAttentionOnModelAxes) {
+  for (int g : {1, 2}) {
+    SCOPED_TRACE("num_kv_heads " + std::to_string(g));
+    const std::vector<std::string> kv = {"network.T5Config.num_kv_heads = " + std::to_string(g)};
+    const std::string n = "kv" + std::to_string(g);
+    const TrainRun ref = run(n + "_np1", 1, 1, 6, 6, "", kv);
+    ASSERT_EQ(ref.loss.size(), 6u);
+    const TrainRun m2 = run(n + "_model2", 2, 2, 6, 6, "", kv);
+    expect_losses(m2, ref, 1, 6, 1e-4, "(1,2)");
+    const TrainRun d2m2 = run(n + "_data2_model2", 4, 2, 6, 6, "", kv);
+    expect_losses(d2m2, ref, 1, 6, 1e-4, "(2,2)");
+    std::ifstream info(m2.dir + "/model-info.txt");
+    std::string text{std::istreambuf_iterator<char>(info), std::istreambuf_iterator<char>()};
+    const size_t at = text.find("decoder/layers_0/self_attention/key/kernel");
+    ASSERT_NE(at, std::string::npos) << text;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_NE(line.find("kv_heads=" + std::to_string(g) + ", kv="), std::string::npos) << line;
+    EXPECT_NE(line.find(g == 2 ? "(None, 'model', None)" : "(None, None, None)"), std::string::npos) << line;
+  }
+}
+
 TEST(TrainerMpi, DropoutMicrobatchesAndClippedAdamWOnAModelAxis) {
   const std::vector<std::string> extra = {
       "DROPOUT_RATE = 0.1",
