@@ -1,5 +1,7 @@
 #include "t5x/models/fnet.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "ops/ops.h"
@@ -76,23 +78,37 @@ Array dense_embed(const ParamTree& p, const std::string& name, const Array& x) {
 FNetConfig FNetConfig::from_json(const std::string& text, const std::string& where) {
   const nlohmann::json j = parse_hf_config(text, where, "fnet");
   FNetConfig c;
-  try {
-    auto integer = [&](const char* key, int64_t dflt) { return json_int_or(j, key, dflt); };
-    c.vocab_size = integer("vocab_size", c.vocab_size);
-    c.hidden_size = integer("hidden_size", c.hidden_size);
-    c.intermediate_size = integer("intermediate_size", c.intermediate_size);
-    c.num_hidden_layers = integer("num_hidden_layers", c.num_hidden_layers);
-    c.max_position_embeddings = integer("max_position_embeddings", c.max_position_embeddings);
-    c.type_vocab_size = integer("type_vocab_size", c.type_vocab_size);
-    c.layer_norm_eps = j.value("layer_norm_eps", c.layer_norm_eps);
-    c.hidden_act = j.value("hidden_act", c.hidden_act);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(where + ": malformed FNet config (" + e.what() + ")");
-  }
+  // Each field is read on its own so that a bad one is named (nlohmann's
+  // type_error does not say which key it was reading).
+  auto field = [&](const char* key, auto read) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    try { read(j[key]); } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError(where + ": field \"" + key + "\" is " + j[key].dump() + " (" + e.what() +
+                            "); fix it or delete it for FNetConfig's default");
+    }
+  };
+  auto size = [&](const char* key, int64_t& v) {
+    field(key, [&](const nlohmann::json& x) { v = json_int(x); });
+    if (v <= 0)
+      throw CheckpointError(where + ": field \"" + key + "\" is " + std::to_string(v) + "; it must be positive");
+  };
+  size("vocab_size", c.vocab_size);
+  size("hidden_size", c.hidden_size);
+  size("intermediate_size", c.intermediate_size);
+  size("num_hidden_layers", c.num_hidden_layers);
+  size("max_position_embeddings", c.max_position_embeddings);
+  size("type_vocab_size", c.type_vocab_size);
+  field("layer_norm_eps", [&](const nlohmann::json& x) { c.layer_norm_eps = x.get<double>(); });
+  if (!(c.layer_norm_eps >= 0) || !std::isfinite(c.layer_norm_eps))
+    throw CheckpointError(where + ": field \"layer_norm_eps\" is " + j.at("layer_norm_eps").dump() +
+                          "; it must be a finite number >= 0 (FNetConfig's default: 1e-12)");
+  field("hidden_act", [&](const nlohmann::json& x) { c.hidden_act = x.get<std::string>(); });
+  bool tpu = false;
+  field("use_tpu_fourier_optimizations", [&](const nlohmann::json& x) { tpu = x.get<bool>(); });
   if (!is_tanh_gelu(c.hidden_act))
     throw CheckpointError(where + ": hidden_act \"" + c.hidden_act +
                           "\" is not supported; FNet here uses the tanh GELU (\"gelu_new\", FNetConfig's default)");
-  if (j.value("use_tpu_fourier_optimizations", false))
+  if (tpu)
     throw CheckpointError(where + ": use_tpu_fourier_optimizations=true is not supported (it changes the "
                           "mixing length to tpu_short_seq_length); set it to false");
   return c;
@@ -152,6 +168,13 @@ ParamTree fnet_params_from_hf(const NamedTensors& hf, const FNetConfig& cfg, con
     }
     params[n.ours] = Array::from_floats(want, t.values<float>());
   }
+  // A layer past num_hidden_layers would otherwise be dropped silently (a
+  // smaller model with other outputs).
+  const std::string next = "encoder.layer." + std::to_string(cfg.num_hidden_layers) + ".";
+  if (auto it = by_name.lower_bound(next); it != by_name.end() && it->first.rfind(next, 0) == 0)
+    throw CheckpointError(where + ": tensor '" + it->first + "' is past num_hidden_layers=" +
+                          std::to_string(cfg.num_hidden_layers) +
+                          " of config.json; set num_hidden_layers to the checkpoint's layer count");
   return params;
 }
 

@@ -51,15 +51,18 @@ struct FNetConfig {
   std::string hidden_act = "gelu_new";
   // Parses an HF config.json; absent fields keep FNetConfig's defaults.
   // Throws CheckpointError "<where>: ..." for bad JSON, a model_type other
-  // than "fnet", or a hidden_act other than gelu_new / gelu_pytorch_tanh / gelu_fast.
+  // than "fnet", a field of the wrong type (named), a size that is not
+  // positive, a negative layer_norm_eps, use_tpu_fourier_optimizations=true,
+  // or a hidden_act other than gelu_new / gelu_pytorch_tanh / gelu_fast.
   static FNetConfig from_json(const std::string& text, const std::string& where);
 };
 
 nn::ParamSpecs fnet_param_specs(const FNetConfig& cfg);
 
 // HF FNet tensors (any float dtype) -> the parameter tree above, in f32.
-// Throws CheckpointError naming the missing tensor, or the tensor whose shape
-// disagrees with `cfg` (with both shapes).
+// Throws CheckpointError naming the missing tensor, the tensor whose shape
+// disagrees with `cfg` (with both shapes), or a layer tensor past
+// cfg.num_hidden_layers (it would be dropped).
 ParamTree fnet_params_from_hf(const NamedTensors& hf, const FNetConfig& cfg, const std::string& where);
 
 struct FNetModelFiles {

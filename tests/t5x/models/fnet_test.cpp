@@ -67,6 +67,64 @@ TEST(FNet, HfTensorsAreChecked) {
   EXPECT_NE(shape.find("'embeddings.word_embeddings.weight' has shape [21,8]"), std::string::npos) << shape;
 }
 
+// Bad config.json fields are named: wrong types (use_tpu_fourier_optimizations
+// escaped as a bare nlohmann error), sizes that are not positive (a negative
+// hidden_size reached Shape's "negative size" without the file) and a
+// negative layer_norm_eps (NaN outputs).
+TEST(FNet, ConfigFieldErrorsNameTheField) {
+  auto err = [](const std::string& json) { return error_of([&] { FNetConfig::from_json(json, "c.json"); }); };
+  std::string e = err(R"({"use_tpu_fourier_optimizations": "yes"})");
+  EXPECT_NE(e.find("c.json: field \"use_tpu_fourier_optimizations\" is \"yes\""), std::string::npos) << e;
+  e = err(R"({"layer_norm_eps": "x"})");
+  EXPECT_NE(e.find("c.json: field \"layer_norm_eps\" is \"x\""), std::string::npos) << e;
+  e = err(R"({"hidden_size": "24"})");
+  EXPECT_NE(e.find("c.json: field \"hidden_size\" is \"24\""), std::string::npos) << e;
+  e = err(R"({"hidden_act": 5})");
+  EXPECT_NE(e.find("c.json: field \"hidden_act\" is 5"), std::string::npos) << e;
+  e = err(R"({"hidden_size": -24})");
+  EXPECT_NE(e.find("c.json: field \"hidden_size\" is -24; it must be positive"), std::string::npos) << e;
+  e = err(R"({"num_hidden_layers": 0})");
+  EXPECT_NE(e.find("c.json: field \"num_hidden_layers\" is 0; it must be positive"), std::string::npos) << e;
+  e = err(R"({"layer_norm_eps": -1})");
+  EXPECT_NE(e.find("c.json: field \"layer_norm_eps\" is -1"), std::string::npos) << e;
+  EXPECT_EQ(FNetConfig::from_json(R"({"hidden_size": null, "layer_norm_eps": 0})", "c.json").hidden_size, 768);
+}
+
+// A checkpoint with more layers than num_hidden_layers was loaded as the
+// smaller model (other outputs, no error).
+TEST(FNet, LayersPastNumHiddenLayersAreRefused) {
+  FNetConfig two = tiny();
+  const int64_t E = two.hidden_size, M = two.intermediate_size;
+  NamedTensors hf = {
+      {"embeddings.word_embeddings.weight", HostTensor::zeros("float32", {two.vocab_size, E})},
+      {"embeddings.position_embeddings.weight", HostTensor::zeros("float32", {two.max_position_embeddings, E})},
+      {"embeddings.token_type_embeddings.weight", HostTensor::zeros("float32", {two.type_vocab_size, E})},
+      {"embeddings.LayerNorm.weight", HostTensor::zeros("float32", {E})},
+      {"embeddings.LayerNorm.bias", HostTensor::zeros("float32", {E})},
+      {"embeddings.projection.weight", HostTensor::zeros("float32", {E, E})},
+      {"embeddings.projection.bias", HostTensor::zeros("float32", {E})},
+      {"pooler.dense.weight", HostTensor::zeros("float32", {E, E})},
+      {"pooler.dense.bias", HostTensor::zeros("float32", {E})},
+  };
+  for (int i = 0; i < 2; ++i) {
+    const std::string h = "fnet.encoder.layer." + std::to_string(i) + ".";
+    for (const char* ln : {"fourier.output.LayerNorm.", "output.LayerNorm."}) {
+      hf.push_back({h + ln + "weight", HostTensor::zeros("float32", {E})});
+      hf.push_back({h + ln + "bias", HostTensor::zeros("float32", {E})});
+    }
+    hf.push_back({h + "intermediate.dense.weight", HostTensor::zeros("float32", {M, E})});
+    hf.push_back({h + "intermediate.dense.bias", HostTensor::zeros("float32", {M})});
+    hf.push_back({h + "output.dense.weight", HostTensor::zeros("float32", {E, M})});
+    hf.push_back({h + "output.dense.bias", HostTensor::zeros("float32", {E})});
+  }
+  EXPECT_EQ(fnet_params_from_hf(hf, two, "dir").size(), 9u + 2 * 8);
+  FNetConfig one = two;
+  one.num_hidden_layers = 1;
+  const std::string e = error_of([&] { fnet_params_from_hf(hf, one, "dir"); });
+  EXPECT_NE(e.find("dir: tensor 'encoder.layer.1."), std::string::npos) << e;
+  EXPECT_NE(e.find("past num_hidden_layers=1"), std::string::npos) << e;
+}
+
 TEST(FNet, ForwardNormalisesMixesPaddingAndHasGradients) {
   const FNetConfig c = tiny();
   ParamTree p = nn::init_params(fnet_param_specs(c), prng_key(3));
