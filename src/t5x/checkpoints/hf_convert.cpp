@@ -75,8 +75,18 @@ NamedTensors read_hf_tensors(const std::string& hf_dir) {
     try { j = nlohmann::json::parse(fileio::read_text(index)); } catch (const std::exception& e) {
       throw CheckpointError(index + ": invalid JSON (" + e.what() + ")");
     }
+    // weight_map: {tensor name: shard file in hf_dir}, as save_pretrained writes it.
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
+      throw CheckpointError(index + ": no \"weight_map\" object of tensor name -> shard file"
+                            "\n  hint: re-save the model with save_pretrained(dir, safe_serialization=True)");
     std::set<std::string> files;
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) files.insert(it.value());
+    for (const auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string() || file.get<std::string>().empty() ||
+          file.get<std::string>().find('/') != std::string::npos || file.get<std::string>() == "..")
+        throw CheckpointError(index + ": weight_map[\"" + name + "\"] is " + file.dump() +
+                              ", not the file name of a shard in " + hf_dir);
+      files.insert(file.get<std::string>());
+    }
     for (const auto& f : files) {
       SafetensorsFile sf = read_safetensors(fileio::join(hf_dir, f));
       for (auto& nt : sf.tensors) hf.push_back(std::move(nt));

@@ -102,5 +102,30 @@ TEST(HfConvert, ImportRefusesShapesThatDisagreeWithConfig) {
   }
 }
 
+// A damaged model.safetensors.index.json: an array, a missing or empty
+// weight_map (read as no tensors), a shard name of another type (a bare
+// nlohmann type_error without the file) or outside the directory.
+TEST(HfConvert, DamagedShardIndexNamesTheFile) {
+  const std::string base = tmpdir("badindex");
+  const std::string idx = base + "/model.safetensors.index.json";
+  auto err = [&](const std::string& text) {
+    fileio::write_text(idx, text, false);
+    try {
+      read_hf_tensors(base);
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no CheckpointError");
+  };
+  for (const char* t : {"[1, 2]", "{}", R"({"weight_map": {}})", R"({"weight_map": [1]})"}) {
+    const std::string e = err(t);
+    EXPECT_NE(e.find(idx + ": no \"weight_map\" object"), std::string::npos) << t << ": " << e;
+  }
+  std::string e = err(R"({"weight_map": {"a.weight": 7}})");
+  EXPECT_NE(e.find(idx + ": weight_map[\"a.weight\"] is 7, not the file name of a shard"), std::string::npos) << e;
+  e = err(R"({"weight_map": {"a.weight": "../../etc/passwd"}})");
+  EXPECT_NE(e.find(idx + ": weight_map[\"a.weight\"] is \"../../etc/passwd\""), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace t5x
