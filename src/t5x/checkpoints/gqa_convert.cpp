@@ -42,6 +42,18 @@ GqaConvertResult convert_gqa_checkpoint(const std::string& ckpt_dir, const std::
   GqaConvertResult res;
   res.step = opt.step ? *opt.step : r.step().value_or(0);
   static const std::regex kv_kernel(R"(target/(encoder|decoder)/.*/(key|value)/kernel)");
+  // A wrong num_heads still divides embed * head_dim most of the time, and
+  // the kernels would be pooled over the wrong columns without an error; the
+  // relative position biases ([heads, buckets]) give the real head count.
+  for (const char* rel : {"target/encoder/relpos_bias/rel_embedding", "target/decoder/relpos_bias/rel_embedding"}) {
+    if (!r.has(rel)) continue;
+    const auto shape = r.info(rel).shape;
+    if (!shape.empty() && shape[0] != opt.num_heads)
+      throw CheckpointError(r.dir() + ": `" + rel + "` has " + std::to_string(shape[0]) +
+                            " heads, but num_heads = " + std::to_string(opt.num_heads) +
+                            "\n  hint: give the model's --num_heads=" + std::to_string(shape[0]) +
+                            " (or its --gin_file)");
+  }
   std::vector<SaveLeaf> leaves;
   for (const auto& p : r.array_paths()) {
     if (p.rfind("state/param_states/", 0) == 0) ++res.dropped_optimizer;

@@ -45,8 +45,9 @@ struct GqaConvertResult {
 // Reads the t5x checkpoint `ckpt_dir` and writes MODEL_DIR/checkpoint_<step>.
 // Throws std::invalid_argument "[convert-gqa] ..." for a G that does not
 // divide H, and CheckpointError naming the array for a key / value kernel
-// that is not [embed, H * head_dim] (e.g. already grouped), for a checkpoint
-// without target/ arrays, and for an existing output.
+// that is not [embed, H * head_dim] (e.g. already grouped), for a relative
+// position bias [heads, buckets] whose heads are not H (a wrong --num_heads),
+// for a checkpoint without target/ arrays, and for an existing output.
 GqaConvertResult convert_gqa_checkpoint(const std::string& ckpt_dir, const std::string& model_dir,
                                         const GqaConvertOptions& opt);
 

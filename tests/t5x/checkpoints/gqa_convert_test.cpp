@@ -131,6 +131,20 @@ TEST(GqaConvert, TinyCheckpointDecoderPooledRestCopied) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("num_kv_heads = 3 must divide num_heads = 4"), std::string::npos) << e.what();
   }
+  // A wrong num_heads that still divides embed * head_dim (2 of 4 heads of 3)
+  // was pooled over the wrong columns without an error.
+  o.num_heads = 2;
+  o.num_kv_heads = 1;
+  try {
+    convert_gqa_checkpoint(root + "/mha/checkpoint_1000", root + "/wrong_heads", o);
+    FAIL() << "expected an error";
+  } catch (const CheckpointError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("relpos_bias/rel_embedding` has 4 heads, but num_heads = 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("--num_heads=4"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(root + "/wrong_heads/checkpoint_1000"));
+  o.num_heads = kHeads;
   o.num_kv_heads = 2;
   try {
     convert_gqa_checkpoint(root + "/g1_e0/checkpoint_1000", root + "/again", o);
