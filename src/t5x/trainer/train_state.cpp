@@ -34,6 +34,36 @@ bool is_partitioned(const std::vector<std::string>& axes) {
   return false;
 }
 
+// read_expect for a parameter, with a hint when a key / value kernel differs
+// only in being grouped ([embed, kv_heads, kv]) or multi-head ([embed,
+// joined_kv]): the model's num_kv_heads binding does not match the checkpoint.
+HostTensor read_param(const CheckpointReader& reader, const std::string& path, const Array& like,
+                      std::string_view cast) {
+  const std::vector<int64_t> want = like.shape().sizes();
+  try {
+    return reader.read_expect(path, want, shard_box(like), cast);
+  } catch (const CheckpointError& e) {
+    const bool kv = path.ends_with("/key/kernel") || path.ends_with("/value/kernel");
+    if (!kv || !reader.has(path)) throw;
+    const std::vector<int64_t> have = reader.info(path).shape;
+    const std::string param = path.rfind("target/encoder/", 0) == 0 ? "network.T5Config.encoder_num_kv_heads"
+                                                                      : "network.T5Config.num_kv_heads";
+    const std::string other =
+        path.rfind("target/encoder/", 0) == 0 ? "" : " (network.TransformerConfig.num_kv_heads for a decoder-only model)";
+    std::string hint;
+    if (have.size() == 3 && (want.size() == 2 || want.size() == 3))
+      hint = "the checkpoint's key / value kernels are grouped with kv_heads = " + std::to_string(have[1]) +
+             "; bind " + param + " = " + std::to_string(have[1]) + other;
+    else if (have.size() == 2 && want.size() == 3)
+      hint = "the checkpoint's key / value kernels are multi-head; leave " + param +
+             " unbound (None)" + other + ", or convert the checkpoint with `t5x ckpt convert-gqa --num_kv_heads=" +
+             std::to_string(want[1]) + "`";
+    else
+      throw;
+    throw CheckpointError(std::string(e.what()) + "\n  hint: " + hint);
+  }
+}
+
 }  // namespace
 
 HostTensor to_host(const Array& a) {
@@ -121,7 +151,7 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     if (!reader.has(path))
       throw CheckpointError("[checkpoint] " + r.dir + " has no parameter '" + name +
                             "'\n  hint: the checkpoint belongs to another model; check the model gin file");
-    params[name] = from_host(reader.read_expect(path, arr.shape().sizes(), shard_box(arr), cast), arr);
+    params[name] = from_host(read_param(reader, path, arr, cast), arr);
   }
   // Optimizer slots and step: all or nothing.
   bool have_all = with_optimizer && reader.has("state/step");
@@ -198,7 +228,7 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
       state.opt.step = reader.step().value_or(0);
     } else if (e.target_path.rfind("target/", 0) == 0) {
       Array& dst = state.params.at(e.target_path.substr(7));
-      dst = from_host(reader.read_expect(src, dst.shape().sizes(), shard_box(dst), cast), dst);
+      dst = from_host(read_param(reader, src, dst, cast), dst);
     } else {
       Array& dst = state.opt.slots.at(e.target_path.substr(std::string("state/param_states/").size()));
       dst = from_host(reader.read_expect(src, dst.shape().sizes(), shard_box(dst)), dst);

@@ -156,6 +156,32 @@ TEST(CkptCli, ConvertGqaRestoresInTrainAndLossFalls) {
   EXPECT_NE(ex.out.find("has no Hugging Face T5 equivalent"), std::string::npos) << ex.out;
   EXPECT_FALSE(fs::exists(root + "/hf/model.safetensors"));
 
+  // Restoring with num_kv_heads that does not match the checkpoint names the
+  // kernel, both shapes and the binding (the error had no hint).
+  for (const auto& [bind, want] : std::vector<std::pair<std::string, std::string>>{
+           {"network.T5Config.num_kv_heads = None", "bind network.T5Config.num_kv_heads = 2"},
+           {"network.T5Config.num_kv_heads = 1", "bind network.T5Config.num_kv_heads = 2"}}) {
+    std::vector<std::string> wrong = train_argv(
+        root + "/wrong", 3, 100,
+        {bind, "utils.RestoreCheckpointConfig.path = '" + root + "/gqa/checkpoint_2'",
+         "utils.RestoreCheckpointConfig.mode = 'specific'"});
+    RunResult w = sh(join_cmd(wrong));
+    EXPECT_EQ(w.rc, 1) << w.out;
+    EXPECT_NE(w.out.find("/key/kernel` in checkpoint (16, 2, 4) does not match expected"), std::string::npos) << w.out;
+    EXPECT_NE(w.out.find("hint: the checkpoint's key / value kernels are grouped with kv_heads = 2; " + want),
+              std::string::npos)
+        << w.out;
+  }
+  std::vector<std::string> grouped_on_mha = train_argv(
+      root + "/wrong_mha", 3, 100,
+      {"network.T5Config.num_kv_heads = 2", "utils.RestoreCheckpointConfig.path = '" + root + "/mha/checkpoint_2'",
+       "utils.RestoreCheckpointConfig.mode = 'specific'"});
+  RunResult w = sh(join_cmd(grouped_on_mha));
+  EXPECT_EQ(w.rc, 1) << w.out;
+  EXPECT_NE(w.out.find("in checkpoint (16, 16) does not match expected (16, 2, 4)"), std::string::npos) << w.out;
+  EXPECT_NE(w.out.find("multi-head; leave network.T5Config.num_kv_heads unbound (None)"), std::string::npos) << w.out;
+  EXPECT_NE(w.out.find("t5x ckpt convert-gqa --num_kv_heads=2"), std::string::npos) << w.out;
+
   // Uptraining: a new MODEL_DIR restoring the converted checkpoint, 12 steps.
   const std::string up = root + "/uptrain";
   std::vector<std::string> argv = train_argv(
