@@ -111,6 +111,11 @@ SaveLeaf SaveLeaf::whole(std::string path, HostTensor data) {
 
 std::string save_converted_checkpoint(const std::string& model_dir, int64_t step, std::vector<SaveLeaf> leaves,
                                       const ZarrCompressor& compressor, bool durable) {
+  // state/step is int32 (t5x's TrainState): a larger step would be stored
+  // wrapped, and a negative one named checkpoint_-1.
+  if (step < 0 || step > INT32_MAX)
+    throw CheckpointError(fileio::join(model_dir, "checkpoint_" + std::to_string(step)) + ": step " +
+                          std::to_string(step) + " is outside [0, 2^31 - 1] (state/step is int32); choose another --step");
   leaves.push_back(SaveLeaf::inline_array(
       "state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(step)})));
   SaveOptions so;

@@ -104,7 +104,8 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
 // The converters' save (import-hf, import-tf): `leaves` plus an inline int32
 // "state/step", written as they are (no dtype cast) to
 // MODEL_DIR/checkpoint_<step>. Returns that directory; throws CheckpointError
-// when it already exists (nothing is overwritten) or on I/O failures.
+// for a step outside [0, 2^31 - 1], when it already exists (nothing is
+// overwritten) or on I/O failures.
 std::string save_converted_checkpoint(const std::string& model_dir, int64_t step, std::vector<SaveLeaf> leaves,
                                       const ZarrCompressor& compressor, bool durable);
 

@@ -11,7 +11,10 @@ namespace t5x {
 namespace {
 
 void check_divides(int64_t h, int64_t g, const char* what) {
-  if (g <= 0 || h <= 0 || h % g != 0)
+  if (h <= 0)
+    throw std::invalid_argument("[convert-gqa] num_heads = " + std::to_string(h) +
+                                " must be positive (the source model's number of attention heads)");
+  if (g <= 0 || h % g != 0)
     throw std::invalid_argument(std::string("[convert-gqa] ") + what + " = " + std::to_string(g) +
                                 " must divide num_heads = " + std::to_string(h) +
                                 " (1: multi-query; num_heads: multi-head)");

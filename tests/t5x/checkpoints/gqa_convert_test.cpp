@@ -146,6 +146,20 @@ TEST(GqaConvert, TinyCheckpointDecoderPooledRestCopied) {
   EXPECT_FALSE(fs::exists(root + "/wrong_heads/checkpoint_1000"));
   o.num_heads = kHeads;
   o.num_kv_heads = 2;
+  // --step=-1 wrote checkpoint_-1; 2^32 + 5 wrote state/step 5 in checkpoint_4294967301.
+  for (int64_t step : {int64_t(-1), (int64_t(1) << 32) + 5}) {
+    o.step = step;
+    try {
+      convert_gqa_checkpoint(root + "/mha/checkpoint_1000", root + "/bad_step", o);
+      FAIL() << "expected an error for step " << step;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("step " + std::to_string(step) + " is outside [0, 2^31 - 1]"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(root + "/bad_step"));
+  o.step.reset();
   try {
     convert_gqa_checkpoint(root + "/g1_e0/checkpoint_1000", root + "/again", o);
     FAIL() << "expected an error";
