@@ -195,9 +195,16 @@ class CachedDataSource : public DataSource {
             throw DataError(info_path + ": field '" + field + "' is not {\"dtype\": NAME, \"shape\": [...]}" +
                             kRewriteHint);
           try {
-            desc[it.key()] = !spec["shape"].empty() ? DType::kInt32 : dtype_from_name(spec["dtype"].get<std::string>());
+            desc[it.key()] = dtype_from_name(spec["dtype"].get<std::string>());
           } catch (const std::invalid_argument& err) {
             throw DataError(info_path + ": field '" + field + ".dtype': " + err.what() + kRewriteHint);
+          }
+          // write_cache stores every token sequence ([None]) as int32; another
+          // dtype there was read as int32 without a word.
+          if (!spec["shape"].empty()) {
+            if (desc[it.key()] != DType::kInt32)
+              throw DataError(info_path + ": field '" + field + ".dtype' is " + spec["dtype"].dump() +
+                              ", but a sequence (shape [None]) is int32 in a cache" + kRewriteHint);
           }
         }
         int n = 0;

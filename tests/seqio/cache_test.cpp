@@ -182,6 +182,11 @@ TEST(Cache, DamagedInfoOrStatsNameTheFileAndField) {
   bad["features"]["targets_pretokenized"]["dtype"] = "complex64";  // was std::invalid_argument
   expect_error(info, bad, "field 'features.targets_pretokenized.dtype': [dtype_from_name] unknown dtype 'complex64'");
   bad = good_info;
+  bad["features"]["targets"]["dtype"] = "complex64";  // a sequence's dtype was not read at all
+  expect_error(info, bad, "field 'features.targets.dtype': [dtype_from_name] unknown dtype 'complex64'");
+  bad["features"]["targets"]["dtype"] = "string";  // was read as int32 tokens
+  expect_error(info, bad, "field 'features.targets.dtype' is \"string\", but a sequence (shape [None]) is int32");
+  bad = good_info;
   bad["num_shards"] = 4294967298;  // get<int>() wrapped to 2
   expect_error(info, bad, "field 'num_shards' is 4294967298; expected an integer in [0, 99999]");
   bad["num_shards"] = "2";
