@@ -170,7 +170,8 @@ int cmd_info(const Args& a, std::ostream& out) {
 // The model of --gin_file, else of CKPT's MODEL_DIR/config.gin; nullopt
 // when neither is there or config.gin cannot be read (a note on `err`).
 std::optional<ModelConfig> model_from_gin(const Args& a, const std::string& ckpt_dir, std::string* source,
-                                          std::ostream& err) {
+                                          std::ostream& err,
+                                          const char* fallback = "the config comes from the parameter shapes") {
   gin::GinFlags flags = a.gin;
   if (flags.files.empty()) {
     const std::string cg = (fs::path(ckpt_dir).parent_path() / "config.gin").string();
@@ -194,7 +195,7 @@ std::optional<ModelConfig> model_from_gin(const Args& a, const std::string& ckpt
   } catch (const std::exception& e) {
     if (!a.gin.files.empty()) throw;  // the user asked for these files
     err << "note: could not read the model from " << flags.files.front() << " (" << e.what()
-        << "); the config comes from the parameter shapes\n";
+        << "); " << fallback << "\n";
     return std::nullopt;
   }
 }
@@ -369,7 +370,7 @@ int cmd_convert_gqa(const Args& a, std::ostream& out, std::ostream& err) {
   std::string source = "--num_heads";
   if (a.opt.count("num_heads")) {
     o.num_heads = to_int("num_heads", a.opt.at("num_heads"));
-  } else if (auto m = model_from_gin(a, ckpt, &source, err)) {
+  } else if (auto m = model_from_gin(a, ckpt, &source, err, "give the model's --num_heads=H")) {
     if (m->network.attention().grouped() || m->network.encoder_attention().grouped())
       throw CheckpointError(source + ": already configures grouped-query attention (num_kv_heads); "
                             "convert-gqa reads a multi-head checkpoint");

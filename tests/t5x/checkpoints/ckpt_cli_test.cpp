@@ -149,6 +149,19 @@ TEST(CkptCli, ConvertGqaRestoresInTrainAndLossFalls) {
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.out.find("num_kv_heads = 3 must divide num_heads = 4"), std::string::npos) << bad.out;
 
+  // An unreadable config.gin: the note said "the config comes from the
+  // parameter shapes" (export-hf's fallback), which convert-gqa has not.
+  fs::create_directories(root + "/badgin");
+  fs::copy(root + "/mha/checkpoint_2", root + "/badgin/checkpoint_2", fs::copy_options::recursive);
+  std::ofstream(root + "/badgin/config.gin") << "network.T5Config.num_heads = (\n";
+  RunResult bg = sh(quote(t5x_bin()) + " ckpt convert-gqa " + quote(root + "/badgin") + " " + quote(root + "/bad2") +
+                    " --num_kv_heads=2");
+  EXPECT_EQ(bg.rc, 64) << bg.out;
+  EXPECT_NE(bg.out.find("note: could not read the model from " + root + "/badgin/config.gin"), std::string::npos)
+      << bg.out;
+  EXPECT_NE(bg.out.find("); give the model's --num_heads=H"), std::string::npos) << bg.out;
+  EXPECT_EQ(bg.out.find("parameter shapes"), std::string::npos) << bg.out;
+
   // Hugging Face T5 has no grouped K/V heads: export-hf refuses (there is no
   // config.gin next to the converted checkpoint, so it goes by the shapes).
   RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/gqa") + " " + quote(root + "/hf"));
