@@ -61,6 +61,7 @@ bind() {  # bind SRC DST (inside ROOT)
 remove_root() {
   [[ -e "$ROOT" ]] || return 0
   for m in $(awk -v r="$ROOT/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+  if mountpoint -q "$ROOT"; then umount -l "$ROOT"; fi
   if awk -v r="$ROOT/" 'index($2, r) == 1 {found = 1} END {exit !found}' /proc/mounts; then
     echo "check_fresh_machine.sh: something is still mounted under $ROOT; not removing it" >&2
     return 1
@@ -92,6 +93,10 @@ cp -L /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.cr
 cp -a /usr/local/share/ca-certificates/. "$ROOT/usr/local/share/ca-certificates/" 2>/dev/null || true
 [[ -f /etc/pip.conf ]] && cp /etc/pip.conf "$ROOT/etc/pip.conf"
 
+# The chroot's / a mount point, as on a real machine: `ip netns exec` and
+# `unshare --mount` (the multi-host and full-disk tests) change the
+# propagation of /, which fails on a plain directory.
+mount --bind "$ROOT" "$ROOT" && mounts+=("$ROOT")
 bind /proc /proc
 bind /sys /sys
 bind /dev /dev
