@@ -13,18 +13,14 @@
 #include "t5x/checkpoints/crc32c.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/model_info.h"
+#include "../../common/tmpdir.h"
 
 namespace t5x {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("t5x_ckptdir_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using t5x_test::tmpdir;
 
 HostTensor iota(const std::string& dtype, std::vector<int64_t> shape, float scale = 1.f) {
   HostTensor t = HostTensor::zeros(dtype, shape);

@@ -12,18 +12,14 @@
 
 #include "t5_test_shapes.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
+#include "../../common/tmpdir.h"
 
 namespace t5x {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("t5x_gqaconv_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using t5x_test::tmpdir;
 
 constexpr int64_t kEmb = 8, kHeads = 4, kHeadDim = 3;
 const std::string kBf16 = "decoder/layers_1/encoder_decoder_attention/value/kernel";

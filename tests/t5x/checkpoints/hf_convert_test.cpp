@@ -9,18 +9,14 @@
 #include "t5_test_shapes.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/file_io.h"
+#include "../../common/tmpdir.h"
 
 namespace t5x {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("t5x_hfconv_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using t5x_test::tmpdir;
 
 NamedTensors save_tiny(const std::string& model_dir, bool gated, bool tied) {
   auto params = testing_util::random_params(testing_util::t5_param_shapes(40, 8, 4, 3, 16, 2, 2, gated, tied));

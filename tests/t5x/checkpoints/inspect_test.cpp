@@ -11,18 +11,14 @@
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/model_info.h"
+#include "../../common/tmpdir.h"
 
 namespace t5x {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("t5x_inspect_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using t5x_test::tmpdir;
 
 void save_small(const std::string& model_dir, int64_t step, float offset) {
   std::vector<float> k(24);

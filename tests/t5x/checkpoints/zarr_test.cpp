@@ -9,18 +9,14 @@
 #include "core/dtype_bf16.h"
 #include "t5x/checkpoints/file_io.h"
 #include "error_of.h"
+#include "../../common/tmpdir.h"
 
 namespace t5x {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("t5x_ckpt_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using t5x_test::tmpdir;
 
 HostTensor random_tensor(const std::string& dtype, std::vector<int64_t> shape, uint32_t seed) {
   HostTensor t = HostTensor::zeros(dtype, std::move(shape));

@@ -8,18 +8,14 @@
 #include "t5x/summaries/crc32c.h"
 #include "t5x/summaries/event_writer.h"
 #include "t5x/summaries/metrics_writer.h"
+#include "../../common/tmpdir.h"
 
 namespace t5x {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("t5x_summ_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using t5x_test::tmpdir;
 
 TEST(Crc32c, KnownVectors) {
   // RFC 3720 B.4 check value and all-zero / all-ones 32-byte vectors.
