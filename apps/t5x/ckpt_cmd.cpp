@@ -220,6 +220,10 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     if (p.shape.size() == 3)
       throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +
                             ": grouped-query / multi-query attention has no Hugging Face T5 equivalent");
+  for (const auto& p : shapes)  // encoder_mixing = 'fourier'
+    if (p.name.find("/pre_mixing_layer_norm/") != std::string::npos)
+      throw CheckpointError(ckpt + ": `target/" + p.name +
+                            "` belongs to a Fourier-mixing (FNet) encoder, which has no Hugging Face T5 equivalent");
   HfT5Config c = infer_hf_t5_config(shapes);
   c.feed_forward_proj = c.is_gated_act() ? "gated-gelu" : "relu";
   c.dropout_rate = 0.1;

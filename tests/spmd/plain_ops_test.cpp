@@ -125,7 +125,9 @@ TEST(SpmdPlainOps, DispatchedPlainOpsEqualSingleDevice) {
     }
   }
   // With more than one device some inputs are split, so apply() must lower them.
-  if (g_world->size() > 1) EXPECT_GT(g_calls.load(), 0);
+  if (g_world->size() > 1) {
+    EXPECT_GT(g_calls.load(), 0);
+  }
 }
 
 // FNet's mixing with its length and embed dims split (layouts the presets do

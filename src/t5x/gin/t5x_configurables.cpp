@@ -17,9 +17,10 @@ void add_model_configurables(Registry& r) {
          {"num_encoder_layers", "6"}, {"num_decoder_layers", "6"}, {"head_dim", "64"},
          {"mlp_dim", "2048"}, {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
          {"logits_via_embedding", "False"}, {"float32_attention_logits", "False"},
-         {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}},
+         {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}, {"encoder_mixing", "'attention'"}},
         "T5 encoder-decoder hyperparameters (t5x/examples/t5/network.py; num_kv_heads and "
-        "encoder_num_kv_heads: grouped-query attention, this port's addition)");
+        "encoder_num_kv_heads: grouped-query attention; encoder_mixing = 'fourier': FNet's "
+        "Fourier mixing in the encoder; this port's additions)");
   r.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
   r.add("network.TransformerConfig",
         {{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},

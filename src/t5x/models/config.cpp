@@ -102,11 +102,16 @@ nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
   nn::ParamSpecs s;
   auto att = c.encoder_attention();
   s.push_back(nn::embedding_param_spec("token_embedder/embedding", c.vocab_size, c.emb_dim));
-  s.push_back(relpos_spec("encoder", c));
+  const bool fourier = c.encoder_mixing == T5Config::Mixing::kFourier;
+  if (!fourier) s.push_back(relpos_spec("encoder", c));
   for (int64_t i = 0; i < c.num_encoder_layers; ++i) {
     std::string l = "encoder/layers_" + std::to_string(i);
-    s.push_back(nn::norm_param_spec(l + "/pre_attention_layer_norm/scale", c.emb_dim));
-    append(s, nn::attention_param_specs(l + "/attention", c.emb_dim, att));
+    if (fourier) {
+      s.push_back(nn::norm_param_spec(l + "/pre_mixing_layer_norm/scale", c.emb_dim));
+    } else {
+      s.push_back(nn::norm_param_spec(l + "/pre_attention_layer_norm/scale", c.emb_dim));
+      append(s, nn::attention_param_specs(l + "/attention", c.emb_dim, att));
+    }
     s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
     append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
   }

@@ -47,6 +47,18 @@ struct T5Config {
   // the GQA paper does for T5 (the encoder runs once per input, in parallel,
   // so K/V memory bandwidth is not its cost).
   int64_t encoder_num_kv_heads = 0;
+  // The encoder's token-mixing sublayer. kAttention: T5 self-attention.
+  // kFourier: FNet (Lee-Thorp et al. 2021, arXiv 2105.03824, section 3.1):
+  // Re(DFT_length(DFT_embed(.))) of the layer-normed input (ops/fourier.h),
+  // with no parameters, no mask and no relative position bias, so padding
+  // is mixed like any other position and packed inputs are refused. The
+  // rest of the layer (pre-norm residual, dropout, MLP) stays T5's; the
+  // decoder keeps attention (a DFT over the length is not causal). Params:
+  // encoder/layers_i/pre_mixing_layer_norm/scale replaces the attention and
+  // its norm; no encoder/relpos_bias. Gin: T5Config.encoder_mixing =
+  // 'attention' | 'fourier' (this port's addition).
+  enum class Mixing { kAttention, kFourier };
+  Mixing encoder_mixing = Mixing::kAttention;
   DType dtype = DType::f32;   // activation dtype (t5x gins use bfloat16); params stay float32
   nn::RelposConfig relpos;    // 32 buckets, max distance 128
 

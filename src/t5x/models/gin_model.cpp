@@ -56,7 +56,15 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"));
   t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
-  if (!decoder_only) t.encoder_num_kv_heads = read_kv_heads(cfg, ns, nc, "encoder_num_kv_heads", t.num_heads);
+  if (!decoder_only) {
+    t.encoder_num_kv_heads = read_kv_heads(cfg, ns, nc, "encoder_num_kv_heads", t.num_heads);
+    auto v = cfg.get_optional(ns, nc, "encoder_mixing");
+    const std::string mixing = v ? cfg.get_string(ns, nc, "encoder_mixing") : "attention";
+    if (mixing == "fourier") t.encoder_mixing = T5Config::Mixing::kFourier;
+    else if (mixing != "attention")
+      throw gin::GinError(v->where(), nc + ".encoder_mixing = '" + mixing + "' is not a mixing sublayer",
+                          "use 'attention' (T5) or 'fourier' (FNet)");
+  }
 }
 
 // t5x's decode_fn defaults (decoding.beam_search / temperature_sample are

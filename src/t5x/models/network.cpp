@@ -11,6 +11,7 @@
 #include "nn/constraint.h"
 #include "nn/layers.h"
 #include "nn/relpos.h"
+#include "ops/fourier.h"
 #include "ops/ops.h"
 
 namespace t5x {
@@ -77,18 +78,23 @@ struct LayerKV {
 Array layer(const T5Config& cfg, const ParamTree& p, const std::string& l, Array x, const LayerArgs& a,
             LayerKV& kv, nn::Dropout& drop) {
   auto att = a.encoder ? cfg.encoder_attention() : cfg.attention();
-  const std::string sa = l + (a.encoder ? "/attention" : "/self_attention");
-  Array h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
-  Array q = nn::project_query(p, sa, h, att);
-  auto [k, v] = nn::project_key_value(p, sa, h, att);
-  kv.self_key = a.cache_at.valid() ? write_cache(kv.self_key, k, a.cache_at, a.cache_pos) : k;
-  kv.self_value = a.cache_at.valid() ? write_cache(kv.self_value, v, a.cache_at, a.cache_pos) : v;
-  h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, a.self_bias, att, drop), att);
+  Array h;
+  if (a.encoder && cfg.encoder_mixing == T5Config::Mixing::kFourier) {
+    h = fourier_mix(nn::layer_norm(p, l + "/pre_mixing_layer_norm", x), "length", "embed");
+  } else {
+    const std::string sa = l + (a.encoder ? "/attention" : "/self_attention");
+    h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
+    Array q = nn::project_query(p, sa, h, att);
+    auto [k, v] = nn::project_key_value(p, sa, h, att);
+    kv.self_key = a.cache_at.valid() ? write_cache(kv.self_key, k, a.cache_at, a.cache_pos) : k;
+    kv.self_value = a.cache_at.valid() ? write_cache(kv.self_value, v, a.cache_at, a.cache_pos) : v;
+    h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, a.self_bias, att, drop), att);
+  }
   x = nn::constrain(add(x, drop(h)));
   if (a.cross) {
     const std::string ca = l + "/encoder_decoder_attention";
     h = nn::layer_norm(p, l + "/pre_cross_attention_layer_norm", x);
-    q = nn::project_query(p, ca, h, att);
+    Array q = nn::project_query(p, ca, h, att);
     if (!kv.cross_key.valid()) std::tie(kv.cross_key, kv.cross_value) = nn::project_key_value(p, ca, a.encoded, att);
     h = nn::project_out(p, ca, nn::attend(q, kv.cross_key, kv.cross_value, a.cross_mask, Array(), att, drop), att);
     x = nn::constrain(add(x, drop(h)));
@@ -182,6 +188,14 @@ Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, co
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), tokens, cfg.dtype)));
   LayerArgs a;
   a.encoder = true;
+  if (cfg.encoder_mixing == T5Config::Mixing::kFourier) {
+    // The DFT over the length mixes every position, across packed examples too.
+    if (seg.valid())
+      throw std::invalid_argument("[t5x model] the Fourier-mixing (FNet) encoder cannot take packed inputs "
+                                  "(encoder_segment_ids): its DFT over the length would mix the examples\n"
+                                  "  hint: set the feature converter's pack = False");
+    return stack(cfg, p, "encoder", x, a, nullptr, drop);
+  }
   a.self_mask.q_mask = a.self_mask.kv_mask = positive(tokens);
   if (seg.valid()) a.self_mask.q_segment_ids = a.self_mask.kv_segment_ids = seg;
   a.self_bias = stack_bias(cfg, p, "encoder", tokens.dim("length"));

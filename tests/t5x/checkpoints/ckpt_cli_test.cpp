@@ -119,6 +119,71 @@ TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
 // convert-gqa` (num_heads from the run's config.gin), then `t5x train` with
 // num_kv_heads = 2 restoring it through utils.RestoreCheckpointConfig; the
 // loss falls over the uptraining steps.
+// FNet-encoder T5 (network.T5Config.encoder_mixing = 'fourier') through the
+// ordinary commands: packed batches are refused with the fix named; unpacked
+// it trains (loss falls), its checkpoint has the mixing norm and no encoder
+// attention or relative position bias, `t5x infer` decodes with it, and
+// export-hf refuses it.
+TEST(CkptCli, FNetEncoderTrainsDecodesAndRefusesHfExport) {
+  const std::string root = temp_dir("fnet");
+  const std::vector<std::string> gin = {"--gin_file=configs/models/t5_1_1/tiny_fnet.gin"};
+  auto argv = [&](const std::string& dir, int steps, bool pack) {
+    std::vector<std::string> a = train_argv(dir, steps, steps);
+    a[2] = gin[0];
+    for (const char* s : {"train", "train_eval"})
+      a.push_back(std::string("--gin_bindings=") + s + "/utils.DatasetConfig.pack = " + (pack ? "True" : "False"));
+    return a;
+  };
+  RunResult packed = sh(join_cmd(argv(root + "/packed", 2, true)));
+  EXPECT_EQ(packed.rc, 1) << packed.out;
+  EXPECT_NE(packed.out.find("the Fourier-mixing (FNet) encoder cannot take packed inputs"), std::string::npos)
+      << packed.out;
+  EXPECT_NE(packed.out.find("hint: set the feature converter's pack = False"), std::string::npos) << packed.out;
+
+  const std::string model = root + "/model";
+  RunResult r = sh(join_cmd(argv(model, 20, false)));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto loss = losses(model);
+  ASSERT_EQ(loss.size(), 20u) << r.out;
+  double first = 0, last = 0;
+  for (int64_t s = 1; s <= 3; ++s) first += loss[s] / 3;
+  for (int64_t s = 18; s <= 20; ++s) last += loss[s] / 3;
+  EXPECT_LT(last, 0.9 * first) << "loss did not fall: " << first << " -> " << last;
+
+  std::string err;
+  auto d = only_target(digests(model + "/checkpoint_20", &err));
+  ASSERT_FALSE(d.empty()) << err;
+  EXPECT_EQ(d.count("target/encoder/relpos_bias/rel_embedding"), 0u);
+  EXPECT_EQ(d.count("target/encoder/layers_0/attention/query/kernel"), 0u);
+  EXPECT_EQ(d.at("target/encoder/layers_1/pre_mixing_layer_norm/scale").rfind("float32 (16) ", 0), 0u);
+  EXPECT_EQ(d.count("target/decoder/layers_0/self_attention/query/kernel"), 1u);
+
+  std::vector<std::string> infer = {t5x_bin(), "infer", gin[0], "--gin_file=configs/runs/infer.gin"};
+  for (const std::string& b :
+       {"CHECKPOINT_PATH = '" + model + "/checkpoint_20'", "INFER_OUTPUT_DIR = '" + root + "/infer'",
+        std::string("MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"), std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
+        std::string("TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}"), std::string("BATCH_SIZE = 4"),
+        std::string("ACTIVATION_DTYPE = 'float32'"), std::string("network.T5Config.vocab_size = 1152"),
+        std::string("network.T5Config.emb_dim = 16"), std::string("network.T5Config.head_dim = 4"),
+        std::string("network.T5Config.mlp_dim = 32")})
+    infer.push_back("--gin_bindings=" + b);
+  RunResult in = sh(join_cmd(infer));
+  ASSERT_EQ(in.rc, 0) << join_cmd(infer) << "\n" << in.out;
+  std::ifstream pred(root + "/infer/gpl3_lines_copy-predict.jsonl-00000-of-00001");
+  ASSERT_TRUE(pred.good()) << in.out;
+  int lines = 0;
+  for (std::string line; std::getline(pred, line); ++lines)
+    EXPECT_TRUE(nlohmann::json::parse(line).contains("prediction")) << line;
+  EXPECT_GT(lines, 0);
+
+  RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(model) + " " + quote(root + "/hf"));
+  EXPECT_EQ(ex.rc, 1) << ex.out;
+  EXPECT_NE(ex.out.find("Fourier-mixing (FNet) encoder, which has no Hugging Face T5 equivalent"), std::string::npos)
+      << ex.out;
+  EXPECT_FALSE(fs::exists(root + "/hf/model.safetensors"));
+  fs::remove_all(root);
+}
+
 TEST(CkptCli, ConvertGqaRestoresInTrainAndLossFalls) {
   const std::string root = temp_dir("convert_gqa");
   train(root + "/mha", 2, 2);

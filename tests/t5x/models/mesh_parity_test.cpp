@@ -121,6 +121,10 @@ std::vector<ModelCase> cases() {
   auto dec_mqa = testing::small_test_config(/*gated=*/true, /*tied=*/true);
   dec_mqa.num_heads = 4;
   dec_mqa.num_kv_heads = 1;
+  // FNet encoder (Fourier mixing; its length and embed dims are gathered
+  // when split, the batch stays split).
+  auto fnet = t511;
+  fnet.encoder_mixing = T5Config::Mixing::kFourier;
   return {
       {"T5.1.1 enc-dec (gated GELU, untied logits)", [=] { return std::make_unique<EncoderDecoderModel>(t511, loss); },
        encdec},
@@ -132,6 +136,8 @@ std::vector<ModelCase> cases() {
        [=] { return std::make_unique<EncoderDecoderModel>(mqa, loss); }, encdec},
       {"decoder-only multi-query prefix LM", [=] { return std::make_unique<DecoderOnlyModel>(dec_mqa, loss, true); },
        deconly},
+      {"enc-dec FNet encoder (Fourier mixing)", [=] { return std::make_unique<EncoderDecoderModel>(fnet, loss); },
+       encdec},
   };
 }
 
@@ -162,7 +168,9 @@ TEST(ModelsMeshParity, ForwardBackwardEqualsSingleDevice) {
       ParamTree sharded = spmd::shard_params(full, rules);
       int split = 0;
       for (const auto& [k, p] : sharded) split += !p.is_fully_local();
-      if (s.m > 1) EXPECT_GT(split, 0) << "no parameter is split over 'model'";
+      if (s.m > 1) {
+        EXPECT_GT(split, 0) << "no parameter is split over 'model'";
+      }
       // K/V heads: split over 'model' when it divides them, else replicated.
       for (const auto& [k, p] : sharded)
         if (p.has_dim("kv_heads")) {
@@ -180,7 +188,9 @@ TEST(ModelsMeshParity, ForwardBackwardEqualsSingleDevice) {
         NoGradGuard ng;
         Array l = model->logits(sharded, mine);
         // The logits stay split over the vocabulary on a model axis.
-        if (s.m > 1) EXPECT_FALSE(l.is_fully_local()) << "logits " << spmd::describe_sharded(l);
+        if (s.m > 1) {
+          EXPECT_FALSE(l.is_fully_local()) << "logits " << spmd::describe_sharded(l);
+        }
         lg = blv(spmd::gather(l));
       }
       std::vector<float> all(lg.size() * size_t(s.d));
@@ -247,7 +257,9 @@ TEST(ModelsMeshParity, FullMeshWithBatchSplitBySpmd) {
         ParamTree sharded = spmd::shard_params(full, rules);
         Batch b;
         for (const auto& [k, a] : c.batch) b[k] = spmd::shard(a, PartitionSpec({{"data"}, {}}));
-        if (D > 1) EXPECT_FALSE(b.at("decoder_target_tokens").is_fully_local());
+        if (D > 1) {
+          EXPECT_FALSE(b.at("decoder_target_tokens").is_fully_local());
+        }
         auto got = spmd::value_and_grad([&](const ParamTree& p) { return model->loss_fn(p, b).first; }, sharded);
         EXPECT_NEAR(got.value.item(), ref.value.item(), 1e-5 * std::max(1.0, std::fabs(ref.value.item()))) << "loss";
         {
