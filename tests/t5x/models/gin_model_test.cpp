@@ -98,6 +98,27 @@ TEST(GinModel, PrefixLMAndDecodingFieldsThroughEitherEntry) {
   EXPECT_TRUE(d->inputs_bidirectional_attention());
 }
 
+// encoder_mixing through the one model reader: the FNet configs, the
+// attention default, and an unknown name refused at its binding.
+TEST(GinModel, FourierMixingEncoderFromGin) {
+  EXPECT_EQ(load("t5_1_1/tiny.gin", {"DROPOUT_RATE = 0.0"}).network.encoder_mixing, T5Config::Mixing::kAttention);
+  ModelConfig f = load("t5_1_1/tiny_fnet.gin", {"DROPOUT_RATE = 0.0"});
+  EXPECT_EQ(f.network.encoder_mixing, T5Config::Mixing::kFourier);
+  EXPECT_EQ(load("t5_1_1/mini_fnet.gin", {"DROPOUT_RATE = 0.0"}).network.encoder_mixing, T5Config::Mixing::kFourier);
+  // 2 encoder layers x (4 attention kernels [8, 12] - 0) + relpos [4, 32].
+  EXPECT_EQ(make_model(load("t5_1_1/tiny.gin", {"DROPOUT_RATE = 0.0"}))->num_params() - make_model(f)->num_params(),
+            2 * 4 * 8 * 12 + 4 * 32);
+  try {
+    load("t5_1_1/tiny.gin", {"DROPOUT_RATE = 0.0", "network.T5Config.encoder_mixing = 'fft'"});
+    FAIL() << "expected a GinError";
+  } catch (const gin::GinError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("network.T5Config.encoder_mixing = 'fft' is not a mixing sublayer"), std::string::npos) << m;
+    EXPECT_NE(m.find("'attention' (T5) or 'fourier' (FNet)"), std::string::npos) << m;
+    EXPECT_NE(m.find("<--gin_bindings #2>"), std::string::npos) << m;
+  }
+}
+
 // num_kv_heads through the one model reader: the GQA configs, a binding, the
 // multi-head default, and a non-divisor refused at its binding.
 TEST(GinModel, GroupedQueryAttentionFromGin) {
