@@ -7,7 +7,8 @@
 #      path into the source tree);
 #   3. the plugin holds no copy of seqio: its seqio symbols are undefined and
 #      the installed programs export every public seqio function;
-#   4. the installed `seqio --module` shows the plugin's task, made by its C++
+#   4. the installed `seqio --module` (a path, or a bare name in the working
+#      directory) shows the plugin's task, made by its C++
 #      preprocessor (inputs "reverse: LINE", targets the words reversed);
 #   5. the installed `t5x train` loads it through gin's MIXTURE_OR_TASK_MODULE
 #      and the tiny T5's loss falls over 8 steps of that task.
@@ -64,6 +65,9 @@ done
 export SEQIO_DATA_ROOT=$SRC
 "$P/bin/seqio" --module "$LIB" list >"$WORK/list" 2>&1 || { cat "$WORK/list"; die "seqio --module list failed"; }
 grep -q '^task  *gpl3_reverse_words ' "$WORK/list" || fail "seqio list misses gpl3_reverse_words"
+# A bare file name is the file in the working directory (dlopen() alone would search the library path).
+(cd "$WORK/plugin_build" && "$P/bin/seqio" --module libmyplugin.so list) >"$WORK/list2" 2>&1
+grep -q '^task  *gpl3_reverse_words ' "$WORK/list2" || { cat "$WORK/list2"; fail "seqio --module libmyplugin.so (bare name) failed"; }
 "$P/bin/seqio" --module "$LIB" show gpl3_reverse_words -n 2 >"$WORK/show" 2>"$WORK/show.err" ||
   { cat "$WORK/show.err"; die "seqio show gpl3_reverse_words failed"; }
 line=$(head -n 1 "$SRC/tests/data/seqio/gpl3_lines.train-0.txt")
