@@ -83,3 +83,24 @@ function(t5x_add_mpi_test)
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1;OMP_NUM_THREADS=1")
   endforeach()
 endfunction()
+
+# t5x_export_seqio(program): a program that dlopen()s --module plugins. A
+# plugin links no seqio library (t5xcpp::plugin); its seqio symbols resolve to
+# the program's, so that plugin and program share one TaskRegistry. The
+# program therefore exports its symbols and links every seqio library whole:
+# any public seqio function is there for a plugin, used by the program or not.
+# (--whole-archive as a link option, ahead of the libraries: CMake repeats
+# static libraries on the link line, and LINK_LIBRARY_OVERRIDE's WHOLE_ARCHIVE
+# would then define each member twice.)
+function(t5x_export_seqio program)
+  set_property(TARGET ${program} PROPERTY ENABLE_EXPORTS ON)
+  set(whole "")
+  foreach(lib seqio_core seqio_preprocessors seqio_feature_converters seqio_metrics)
+    if(TARGET ${lib})
+      target_link_libraries(${program} PRIVATE ${lib})
+      list(APPEND whole "$<TARGET_FILE:${lib}>")
+    endif()
+  endforeach()
+  target_link_options(${program} PRIVATE "LINKER:--whole-archive" ${whole} "LINKER:--no-whole-archive")
+  install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endfunction()

@@ -3,6 +3,7 @@
 //   t5x train|eval|infer|score [--gin_file=F ...] [--gin_search_paths=A,B]
 //       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
 //       [--seqio_additional_cache_dirs=DIR,DIR]
+//   (--gin.MIXTURE_OR_TASK_MODULE="'LIB.so'" loads a plugin as --module does)
 //   t5x --run_mode=train ...       (same as the subcommand)
 //   t5x ckpt info|export-hf|import-hf|import-tf|convert-gqa ...   (checkpoint tools, ckpt_cmd.h)
 //   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
@@ -37,6 +38,7 @@ constexpr const char* kUsage =
     "usage: t5x train|eval|infer|score --gin_file=FILE [--gin_file=FILE ...]\n"
     "           [--gin_search_paths=DIR,DIR] [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...]\n"
     "           [--module=TASKS.so] [--seqio_additional_cache_dirs=DIR,DIR]\n"
+    "  --module=TASKS.so, or MIXTURE_OR_TASK_MODULE = 'TASKS.so' in gin: a plugin registering tasks\n"
     "  train  train.py: configs/runs/{pretrain,finetune}.gin (MODEL_DIR, MIXTURE_OR_TASK_NAME,\n"
     "         TASK_FEATURE_LENGTHS, TRAIN_STEPS); resumes from MODEL_DIR automatically\n"
     "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
@@ -82,6 +84,15 @@ void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
   }
 }
 
+// t5x imports the Python module MIXTURE_OR_TASK_MODULE names, to register its
+// tasks; here a value ending in ".so" is a plugin, loaded as --module is.
+void load_gin_task_module(const t5x::gin::Config& cfg) {
+  if (!cfg.find_macro("MIXTURE_OR_TASK_MODULE")) return;
+  const auto v = cfg.macro_value("MIXTURE_OR_TASK_MODULE");
+  if (v.kind() == t5x::gin::ValueKind::kString && v.as_string().ends_with(".so"))
+    seqio::load_shared_module(v.as_string());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,6 +132,7 @@ int main(int argc, char** argv) {
     register_tasks(std::cerr, chief);
     gin::Config cfg = gin::load_gin_config(flags);
     cfg.check_complete();
+    load_gin_task_module(cfg);
     std::ostream* log = chief ? &std::cout : nullptr;
     // What the kernels run on: speed and the bf16 path differ between CPUs.
     if (log) *log << cpu::describe_cpu() << "\n";

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -45,7 +46,10 @@ std::vector<std::string> load_task_modules() {
 }
 
 void load_shared_module(const std::string& path) {
-  if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+  // dlopen() looks a name without '/' up on the library path only; a file of
+  // that name in the working directory is what `--module=libx.so` means.
+  const std::string file = path.find('/') == std::string::npos && std::filesystem::exists(path) ? "./" + path : path;
+  if (!dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
     const char* e = dlerror();
     throw std::runtime_error("cannot load task module '" + path + "': " + (e ? e : "unknown error"));
   }

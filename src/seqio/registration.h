@@ -25,7 +25,9 @@ bool register_task_module(const char* name, TaskModuleFn fn);
 // Runs the queued modules not yet run; returns the names run.
 std::vector<std::string> load_task_modules();
 // dlopen()s a shared library (its SEQIO_TASK_MODULEs queue themselves) then
-// runs load_task_modules(). Throws std::runtime_error with dlerror().
+// runs load_task_modules(). A bare name ("libx.so") is a file in the working
+// directory when there is one, else looked up on the library path as dlopen()
+// does. Throws std::runtime_error with dlerror().
 void load_shared_module(const std::string& path);
 
 // Registers the demo tasks and mixture (idempotent):
