@@ -162,7 +162,7 @@ class ExampleIterator {
  public:
   ExampleIterator(std::string name, seqio::DatasetOptions o, const std::optional<std::string>& state)
       : name_(std::move(name)), o_(std::move(o)) {
-    if (state) restore(*state);
+    if (state) set_state(*state);
     else ds_ = seqio::get_dataset(name_, o_);
   }
   py::dict next() {
@@ -179,7 +179,7 @@ class ExampleIterator {
     return json{{"dataset", identity_of(name_, o_)}, {"position", json::parse(seqio::position_to_json(ds_->position()))}}
         .dump();
   }
-  void restore(const std::string& state) {
+  void set_state(const std::string& state) {
     auto j = parse_state(state);
     check_identity(j["dataset"], identity_of(name_, o_));
     auto o = o_;
@@ -289,12 +289,18 @@ seqio::DatasetOptions make_options(const std::optional<seqio::SequenceLengths>& 
 
 // ---- wrappers of registry objects and vocabularies ------------------------------------
 
-struct PyTask {
+// seqio's DatasetProviderBase: what Tasks and Mixtures share (get_dataset by name).
+struct PyProvider {
+  std::string name;
+};
+struct PyTask : PyProvider {
   std::shared_ptr<const seqio::Task> t;
 };
-struct PyMixture {
+struct PyMixture : PyProvider {
   std::shared_ptr<const seqio::Mixture> m;
 };
+PyTask wrap_task(std::shared_ptr<const seqio::Task> t) { return PyTask{{t->name()}, std::move(t)}; }
+PyMixture wrap_mixture(std::shared_ptr<const seqio::Mixture> m) { return PyMixture{{m->name()}, std::move(m)}; }
 struct PyVocabulary {
   std::shared_ptr<const seqio::Vocabulary> v;
 };
@@ -328,6 +334,16 @@ void promote_own_symbols() {
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&promote_own_symbols), &info) && info.dli_fname)
     dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+}
+
+// The Python iterator protocol plus the resumable state, shared by both iterators.
+template <class It>
+py::class_<It> def_iterator(py::class_<It> c) {
+  return c.def("__iter__", [](It& it) -> It& { return it; })
+      .def("__next__", &It::next)
+      .def("get_state", &It::get_state)
+      .def("set_state", &It::set_state, py::arg("state"))
+      .def_property_readonly("seed", &It::seed);
 }
 
 }  // namespace
@@ -428,19 +444,8 @@ PYBIND11_MODULE(_seqio, m) {
            py::arg("mask_id"), a_pack, a_custom, a_check, a_bos, a_pass);
 
   // Iterators.
-  py::class_<ExampleIterator>(m, "ExampleIterator")
-      .def("__iter__", [](ExampleIterator& it) -> ExampleIterator& { return it; })
-      .def("__next__", &ExampleIterator::next)
-      .def("get_state", &ExampleIterator::get_state)
-      .def("set_state", &ExampleIterator::restore, py::arg("state"))
-      .def("stats", &ExampleIterator::stats)
-      .def_property_readonly("seed", &ExampleIterator::seed);
-  py::class_<BatchIterator>(m, "BatchIterator")
-      .def("__iter__", [](BatchIterator& it) -> BatchIterator& { return it; })
-      .def("__next__", &BatchIterator::next)
-      .def("get_state", &BatchIterator::get_state)
-      .def("set_state", &BatchIterator::set_state, py::arg("state"))
-      .def_property_readonly("seed", &BatchIterator::seed)
+  def_iterator(py::class_<ExampleIterator>(m, "ExampleIterator")).def("stats", &ExampleIterator::stats);
+  def_iterator(py::class_<BatchIterator>(m, "BatchIterator"))
       .def_property_readonly("batches", &BatchIterator::batches);
 
   // Tasks and Mixtures.
@@ -459,19 +464,22 @@ PYBIND11_MODULE(_seqio, m) {
                   d_trim = py::arg("trim_output_features") = true, d_threads = py::arg("num_threads") = 1,
                   d_block = py::arg("block_size") = 1000, d_start = py::arg("start") = 0,
                   d_state = py::arg("state") = py::none();
-  const auto example_iterator = [](const std::string& name, bool stop_on_empty,
-                                   const std::optional<seqio::SequenceLengths>& lengths, const std::string& split,
-                                   bool use_cached, const std::vector<std::string>& cache_dirs, bool shuffle,
-                                   std::optional<uint64_t> seed, const py::object& shard_info,
-                                   std::optional<int64_t> num_epochs, bool trim, int threads, int block_size,
-                                   int64_t start, const std::optional<std::string>& state) {
-    auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim, threads,
-                          block_size, stop_on_empty, state);
-    o.start = state ? 0 : start;
-    return std::make_unique<ExampleIterator>(name, o, state);
-  };
-  py::class_<PyTask>(m, "Task")
-      .def_property_readonly("name", [](const PyTask& t) { return t.t->name(); })
+  py::class_<PyProvider>(m, "DatasetProviderBase")
+      .def_readonly("name", &PyProvider::name)
+      .def(
+          "get_dataset",
+          [](const PyProvider& p, const std::optional<seqio::SequenceLengths>& lengths, const std::string& split,
+             bool use_cached, const std::vector<std::string>& cache_dirs, bool shuffle, std::optional<uint64_t> seed,
+             const py::object& shard_info, std::optional<int64_t> num_epochs, bool trim, int threads, int block_size,
+             int64_t start, const std::optional<std::string>& state, bool stop_on_empty) {
+            auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim,
+                                  threads, block_size, stop_on_empty, state);
+            o.start = state ? 0 : start;
+            return std::make_unique<ExampleIterator>(p.name, o, state);
+          },
+          d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard, d_epochs, d_trim, d_threads, d_block, d_start,
+          d_state, py::arg("stop_on_empty") = true, "Preprocessed examples (stop_on_empty: mixtures only).");
+  py::class_<PyTask, PyProvider>(m, "Task")
       .def_property_readonly("splits", [](const PyTask& t) { return t.t->splits(); })
       .def_property_readonly("output_features", [](const PyTask& t) { return t.t->output_features(); })
       .def_property_readonly("metric_names", [](const PyTask& t) { return t.t->metric_names(); })
@@ -482,49 +490,24 @@ PYBIND11_MODULE(_seqio, m) {
             return t.t->postprocess(decoded, dict_to_example(ex, 0), is_target);
           },
           py::arg("decoded"), py::arg("example") = py::dict(), py::arg("is_target") = false)
-      .def(
-          "get_dataset",
-          [example_iterator](const PyTask& t, const std::optional<seqio::SequenceLengths>& lengths,
-                             const std::string& split, bool use_cached, const std::vector<std::string>& cache_dirs,
-                             bool shuffle, std::optional<uint64_t> seed, const py::object& shard_info,
-                             std::optional<int64_t> num_epochs, bool trim, int threads, int block_size, int64_t start,
-                             const std::optional<std::string>& state) {
-            return example_iterator(t.t->name(), true, lengths, split, use_cached, cache_dirs, shuffle, seed,
-                                    shard_info, num_epochs, trim, threads, block_size, start, state);
-          },
-          d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard, d_epochs, d_trim, d_threads,
-          d_block, d_start, d_state)
       .def("__repr__", [](const PyTask& t) { return "<Task " + t.t->name() + ">"; });
-  py::class_<PyMixture>(m, "Mixture")
-      .def_property_readonly("name", [](const PyMixture& x) { return x.m->name(); })
+  py::class_<PyMixture, PyProvider>(m, "Mixture")
       .def_property_readonly("tasks",
                              [](const PyMixture& x) {
                                std::vector<PyTask> out;
-                               for (auto& t : x.m->tasks()) out.push_back({t});
+                               for (auto& t : x.m->tasks()) out.push_back(wrap_task(t));
                                return out;
                              })
       .def("get_rate", [](const PyMixture& x, const PyTask& t) { return x.m->get_rate(*t.t); }, py::arg("task"))
       .def_property_readonly("total_rate", [](const PyMixture& x) { return x.m->total_rate(); })
-      .def(
-          "get_dataset",
-          [example_iterator](const PyMixture& x, const std::optional<seqio::SequenceLengths>& lengths,
-                             const std::string& split, bool use_cached, const std::vector<std::string>& cache_dirs,
-                             bool shuffle, std::optional<uint64_t> seed, const py::object& shard_info,
-                             std::optional<int64_t> num_epochs, bool trim, int threads, int block_size, int64_t start,
-                             const std::optional<std::string>& state, bool stop_on_empty) {
-            return example_iterator(x.m->name(), stop_on_empty, lengths, split, use_cached, cache_dirs, shuffle, seed,
-                                    shard_info, num_epochs, trim, threads, block_size, start, state);
-          },
-          d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard, d_epochs, d_trim, d_threads,
-          d_block, d_start, d_state, py::arg("stop_on_empty") = true)
       .def("__repr__", [](const PyMixture& x) { return "<Mixture " + x.m->name() + ">"; });
 
   m.def(
       "get_mixture_or_task",
       [](const std::string& name) -> py::object {
         auto v = seqio::get_mixture_or_task(name);
-        if (auto* t = std::get_if<std::shared_ptr<const seqio::Task>>(&v)) return py::cast(PyTask{*t});
-        return py::cast(PyMixture{std::get<std::shared_ptr<const seqio::Mixture>>(v)});
+        if (auto* t = std::get_if<std::shared_ptr<const seqio::Task>>(&v)) return py::cast(wrap_task(*t));
+        return py::cast(wrap_mixture(std::get<std::shared_ptr<const seqio::Mixture>>(v)));
       },
       py::arg("name"));
   m.def("task_names", &seqio::TaskRegistry::names);

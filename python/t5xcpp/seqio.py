@@ -43,33 +43,20 @@ from t5xcpp._seqio import (  # noqa: F401
 )
 
 
-class TaskRegistry:
-    """seqio.TaskRegistry's read side."""
+def _registry(kind, names_fn):
+    """seqio.TaskRegistry / seqio.MixtureRegistry, their read side."""
 
-    @staticmethod
-    def names():
-        return task_names()
-
-    @staticmethod
     def get(name):
-        return get_mixture_or_task(name) if name in task_names() else _missing("Task", name)
+        if name not in names_fn():
+            get_mixture_or_task(name)  # raises with the closest names
+            raise ValueError(f"'{name}' is not a {kind}")
+        return get_mixture_or_task(name)
+
+    return type(f"{kind}Registry", (), {"names": staticmethod(names_fn), "get": staticmethod(get)})
 
 
-class MixtureRegistry:
-    """seqio.MixtureRegistry's read side."""
-
-    @staticmethod
-    def names():
-        return mixture_names()
-
-    @staticmethod
-    def get(name):
-        return get_mixture_or_task(name) if name in mixture_names() else _missing("Mixture", name)
-
-
-def _missing(kind, name):
-    get_mixture_or_task(name)  # raises with the closest names
-    raise ValueError(f"'{name}' is not a {kind}")
+TaskRegistry = _registry("Task", task_names)
+MixtureRegistry = _registry("Mixture", mixture_names)
 
 
 def _metric_fn(name):
