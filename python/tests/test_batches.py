@@ -9,6 +9,7 @@ mixture, 2 host shards, and resumption from get_state().
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import numpy as np
@@ -68,6 +69,14 @@ class BatchesEqualCpp(unittest.TestCase):
         got = self.check("gpl3_prefix", {"inputs": 32, "targets": 32}, "enc_dec", True, 7, 8, 10)
         self.assertEqual(got[0]["encoder_input_tokens"].shape, (8, 32))
         self.assertIn("decoder_segment_ids", got[0])
+        # The batches do not depend on the preprocessing threads.
+        threads = seqio.get_dataset("gpl3_prefix", {"inputs": 32, "targets": 32}, num_epochs=2, seed=7,
+                                    feature_converter=seqio.EncDecFeatureConverter(pack=True), batch_size=8,
+                                    num_threads=2, block_size=50)
+        blocks = seqio.get_dataset("gpl3_prefix", {"inputs": 32, "targets": 32}, num_epochs=2, seed=7,
+                                   feature_converter=seqio.EncDecFeatureConverter(pack=True), batch_size=8,
+                                   block_size=50)
+        self.assertBatchesEqual(list(threads), list(blocks))
 
     def test_lm_unpacked(self):
         got = self.check("gpl3_lm", {"targets": 48}, "lm", False, 3, 4, 10)
@@ -178,6 +187,17 @@ class BatchesEqualCpp(unittest.TestCase):
         self.assertGreater(len(first["text"]), 0)
         with self.assertRaises(RuntimeError):
             seqio.load_module("no/such/plugin.so")
+
+
+    def test_bible_tasks_need_their_data(self):
+        with tempfile.TemporaryDirectory() as empty:
+            os.environ["T5X_DATA_DIR"] = empty
+            try:
+                ok, why = seqio.register_bible_tasks()
+            finally:
+                del os.environ["T5X_DATA_DIR"]
+        self.assertFalse(ok)
+        self.assertIn(f"need prepared data in '{empty}' (run scripts/prepare_data.sh", why)
 
 
 if __name__ == "__main__":
