@@ -6,7 +6,8 @@
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
-# checks' venv (scripts/python_env.sh). iproute2: `ip netns` of the multi-host
+# checks' venv (scripts/python_env.sh). python3-dev, pybind11-dev: the Python
+# module t5xcpp.seqio (python/). iproute2: `ip netns` of the multi-host
 # test (tests/t5x/trainer/multihost_netns_test.sh).
 pkgs=(cmake g++ make ccache pkg-config
       libdnnl-dev ocl-icd-opencl-dev libomp-dev
@@ -17,7 +18,7 @@ pkgs=(cmake g++ make ccache pkg-config
       libcli11-dev libhwy-dev libfftw3-dev
       libopenmpi-dev openmpi-bin iproute2
       libgtest-dev libgmock-dev libbenchmark-dev
-      python3 python3-venv)
+      python3 python3-venv python3-dev pybind11-dev)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq) ;;

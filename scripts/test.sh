@@ -9,7 +9,8 @@ scripts/deps.sh
 T5X_PYTHON=$(scripts/python_env.sh)
 export T5X_PYTHON
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-scripts/build.sh "$@"
+# The Python module t5xcpp.seqio and its tests (python/) are part of the suite.
+scripts/build.sh -DT5X_PYTHON_MODULE=ON "$@"
 cd "${BUILD_DIR:-build}"
 echo "[test] $(./bin/t5x cpu)${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}${T5X_CPU_ISA:+ (T5X_CPU_ISA=$T5X_CPU_ISA)}"
 ctest --output-on-failure -j "${CTEST_JOBS:-2}"
