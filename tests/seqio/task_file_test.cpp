@@ -133,40 +133,38 @@ std::string with(const std::string& from, const std::string& to) {
   return s.replace(at, from.size(), to);
 }
 
+// Each of `parts` occurs in the message `e`.
+void expect_has(const std::string& e, std::initializer_list<const char*> parts) {
+  for (const char* p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' not in: " << e;
+}
+
 TEST(TaskFile, TheGoodFileLoads) { EXPECT_EQ(load_error(kGood), "no error"); }
 
 TEST(TaskFile, UnknownPreprocessorNamesTheNearest) {
   const auto e = load_error(with("@seqio.preprocessors.tokenize", "@seqio.preprocessors.tokenise"));
-  EXPECT_NE(e.find("task.gin:5:"), std::string::npos) << e;
-  EXPECT_NE(e.find("seqio.preprocessors.tokenise"), std::string::npos) << e;
-  EXPECT_NE(e.find("seqio.preprocessors.tokenize"), std::string::npos) << e;
+  expect_has(e, {"task.gin:5:", "seqio.preprocessors.tokenise", "seqio.preprocessors.tokenize"});
 }
 
 TEST(TaskFile, AConfigurableThatIsNoPreprocessorIsRefused) {
   const auto e = load_error(with("@seqio.preprocessors.tokenize", "@seqio.preprocessors.tokenize, @seqio.Feature()"));
-  EXPECT_NE(e.find("task.gin:5:"), std::string::npos) << e;
-  EXPECT_NE(e.find("task 't': preprocessors[1]: 'seqio.Feature' is not a preprocessor"), std::string::npos) << e;
+  expect_has(e, {"task.gin:5:", "task 't': preprocessors[1]: 'seqio.Feature' is not a preprocessor"});
   EXPECT_NE(e.find("seqio.preprocessors.rekey"), std::string::npos) << e;  // the list of valid names
 }
 
 TEST(TaskFile, UnknownSourceTypeNamesTheNearest) {
   auto e = load_error(with("source = @seqio.TsvDataSource()", "source = @seqio.TsvSource()"));
-  EXPECT_NE(e.find("task.gin:3:"), std::string::npos) << e;
-  EXPECT_NE(e.find("seqio.TsvDataSource"), std::string::npos) << e;
+  expect_has(e, {"task.gin:3:", "seqio.TsvDataSource"});
   e = load_error(with("source = @seqio.TsvDataSource()", "source = @seqio.Feature()"));
-  EXPECT_NE(e.find("task 't': source: 'seqio.Feature' is not a source"), std::string::npos) << e;
-  EXPECT_NE(e.find("sources: seqio.JsonlDataSource, seqio.TFExampleDataSource"), std::string::npos) << e;
+  expect_has(e, {"task 't': source: 'seqio.Feature' is not a source", "sources: seqio.JsonlDataSource, seqio.TFExampleDataSource"});
 }
 
 TEST(TaskFile, MissingSplitPatternsAndFilesAreNamed) {
   auto e = load_error(with("{'train': 'examples/my_tsv/train.tsv'}", "{'train': []}"));
-  EXPECT_NE(e.find("task.gin:7:"), std::string::npos) << e;
-  EXPECT_NE(e.find("split_to_filepattern['train'] has no file pattern"), std::string::npos) << e;
+  expect_has(e, {"task.gin:7:", "split_to_filepattern['train'] has no file pattern"});
   e = load_error(with("{'train': 'examples/my_tsv/train.tsv'}", "{}"));
-  EXPECT_NE(e.find("names no split"), std::string::npos) << e;
+  expect_has(e, {"names no split"});
   e = load_error(with("examples/my_tsv/train.tsv", "examples/my_tsv/tran.tsv"));
-  EXPECT_NE(e.find("task.gin:7:"), std::string::npos) << e;
-  EXPECT_NE(e.find("split 'train': no file matches 'examples/my_tsv/tran.tsv'"), std::string::npos) << e;
+  expect_has(e, {"task.gin:7:", "split 'train': no file matches 'examples/my_tsv/tran.tsv'"});
   // A split the task does not have: the pipeline names it and the ones it has.
   reset_registries();
   TempDir dir("task_file");
@@ -184,41 +182,34 @@ TEST(TaskFile, MissingSplitPatternsAndFilesAreNamed) {
 
 TEST(TaskFile, WrongArgumentTypesAreNamed) {
   auto e = load_error(with("field_names = ['inputs', 'targets']", "field_names = 'inputs'"));
-  EXPECT_NE(e.find("task.gin:8:"), std::string::npos) << e;
-  EXPECT_NE(e.find("field_names"), std::string::npos) << e;
+  expect_has(e, {"task.gin:8:", "field_names"});
   e = load_error(kGood + "t/seqio.preprocessors.rekey.key_map = ['inputs']\n" +
                  "t/seqio.Task.preprocessors = [@seqio.preprocessors.rekey]\n");
-  EXPECT_NE(e.find("task.gin:9:"), std::string::npos) << e;
-  EXPECT_NE(e.find("key_map"), std::string::npos) << e;
+  expect_has(e, {"task.gin:9:", "key_map"});
   e = load_error(kGood + "t/seqio.Task.preprocessors = ['tokenize']\n");
-  EXPECT_NE(e.find("preprocessors[0]: expected a preprocessor reference (@name)"), std::string::npos) << e;
+  expect_has(e, {"preprocessors[0]: expected a preprocessor reference (@name)"});
   e = load_error(kGood + "t/seqio.preprocessors.tokenize.copy_pretokenized = 'yes'\n");
-  EXPECT_NE(e.find("task.gin:9:"), std::string::npos) << e;
-  EXPECT_NE(e.find("copy_pretokenized"), std::string::npos) << e;
+  expect_has(e, {"task.gin:9:", "copy_pretokenized"});
   e = load_error(kGood + "t/seqio.preprocessors.tokenize.copy_pretokenised = True\n");
-  EXPECT_NE(e.find("task.gin:9:"), std::string::npos) << e;
+  expect_has(e, {"task.gin:9:"});
   EXPECT_NE(e.find("copy_pretokenized"), std::string::npos) << e;  // the nearest parameter
 }
 
 TEST(TaskFile, MissingVocabularyFileIsNamed) {
   const auto e = load_error(with("vocab/spm1000.model", "vocab/nope.model"));
-  EXPECT_NE(e.find("task.gin:1:"), std::string::npos) << e;
-  EXPECT_NE(e.find("vocabulary file 'tests/golden/seqio/vocab/nope.model' does not exist"), std::string::npos) << e;
+  expect_has(e, {"task.gin:1:", "vocabulary file 'tests/golden/seqio/vocab/nope.model' does not exist"});
 }
 
 TEST(TaskFile, UnknownMetricNamesTheNearest) {
   const auto e = load_error(kGood + "t/seqio.Task.metric_fns = ['bleu', 'sequence_acuracy']\n");
-  EXPECT_NE(e.find("task.gin:9:"), std::string::npos) << e;
-  EXPECT_NE(e.find("metric_fns: unknown metric 'sequence_acuracy'"), std::string::npos) << e;
-  EXPECT_NE(e.find("did you mean 'sequence_accuracy'"), std::string::npos) << e;
+  expect_has(e, {"task.gin:9:", "metric_fns: unknown metric 'sequence_acuracy'", "did you mean 'sequence_accuracy'"});
 }
 
 TEST(TaskFile, MixtureErrorsAreNamed) {
   auto e = load_error(kGood + "m/seqio.Mixture.tasks = [('t', 1.0), ('s', 1.0)]\n");
-  EXPECT_NE(e.find("task.gin:9:"), std::string::npos) << e;
-  EXPECT_NE(e.find("mixture 'm': tasks: no Task or Mixture named 's'"), std::string::npos) << e;
+  expect_has(e, {"task.gin:9:", "mixture 'm': tasks: no Task or Mixture named 's'"});
   e = load_error(kGood + "m/seqio.Mixture.tasks = ['t']\n");
-  EXPECT_NE(e.find("need a rate"), std::string::npos) << e;
+  expect_has(e, {"need a rate"});
 }
 
 TEST(TaskFile, ANameRegisteredInCppIsADuplicate) {
@@ -246,7 +237,7 @@ TEST(TaskFile, EnvironmentVariablesInPaths) {
   EXPECT_EQ(load_error(with("examples/my_tsv/train.tsv", "${T5X_TASK_FILE_UNSET:-examples/my_tsv}/train.tsv")),
             "no error");
   const auto e = load_error(with("examples/my_tsv/train.tsv", "${T5X_TASK_FILE_UNSET}/train.tsv"));
-  EXPECT_NE(e.find("environment variable T5X_TASK_FILE_UNSET is not set"), std::string::npos) << e;
+  expect_has(e, {"environment variable T5X_TASK_FILE_UNSET is not set"});
 }
 
 }  // namespace

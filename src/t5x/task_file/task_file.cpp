@@ -1,5 +1,6 @@
 #include "t5x/task_file/task_file.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
