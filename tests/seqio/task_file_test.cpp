@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "seqio/batching.h"
+#include "seqio/feature_converters/feature_converters.h"
 #include "seqio/mixture.h"
 #include "seqio/preprocessors/task_steps.h"
 #include "seqio/registration.h"
@@ -27,6 +29,27 @@ std::vector<std::string> read_all(const std::string& name, const std::string& sp
   std::vector<seqio::Example> out;
   for (seqio::Example ex; ds->next(ex);) out.push_back(ex);
   return seqio::testing::to_lines(out);
+}
+
+// The trainer's view: packed EncDec batches of 4 rows, as JSON lines.
+std::vector<std::string> read_batches(const std::string& name) {
+  const seqio::SequenceLengths lengths{{"inputs", 24}, {"targets", 16}};
+  auto converter = seqio::make_feature_converter("enc_dec");
+  auto input = [&](const std::optional<seqio::Position>&) {
+    seqio::DatasetOptions o;
+    o.shuffle = true;
+    o.seed = 11;
+    o.sequence_lengths = lengths;
+    return seqio::get_dataset(name, o);
+  };
+  auto convert = [&](const std::vector<seqio::Example>& w) { return (*converter)(w, lengths); };
+  seqio::BatchedDataset batches(input, convert, 8 * converter->packing_window(lengths), 4);
+  std::vector<std::string> out;
+  for (std::vector<seqio::Example> b; batches.next(b);) {
+    auto lines = seqio::testing::to_lines(b);
+    out.insert(out.end(), lines.begin(), lines.end());
+  }
+  return out;
 }
 
 void reset_registries() {
@@ -59,6 +82,7 @@ TEST(TaskFile, DeclaredTasksAndMixtureEqualTheCppOnes) {
   const std::vector<std::string> names{"gpl3_lm", "gpl3_lines_copy", "gpl3_paragraphs_copy", "gpl3_copy_mix"};
   std::map<std::string, std::vector<std::string>> cpp;
   for (const auto& n : names) cpp[n] = read_all(n);
+  const auto cpp_batches = read_batches("gpl3_copy_mix");
   const auto cpp_metrics = seqio::TaskRegistry::get("gpl3_lines_copy")->metric_names();
 
   reset_registries();
@@ -69,6 +93,9 @@ TEST(TaskFile, DeclaredTasksAndMixtureEqualTheCppOnes) {
     EXPECT_GT(declared.size(), 20u) << n;
     EXPECT_EQ(declared, cpp[n]) << n;
   }
+  const auto batches = read_batches("gpl3_copy_mix");
+  EXPECT_GE(batches.size(), 40u);
+  EXPECT_EQ(batches, cpp_batches);
   EXPECT_EQ(seqio::TaskRegistry::get("gpl3_lines_copy")->metric_names(), cpp_metrics);
   EXPECT_TRUE(seqio::TaskRegistry::get("gpl3_paragraphs_copy")->supports_caching());
   const auto mix = seqio::MixtureRegistry::get("gpl3_copy_mix");
