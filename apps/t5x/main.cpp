@@ -122,9 +122,9 @@ int main(int argc, char** argv) {
     const bool chief = world->rank() == 0;
     register_tasks(std::cerr, chief);
     task_file::register_configurables();
-    for (const auto& m : modules) task_file::load_module(m);
+    for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
-    task_file::load_declared_tasks(cfg);
+    task_file::load_declared_tasks(cfg, flags.search_paths);
     cfg.check_complete();
     std::ostream* log = chief ? &std::cout : nullptr;
     // What the kernels run on: speed and the bf16 path differ between CPUs.

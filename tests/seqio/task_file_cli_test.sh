@@ -32,9 +32,10 @@ expect "training_eval/my_tsv_en_es step 20: loss" "$tmp/train"
   --gin.MIXTURE_OR_TASK_NAME=my_tsv_en_es --gin.MIXTURE_OR_TASK_SPLIT=validation \
   --gin.CHECKPOINT_PATH="$tmp/run/checkpoint_20" --gin.EVAL_OUTPUT_DIR="$tmp/eval" > "$tmp/eval.log" 2>&1
 expect "my_tsv_en_es (.*checkpoint_20, split validation): bleu [0-9.]* sequence_accuracy [0-9.]*" "$tmp/eval.log"
-# infer names the task file with t5x's MIXTURE_OR_TASK_MODULE instead of a --gin_file.
+# infer names the task file with t5x's MIXTURE_OR_TASK_MODULE instead of a --gin_file
+# (found through --gin_search_paths, as gin files are).
 "$t5x" infer --gin_file=configs/models/t5_1_1/tiny.gin --gin_file=configs/runs/infer.gin \
-  --gin.MIXTURE_OR_TASK_MODULE="'examples/my_tsv/tasks.gin'" \
+  --gin_search_paths=examples/my_tsv --gin.MIXTURE_OR_TASK_MODULE="'tasks.gin'" \
   --gin.SENTENCEPIECE_MODEL_FILE="'tests/golden/seqio/vocab/spm1000.model'" \
   --gin.seqio.SentencePieceVocabulary.extra_ids=100 --gin.network.T5Config.vocab_size=1152 \
   --gin.MIXTURE_OR_TASK_NAME=my_tsv_en_es --gin.MIXTURE_OR_TASK_SPLIT=validation \

@@ -540,12 +540,12 @@ std::vector<std::string> load_task_file(const std::string& path, const std::vect
   return register_declared(cfg);
 }
 
-void load_module(const std::string& path) {
-  if (path.ends_with(".gin")) load_task_file(path);
+void load_module(const std::string& path, const std::vector<std::string>& search_paths) {
+  if (path.ends_with(".gin")) load_task_file(path, search_paths);
   else seqio::load_shared_module(path);
 }
 
-std::vector<std::string> load_declared_tasks(const Config& cfg) {
+std::vector<std::string> load_declared_tasks(const Config& cfg, const std::vector<std::string>& search_paths) {
   std::vector<std::string> out = register_declared(cfg);
   std::vector<Value> modules;
   if (cfg.find_macro("MIXTURE_OR_TASK_MODULE")) modules.push_back(cfg.macro_value("MIXTURE_OR_TASK_MODULE"));
@@ -560,7 +560,7 @@ std::vector<std::string> load_declared_tasks(const Config& cfg) {
       if (!path.ends_with(".gin") && !path.ends_with(".so"))
         throw GinError(v.where(), "MIXTURE_OR_TASK_MODULE '" + path + "' is neither a task file (.gin) nor a shared library (.so)",
                        "Python modules cannot be imported here: declare the tasks in a .gin task file (docs/seqio.md)");
-      load_module(path);
+      load_module(path, search_paths);
     }
   }
   return out;

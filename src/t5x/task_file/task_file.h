@@ -61,14 +61,17 @@ std::vector<std::string> register_declared(const gin::Config& cfg);
 std::vector<std::string> load_task_file(const std::string& path,
                                         const std::vector<std::string>& search_paths = {});
 
-// `--module PATH` of the programs: a task file when PATH ends in ".gin", else
-// a shared library of SEQIO_TASK_MODULEs (seqio::load_shared_module).
-void load_module(const std::string& path);
+// `--module PATH` of the programs: a task file when PATH ends in ".gin" (found
+// as gin files are, with `search_paths`), else a shared library of
+// SEQIO_TASK_MODULEs (seqio::load_shared_module).
+void load_module(const std::string& path, const std::vector<std::string>& search_paths = {});
 
 // t5x: registers the tasks declared in `cfg` itself (`--gin_file=tasks.gin`)
 // and loads the modules named by the macro MIXTURE_OR_TASK_MODULE and by every
 // utils.DatasetConfig.module (t5x's names; a string or a list of them, each
-// as load_module takes it). Returns the names registered.
-std::vector<std::string> load_declared_tasks(const gin::Config& cfg);
+// as load_module takes it, with --gin_search_paths). Returns the names
+// registered by `cfg` itself.
+std::vector<std::string> load_declared_tasks(const gin::Config& cfg,
+                                             const std::vector<std::string>& search_paths = {});
 
 }  // namespace t5x::task_file
