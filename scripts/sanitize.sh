@@ -7,7 +7,7 @@
 # The subset, SANITIZE_TESTS (override it to run others): every test binary
 # of core, gin, checkpoints, TensorBundle, seqio (sources, vocabularies,
 # pipeline, cache, mixtures, batching, evaluation, preprocessors, feature
-# converters, metrics) and summaries: the code that reads and writes outside
+# converters, metrics, task files) and summaries: the code that reads and writes outside
 # bytes, about 116 of the 264 C++ files. The model, backend, ops, SPMD and
 # trainer tests (but t5x_run_state_test: the trainer's state files, no model
 # code) are left out to keep CI's 2 cores within the time limit:
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 SANITIZE_TESTS=${SANITIZE_TESTS:-"core_test core_random_test t5x_gin_test t5x_checkpoints_test
   t5x_tf_bundle_test t5x_tf_bundle_errors_test seqio_vocab_test seqio_sources_test seqio_pipeline_test
   seqio_mixture_test seqio_cache_test seqio_evaluation_test seqio_registration_test seqio_batching_test
-  seqio_preprocessors_test seqio_feature_converters_test seqio_metrics_test t5x_summaries_test
+  seqio_preprocessors_test seqio_feature_converters_test seqio_metrics_test seqio_task_file_test t5x_summaries_test
   t5x_run_state_test"}
 scripts/deps.sh
 BUILD_DIR=build-asan TARGETS="$SANITIZE_TESTS" scripts/build.sh \

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "seqio/registration.h"
+#include "t5x/task_file/task_file.h"
 #ifdef T5X_HAVE_BIBLE_TASKS
 #include "bible/tasks.h"
 #endif
@@ -13,7 +14,11 @@ int main(int argc, char** argv) {
   CLI::App app{"seqio: Tasks, Mixtures, vocabularies, feature converters, caches and metrics"};
   app.require_subcommand(1);
   std::vector<std::string> modules;
-  app.add_option("--module", modules, "Shared library defining SEQIO_TASK_MODULEs (repeatable)");
+  app.add_option("--module", modules,
+                 "Task file (.gin: seqio.Task / seqio.Mixture bindings) or shared library defining "
+                 "SEQIO_TASK_MODULEs (repeatable)");
+  std::vector<std::string> gin_files;
+  app.add_option("--gin_file", gin_files, "Task file (gin) declaring seqio Tasks and Mixtures (repeatable)");
 
   auto* list = app.add_subcommand("list", "List registered tasks and mixtures");
 
@@ -86,7 +91,8 @@ int main(int argc, char** argv) {
   try {
     register_builtin_tasks();
     load_task_modules();
-    for (const auto& m : modules) load_shared_module(m);
+    for (const auto& m : modules) t5x::task_file::load_module(m);
+    for (const auto& f : gin_files) t5x::task_file::load_task_file(f);
     if (*list) {
 #ifdef T5X_HAVE_BIBLE_TASKS
       // Said here as `t5x` says it: the main job's tasks need prepared data.

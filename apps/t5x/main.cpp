@@ -1,9 +1,9 @@
 // The `t5x` command line: t5x's train.py / eval.py / infer.py as one binary.
 //
 //   t5x train|eval|infer|score [--gin_file=F ...] [--gin_search_paths=A,B]
-//       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so]
+//       [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=LIB.so|TASKS.gin]
 //       [--seqio_additional_cache_dirs=DIR,DIR]
-//   (--gin.MIXTURE_OR_TASK_MODULE="'LIB.so'" loads a plugin as --module does)
+//   (--gin.MIXTURE_OR_TASK_MODULE="'LIB.so'" or "'TASKS.gin'" loads it as --module does)
 //   t5x --run_mode=train ...       (same as the subcommand)
 //   t5x ckpt info|export-hf|import-hf|import-tf|convert-gqa ...   (checkpoint tools, ckpt_cmd.h)
 //   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
@@ -26,6 +26,7 @@
 #include "seqio/cache.h"
 #include "seqio/registration.h"
 #include "t5x/gin/flags.h"
+#include "t5x/task_file/task_file.h"
 #include "t5x/trainer/infer.h"
 #include "t5x/trainer/trainer.h"
 #ifdef T5X_HAVE_BIBLE_TASKS
@@ -37,8 +38,10 @@ namespace {
 constexpr const char* kUsage =
     "usage: t5x train|eval|infer|score --gin_file=FILE [--gin_file=FILE ...]\n"
     "           [--gin_search_paths=DIR,DIR] [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...]\n"
-    "           [--module=TASKS.so] [--seqio_additional_cache_dirs=DIR,DIR]\n"
-    "  --module=TASKS.so, or MIXTURE_OR_TASK_MODULE = 'TASKS.so' in gin: a plugin registering tasks\n"
+    "           [--module=TASKS.so|TASKS.gin] [--seqio_additional_cache_dirs=DIR,DIR]\n"
+    "Tasks and Mixtures declared in gin (seqio.Task / seqio.Mixture bindings, docs/seqio.md) are read\n"
+    "from the --gin_file files and from --gin.MIXTURE_OR_TASK_MODULE=\"'tasks.gin'\"; a plugin (.so)\n"
+    "registering tasks in C++ is loaded by --module or MIXTURE_OR_TASK_MODULE alike\n"
     "  train  train.py: configs/runs/{pretrain,finetune}.gin (MODEL_DIR, MIXTURE_OR_TASK_NAME,\n"
     "         TASK_FEATURE_LENGTHS, TRAIN_STEPS); resumes from MODEL_DIR automatically\n"
     "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
@@ -84,15 +87,6 @@ void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
   }
 }
 
-// t5x imports the Python module MIXTURE_OR_TASK_MODULE names, to register its
-// tasks; here a value ending in ".so" is a plugin, loaded as --module is.
-void load_gin_task_module(const t5x::gin::Config& cfg) {
-  if (!cfg.find_macro("MIXTURE_OR_TASK_MODULE")) return;
-  const auto v = cfg.macro_value("MIXTURE_OR_TASK_MODULE");
-  if (v.kind() == t5x::gin::ValueKind::kString && v.as_string().ends_with(".so"))
-    seqio::load_shared_module(v.as_string());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,11 +122,12 @@ int main(int argc, char** argv) {
     if (flags.files.empty()) { std::cerr << "t5x: no --gin_file given\n" << kUsage; return 64; }
     world = init_communicator();
     const bool chief = world->rank() == 0;
-    for (const auto& m : modules) seqio::load_shared_module(m);
     register_tasks(std::cerr, chief);
+    task_file::register_configurables();
+    for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
+    task_file::load_declared_tasks(cfg, flags.search_paths);
     cfg.check_complete();
-    load_gin_task_module(cfg);
     std::ostream* log = chief ? &std::cout : nullptr;
     // What the kernels run on: speed and the bf16 path differ between CPUs.
     if (log) *log << cpu::describe_cpu() << "\n";

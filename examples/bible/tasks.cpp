@@ -9,6 +9,7 @@
 #include "seqio/preprocessors/task_steps.h"
 #include "seqio/registration.h"
 #include "seqio/task.h"
+#include "t5x/task_file/task_file.h"
 
 namespace t5x::bible {
 namespace {
@@ -52,41 +53,25 @@ void register_all(const std::string& dir) {
   auto parallel = jsonl_source(dir + "/bible", "parallel.", parallel_fields);
   const std::vector<std::string> translation_metrics{"bleu", "sequence_accuracy"};
 
+  // The tasks that need a C++ step; tasks.gin declares the others.
   auto add = [](auto&&... args) { seqio::TaskRegistry::add(std::make_shared<seqio::Task>(args...)); };
-  add("bible_translate_en_es", parallel, features,
-      std::vector<seqio::Preprocessor>{task::rekey({{"en", "web"}, {"es", "rv"}}), task::translate("en", "es"),
-                                       task::tokenize(), task::append_eos_after_trim()},
-      nullptr, translation_metrics);
-  add("bible_translate_es_en", parallel, features,
-      std::vector<seqio::Preprocessor>{task::rekey({{"en", "web"}, {"es", "rv"}}), task::translate("es", "en"),
-                                       task::tokenize(), task::append_eos_after_trim()},
-      nullptr, translation_metrics);
   add("bible_kjv_to_web", parallel, features,
       std::vector<seqio::Preprocessor>{task::rekey({{"inputs", "kjv"}, {"targets", "web"}}),
                                        prefix_inputs("modernize: "), task::tokenize(),
                                        task::append_eos_after_trim()},
       nullptr, translation_metrics);
-  // T5's span-corruption task: rekey(targets <- text), tokenize, cache
-  // boundary, span_corruption (chunk, concat, split, noise), EOS.
-  auto mono = jsonl_source(dir + "/bible", "monolingual.",
-                           {{"ref", DType::kString}, {"module", DType::kString}, {"text", DType::kString}});
-  add("bible_span_corruption", mono, features,
-      std::vector<seqio::Preprocessor>{task::rekey({{"inputs", ""}, {"targets", "text"}}), task::tokenize(),
-                                       seqio::Preprocessor::CachePlaceholder(), task::span_corruption(),
-                                       task::append_eos_after_trim()},
-      nullptr, std::vector<std::string>{});
   auto wordnet = jsonl_source(dir + "/wordnet", "",
                               {{"word", DType::kString}, {"pos", DType::kString}, {"definition", DType::kString}});
   add("wordnet_define", wordnet, features,
       std::vector<seqio::Preprocessor>{wordnet_format(), task::tokenize(), task::append_eos_after_trim()}, nullptr,
       std::vector<std::string>{"rouge", "bleu"});
-  seqio::MixtureRegistry::add(std::make_shared<seqio::Mixture>(
-      "bible_translation",
-      std::vector<seqio::MixtureEntry>{{"bible_translate_en_es", 1.0}, {"bible_translate_es_en", 1.0},
-                                       {"bible_kjv_to_web", 1.0}}));
+  // Reads $T5X_DATA_DIR itself (${T5X_DATA_DIR:-data}), as data_dir() does.
+  t5x::task_file::load_task_file(task_file());
 }
 
 }  // namespace
+
+std::string task_file() { return seqio::data_root() + "/examples/bible/tasks.gin"; }
 
 std::string data_dir() {
   const char* env = std::getenv("T5X_DATA_DIR");

@@ -90,7 +90,11 @@ std::vector<std::string> FileDataSource::splits() const {
 }
 std::vector<std::string> FileDataSource::list_shards(const std::string& split) const {
   auto it = patterns_.find(split);
-  if (it == patterns_.end()) throw DataError("source has no split '" + split + "'");
+  if (it == patterns_.end()) {
+    std::string have;
+    for (const auto& [k, v] : patterns_) have += (have.empty() ? "" : ", ") + k;
+    throw DataError("source has no split '" + split + "' (its splits: " + have + ")");
+  }
   return list_files(it->second);
 }
 std::unique_ptr<RecordReader> FileDataSource::open_shard(const std::string& split, size_t shard) const {

@@ -8,7 +8,9 @@
 #include <fstream>
 
 #include "bible/tasks.h"
+#include "seqio/json_io.h"
 #include "seqio/mixture.h"
+#include "seqio/preprocessors/task_steps.h"
 #include "seqio/task.h"
 
 namespace fs = std::filesystem;
@@ -117,6 +119,84 @@ TEST_F(BibleTasks, SpanCorruptionUsesSentinelsAndT5Lengths) {
   int sentinels = 0;
   for (int32_t t : inputs) sentinels += t >= 1000;
   EXPECT_GE(sentinels, 1);
+}
+
+// The tasks examples/bible/tasks.gin declares, as tasks.cpp defined them in C++
+// before they moved there (the oracle of the next test).
+void register_cpp_reference(std::shared_ptr<const seqio::Task> kjv_to_web) {
+  namespace task = seqio::preprocessors::task;
+  using seqio::DType;
+  const std::string dir = t5x::bible::data_dir();
+  auto source = [&](const std::string& stem, std::map<std::string, DType> fields) {
+    std::map<std::string, std::vector<std::string>> splits;
+    for (const char* s : {"train", "validation", "test"}) splits[s] = {dir + "/bible/" + stem + s + ".jsonl"};
+    return std::make_shared<seqio::JsonlDataSource>(std::move(splits), std::move(fields));
+  };
+  auto vocab = std::make_shared<seqio::SentencePieceVocabulary>(dir + "/vocab/bible_spm.model", 100);
+  seqio::OutputFeatures features{{"inputs", seqio::Feature{vocab, true}}, {"targets", seqio::Feature{vocab, true}}};
+  auto parallel = source("parallel.", {{"ref", DType::kString}, {"book", DType::kString}, {"web", DType::kString},
+                                       {"kjv", DType::kString}, {"rv", DType::kString}});
+  const std::vector<std::string> metrics{"bleu", "sequence_accuracy"};
+  auto add = [](auto&&... args) { seqio::TaskRegistry::add(std::make_shared<seqio::Task>(args...)); };
+  for (const auto& [name, from, to] : {std::tuple{"bible_translate_en_es", "en", "es"}, {"bible_translate_es_en", "es", "en"}})
+    add(name, parallel, features,
+        std::vector<seqio::Preprocessor>{task::rekey({{"en", "web"}, {"es", "rv"}}), task::translate(from, to),
+                                         task::tokenize(), task::append_eos_after_trim()},
+        nullptr, metrics);
+  add("bible_span_corruption", source("monolingual.", {{"ref", DType::kString}, {"module", DType::kString}, {"text", DType::kString}}),
+      features,
+      std::vector<seqio::Preprocessor>{task::rekey({{"inputs", ""}, {"targets", "text"}}), task::tokenize(),
+                                       seqio::Preprocessor::CachePlaceholder(), task::span_corruption(),
+                                       task::append_eos_after_trim()},
+      nullptr, std::vector<std::string>{});
+  seqio::TaskRegistry::add(std::move(kjv_to_web));
+  seqio::MixtureRegistry::add(std::make_shared<seqio::Mixture>(
+      "bible_translation", std::vector<seqio::MixtureEntry>{{"bible_translate_en_es", 1.0}, {"bible_translate_es_en", 1.0},
+                                                            {"bible_kjv_to_web", 1.0}}));
+}
+
+// Shuffled, two epochs, as JSON lines (a mixture by name).
+std::vector<std::string> read_lines(const std::string& name, const std::string& split, seqio::SequenceLengths lengths) {
+  seqio::DatasetOptions o;
+  o.split = split;
+  o.shuffle = true;
+  o.seed = 3;
+  o.num_epochs = 2;
+  o.block_size = 7;
+  o.sequence_lengths = lengths;
+  std::vector<std::string> out;
+  auto ds = seqio::get_dataset(name, o);
+  for (seqio::Example ex; ds->next(ex);) out.push_back(seqio::example_to_json_line(ex));
+  return out;
+}
+
+TEST_F(BibleTasks, DeclaredTasksEqualThePreviousCppDefinitions) {
+  prepare();
+  std::string parallel;  // more verses than prepare()'s one per split
+  for (int i = 0; i < 30; ++i)
+    parallel += R"({"book":"Genesis","kjv":"And God said, Let there be light )" + std::to_string(i) +
+                R"(.","ref":"Genesis 1:)" + std::to_string(i + 1) + R"(","rv":"Y dijo Dios: Sea la luz )" +
+                std::to_string(i) + R"(.","web":"God said, Let there be light )" + std::to_string(i) + R"(."})" "\n";
+  write(dir_ / "bible/parallel.train.jsonl", parallel);
+  seqio::TaskRegistry::reset();
+  seqio::MixtureRegistry::reset();
+  ASSERT_TRUE(t5x::bible::register_bible_tasks());
+  const seqio::SequenceLengths lengths{{"inputs", 24}, {"targets", 16}};
+  const std::vector<std::string> names{"bible_translate_en_es", "bible_translate_es_en", "bible_span_corruption",
+                                       "bible_translation"};
+  std::map<std::string, std::vector<std::string>> declared;
+  for (const auto& n : names) declared[n] = read_lines(n, "train", lengths);
+  const auto kjv = seqio::TaskRegistry::get("bible_kjv_to_web");
+
+  seqio::TaskRegistry::reset();
+  seqio::MixtureRegistry::reset();
+  register_cpp_reference(kjv);
+  for (const auto& n : names) {
+    EXPECT_GE(declared[n].size(), 20u) << n;
+    EXPECT_EQ(read_lines(n, "train", lengths), declared[n]) << n;
+  }
+  seqio::TaskRegistry::reset();
+  seqio::MixtureRegistry::reset();
 }
 
 }  // namespace
