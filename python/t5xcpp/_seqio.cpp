@@ -17,6 +17,9 @@
 #include "seqio/mixture.h"
 #include "seqio/registration.h"
 #include "seqio/task.h"
+#ifdef T5X_HAVE_TASK_FILES
+#include "t5x/task_file/task_file.h"
+#endif
 #ifdef T5X_HAVE_BIBLE_TASKS
 #include "bible/tasks.h"
 #endif
@@ -535,10 +538,18 @@ PYBIND11_MODULE(_seqio, m) {
   m.def(
       "load_module",
       [](const std::string& path) {
+#ifdef T5X_HAVE_TASK_FILES
+        if (path.ends_with(".gin")) {
+          t5x::task_file::load_module(path);
+          return;
+        }
+#endif
         promote_own_symbols();
         seqio::load_shared_module(path);
       },
-      py::arg("path"), "dlopen()s a SEQIO_TASK_MODULE shared library (as `seqio --module PATH`).");
+      py::arg("path"),
+      "Registers the Tasks and Mixtures of a gin task file (.gin, docs/seqio.md) or dlopen()s a "
+      "SEQIO_TASK_MODULE shared library, as `seqio --module PATH` does.");
   m.def("register_builtin_tasks", &seqio::register_builtin_tasks);
   m.def("register_bible_tasks", []() -> std::pair<bool, std::string> {
 #ifdef T5X_HAVE_BIBLE_TASKS

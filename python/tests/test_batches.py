@@ -19,9 +19,9 @@ from t5xcpp import seqio
 SEQIO = os.environ["SEQIO_BIN"]
 
 
-def cli_rows(task, lengths, converter, pack, seed, shard="0/1", epochs=2):
+def cli_rows(task, lengths, converter, pack, seed, shard="0/1", epochs=2, module=None):
     lens = ",".join(f"{k}={v}" for k, v in sorted(lengths.items()))
-    show = subprocess.run([SEQIO, "show", task, "--shuffle", "--seed", str(seed), "--shard", shard,
+    show = subprocess.run([SEQIO] + (["--module", module] if module else []) + ["show", task, "--shuffle", "--seed", str(seed), "--shard", shard,
                            "--epochs", str(epochs), "--lengths", lens],
                           check=True, capture_output=True)
     conv = [SEQIO, "convert", "--converter", converter, "--lengths", lens] + (["--pack"] if pack else [])
@@ -188,6 +188,26 @@ class BatchesEqualCpp(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             seqio.load_module("no/such/plugin.so")
 
+
+    def test_task_file(self):
+        # Tasks declared in a gin task file (no C++) through load_module, as
+        # `seqio --module tasks.gin`; its paths are relative to the repository root.
+        cwd = os.getcwd()
+        os.chdir(seqio.data_root())
+        try:
+            seqio.load_module("examples/my_tsv/tasks.gin")
+            self.assertIn("my_tsv_en_es", seqio.TaskRegistry.names())
+            self.assertIn("my_tsv_both", seqio.MixtureRegistry.names())
+            lengths = {"inputs": 32, "targets": 32}
+            want = cli_batches(cli_rows("my_tsv_en_es", lengths, "enc_dec", False, 3,
+                                        module="examples/my_tsv/tasks.gin"), 4)
+            self.assertGreaterEqual(len(want), 10)
+            got = list(self.module_dataset("my_tsv_en_es", lengths, "enc_dec", False, 3, 4))
+            self.assertBatchesEqual(got, want)
+            with self.assertRaisesRegex(Exception, "no_such.gin"):
+                seqio.load_module("examples/my_tsv/no_such.gin")
+        finally:
+            os.chdir(cwd)
 
     def test_bible_tasks_need_their_data(self):
         with tempfile.TemporaryDirectory() as empty:
