@@ -10,8 +10,6 @@
 // The checkpoint of the (2,2) ZeRO-3 run, written shard by shard, resumes on
 // (4,1) with replicated parameters and continues the single-process curve.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 
 #include "../../common/mpi_gtest_main.h"
@@ -30,16 +28,7 @@ namespace {
 constexpr int kSteps = 4;       // steps of each mode
 constexpr int kResumed = 2;     // steps after the restore onto another mesh
 
-// One directory shared by the ranks (checkpoints are written shard by shard).
-std::string shared_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("t5x_one_mesh_test_" + name + "_" + std::to_string(::getppid()));
-  if (g_world->rank() == 0) {
-    std::filesystem::remove_all(d);
-    std::filesystem::create_directories(d);
-  }
-  g_world->barrier();
-  return d.string();
-}
+std::string shared_dir(const std::string& name) { return testing::shared_temp_dir(*g_world, name); }
 
 struct MeshRun {
   std::vector<double> losses;
@@ -126,8 +115,4 @@ TEST(TrainerOneMesh, EveryPartitioningModeGivesTheSingleProcessLosses) {
 }  // namespace
 }  // namespace t5x::trainer
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  t5x::g_world = t5x::init_communicator(t5x::CommBackend::kAny);
-  return t5x::testing_mpi::run_all_tests_on_every_rank(*t5x::g_world);
-}
+int main(int argc, char** argv) { return t5x::testing_mpi::main_on_every_rank(argc, argv, t5x::g_world, [] {}); }
