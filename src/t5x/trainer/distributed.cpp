@@ -1,5 +1,7 @@
 #include "t5x/trainer/distributed.h"
 
+#include <algorithm>
+
 namespace t5x::trainer {
 
 Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }

@@ -8,9 +8,12 @@
 // 1-D on (4,1) it holds all of them (replicated over 'data'). Activations
 // take their layout from activation_partitioning_dims (embed -> model for 2).
 // The checkpoint of the (2,2) ZeRO-3 run, written shard by shard, resumes on
-// (4,1) with replicated parameters and continues the single-process curve.
+// (4,1) with replicated parameters and continues the single-process curve;
+// its teacher-forced evaluation on the mesh gives the single-process metrics.
 #include <gtest/gtest.h>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../../common/mpi_gtest_main.h"
 #include "nn/constraint.h"
@@ -35,6 +38,7 @@ struct MeshRun {
   double state_bytes = 0;  // this process's parameter + optimizer-state bytes
   std::string layout;
   Shape activation;  // local shape of a constrained [batch=8, length=4, embed=32] activation
+  std::map<std::string, double> eval;  // teacher-forced evaluation at the last step
 };
 
 MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64_t num_partitions, int param_dims,
@@ -60,6 +64,12 @@ MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64
   for (const auto& [k, p] : t.state().params) r.state_bytes += double(p.nbytes());
   for (const auto& [k, s] : t.state().opt.slots) r.state_bytes += double(s.nbytes());
   r.layout = t.layout();
+  std::ifstream f(dir + "/training_eval/gpl3_lines_copy/metrics.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "step") r.eval[it.key()] = it.value().get<double>();
+  }
   return r;
 }
 
@@ -110,6 +120,11 @@ TEST(TrainerOneMesh, EveryPartitioningModeGivesTheSingleProcessLosses) {
   for (int s = 0; s < kResumed; ++s)
     EXPECT_NEAR(resumed.losses[s], ref.losses[kSteps + s], 1e-5 * std::abs(ref.losses[kSteps + s]))
         << "step " << kSteps + s + 1 << " after the restore";
+  // Its final teacher-forced evaluation on the mesh (a last batch of 2 rows
+  // padded to split over 'data'): the single-process metrics.
+  ASSERT_GT(ref.eval.size(), 5u);
+  for (const auto& [k, v] : ref.eval)
+    EXPECT_NEAR(resumed.eval.count(k) ? resumed.eval.at(k) : NAN, v, 1e-5 * std::max(1.0, std::abs(v))) << "eval " << k;
 }
 
 }  // namespace
