@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <set>
 #include <stdexcept>
 
 #include "ops/ops.h"
@@ -142,15 +141,16 @@ Metrics compute_base_metrics(const Array& logits, const Array& targets, const Ar
   m["num_tokens"] = {num_tokens, 1.0};
   m["num_nonpadding_tokens"] = {nonpad, 1.0};
   if (segment_ids.valid()) {
-    // Number of distinct non-zero segments over the batch.
-    auto s = transpose(segment_ids, {"batch", "length"}).to_ints();
-    int64_t nl = segment_ids.dim("length");
-    double segments = 0;
-    for (int64_t b = 0; b < segment_ids.dim("batch"); ++b) {
-      std::set<int64_t> ids;
-      for (int64_t l = 0; l < nl; ++l)
-        if (s[size_t(b * nl + l)] != 0) ids.insert(s[size_t(b * nl + l)]);
-      segments += double(ids.size());
+    // Number of non-zero segments over the batch: seqio packs each example
+    // into one run of its id, so count the positions where a run starts.
+    // Array ops, so that a batch split over a mesh counts globally.
+    const int64_t nl = segment_ids.dim("length");
+    auto f32 = [](const Array& b) { return cast(b, DType::f32); };
+    const Array first = slice(segment_ids, "length", 0, 1);
+    double segments = sum(f32(ne(first, 0.0))).item();
+    if (nl > 1) {
+      const Array cur = slice(segment_ids, "length", 1, nl - 1), prev = slice(segment_ids, "length", 0, nl - 1);
+      segments += sum(mul(f32(ne(cur, prev)), f32(ne(cur, 0.0)))).item();
     }
     m["effective_batch_size/decoder"] = {segments, 1.0};
   }

@@ -42,6 +42,12 @@ Batch slice_rows(const Batch& b, int64_t begin, int64_t end) {
   return out;
 }
 
+Batch pad_rows(const Batch& b, int64_t rows) {
+  Batch out;
+  for (const auto& [k, a] : b) out[k] = pad(a, "batch", 0, std::max<int64_t>(0, rows - a.dim("batch")));
+  return out;
+}
+
 namespace {
 
 bool has_inputs(const seqio::SequenceLengths& l) { return l.count("inputs") != 0; }

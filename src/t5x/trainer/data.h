@@ -34,6 +34,10 @@ int64_t batch_rows(const Batch& b);
 // Rows [begin, end) of every array (a process's part of a global batch);
 // an empty Batch when end <= begin.
 Batch slice_rows(const Batch& b, int64_t begin, int64_t end);
+// `b` with zero rows appended up to `rows` (t5x pads a short evaluation batch
+// so that it splits over 'data'): zero targets have no loss weight, so they
+// add nothing to the metrics.
+Batch pad_rows(const Batch& b, int64_t rows);
 
 // An endless (repeating) training stream of this host's rows per step.
 class TrainData {

@@ -1,5 +1,7 @@
 #include "t5x/trainer/distributed.h"
 
+#include <algorithm>
+
 namespace t5x::trainer {
 
 Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }
@@ -22,7 +24,10 @@ Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Comm
     d.data = d.world->split(color, static_cast<int>(d.data_shard));
     d.model = d.world->split(static_cast<int>(d.data_shard), static_cast<int>(d.model_shard));
   }
-  d.spmd = std::make_shared<spmd::Context>(Mesh({1, d.num_model_shards}, {"data", "model"}, d.model_shard), d.model);
+  d.one_mesh = !p.mesh_invariant && d.world->size() > 1;
+  d.spmd = d.one_mesh ? std::make_shared<spmd::Context>(*d.mesh, d.world)
+                      : std::make_shared<spmd::Context>(Mesh({1, d.num_model_shards}, {"data", "model"}, d.model_shard),
+                                                        d.model);
   d.spmd->set_mesh_invariant(p.mesh_invariant);
   return d;
 }
@@ -45,6 +50,12 @@ uint64_t Distributed::broadcast(uint64_t v) const {
   int64_t x = static_cast<int64_t>(v);
   world->broadcast(&x, 1, CommDtype::kI64, 0);
   return static_cast<uint64_t>(x);
+}
+
+PartitionSpec batch_spec(int rank) {
+  std::vector<std::vector<std::string>> dims(size_t(std::max(rank, 1)));
+  dims[0] = {"data"};
+  return PartitionSpec(dims);
 }
 
 }  // namespace t5x::trainer

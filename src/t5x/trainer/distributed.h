@@ -4,17 +4,30 @@
 // the communicator over the processes that hold different data shards, and
 // the spmd context over the processes of this process's data replica.
 //
-// Layout (t5x pjit with the standard logical-axis rules, 1-D parameters):
+// Layout (t5x pjit with the standard logical-axis rules):
 //   - 'data': process d of D feeds rows [d*B/D, (d+1)*B/D) of every global
-//     batch; the gradients are summed over the data group (`data`).
+//     batch.
 //   - 'model': the M processes with the same data coordinate form one data
-//     replica. Its spmd context (`spmd`, mesh (data=1, model=M)) splits the
-//     parameters and optimizer slots over 'model' by their logical axes
-//     (heads, mlp, vocab, joined_kv -> model) and every op of the model runs
-//     through the spmd lowering (Megatron-style tensor parallelism).
-// The batch is split over 'data' outside the spmd lowering (each process
-// feeds its rows as plain arrays) because some ops of the models (rename,
-// comparisons, gated_gelu) are not yet routed to the lowering by the op layer.
+//     replica; parameters and optimizer slots are split over 'model' by their
+//     logical axes (heads, mlp, vocab, joined_kv -> model) and every op of the
+//     model runs through the spmd lowering (Megatron-style tensor parallelism).
+// Two ways to run a step (docs/trainer.md, "One mesh"):
+//   - one mesh (`one_mesh`, partitioner.mesh_invariant = False on more than
+//     one process): `spmd` spans the whole (data, model) mesh. The batch is a
+//     global Array split over 'data' (each process's rows are its shard),
+//     parameters take their layout from the logical-axis rules
+//     (parameter_partitioning_dims 2: embed -> data, ZeRO-3), activations
+//     from activation_partitioning_dims, and the gradient sum over 'data'
+//     comes out of the collectives' vjps (all-reduce, or reduce-scatter for
+//     data-split parameters).
+//   - per data replica (mesh_invariant = True, the bitwise mode): `spmd` is
+//     the (data=1, model=M) mesh of this process's replica; each process runs
+//     its rows as plain arrays and the gradients are summed over the data
+//     group in a fixed pairwise order (sum_over_data), so D processes are one
+//     process with num_microbatches = D bit for bit. The mesh-invariant
+//     einsum keeps every sum whole, which on one mesh would gather the
+//     activations over 'data' for each weight gradient; a deterministic
+//     data-axis reduction in the collectives' vjps is still to be written.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,7 +46,8 @@ struct Distributed {
   std::shared_ptr<Communicator> data;   // processes with this one's 'model' coordinate
   std::shared_ptr<Communicator> model;  // processes with this one's 'data' coordinate
   std::shared_ptr<Mesh> mesh;           // the (data, model) mesh of all processes
-  std::shared_ptr<spmd::Context> spmd;  // mesh (data=1, model=M) over `model`
+  std::shared_ptr<spmd::Context> spmd;  // the whole mesh over `world` (one_mesh), else (data=1, model=M) over `model`
+  bool one_mesh = false;                // see above
   int64_t data_shard = 0;
   int64_t num_data_shards = 1;
   int64_t model_shard = 0;
@@ -41,6 +55,11 @@ struct Distributed {
 
   // True when parameters are split over a 'model' axis of more than one process.
   bool model_parallel() const { return num_model_shards > 1; }
+  // True when the model runs through the spmd lowering on `spmd`'s mesh.
+  bool spmd_active() const { return one_mesh || model_parallel(); }
+  // This process's data coordinate outside `spmd`'s mesh (0 on one mesh):
+  // only coordinate 0 writes the split leaves of a checkpoint.
+  int64_t data_replica() const { return one_mesh ? 0 : data_shard; }
 
   int rank() const { return world->rank(); }
   int size() const { return world->size(); }
@@ -68,5 +87,8 @@ struct Distributed {
   // Rank 0's value of `v` on every process.
   uint64_t broadcast(uint64_t v) const;
 };
+
+// P('data', None, ...) for an array of `rank` dims: a batch split over 'data'.
+PartitionSpec batch_spec(int rank);
 
 }  // namespace t5x::trainer

@@ -9,6 +9,7 @@
 
 #include "seqio/metrics/metrics.h"
 #include "seqio/mixture.h"
+#include "spmd/reshard.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/summaries/event_writer.h"
 #include "t5x/summaries/metrics_writer.h"
@@ -46,6 +47,15 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     for (; (eval_steps <= 0 || n < eval_steps) && data.next(global); ++n) {
       const int64_t rows = batch_rows(global);
       if (n == 0) first = global;
+      if (dist.one_mesh) {
+        // The global batch on the mesh, split over 'data' (a short last batch
+        // padded with zero rows).
+        Batch b = pad_rows(global, (rows + d - 1) / d * d);
+        for (auto& [k, a] : b) a = spmd::shard(a, batch_spec(a.rank()));
+        acc.add(model.loss_fn(params, b).second);
+        mine = true;
+        continue;
+      }
       if (begin >= rows) continue;
       acc.add(model.loss_fn(params, slice_rows(global, begin, std::min(end, rows))).second);
       mine = true;

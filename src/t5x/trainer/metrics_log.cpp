@@ -16,7 +16,8 @@ void MetricAccumulator::add(const Metrics& m) {
 }
 
 void MetricAccumulator::end_step(const Distributed* dist) {
-  if (dist && dist->data->size() > 1) {
+  // On one mesh the metrics come from global arrays: already summed.
+  if (dist && !dist->one_mesh && dist->data->size() > 1) {
     std::vector<double> buf;
     for (const auto& [k, a] : step_) { buf.push_back(a.total); buf.push_back(a.count); }
     dist->sum_over_data(buf);

@@ -60,9 +60,9 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
       model_(make_model(cfg_.model)),
       rules_(standard_logical_axis_rules(cfg_.partitioner.activation_partitioning_dims,
                                          cfg_.partitioner.parameter_partitioning_dims)) {
-  if (!dist_.model_parallel()) return;
-  // Tensor parallelism: the model's ops on 'model'-split parameters run
-  // through the spmd lowering of this data replica's mesh.
+  if (!dist_.spmd_active()) return;
+  // The model's ops on split parameters and batches run through the spmd
+  // lowering of dist_'s mesh (the whole mesh, or this data replica's).
   context_scope_.emplace(dist_.spmd);
   lowering_scope_.emplace();
   // Activations on the mesh take their logical-axis layout (t5x's
@@ -82,27 +82,34 @@ std::string Trainer::layout() const {
   os << "mesh " << dist_.mesh->to_string() << ", " << dist_.size() << " process(es): batch split over 'data' ("
      << dist_.num_data_shards << " x " << cfg_.train_ds.batch_size / std::max<int64_t>(1, dist_.num_data_shards)
      << " rows)";
-  if (dist_.model_parallel())
+  const auto& part = cfg_.partitioner;
+  if (dist_.one_mesh)
+    os << "; one spmd mesh for the whole step: parameters and optimizer slots split by logical_axis_rules "
+          "(parameter_partitioning_dims = " << part.parameter_partitioning_dims << ", activation_partitioning_dims = "
+       << part.activation_partitioning_dims << "), gradients summed over 'data' by the collectives; " << local
+       << " of " << model_->num_params() << " parameter values per process";
+  else if (dist_.model_parallel())
     os << "; parameters and optimizer slots split over 'model' (" << dist_.num_model_shards
        << "-way) by logical_axis_rules, ops lowered by spmd; " << local << " of " << model_->num_params()
        << " parameter values per process";
   else
     os << "; parameters replicated";
-  // The one-process run with the same arithmetic (docs/trainer.md, "Several
-  // processes"): over 'data' the same gradient blocks, added pairwise (which
-  // lines up when each process holds a power of two of them, distributed.h);
-  // over 'model' no sum split across processes (mesh-invariant lowering).
-  if (dist_.size() > 1) {
+  if (dist_.one_mesh) {
+    os << "; sums split over 'data' and 'model' (mesh_invariant = False)";
+  } else if (dist_.size() > 1) {
+    // The one-process run with the same arithmetic (docs/trainer.md, "Several
+    // processes"): over 'data' the same gradient blocks, added pairwise (which
+    // lines up when each process holds a power of two of them, distributed.h);
+    // over 'model' no sum split across processes (mesh-invariant lowering).
     const int64_t blocks = cfg_.num_microbatches > 1 ? cfg_.num_microbatches : dist_.num_data_shards;
     const int64_t per_process = blocks / dist_.num_data_shards;
     if (dist_.num_data_shards > 1 && (per_process & (per_process - 1)) == 0)
       os << "; gradient blocks and sums of one process with num_microbatches = " << blocks;
+    // Bitwise only where the GEMM sums an element of a block as it sums
+    // the whole product (backend/cpu/gemm.h); not on AVX2 CPUs.
     if (dist_.model_parallel()) {
-      os << (cfg_.partitioner.mesh_invariant ? "; no sum split over 'model' (mesh_invariant)"
-                                             : "; sums split over 'model' (mesh_invariant = False)");
-      // Bitwise only where the GEMM sums an element of a block as it sums
-      // the whole product (backend/cpu/gemm.h); not on AVX2 CPUs.
-      if (cfg_.partitioner.mesh_invariant && !cpu::gemm_block_invariant())
+      os << "; no sum split over 'model' (mesh_invariant)";
+      if (!cpu::gemm_block_invariant())
         os << ", equal to one process to rounding, not bitwise: this CPU's products are not block-invariant";
     }
   }
@@ -132,7 +139,7 @@ void Trainer::initialize() {
   data_state_.seed = cfg_.train_ds.seed ? *cfg_.train_ds.seed : rng_seed;
 
   const PRNGKey init_key = prng_key(int64_t(rng_seed & 0x7fffffff));
-  if (dist_.model_parallel()) {
+  if (dist_.spmd_active()) {
     // Each parameter draws from fold_in(key, hash(name)), independent of the
     // others: initialise one at a time and keep this process's shard, so the
     // peak is one whole parameter, not the whole model.
@@ -233,30 +240,37 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // data_shard * n_micro + i). One process with N microbatches and D
   // processes with N / D each then compute the same blocks and sum them in
   // the same pairwise order (accumulate_grads_microbatched, then over 'data').
+  // On one mesh, microbatch i is the global array of every data shard's
+  // local microbatch i.
   const int64_t n_micro = local_microbatches();
   // More than one gradient block in the global batch (microbatches, or data
-  // shards: None on D processes is D blocks, as num_microbatches = D on one).
-  const bool split = cfg_.num_microbatches > 1 || dist_.data->size() > 1;
+  // shards run apart: None on D processes is D blocks, as num_microbatches =
+  // D on one). On one mesh the data shards are one block.
+  const bool data_blocks = !dist_.one_mesh && dist_.data->size() > 1;
+  const bool split = cfg_.num_microbatches > 1 || data_blocks;
   std::optional<PRNGKey> step_rng;
   if (cfg_.model.network.dropout_rate > 0)
     step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));
   // A normalized loss (t5x's loss_normalizing_factor, e.g. the number of
-  // target tokens) divides by the whole step's factor: each microbatch and
-  // process weights its own normalized loss by its share of that factor, so
-  // the gradient is the full batch's however the batch is cut.
+  // target tokens) divides by the whole step's factor: each gradient block
+  // weights its own normalized loss by its share of that factor, so the
+  // gradient is the full batch's however the batch is cut.
   const bool shares = loss_is_normalized(cfg_.model.loss) && split;
-  double step_factor = 0;
-  if (shares) {
-    std::vector<double> f = {normalizing_factor(host_batch)};
-    dist_.sum_over_data(f);
-    step_factor = f[0];
-  }
+  // The factor of `rows` (this process's rows; a global array's on one mesh).
+  auto factor = [&](const Batch& rows) {
+    std::vector<double> f = {normalizing_factor(rows)};
+    if (dist_.one_mesh || data_blocks) dist_.sum_over_data(f);
+    return f[0];
+  };
+  const double step_factor = shares ? factor(host_batch) : 0.0;
   double local_loss = 0;
   ParamTree grads = accumulate_grads_microbatched(state_.params, n_micro, [&](int64_t i) {
     Batch mb = n_micro > 1 ? get_microbatch(host_batch, i, n_micro) : host_batch;
+    const double share = !shares ? 1.0 : step_factor > 0 ? factor(mb) / step_factor : 0.0;
+    if (dist_.one_mesh) mb = global_batch(mb);
     std::optional<PRNGKey> rng;
-    if (step_rng) rng = split ? fold_in(*step_rng, uint32_t(int64_t(dist_.data_shard) * n_micro + i)) : *step_rng;
-    const double share = !shares ? 1.0 : step_factor > 0 ? normalizing_factor(mb) / step_factor : 0.0;
+    const int64_t block = (dist_.one_mesh ? 0 : int64_t(dist_.data_shard)) * n_micro + i;
+    if (step_rng) rng = split ? fold_in(*step_rng, uint32_t(block)) : *step_rng;
     Metrics m;
     auto vg = spmd::value_and_grad(
         [&](const ParamTree& p) {
@@ -276,8 +290,9 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     }
     return std::move(vg.grads);
   });
-  // Sum the gradients (and the loss) over the data group in one buffer.
-  if (dist_.data->size() > 1) {
+  // Data shards run apart: sum the gradients (and the loss) over the data
+  // group in one buffer. (On one mesh the vjps of the collectives did it.)
+  if (data_blocks) {
     std::vector<float> buf;
     for (const auto& [k, g] : grads) {
       auto f = g.to_floats();
@@ -306,10 +321,20 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // sums run over this run's context.
   const ShardComm comm = spmd::shard_comm();
   cfg_.optimizer.optimizer->apply_gradient(state_.params, state_.opt, grads, out.learning_rate,
-                                           dist_.model_parallel() ? &comm : nullptr);
+                                           dist_.spmd_active() ? &comm : nullptr);
   out.finite = all_finite(state_.params);
   // Each process sees only its shards: agree, so every process stops together.
-  if (dist_.model_parallel()) out.finite = dist_.min_over_world(out.finite ? 1 : 0) == 1;
+  if (dist_.spmd_active()) out.finite = dist_.min_over_world(out.finite ? 1 : 0) == 1;
+  return out;
+}
+
+Batch Trainer::global_batch(const Batch& local) const {
+  Batch out;
+  for (const auto& [k, a] : local) {
+    std::vector<Dim> dims = a.shape().dims();
+    dims.at(0).size *= dist_.num_data_shards;
+    out[k] = spmd::from_local(a, Shape(dims), spmd::context().sharding(batch_spec(a.rank())));
+  }
   return out;
 }
 
@@ -319,7 +344,7 @@ std::string Trainer::save() {
   ctx.process_index = dist_.rank();
   ctx.process_count = dist_.size();
   ctx.durable = opt_.durable_checkpoints;
-  ctx.data_replica = dist_.data_shard;
+  ctx.data_replica = dist_.data_replica();
   if (dist_.size() > 1) ctx.barrier = [this](const std::string&) { dist_.world->barrier(); };
   ctx.timestamp = int64_t(dist_.broadcast(uint64_t(std::time(nullptr))));
   DataState ds = data_state_;
@@ -345,7 +370,7 @@ void Trainer::evaluate() {
   // Teacher-forced evaluation runs sharded like training; decoding (process
   // 0 only) needs whole parameters, gathered over 'model' by every process.
   ParamTree gathered;
-  const bool gather = dist_.model_parallel() && cfg_.infer_eval_ds.has_value();
+  const bool gather = dist_.spmd_active() && cfg_.infer_eval_ds.has_value();
   if (gather) gathered = spmd::gather_params(state_.params);
   const ParamTree& params = gather ? gathered : state_.params;
   if (cfg_.train_eval_ds) {

@@ -136,6 +136,9 @@ class Trainer {
   // num_microbatches / data-parallel processes. Throws unless it divides, or
   // unless BATCH_SIZE divides over the processes and the microbatches.
   int64_t local_microbatches() const;
+  // One mesh: this process's rows as its shard of the global batch, split
+  // over 'data' (every dim but the first replicated).
+  Batch global_batch(const Batch& local) const;
 };
 
 // Human-readable step/loss line for logs.

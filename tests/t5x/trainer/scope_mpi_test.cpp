@@ -5,9 +5,6 @@
 // on mesh (data=2, model=1) leaves the process as it found it, and the second
 // data-parallel run gives the first one's losses bit for bit.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "../../common/mpi_gtest_main.h"
 #include "nn/constraint.h"
@@ -24,16 +21,7 @@ std::shared_ptr<Communicator> g_world;
 namespace t5x::trainer {
 namespace {
 
-// One directory shared by the ranks (the checkpoint is written shard by shard).
-std::string shared_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("t5x_scope_test_" + name + "_" + std::to_string(::getppid()));
-  if (g_world->rank() == 0) {
-    std::filesystem::remove_all(d);
-    std::filesystem::create_directories(d);
-  }
-  g_world->barrier();
-  return d.string();
-}
+std::string shared_dir(const std::string& name) { return testing::shared_temp_dir(*g_world, name); }
 
 struct Seen {
   bool installed = false;

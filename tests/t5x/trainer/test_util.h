@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mesh/communicator.h"
 #include "seqio/registration.h"
 #include "t5x/gin/config.h"
 
@@ -17,6 +18,18 @@ inline std::string temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("t5x_trainer_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  return d.string();
+}
+
+// One directory shared by the ranks of an mpiexec run (checkpoints are
+// written shard by shard): named after the launcher's pid, made by rank 0.
+inline std::string shared_temp_dir(Communicator& world, const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("t5x_trainer_test_" + name + "_" + std::to_string(::getppid()));
+  if (world.rank() == 0) {
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+  }
+  world.barrier();
   return d.string();
 }
 
