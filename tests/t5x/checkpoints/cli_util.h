@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "../../common/tmpdir.h"
 
 namespace t5x::ckpt_testing {
 
@@ -22,6 +23,7 @@ inline std::string temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("t5x_ckpt_cli_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  t5x_test::remove_at_exit(d);
   return d.string();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../../common/tmpdir.h"
 #include "mesh/communicator.h"
 #include "seqio/registration.h"
 #include "t5x/gin/config.h"
@@ -18,6 +19,7 @@ inline std::string temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("t5x_trainer_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  t5x_test::remove_at_exit(d);
   return d.string();
 }
 
@@ -28,6 +30,7 @@ inline std::string shared_temp_dir(Communicator& world, const std::string& name)
   if (world.rank() == 0) {
     std::filesystem::remove_all(d);
     std::filesystem::create_directories(d);
+    t5x_test::remove_at_exit(d);  // rank 0's exit comes after every rank's last use (MPI_Finalize)
   }
   world.barrier();
   return d.string();
