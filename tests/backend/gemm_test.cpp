@@ -233,7 +233,7 @@ TEST(GemmBatched, Avx2CapTakesTheWideningPath) {
   if (!cap || std::strcmp(cap, "AVX2") != 0) {
     // Without the cap: widening only when forced or when oneDNN lacks bf16.
     const char* e = std::getenv("T5X_BF16_GEMM");
-    if (e && std::strcmp(e, "f32") == 0) EXPECT_FALSE(gemm_bf16_native());
+    if (e && std::strcmp(e, "f32") == 0) { EXPECT_FALSE(gemm_bf16_native()); }
     return;
   }
   EXPECT_FALSE(gemm_bf16_native());
@@ -306,8 +306,9 @@ TEST_P(GemmBlocks, RowAndColumnBlocksMatchTheWholeProductBitwise) {
   // Where gemm_block_invariant() says no (oneDNN's AVX2 products), the
   // blocks agree to rounding and the CPU line says that runs are not bitwise.
   const bool exact = gemm_block_invariant();
-  if (!exact)
+  if (!exact) {
     EXPECT_NE(describe_cpu().find("not block-invariant"), std::string::npos) << describe_cpu();
+  }
   // Otherwise: a summation order's rounding (about 1e-7 per term of these
   // [-1, 1] operands), plus one bf16 ulp (2^-8 relative) for a bf16 output.
   float rel = 0;

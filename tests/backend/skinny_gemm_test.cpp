@@ -45,7 +45,7 @@ TEST(SkinnyGemm, F32MatchesReferenceForEveryRowCount) {
         for (int64_t j = 0; j < n; ++j)
           ASSERT_NEAR(out[size_t(i * ldc + j)], ref[size_t(i * ldc + j)], 1e-4) << "m=" << m << " i=" << i << " j=" << j;
       // Padding between rows of C is untouched.
-      if (ldc > n) EXPECT_EQ(out[size_t(n)], c[size_t(n)]);
+      if (ldc > n) { EXPECT_EQ(out[size_t(n)], c[size_t(n)]); }
     }
   }
 }

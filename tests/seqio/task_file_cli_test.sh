@@ -32,6 +32,14 @@ expect "training_eval/my_tsv_en_es step 20: loss" "$tmp/train"
   --gin.MIXTURE_OR_TASK_NAME=my_tsv_en_es --gin.MIXTURE_OR_TASK_SPLIT=validation \
   --gin.CHECKPOINT_PATH="$tmp/run/checkpoint_20" --gin.EVAL_OUTPUT_DIR="$tmp/eval" > "$tmp/eval.log" 2>&1
 expect "my_tsv_en_es (.*checkpoint_20, split validation): bleu [0-9.]* sequence_accuracy [0-9.]*" "$tmp/eval.log"
+# A split no task has is an error naming the splits there are, not a silent success.
+if "$t5x" eval --gin_file=examples/my_tsv/model.gin --gin_file=configs/runs/eval.gin \
+  --gin.MIXTURE_OR_TASK_NAME=my_tsv_en_es --gin.MIXTURE_OR_TASK_SPLIT=test \
+  --gin.CHECKPOINT_PATH="$tmp/run/checkpoint_20" --gin.EVAL_OUTPUT_DIR="$tmp/eval_test" > "$tmp/eval_test.log" 2>&1; then
+  fail "eval on a missing split exited 0"
+fi
+expect "no task of 'my_tsv_en_es' has split 'test'" "$tmp/eval_test.log"
+expect "task 'my_tsv_en_es': splits train, validation" "$tmp/eval_test.log"
 # infer names the task file with t5x's MIXTURE_OR_TASK_MODULE instead of a --gin_file
 # (found through --gin_search_paths, as gin files are).
 "$t5x" infer --gin_file=configs/models/t5_1_1/tiny.gin --gin_file=configs/runs/infer.gin \

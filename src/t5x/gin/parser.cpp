@@ -29,7 +29,7 @@ const char* kValueHint =
 class Lexer {
  public:
   Lexer(std::string_view src, std::string file, int line, int col)
-      : src_(src), file_(std::move(file)), line_(line), line_start_col_(col), col_(col) {}
+      : src_(src), file_(std::move(file)), line_(line), col_(col) {}
 
   std::vector<Token> run() {
     std::vector<Token> out;
@@ -120,7 +120,6 @@ class Lexer {
   std::string file_;
   size_t pos_ = 0;
   int line_;
-  int line_start_col_;
   int col_;
   std::vector<Token> brackets_;
 

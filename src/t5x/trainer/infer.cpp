@@ -136,6 +136,27 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
 std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfig& cfg, const Distributed& dist,
                                                                std::ostream* log) {
   std::map<std::string, std::map<std::string, double>> out;
+  // t5x eval.py refuses a run with no task to evaluate rather than exiting
+  // successfully with no metrics; checked before the restore.
+  {
+    bool any = false;
+    std::string tasks;
+    for (const auto& task : seqio::get_subtasks(cfg.dataset.mixture_or_task_name)) {
+      std::string splits;
+      bool has = false;
+      for (const auto& sp : task->splits()) {
+        splits += (splits.empty() ? "" : ", ") + sp;
+        has |= sp == cfg.dataset.split;
+      }
+      any |= has && !task->metric_names().empty();
+      tasks += "\n  task '" + task->name() + "': splits " + (splits.empty() ? "none" : splits) +
+               (task->metric_names().empty() ? "; no metric_fns" : "");
+    }
+    if (!any)
+      throw std::invalid_argument("[eval] no task of '" + cfg.dataset.mixture_or_task_name + "' has split '" +
+                                  cfg.dataset.split + "' and metric_fns, so there is nothing to evaluate:" + tasks +
+                                  "\n  hint: set MIXTURE_OR_TASK_SPLIT (utils.DatasetConfig.split) to one of them");
+  }
   LoadedModel lm = load_model(cfg.model, cfg.restore);
   int64_t step = 0;
   if (auto s = CheckpointReader::open(lm.dir).step()) step = *s;

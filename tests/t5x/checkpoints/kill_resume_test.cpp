@@ -268,7 +268,7 @@ TEST(KillResume, SigkillAtNamedPointsIsBitwiseEqual) {
 // A typo in the test hook is named rather than silently never firing.
 TEST(KillResume, UnknownFaultPointIsNamed) {
   const std::string root = temp_dir("kill_bad_point");
-  for (const std::string& bad : {"save_chunk:2", "train_step:x"}) {
+  for (const std::string bad : {"save_chunk:2", "train_step:x"}) {
     RunResult r = sh("T5X_FAULT_INJECT=" + bad + " " + join_cmd(train_argv(root + "/run", 2, 2)));
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find("T5X_FAULT_INJECT: "), std::string::npos) << r.out;

@@ -63,7 +63,7 @@ TEST(MeshRestore, ChainOneByOneToTwoByTwoToOneByTwoKeepsTheLosses) {
   auto r1 = CheckpointReader::open(root + "/ref/checkpoint_" + std::to_string(kSteps + 2));
   auto rc = CheckpointReader::open(dir + "/checkpoint_" + std::to_string(kSteps + 2));
   for (const auto& p : r1.array_paths())
-    if (p.rfind("target/", 0) == 0) EXPECT_LE(max_rel_diff(r1.read(p), rc.read(p)), 1e-4) << p;
+    if (p.rfind("target/", 0) == 0) { EXPECT_LE(max_rel_diff(r1.read(p), rc.read(p)), 1e-4) << p; }
   fs::remove_all(root);
 }
 

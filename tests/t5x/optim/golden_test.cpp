@@ -71,7 +71,7 @@ RunResult run_golden(const Optimizer& opt, const std::string& run, const std::ve
       }
       expect_close(e, st.slots.at(key), at + "slot " + key, res.max_rel_state);
     }
-    if (steps[t].contains("step")) EXPECT_EQ(st.step, steps[t]["step"].get<int64_t>()) << at;
+    if (steps[t].contains("step")) { EXPECT_EQ(st.step, steps[t]["step"].get<int64_t>()) << at; }
   }
   std::cout << run << ": worst relative error params " << res.max_rel_params << ", state " << res.max_rel_state
             << "\n";
