@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -248,7 +250,8 @@ int parse_int_opt(const std::string& spec, const std::string& kv, const std::str
 }
 }  // namespace
 
-std::shared_ptr<const Vocabulary> make_vocabulary(const std::string& spec) {
+namespace {
+std::shared_ptr<const Vocabulary> parse_vocabulary(const std::string& spec) {
   auto colon = spec.find(':');
   std::string kind = spec.substr(0, colon);
   std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -287,6 +290,18 @@ std::shared_ptr<const Vocabulary> make_vocabulary(const std::string& spec) {
   throw std::invalid_argument("[make_vocabulary] unknown vocabulary '" + spec +
                               "' (expected sentencepiece:PATH[:extra_ids=N], byte[:extra_ids=N] or "
                               "passthrough:SIZE[:eos_id=N])");
+}
+}  // namespace
+
+std::shared_ptr<const Vocabulary> make_vocabulary(const std::string& spec) {
+  // Vocabularies are immutable, so one per spec serves every task that names
+  // it (seqio likewise loads each SentencePiece model once).
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Vocabulary>> made;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& v = made[spec];
+  if (!v) v = parse_vocabulary(spec);
+  return v;
 }
 
 }  // namespace seqio

@@ -126,8 +126,9 @@ class PassThroughVocabulary final : public Vocabulary {
 };
 
 // Parses "sentencepiece:PATH[:extra_ids=N]", "byte[:extra_ids=N]",
-// "passthrough:SIZE[:eos_id=N]". Throws std::invalid_argument on a malformed
-// spec, std::runtime_error when a model file cannot be loaded.
+// "passthrough:SIZE[:eos_id=N]". One vocabulary per spec per process (later
+// calls return the same object; thread-safe). Throws std::invalid_argument on
+// a malformed spec, std::runtime_error when a model file cannot be loaded.
 std::shared_ptr<const Vocabulary> make_vocabulary(const std::string& spec);
 
 // Python's bytes.decode("utf-8", errors="ignore"): invalid or truncated

@@ -224,7 +224,7 @@ TEST(TaskFile, WrongArgumentTypesAreNamed) {
 
 TEST(TaskFile, MissingVocabularyFileIsNamed) {
   const auto e = load_error(with("vocab/spm1000.model", "vocab/nope.model"));
-  expect_has(e, {"task.gin:1:", "vocabulary file 'tests/golden/seqio/vocab/nope.model' does not exist"});
+  expect_has(e, {"task.gin:1:", "SentencePiece model 'tests/golden/seqio/vocab/nope.model' cannot be opened", "relative paths start at the working directory"});
 }
 
 TEST(TaskFile, UnknownMetricNamesTheNearest) {

@@ -264,23 +264,13 @@ Node referenced(const Node& parent, const Value& v, const std::string& field, co
 
 std::shared_ptr<const seqio::Vocabulary> vocabulary_from_spec(const std::string& spec, const Node& n,
                                                               const SourceLocation& at) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const seqio::Vocabulary>> made;  // one model per spec
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = made.find(spec); it != made.end()) return it->second;
-  if (spec.rfind("sentencepiece:", 0) == 0) {
-    std::string path = spec.substr(14);
-    if (auto colon = path.find(":extra_ids="); colon != std::string::npos) path.resize(colon);
-    if (!std::filesystem::exists(path))
-      n.fail(at, "vocabulary file '" + path + "' does not exist",
-             "paths are relative to the working directory (" + std::filesystem::current_path().string() + ")");
-  }
   try {
-    return made[spec] = seqio::make_vocabulary(spec);
+    return seqio::make_vocabulary(spec);
   } catch (const std::exception& e) {
     n.fail(at, std::string("vocabulary: ") + e.what(),
            "a vocabulary is 'sentencepiece:PATH[:extra_ids=N]', 'byte[:extra_ids=N]', 'passthrough:SIZE' or "
-           "@seqio.SentencePieceVocabulary()");
+           "@seqio.SentencePieceVocabulary(); relative paths start at the working directory (" +
+               std::filesystem::current_path().string() + ")");
   }
 }
 
