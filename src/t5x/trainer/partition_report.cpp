@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -21,10 +22,13 @@ namespace {
 struct Counts {
   double param = 0, opt = 0, param_one = 0, opt_one = 0, peak = 0;
   std::array<double, kNumCollectives> bytes{}, calls{};
+  std::map<std::string, std::array<double, kNumCollectives>> by_axes;
   Counts& axpy(double a, const Counts& x) {
     param += a * x.param, opt += a * x.opt, param_one += a * x.param_one, opt_one += a * x.opt_one;
     peak += a * x.peak;
     for (int c = 0; c < kNumCollectives; ++c) bytes[c] += a * x.bytes[c], calls[c] += a * x.calls[c];
+    for (const auto& [k, b] : x.by_axes)
+      for (int c = 0; c < kNumCollectives; ++c) by_axes[k][c] += a * b[c];
     return *this;
   }
 };
@@ -99,6 +103,8 @@ Counts measure(const TrainRunConfig& base, int64_t data, int64_t model, int rank
          "): its optimizer collectives would be missing from the report");
   const CommCounters cc = step_counters(d);
   for (int k = 0; k < kNumCollectives; ++k) c.bytes[k] = cc.bytes[k], c.calls[k] = double(cc.calls[k]);
+  for (const auto& [axes, g] : step_counters_by_axes(d))
+    for (int k = 0; k < kNumCollectives; ++k) c.by_axes[axes][k] = g.bytes[k];
   if (info) {
     info->mesh = d.mesh->to_string();
     info->local_batch_rows = rows;
@@ -125,6 +131,27 @@ CommCounters step_counters(const Distributed& d) {
   for (const auto& comm : {d.world, d.data, d.model})
     if (comm && seen.insert(comm.get()).second) c += comm->counters();
   return c;
+}
+
+std::map<std::string, CommCounters> step_counters_by_axes(const Distributed& d) {
+  std::map<std::string, CommCounters> out;
+  CommCounters groups;
+  const Mesh& m = d.spmd->mesh();
+  for (int mask = 1; mask < (1 << m.ndim()); ++mask) {  // the groups MeshGroups made up front
+    std::vector<std::string> axes;
+    std::string key;
+    for (int a = 0; a < m.ndim(); ++a)
+      if (mask & (1 << a)) axes.push_back(m.axis_names()[a]), key += (key.empty() ? "" : ",") + axes.back();
+    const CommCounters& c = d.spmd->over(axes).counters();
+    out[key] += c;
+    groups += c;
+  }
+  // The rest (the world and the trainer's data and model groups).
+  CommCounters rest = step_counters(d);
+  for (int k = 0; k < kNumCollectives; ++k)
+    rest.bytes[k] -= groups.bytes[k], rest.calls[k] -= groups.calls[k];
+  if (rest.total_bytes() > 0) out["world"] = rest;
+  return out;
 }
 
 void reset_step_counters(const Distributed& d) {
@@ -197,6 +224,7 @@ PartitionReport partition_report(const TrainRunConfig& cfg, const PartitionOptio
     r.step.bytes[k] = c.bytes[k];
     r.step.calls[k] = int64_t(std::llround(c.calls[k]));
   }
+  for (const auto& [axes, b] : c.by_axes) r.step_by_axes[axes].bytes = b;
   return r;
 }
 
@@ -223,7 +251,13 @@ std::string PartitionReport::to_string() const {
   }
   std::snprintf(line, sizeof line, "    %-16s %18.0f B  %12s\n", "total", step.total_bytes(),
                 human(step.total_bytes()).c_str());
-  os << line;
+  os << line << "  by the mesh axes of the sending group:\n";
+  for (const auto& [axes, c] : step_by_axes) {
+    os << "    over " << axes << ":";
+    for (int k = 0; k < kNumCollectives; ++k)
+      if (c.bytes[k] > 0) os << " " << collective_name(Collective(k)) << " " << human(c.bytes[k]);
+    os << "\n";
+  }
   return os.str();
 }
 

@@ -20,6 +20,7 @@
 // optimizer state and communication; the step's memory peak is an estimate).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ struct PartitionReport {
   // Bytes this process sends in one training step, per collective (ring
   // model), and the calls.
   CommCounters step;
+  // The same bytes by the mesh axes of the group that sent them ("data",
+  // "model", "data,model"; "world" for the trainer's own scalars, e.g. the
+  // finite-update check).
+  std::map<std::string, CommCounters> step_by_axes;
   int64_t local_batch_rows = 0;
   std::string layout;  // the Trainer's startup line
 
@@ -67,6 +72,8 @@ struct PartitionReport {
 // The bytes sent by this process through every communicator of `d` (the spmd
 // context's mesh groups, the world, and the data and model groups).
 CommCounters step_counters(const Distributed& d);
+// step_counters(d) by the axes of the sending group (PartitionReport::step_by_axes).
+std::map<std::string, CommCounters> step_counters_by_axes(const Distributed& d);
 void reset_step_counters(const Distributed& d);
 
 // Throws std::invalid_argument "[partition] ..." for a mesh that does not fit
