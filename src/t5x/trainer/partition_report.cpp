@@ -253,6 +253,7 @@ std::string PartitionReport::to_string() const {
                 human(step.total_bytes()).c_str());
   os << line << "  by the mesh axes of the sending group:\n";
   for (const auto& [axes, c] : step_by_axes) {
+    if (c.total_bytes() == 0) continue;
     os << "    over " << axes << ":";
     for (int k = 0; k < kNumCollectives; ++k)
       if (c.bytes[k] > 0) os << " " << collective_name(Collective(k)) << " " << human(c.bytes[k]);
