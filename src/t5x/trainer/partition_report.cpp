@@ -146,11 +146,12 @@ std::map<std::string, CommCounters> step_counters_by_axes(const Distributed& d) 
     out[key] += c;
     groups += c;
   }
-  // The rest (the world and the trainer's data and model groups).
+  // The rest: the world, the trainer's data and model groups, and mesh groups
+  // over other axis orders (split on first use).
   CommCounters rest = step_counters(d);
   for (int k = 0; k < kNumCollectives; ++k)
     rest.bytes[k] -= groups.bytes[k], rest.calls[k] -= groups.calls[k];
-  if (rest.total_bytes() > 0) out["world"] = rest;
+  if (rest.total_bytes() > 0) out["other"] = rest;
   return out;
 }
 

@@ -57,8 +57,9 @@ struct PartitionReport {
   // model), and the calls.
   CommCounters step;
   // The same bytes by the mesh axes of the group that sent them ("data",
-  // "model", "data,model"; "world" for the trainer's own scalars, e.g. the
-  // finite-update check).
+  // "model", "data,model"; "other": the world (e.g. the trainer's
+  // finite-update check), the trainer's data and model groups, and groups
+  // over other axis orders).
   std::map<std::string, CommCounters> step_by_axes;
   int64_t local_batch_rows = 0;
   std::string layout;  // the Trainer's startup line
