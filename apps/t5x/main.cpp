@@ -20,6 +20,7 @@
 #include <initializer_list>
 #include <iostream>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,18 @@ void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
   }
 }
 
+// --name=N as an integer; "t5x: --name=x: not an integer" otherwise.
+int64_t int_flag(const std::string& arg) {
+  const std::string v = arg.substr(arg.find('=') + 1);
+  size_t used = 0;
+  try {
+    const int64_t n = std::stoll(v, &used);
+    if (used == v.size()) return n;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(arg + ": not an integer");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,8 +134,8 @@ int main(int argc, char** argv) {
       if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
       else if (a.rfind("--module=", 0) == 0) modules.push_back(a.substr(9));
       else if (a.rfind("--mesh=", 0) == 0) part.mesh = trainer::parse_mesh_flag(a.substr(7));
-      else if (a.rfind("--processes=", 0) == 0) part.processes = std::stoll(a.substr(12));
-      else if (a.rfind("--rank=", 0) == 0) part.rank = std::stoi(a.substr(7));
+      else if (a.rfind("--processes=", 0) == 0) part.processes = int_flag(a);
+      else if (a.rfind("--rank=", 0) == 0) part.rank = int(int_flag(a));
       else if (a == "--extrapolate_layers") part.extrapolate_layers = true;
       else if (a.rfind("--seqio_additional_cache_dirs=", 0) == 0) seqio::add_global_cache_dirs(split_list(a.substr(30)));
       else if (a.rfind("--", 0) != 0 && mode.empty()) mode = a;
@@ -136,7 +149,7 @@ int main(int argc, char** argv) {
     // `partition` simulates a rank of the mesh in this one process: no MPI.
     if (mode != "partition") world = init_communicator();
     const bool chief = !world || world->rank() == 0;
-    register_tasks(std::cerr, chief);
+    register_tasks(std::cerr, chief && mode != "partition");
     task_file::register_configurables();
     for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
