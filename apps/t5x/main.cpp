@@ -7,6 +7,9 @@
 //   t5x --run_mode=train ...       (same as the subcommand)
 //   t5x ckpt info|export-hf|import-hf|import-tf|convert-gqa ...   (checkpoint tools, ckpt_cmd.h)
 //   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
+//   t5x partition [gin flags] [--mesh=data=D,model=M | --processes=N] [--rank=R]
+//       [--extrapolate_layers]     (per-process bytes and communication of a
+//                                   training step, partition_report.h)
 //
 // Exit status: 0 done, 1 error (message on stderr), 2 stopped on a
 // non-finite loss, 64 usage.
@@ -17,6 +20,7 @@
 #include <initializer_list>
 #include <iostream>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,7 @@
 #include "t5x/gin/flags.h"
 #include "t5x/task_file/task_file.h"
 #include "t5x/trainer/infer.h"
+#include "t5x/trainer/partition_report.h"
 #include "t5x/trainer/trainer.h"
 #ifdef T5X_HAVE_BIBLE_TASKS
 #include "bible/tasks.h"
@@ -49,6 +54,10 @@ constexpr const char* kUsage =
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
     "  ckpt   checkpoint tools: info, export-hf, import-hf, import-tf, convert-gqa (t5x ckpt --help)\n"
     "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path)\n"
+    "  partition  the train config's bytes per process (parameters, optimizer state, step peak) and\n"
+    "         communication per collective of one one-mesh training step, for one process of\n"
+    "         --mesh=data=D,model=M (or --processes=N with the gin partitioner), simulated in this\n"
+    "         process: [--rank=R] [--extrapolate_layers] (docs/sharding.md, \"Partition report\")\n"
     "USE_CACHED_TASKS=True reads the caches `seqio cache TASK --output DIR` wrote: pass DIR with\n"
     "--seqio_additional_cache_dirs=DIR (t5x's flag) or seqio.add_global_cache_dirs.global_cache_dirs = ['DIR']\n"
     "Run several processes with: mpirun -np N t5x train ... (batch split over 'data'; parameters split over\n"
@@ -87,6 +96,18 @@ void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
   }
 }
 
+// --name=N as an integer; "t5x: --name=x: not an integer" otherwise.
+int64_t int_flag(const std::string& arg) {
+  const std::string v = arg.substr(arg.find('=') + 1);
+  size_t used = 0;
+  try {
+    const int64_t n = std::stoll(v, &used);
+    if (used == v.size()) return n;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(arg + ": not an integer");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,27 +128,37 @@ int main(int argc, char** argv) {
   try {
     gin::GinFlags flags = gin::parse_gin_flags(args, &rest);
     std::vector<std::string> modules;
+    trainer::PartitionOptions part;
     for (const auto& a : rest) {
       if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
       if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
       else if (a.rfind("--module=", 0) == 0) modules.push_back(a.substr(9));
+      else if (a.rfind("--mesh=", 0) == 0) part.mesh = trainer::parse_mesh_flag(a.substr(7));
+      else if (a.rfind("--processes=", 0) == 0) part.processes = int_flag(a);
+      else if (a.rfind("--rank=", 0) == 0) part.rank = int(int_flag(a));
+      else if (a == "--extrapolate_layers") part.extrapolate_layers = true;
       else if (a.rfind("--seqio_additional_cache_dirs=", 0) == 0) seqio::add_global_cache_dirs(split_list(a.substr(30)));
       else if (a.rfind("--", 0) != 0 && mode.empty()) mode = a;
       else { std::cerr << "t5x: unknown argument '" << a << "'\n" << kUsage; return 64; }
     }
-    if (mode != "train" && mode != "eval" && mode != "infer" && mode != "score") {
+    if (mode != "train" && mode != "eval" && mode != "infer" && mode != "score" && mode != "partition") {
       std::cerr << (mode.empty() ? "t5x: missing run mode\n" : "t5x: unknown run mode '" + mode + "'\n") << kUsage;
       return 64;
     }
     if (flags.files.empty()) { std::cerr << "t5x: no --gin_file given\n" << kUsage; return 64; }
-    world = init_communicator();
-    const bool chief = world->rank() == 0;
-    register_tasks(std::cerr, chief);
+    // `partition` simulates a rank of the mesh in this one process: no MPI.
+    if (mode != "partition") world = init_communicator();
+    const bool chief = !world || world->rank() == 0;
+    register_tasks(std::cerr, chief && mode != "partition");
     task_file::register_configurables();
     for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
     task_file::load_declared_tasks(cfg, flags.search_paths);
     cfg.check_complete();
+    if (mode == "partition") {
+      std::cout << trainer::partition_report(trainer::read_train_config(cfg), part).to_string();
+      return 0;
+    }
     std::ostream* log = chief ? &std::cout : nullptr;
     // What the kernels run on: speed and the bf16 path differ between CPUs.
     if (log) *log << cpu::describe_cpu() << "\n";

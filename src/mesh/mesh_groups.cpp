@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "mesh/simulated_communicator.h"
+
 namespace t5x {
 namespace {
 
@@ -31,7 +33,10 @@ Communicator& MeshGroups::over(const std::vector<std::string>& axes) {
   if (axes.empty()) {
     comm = make_single_communicator();
   } else {
-    comm = world_->split(int(mesh_.group_index(axes, dev)), int(mesh_.rank_in_group(axes, dev)));
+    // A pure function of the device: a simulated world (t5x partition) forms its groups alone.
+    comm = split_by(*world_, [&](int d) {
+      return std::pair<int, int>(int(mesh_.group_index(axes, d)), int(mesh_.rank_in_group(axes, d)));
+    });
   }
   if (!comm || comm->rank() != mesh_.rank_in_group(axes, dev) || comm->size() != mesh_.axes_size(axes))
     throw std::runtime_error("[mesh] communicator split for a mesh group gave an unexpected rank/size");

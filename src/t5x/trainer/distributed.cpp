@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mesh/simulated_communicator.h"
+
 namespace t5x::trainer {
 
 Distributed Distributed::create(const PartitionerConfig& p) { return create(p, init_communicator()); }
@@ -20,9 +22,14 @@ Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Comm
   if (d.world->size() == 1) {
     d.data = d.model = d.world;
   } else {
-    const int color = static_cast<int>(d.mesh->group_index(data_axes, d.world->rank()));
-    d.data = d.world->split(color, static_cast<int>(d.data_shard));
-    d.model = d.world->split(static_cast<int>(d.data_shard), static_cast<int>(d.model_shard));
+    // Colors as functions of the rank, so that a simulated world (t5x partition) splits alone.
+    const Mesh& m = *d.mesh;
+    d.data = split_by(*d.world, [&](int r) {
+      return std::pair<int, int>(int(m.group_index(data_axes, r)), int(m.rank_in_group(data_axes, r)));
+    });
+    d.model = split_by(*d.world, [&](int r) {
+      return std::pair<int, int>(int(m.rank_in_group(data_axes, r)), int(m.rank_in_group(model_axes, r)));
+    });
   }
   d.one_mesh = !p.mesh_invariant && d.world->size() > 1;
   d.spmd = d.one_mesh ? std::make_shared<spmd::Context>(*d.mesh, d.world)
