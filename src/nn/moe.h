@@ -9,7 +9,8 @@
 // token (tokens of one group), expert, expert_capacity, expert_mlp.
 //
 // Parameters (t5x names below `prefix`, e.g. "encoder/layers_1/mlp"):
-//   router/router_weights/w/kernel [embed, expert]   normal(0.02); float32 logits
+//   router/router_weights/w/kernel [embed, unmodeled=E] normal(0.02); float32 logits
+//     (t5x axes ('embed', 'unmodeled'): replicated; route() reads 'unmodeled' as 'expert')
 //   expert/wi/kernel or expert/wi_0, wi_1, ../kernel [expert, mlp_embed, expert_mlp]
 //   expert/wo/kernel                                  [expert, expert_mlp, mlp_embed]
 //     variance_scaling(expert_init_scale, fan_in, truncated_normal) of each
