@@ -109,6 +109,7 @@ bool T5Config::sparse_layer(bool encoder, int64_t layer) const {
 nn::MoeConfig T5Config::moe_config(bool encoder) const {
   nn::MoeConfig m = moe;
   if (m.expert_mlp_dim <= 0) m.expert_mlp_dim = mlp_dim;
+  m.activations = mlp_activations;  // the experts are the dense MLP's shape (what upcycling copies)
   if (!encoder) m.batch_prioritized_routing = false;
   return m;
 }

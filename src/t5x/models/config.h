@@ -85,7 +85,8 @@ struct T5Config {
   bool is_moe() const { return moe.num_experts > 0 && (num_encoder_sparse_layers > 0 || num_decoder_sparse_layers > 0); }
   // Whether layer `layer` of the encoder (else decoder) stack is sparse.
   bool sparse_layer(bool encoder, int64_t layer) const;
-  // The MoE layer's config in that stack (the decoder's without BPR).
+  // The MoE layer's config in that stack: moe with activations =
+  // mlp_activations, expert_mlp_dim 0 -> mlp_dim, and, in the decoder, no BPR.
   nn::MoeConfig moe_config(bool encoder) const;
 
   // Decoder attention (self and cross).

@@ -77,7 +77,6 @@ void read_moe(const gin::Config& cfg, const std::string& ns, const std::string& 
     t.decoder_sparse_layout = layout("decoder_sparse_layout", t.num_decoder_layers, t.num_decoder_sparse_layers);
   }
   if (!cfg.is_none(ns, nc, "expert_mlp_dim")) m.expert_mlp_dim = cfg.get_int(ns, nc, "expert_mlp_dim");
-  m.activations = t.mlp_activations;
   const std::string router = cfg.get_string(ns, nc, "router_type");
   if (router == "tokens_choose_masked") m.router = nn::RouterType::kTokensChooseMasked;
   else if (router == "tokens_choose_scatter") m.router = nn::RouterType::kTokensChooseScatter;
