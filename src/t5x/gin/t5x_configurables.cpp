@@ -105,6 +105,9 @@ void add_optimizer_configurables(Registry& r) {
          {"max_parameter_scale", "None"}, {"skip_nan_updates", "False"}},
         "T5X Adafactor (t5x/adafactor.py)");
   r.add("adafactor.standard_logical_factor_rules", {});
+  r.add("adafactor_utils.logical_factor_rules", {},
+        "standard rules plus the MoE axes: expert BATCH, expert_mlp COL, mlp_embed ROW, unmodeled NONE "
+        "(t5x/contrib/moe/adafactor_utils.py)");
   const Params adam = {{"learning_rate", ""}, {"b1", "0.9"},          {"b2", "0.999"},
                        {"eps", "1e-8"},       {"eps_root", "0.0"},    {"mu_dtype", "None"}};
   Params adamw = adam;
@@ -147,6 +150,10 @@ void add_run_configurables(Registry& r) {
          {"fallback_to_scratch", "False"}, {"dtype", "None"}, {"restore_dataset", "False"},
          {"state_transformation_fns", "()"}, {"checkpointer_cls", "None"}});
   r.add("utils.CheckpointConfig", {{"save", "None"}, {"restore", "None"}});
+  r.add("checkpoints.Checkpointer", {}, "the ordinary checkpointer (t5x/checkpoints.py)");
+  r.add("checkpoints.UpcycleCheckpointer", {{"num_experts", ""}},
+        "sparse upcycling restore: expert params [E, ...] from E copies of the dense array "
+        "(t5x/contrib/moe/checkpoints.py)");
 
   const Params partitioner = {{"num_partitions", "None"},      {"model_parallel_submesh", "None"},
                               {"params_on_devices", "True"},   {"backend", "None"},

@@ -237,6 +237,31 @@ TEST(MoeModel, OneExpertEqualsTheDenseModel) {
   EXPECT_FALSE(md.count("experts/auxiliary_loss"));
 }
 
+// The same for the decoder-only model (a prefix LM), teacher-forced and
+// through the prefilled cache.
+TEST(MoeModel, DecoderOnlyOneExpertEqualsTheDenseModel) {
+  T5Config dense_cfg = small_test_config();
+  dense_cfg.num_encoder_layers = 0;
+  T5Config moe_cfg = dense_cfg;
+  moe_cfg.moe.num_experts = 1;
+  moe_cfg.num_decoder_sparse_layers = 2;
+  DecoderOnlyModel dense(dense_cfg, LossOptions{}, true), moe(moe_cfg, LossOptions{}, true);
+  const ParamTree pd = dense.init(prng_key(4));
+  const ParamTree pm = as_one_expert(moe_cfg, pd);
+  ASSERT_EQ(pm.size(), moe.param_specs().size());
+  const Batch b = {{"decoder_input_tokens", tokens(2, 6, {0, 4, 8, 12, 3, 9, 0, 6, 9, 1, 5, 0})},
+                   {"decoder_target_tokens", tokens(2, 6, {4, 8, 12, 3, 9, 1, 6, 9, 1, 5, 7, 0})},
+                   {"decoder_causal_attention", tokens(2, 6, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0})}};
+  EXPECT_EQ(dense.logits(pd, b).to_floats(), moe.logits(pm, b).to_floats());
+  const Array ca = b.at("decoder_causal_attention"), in = b.at("decoder_input_tokens");
+  auto sd = dense.cached_step_fn(pd, in, ca, {1, 2});
+  auto sm = moe.cached_step_fn(pm, in, ca, {1, 2});
+  EXPECT_EQ(sd->logits(in, {1, 2}).to_floats(), sm->logits(in, {1, 2}).to_floats());
+  auto [lm, mm] = moe.loss_fn(pm, b);
+  EXPECT_FLOAT_EQ(lm.item(), dense.loss_fn(pd, b).first.item());
+  EXPECT_FLOAT_EQ(mm.at("experts/router_confidence").value(), 1.0f);
+}
+
 // loss = CE + z + aux_factor * mean(aux) + z_factor * mean(router z); the
 // metrics are t5x's; gradients reach the routers and experts.
 TEST(MoeModel, LossAddsTheWeightedMeansOfTheLayersLosses) {
