@@ -322,5 +322,31 @@ TEST(MoeLayer, ParamSpecsFollowT5xNamesAndExpertInit) {
   EXPECT_NEAR(sd(p[s[3].name]), std::sqrt(0.1 / 64), 0.002);  // fan_in = expert_mlp
 }
 
+
+TEST(MoeLayer, Bfloat16ExpertsAndDropout) {
+  MoeConfig cfg;
+  cfg.num_experts = 4;
+  cfg.expert_mlp_dim = 16;
+  cfg.activations = {"gelu", "linear"};
+  cfg.num_selected_experts = 2;
+  ParamTree p = init_params(moe_param_specs("mlp", 8, cfg), prng_key(9));
+  Array x = normal(prng_key(10), Shape{{"batch", 2}, {"length", 8}, {"embed", 8}});
+  Dropout none;
+  Array y32 = moe_block(p, "mlp", x, cfg, false, std::nullopt, none, nullptr);
+  cfg.dtype = DType::bf16;
+  Array y16 = moe_block(p, "mlp", cast(x, DType::bf16), cfg, false, std::nullopt, none, nullptr);
+  EXPECT_EQ(y16.dtype(), DType::bf16);
+  EXPECT_LT(max_abs_diff(cast(y16, DType::f32), y32), 0.02 * max(abs(y32)).item());
+  EXPECT_GT(max_abs_diff(cast(y16, DType::f32), y32), 0.0);
+  // Dropout after the activations: the key decides, the same key repeats.
+  cfg.dtype = DType::f32;
+  Dropout d1(0.5, prng_key(11)), d2(0.5, prng_key(11));
+  Array a = moe_block(p, "mlp", x, cfg, true, std::nullopt, d1, nullptr);
+  Array b = moe_block(p, "mlp", x, cfg, true, std::nullopt, d2, nullptr);
+  Array c = moe_block(p, "mlp", x, cfg, true, std::nullopt, none, nullptr);
+  EXPECT_TRUE(array_equal(a, b));
+  EXPECT_GT(max_abs_diff(a, c), 1e-3);
+}
+
 }  // namespace
 }  // namespace t5x::nn
