@@ -51,6 +51,10 @@ struct MoeConfig {
   int64_t max_group_size = 4096;
   bool strict_group_size = false;
   int64_t num_expert_partitions = 1;  // t5x NUM_EXPERT_PARTITIONS (sets the expert replicas R)
+  // R, the copies of each expert; 0: max(1, devices of x's mesh /
+  // (num_expert_partitions * |model|)) as flaxformer (1 on one device). Set
+  // it to run one process with a mesh's grouping (G is a multiple of E*R).
+  int64_t num_expert_replicas = 0;
   double expert_init_scale = 1.0;     // tokens_choose_base.gin uses 0.1
   DType dtype = DType::f32;           // expert computation and all-to-all dtype (MOE_TRUNCATED_DTYPE)
 };
