@@ -81,6 +81,14 @@ TEST(MoeMesh, ExpertsSplitOverExpertAxisEqualOneProcess) {
         EXPECT_EQ(sharded.at("mlp/expert/wo/kernel").local_shape().size("expert"), 4 / X);
       }
       const Array cot_s = spmd::shard(cot, PartitionSpec({{"expert", "data"}, {}, {}}));
+      CommCounters fwd;
+      {
+        NoGradGuard ng;
+        ctx->groups().reset_counters();
+        Dropout none;
+        moe_block(sharded, "mlp", sharded.at("x"), cfg, true, std::nullopt, none, nullptr);
+        fwd = ctx->groups().total_counters();
+      }
       ctx->groups().reset_counters();
       MoeMetrics m;
       auto got = spmd::value_and_grad([&](const ParamTree& p) { return loss(p, cot_s, &m); }, sharded);
@@ -97,13 +105,15 @@ TEST(MoeMesh, ExpertsSplitOverExpertAxisEqualOneProcess) {
         EXPECT_LE(rel_err(spmd::gather(gs), g), 1e-5) << "grad of " << name;
       }
       if (g_world->rank() == 0) {
-        std::printf("[moe mesh (data=%lld, expert=%lld) %s] bytes sent by rank 0, fwd+bwd:",
-                    (long long)D, (long long)X, router == RouterType::kExpertsChooseMasked ? "EC" : "top-2");
-        for (int i = 0; i < kNumCollectives; ++i)
-          if (c.calls[size_t(i)])
-            std::printf(" %s %lld calls %.0f B;", collective_name(Collective(i)), (long long)c.calls[size_t(i)],
-                        c.bytes[size_t(i)]);
-        std::printf("\n");
+        for (auto [what, cc] : {std::pair<const char*, const CommCounters*>{"forward", &fwd}, {"loss+grads", &c}}) {
+          std::printf("[moe mesh (data=%lld, expert=%lld) %s] %s, bytes sent by rank 0:", (long long)D,
+                      (long long)X, router == RouterType::kExpertsChooseMasked ? "EC" : "top-2", what);
+          for (int i = 0; i < kNumCollectives; ++i)
+            if (cc->calls[size_t(i)])
+              std::printf(" %s %lld calls %.0f B;", collective_name(Collective(i)), (long long)cc->calls[size_t(i)],
+                          cc->bytes[size_t(i)]);
+          std::printf("\n");
+        }
       }
     }
   }
