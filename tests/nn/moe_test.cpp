@@ -67,6 +67,16 @@ MoeConfig config_of(const json& c) {
 const std::vector<std::string> kGTE = {"group", "token", "embed"};
 const std::vector<std::string> kDispatch = {"group", "token", "expert", "expert_capacity"};
 
+// E = 4 experts of `mlp` hidden units, gated GELU, top-2.
+MoeConfig top2_config(int64_t mlp) {
+  MoeConfig cfg;
+  cfg.num_experts = 4;
+  cfg.expert_mlp_dim = mlp;
+  cfg.activations = {"gelu", "linear"};
+  cfg.num_selected_experts = 2;
+  return cfg;
+}
+
 TEST(MoeCapacity, RoundsHalfToEvenLikePython) {
   // R4: S = 4, E = 2, cf = 1.25 -> 2.5 -> 2 (std::round would give 3).
   EXPECT_EQ(expert_capacity(4, 2, 1.25, 0), 2);
@@ -90,11 +100,7 @@ TEST(MoeGroups, FlaxformerNumGroups) {
 }
 
 TEST(MoeLayer, ForwardAndGradientsRun) {
-  MoeConfig cfg;
-  cfg.num_experts = 4;
-  cfg.expert_mlp_dim = 5;
-  cfg.activations = {"gelu", "linear"};
-  cfg.num_selected_experts = 2;
+  MoeConfig cfg = top2_config(5);
   ParamTree p = init_params(moe_param_specs("mlp", 6, cfg), prng_key(0));
   Array x = normal(prng_key(1), Shape{{"batch", 2}, {"length", 7}, {"embed", 6}});
   Dropout drop;
@@ -219,11 +225,7 @@ TEST(MoeRouter, R1BalancedRoutingGivesAuxOneAndCollapsedGivesE) {
 }
 
 TEST(MoeRouter, R2ScatterEqualsMaskedWithoutPadding) {
-  MoeConfig cfg;
-  cfg.num_experts = 4;
-  cfg.expert_mlp_dim = 5;
-  cfg.activations = {"gelu", "linear"};
-  cfg.num_selected_experts = 2;
+  MoeConfig cfg = top2_config(5);
   cfg.train_capacity_factor = 1.0;
   cfg.min_expert_capacity = 1;
   cfg.max_group_size = 8;
@@ -324,11 +326,7 @@ TEST(MoeLayer, ParamSpecsFollowT5xNamesAndExpertInit) {
 
 
 TEST(MoeLayer, Bfloat16ExpertsAndDropout) {
-  MoeConfig cfg;
-  cfg.num_experts = 4;
-  cfg.expert_mlp_dim = 16;
-  cfg.activations = {"gelu", "linear"};
-  cfg.num_selected_experts = 2;
+  MoeConfig cfg = top2_config(16);
   ParamTree p = init_params(moe_param_specs("mlp", 8, cfg), prng_key(9));
   Array x = normal(prng_key(10), Shape{{"batch", 2}, {"length", 8}, {"embed", 8}});
   Dropout none;
