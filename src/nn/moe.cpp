@@ -125,6 +125,7 @@ Array expert_kernel(const ParamTree& p, const std::string& name, DType dt) {
 // R = max(1, devices / (num_expert_partitions * model partitions)) of the
 // mesh x lives on (flaxformer _num_expert_replicas; 1 on one device).
 int64_t expert_replicas(const Array& x, const MoeConfig& cfg) {
+  if (cfg.num_expert_replicas > 0) return cfg.num_expert_replicas;
   const auto& mesh = x.sharding().mesh;
   if (!mesh) return 1;
   int m = mesh->axis_index("model");

@@ -51,6 +51,10 @@ struct MoeConfig {
   int64_t max_group_size = 4096;
   bool strict_group_size = false;
   int64_t num_expert_partitions = 1;  // t5x NUM_EXPERT_PARTITIONS (sets the expert replicas R)
+  // R, the copies of each expert; 0: max(1, devices of x's mesh /
+  // (num_expert_partitions * |model|)) as flaxformer (1 on one device). Set
+  // it to run one process with a mesh's grouping (G is a multiple of E*R).
+  int64_t num_expert_replicas = 0;
   double expert_init_scale = 1.0;     // tokens_choose_base.gin uses 0.1
   DType dtype = DType::f32;           // expert computation and all-to-all dtype (MOE_TRUNCATED_DTYPE)
 };
@@ -61,7 +65,9 @@ int64_t expert_capacity(int64_t group_size, int64_t num_experts, double capacity
 // flaxformer _num_groups: the smallest n >= max(num_tokens / max_group_size,
 // E*R) with num_tokens % n == 0 and n % (E*R) == 0. Throws
 // std::invalid_argument("[moe] ...") when none exists (or, strict, when
-// num_tokens / n != max_group_size).
+// num_tokens / n != max_group_size). (flaxformer stops its search at
+// n = num_tokens and would return that even when it is not a multiple of E*R;
+// moe_block pads the tokens to a multiple of E*R first, so that never arises.)
 int64_t num_groups(int64_t num_tokens, int64_t max_group_size, int64_t num_experts, int64_t num_expert_replicas,
                    bool strict_group_size);
 
@@ -74,8 +80,27 @@ struct RouterOutput {
 };
 
 // inputs [group, token, embed] (any float dtype; routed in float32), kernel
-// [embed, expert]. `jitter` is the key of the 'jitter' stream (training with
-// jitter_noise > 0); nullopt: no jitter. Differentiable in inputs and kernel.
+// [embed, expert] (or [embed, unmodeled], the parameter's own dims). `jitter`
+// is the key of the 'jitter' stream (training with jitter_noise > 0; the
+// U(1-eps, 1+eps) factors are jax.random.uniform's for that key and the
+// inputs' shape); nullopt: no jitter. Differentiable in inputs and kernel
+// (combine, both losses); dispatch is a constant.
+//   Tokens-choose: top-k per token; slot = inclusive cumsum over the group's
+//   choices flattened k-major (every top-1 choice ahead of every top-2 one),
+//   with BPR over tokens sorted by descending top-1 probability (stable);
+//   slot >= capacity is dropped. ignore_padding_tokens: the masked router never
+//   dispatches padding (all-zero inputs) and zeroes its probabilities.
+//   Scatter: flaxformer's index form (expert, slot) gives the same dispatch
+//   and combine as the masked router (same choices and slots; a pair either
+//   has slot < C or is dropped in both), so it is computed as that mask. The
+//   one difference is padding: the scatter router only zeroes the padding
+//   probabilities before top-k, so padding tokens still take slots (with
+//   combine 0) and count in the balance loss's f.
+//   Experts-choose: each expert takes its top-`capacity` tokens by
+//   probability (padding probabilities zeroed first); needs capacity <= tokens
+//   per group; auxiliary_loss 0.
+// Cost: dispatch and combine are dense f32 [G, S, E, C] (as flaxformer's masked
+// routers); BPR permutes with a [G, S, S] one-hot product.
 RouterOutput route(const Array& inputs, const Array& router_kernel, const MoeConfig& cfg, int64_t capacity,
                    std::optional<PRNGKey> jitter);
 
@@ -83,6 +108,8 @@ RouterOutput route(const Array& inputs, const Array& router_kernel, const MoeCon
 struct MoeMetrics {
   Array auxiliary_loss, router_z_loss;  // as RouterOutput
   Array fraction_tokens_left_behind;    // 1 - tokens dispatched at least once / tokens
+                                        // (ignore_padding_tokens: / non-padding tokens,
+                                        // times k for the scatter router, as flaxformer)
   Array router_confidence;              // sum(combine) / sum(dispatch)
   Array expert_usage;                   // sum(dispatch) / (E * C * G); 1 for experts-choose
 };
@@ -93,7 +120,9 @@ ParamSpecs moe_param_specs(const std::string& prefix, int64_t embed, const MoeCo
 // tokens to a multiple of E*R (whichever of batch / length needs fewer),
 // split into groups, route, dispatch (einsum over token), run each expert's
 // MLP (dropout after the activations), combine, slice the padding off.
-// Dropped tokens get 0 (the caller adds the residual). `train` selects the
+// Dropped tokens get 0 (the caller adds the residual). The experts run in
+// cfg.dtype; the combine product runs in float32 (jnp.einsum promotes to the
+// float32 combine array) and is rounded to x's dtype. `train` selects the
 // train / eval capacity factor and enables jitter (drawn from `jitter`).
 // Under an spmd context the groups are laid out over ('expert', 'data')
 // and the experts over 'expert', with the all-to-alls between (moe.md 2.4).
