@@ -133,6 +133,48 @@ int64_t expert_replicas(const Array& x, const MoeConfig& cfg) {
   return std::max<int64_t>(1, mesh->num_devices() / (cfg.num_expert_partitions * model));
 }
 
+// The expert-parallel layout (flaxformer _call_experts, moe.md 2.4) for X =
+// num_expert_partitions > 1. expert_in [group, expert, expert_capacity, embed]
+// arrives with groups laid out like the batch (('expert', 'data') under t5x's
+// MoE rules). Reshaping group -> [unmodeled = X, expert_replicas = G/X] and
+// expert -> [expert = X, local_expert = E/X] keeps that layout ('expert' on the
+// group chunk 'unmodeled', 'data' on 'expert_replicas'); the logical-axis
+// constraint then moves the 'expert' mesh axis from the group chunk to the
+// expert chunk: one all-to-all. Each device then holds E/X experts' inputs
+// for its data shard of the groups, and the expert kernels [expert, ...] split
+// the same way, so the expert einsums are local. to_groups is the mirror
+// (the same names swapped, then the constraint: the second all-to-all).
+// Without an installed constraint these are plain reshapes (one process).
+struct ExpertLayout {
+  int64_t X, G, E;
+  ExpertLayout(int64_t x, int64_t g, int64_t e) : X(x), G(g), E(e) {
+    if (X < 1 || E % X != 0)
+      fail("num_expert_partitions must divide num_experts = " + std::to_string(E) + ", got " + std::to_string(X));
+  }
+  Array to_experts(const Array& in) const {
+    Shape s{{"unmodeled", X}, {"expert_replicas", G / X}, {"expert", X}, {"local_expert", E / X},
+            {"expert_capacity", in.dim("expert_capacity")}, {"embed", in.dim("embed")}};
+    return constrain(reshape(transpose(in, {"group", "expert", "expert_capacity", "embed"}), s));
+  }
+  Array to_groups(const Array& out, int64_t C, int64_t H) const {
+    Array t = transpose(out, {"unmodeled", "expert_replicas", "expert", "local_expert", "expert_capacity", "embed"});
+    t = constrain(rename(t, {{"unmodeled", "expert"}, {"expert", "unmodeled"}}));
+    return reshape(t, Shape{{"group", G}, {"expert", E}, {"expert_capacity", C}, {"embed", H}});
+  }
+  // [expert, a, b] -> [expert = X, local_expert = E/X, a, b] (local: 'expert' stays on the major dim).
+  Array kernel(const Array& k) const {
+    if (X == 1) return k;
+    std::vector<Dim> d = k.shape().dims();
+    d[0].size = X;
+    d.insert(d.begin() + 1, Dim{"local_expert", E / X});
+    return reshape(transpose(k, {"expert", k.shape()[1].name, k.shape()[2].name}), Shape(std::move(d)));
+  }
+  std::vector<std::string> out_dims(const std::string& last) const {
+    if (X == 1) return {"group", "expert", "expert_capacity", last};
+    return {"unmodeled", "expert_replicas", "expert", "local_expert", "expert_capacity", last};
+  }
+};
+
 }  // namespace
 
 int64_t expert_capacity(int64_t group_size, int64_t num_experts, double capacity_factor, int64_t min_capacity) {
@@ -251,18 +293,21 @@ Array moe_block(const ParamTree& p, const std::string& prefix, const Array& x, c
   Array expert_in = einsum(xg, as_dtype(r.dispatch, dt), {"group", "expert", "expert_capacity", "embed"});
   expert_in = as_dtype(expert_in, cfg.dtype);
   // Every expert's MLP at once: 'expert' is a batch dim of the einsums.
+  const ExpertLayout lay{cfg.num_expert_partitions, G, E};
+  if (lay.X > 1) expert_in = lay.to_experts(expert_in);
   Array h;
   auto names = wi_names(cfg);
   for (size_t i = 0; i < names.size(); ++i) {
-    Array hi = activate(cfg.activations[i],
-                        einsum(expert_in, expert_kernel(p, prefix + "/expert/" + names[i] + "/kernel", cfg.dtype),
-                               {"group", "expert", "expert_capacity", "expert_mlp"}));
+    Array k = lay.kernel(expert_kernel(p, prefix + "/expert/" + names[i] + "/kernel", cfg.dtype));
+    Array hi = activate(cfg.activations[i], einsum(expert_in, k, lay.out_dims("expert_mlp")));
     h = h.valid() ? mul(h, hi) : hi;
   }
-  // flaxformer's expert MlpBlock drops along its hidden dim, shared by the tokens.
-  h = dropout(h, {"group", "expert_capacity"});
-  Array expert_out = einsum(h, expert_kernel(p, prefix + "/expert/wo/kernel", cfg.dtype),
-                            {"group", "expert", "expert_capacity", "embed"});
+  // flaxformer's expert MlpBlock drops along its hidden dim, shared by the
+  // tokens (the mask is [expert, expert_mlp] in either layout).
+  h = dropout(h, {"group", "unmodeled", "expert_replicas", "expert_capacity"});
+  Array expert_out = einsum(h, lay.kernel(expert_kernel(p, prefix + "/expert/wo/kernel", cfg.dtype)),
+                            lay.out_dims("embed"));
+  if (lay.X > 1) expert_out = lay.to_groups(expert_out, C, H);
   // Combine in float32 (jnp.einsum promotes the activations to the float32
   // combine array), then back to x's dtype.
   Array y = einsum(as_f32(expert_out), r.combine, {"group", "token", "embed"});

@@ -52,11 +52,10 @@ std::optional<PartitionSpec> reshape_keeps_layout(const Mesh& mesh, const Shape&
     bool partial = false;  // an earlier dim of the block has local size > 1
     for (int d = i; d < ie; ++d) {
       int64_t n = 1;
-      for (const auto& a : spec.dims[size_t(d)])
-        if (mesh.axis_size(a) > 1) {  // axes of size 1 split nothing
-          axes.push_back(a);
-          n *= mesh.axis_size(a);
-        }
+      for (const auto& a : spec.dims[size_t(d)]) {
+        axes.push_back(a);
+        n *= mesh.axis_size(a);
+      }
       if (partial && n > 1) return std::nullopt;
       if (in[d].size / n > 1) partial = true;
     }
@@ -64,7 +63,11 @@ std::optional<PartitionSpec> reshape_keeps_layout(const Mesh& mesh, const Shape&
     int64_t left = j < je ? out[j].size : 1;
     for (const auto& a : axes) {
       const int64_t s = mesh.axis_size(a);
-      while (left == 1 && k + 1 < je) left = out[++k].size;
+      // Axes of size 1 split nothing: they stay with their neighbours (so the
+      // spec still matches the rules' (e.g. ('expert', 'data')) or are dropped.
+      if (s > 1)
+        while (left == 1 && k + 1 < je) left = out[++k].size;
+      if (s == 1 && k >= je) continue;
       if (k >= je || left % s != 0) return std::nullopt;
       res.dims[size_t(k)].push_back(a);
       left /= s;

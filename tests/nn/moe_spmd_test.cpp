@@ -1,8 +1,13 @@
-// moe_block on meshes (data, expert, model) = (2,1,1), (1,2,1), (2,2,1) with
-// t5x's MoE logical-axis rules (batch -> (expert, data), expert -> expert):
-// output, metrics and every gradient equal one process's run with the same
-// grouping (R from the mesh). Run by mpiexec with 2 and 4 processes; rank 0
-// prints the bytes each collective moved.
+// moe_block on meshes (data, expert, model) = (1,1,1), (2,1,1), (1,2,1),
+// (2,2,1), (1,4,1) with t5x's MoE logical-axis rules (batch -> (expert,
+// data), expert -> expert): output, metrics and every gradient equal one
+// process's run with the same grouping (R from the mesh); the layer is expert
+// parallel: each device holds E/|expert| experts' kernels, the only traffic
+// besides the loss / metric sums and the data-parallel gradient sums is one
+// all-to-all over 'expert' each way (forward: expert_in and expert_out;
+// backward: their cotangents), of the formula below, and nothing is
+// all-gathered (no expert kernel is gathered). Run by mpiexec with 1, 2 and 4
+// processes; rank 0 prints the bytes each collective moved.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,7 +41,7 @@ TEST(MoeMesh, ExpertsSplitOverExpertAxisEqualOneProcess) {
   spmd::install();
   const int n = g_world->size();
   const LogicalAxisRules rules = moe_logical_axis_rules(1, 1);
-  for (auto [D, X] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {1, 2}, {2, 2}}) {
+  for (auto [D, X] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {1, 2}, {2, 2}, {1, 4}}) {
     if (D * X != n) continue;
     for (RouterType router : {RouterType::kTokensChooseMasked, RouterType::kExpertsChooseMasked}) {
       MoeConfig cfg;
@@ -77,9 +82,17 @@ TEST(MoeMesh, ExpertsSplitOverExpertAxisEqualOneProcess) {
       spmd::ContextScope scope(ctx);
       ActivationConstraintScope hook([&](const Array& a) { return spmd::with_sharding_constraint(a, rules); });
       ParamTree sharded = spmd::shard_params(full, rules);
-      if (X > 1) {
-        EXPECT_EQ(sharded.at("mlp/expert/wo/kernel").local_shape().size("expert"), 4 / X);
-      }
+      // Each device holds only its E/X experts' kernels.
+      for (const char* k : {"mlp/expert/wi_0/kernel", "mlp/expert/wi_1/kernel", "mlp/expert/wo/kernel"})
+        EXPECT_EQ(sharded.at(k).local_shape().size("expert"), 4 / X) << k;
+      // The all-to-all formula (docs/models.md): expert_in [G, E, C, embed]
+      // (f32) is split over X * D devices before the all-to-all; each of the
+      // two forward all-to-alls (expert_in, expert_out) sends (X-1)/X of that
+      // local size; backward sends the same again for the cotangents.
+      const int64_t G = num_groups(4 * 8, cfg.max_group_size, 4, R, false);
+      const int64_t C = expert_capacity(4 * 8 / G, 4, cfg.train_capacity_factor, cfg.min_expert_capacity);
+      const double local_bytes = double(G * 4 * C * 8 * 4) / double(D * X);
+      const double a2a_forward = 2 * local_bytes * double(X - 1) / double(X);
       const Array cot_s = spmd::shard(cot, PartitionSpec({{"expert", "data"}, {}, {}}));
       CommCounters fwd;
       {
@@ -99,6 +112,11 @@ TEST(MoeMesh, ExpertsSplitOverExpertAxisEqualOneProcess) {
       EXPECT_NEAR(spmd::gather(m.fraction_tokens_left_behind).item(), ref_m.fraction_tokens_left_behind.item(), 1e-6);
       EXPECT_NEAR(spmd::gather(m.router_confidence).item(), ref_m.router_confidence.item(), 1e-6);
       EXPECT_NEAR(spmd::gather(m.expert_usage).item(), ref_m.expert_usage.item(), 1e-6);
+      const size_t a2a = size_t(Collective::kAllToAll), ag = size_t(Collective::kAllGather);
+      EXPECT_EQ(fwd.bytes[a2a], a2a_forward) << "forward all-to-all bytes";
+      EXPECT_EQ(c.bytes[a2a], 2 * a2a_forward) << "forward + backward all-to-all bytes";
+      EXPECT_EQ(fwd.bytes[ag], 0.0) << "nothing gathered (expert kernels stay split)";
+      EXPECT_EQ(c.bytes[ag], 0.0) << "nothing gathered (expert kernels stay split)";
       for (const auto& [name, g] : ref.grads) {
         const Array& gs = got.grads.at(name);
         EXPECT_EQ(gs.local_shape(), sharded.at(name).local_shape()) << "grad layout of " << name;
