@@ -50,7 +50,9 @@ struct MoeConfig {
   int64_t min_expert_capacity = 4;
   int64_t max_group_size = 4096;
   bool strict_group_size = false;
-  int64_t num_expert_partitions = 1;  // t5x NUM_EXPERT_PARTITIONS (sets the expert replicas R)
+  // t5x NUM_EXPERT_PARTITIONS X: sets the expert replicas R and, when > 1, the
+  // expert-parallel layout (E/X experts per partition); must divide num_experts.
+  int64_t num_expert_partitions = 1;
   // R, the copies of each expert; 0: max(1, devices of x's mesh /
   // (num_expert_partitions * |model|)) as flaxformer (1 on one device). Set
   // it to run one process with a mesh's grouping (G is a multiple of E*R).
@@ -124,8 +126,10 @@ ParamSpecs moe_param_specs(const std::string& prefix, int64_t embed, const MoeCo
 // cfg.dtype; the combine product runs in float32 (jnp.einsum promotes to the
 // float32 combine array) and is rounded to x's dtype. `train` selects the
 // train / eval capacity factor and enables jitter (drawn from `jitter`).
-// Under an spmd context the groups are laid out over ('expert', 'data')
-// and the experts over 'expert', with the all-to-alls between (moe.md 2.4).
+// Under an spmd context with the logical-axis constraint installed
+// (nn/constraint.h) the groups keep the batch's layout (('expert', 'data'))
+// and, for num_expert_partitions > 1, the experts run split over 'expert'
+// with one all-to-all each way between (moe.md 2.4; docs/models.md).
 // Writes the layer's metrics to *metrics when given.
 Array moe_block(const ParamTree& p, const std::string& prefix, const Array& x, const MoeConfig& cfg, bool train,
                 std::optional<PRNGKey> jitter, Dropout& dropout, MoeMetrics* metrics);
