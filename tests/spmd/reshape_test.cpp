@@ -38,8 +38,16 @@ TEST(SpmdReshape, SplitDimIntoMajorMinorIsLocal) {
   }
 }
 
+// `spec` without the mesh axes of size 1 (which split nothing).
+std::string effective(const Mesh& mesh, const PartitionSpec& spec) {
+  PartitionSpec e = spec;
+  for (auto& d : e.dims) std::erase_if(d, [&](const std::string& a) { return mesh.axis_size(a) == 1; });
+  return spec_to_string(e);
+}
+
 // Runs spmd::reshape of x laid out as `spec` to `to`; checks the value, the
-// bytes sent (none when `local`) and, when local, the output spec.
+// bytes sent (none when `local`) and, when local, the output spec (up to
+// axes of size 1).
 void check_reshape(spmd::Context& ctx, const Array& x, const PartitionSpec& spec, const Shape& to, bool local,
                    const PartitionSpec& want = PartitionSpec()) {
   const double before = sent_bytes(ctx);
@@ -48,7 +56,8 @@ void check_reshape(spmd::Context& ctx, const Array& x, const PartitionSpec& spec
   EXPECT_EQ(spmd::gather(r).to_floats(), reshape(x, to).to_floats());
   if (local) {
     EXPECT_EQ(sent, 0.0) << spec_to_string(spec) << " " << x.shape().to_string() << " -> " << to.to_string();
-    EXPECT_EQ(spec_to_string(spmd::spec_of(r)), spec_to_string(want)) << x.shape().to_string() << " -> " << to.to_string();
+    EXPECT_EQ(effective(ctx.mesh(), spmd::spec_of(r)), effective(ctx.mesh(), want))
+        << x.shape().to_string() << " -> " << to.to_string();
   } else {
     EXPECT_GT(sent, 0.0) << "expected a gather: " << spec_to_string(spec) << " " << x.shape().to_string() << " -> "
                          << to.to_string();
@@ -64,11 +73,9 @@ TEST(SpmdReshape, MergeKeepsTheSplitOnTheMajorDim) {
   for (const auto& ctx : contexts()) {
     spmd::ContextScope scope(ctx);
     SCOPED_TRACE(mesh_name(*ctx));
-    const int64_t d = ctx->mesh().axis_size("data");
     const PartitionSpec bs({{"data"}, {}, {}});
-    check_reshape(*ctx, x, bs, g, true, d > 1 ? PartitionSpec({{"data"}, {}, {}}) : PartitionSpec({{}, {}, {}}));
-    check_reshape(*ctx, reshape(x, g), bs, x.shape(), true,
-                  d > 1 ? PartitionSpec({{"data"}, {}, {}}) : PartitionSpec({{}, {}, {}}));
+    check_reshape(*ctx, x, bs, g, true, bs);
+    check_reshape(*ctx, reshape(x, g), bs, x.shape(), true, bs);
     // Gradient through the merge: the cotangent comes back batch-split.
     Array c = randn(g, 52);
     auto vg = spmd::value_and_grad(
@@ -85,19 +92,12 @@ TEST(SpmdReshape, TwoAxesSplitOverTwoDims) {
   for (const auto& ctx : contexts()) {
     spmd::ContextScope scope(ctx);
     SCOPED_TRACE(mesh_name(*ctx));
-    const int64_t d = ctx->mesh().axis_size("data"), m = ctx->mesh().axis_size("model");
+    const int64_t m = ctx->mesh().axis_size("model");
     Array x = randn(Shape{{"group", 8 * m}, {"embed", 2}}, 53);
     const Shape to{{"chunk", m}, {"group", 8}, {"embed", 2}};
-    auto axes = [](std::initializer_list<std::pair<const char*, int64_t>> l) {
-      std::vector<std::string> a;
-      for (auto [n, s] : l)
-        if (s > 1) a.push_back(n);
-      return a;
-    };
-    check_reshape(*ctx, x, PartitionSpec({{"model", "data"}, {}}), to, true,
-                  PartitionSpec({axes({{"model", m}}), axes({{"data", d}}), {}}));
+    check_reshape(*ctx, x, PartitionSpec({{"model", "data"}, {}}), to, true, PartitionSpec({{"model"}, {"data"}, {}}));
     check_reshape(*ctx, reshape(x, to), PartitionSpec({{"model"}, {"data"}, {}}), x.shape(), true,
-                  PartitionSpec({axes({{"model", m}, {"data", d}}), {}}));
+                  PartitionSpec({{"model", "data"}, {}}));
   }
 }
 
