@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "t5x/checkpoints/meshtf_mapping.h"
 #include "t5x/checkpoints/tf_bundle.h"
 #include "t5x/checkpoints/tf_convert.h"
+#include "t5x/checkpoints/upcycle.h"
 #include "t5x/gin/flags.h"
 #include "t5x/models/gin_model.h"
 
@@ -31,6 +33,8 @@ const char* const kCkptUsage =
     "       t5x ckpt import-tf PREFIX MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep] [--compressor=gzip|zstd|raw]\n"
     "       t5x ckpt convert-gqa CKPT MODEL_DIR --num_kv_heads=G [--encoder_num_kv_heads=E] [--num_heads=H]\n"
     "           [--step=N] [--compressor=gzip|zstd|raw] [--gin_file=F ...] [--gin.NAME=V ...]\n"
+    "       t5x ckpt upcycle --gin_file=MOE_MODEL_GIN --checkpoint_dir=CKPT --output_dir=MODEL_DIR [--step=N]\n"
+    "           [--num_experts=E] [--seed=S] [--compressor=gzip|zstd|raw] [--gin.NAME=V ...]\n"
     "  info       arrays with dtypes, shapes (logical axes from model-info.txt), sizes and storage;\n"
     "             --digest adds a 64-bit FNV-1a hash of every array (--digest_only: just path dtype shape hash);\n"
     "             first verifies the checkpoint (default: sizes and CRC-32C of manifest.t5xcpp.json) and\n"
@@ -46,6 +50,11 @@ const char* const kCkptUsage =
     "             copied, the optimizer state dropped, the step kept -> MODEL_DIR/checkpoint_<step>; num_heads from\n"
     "             --num_heads, --gin_file, else CKPT's MODEL_DIR/config.gin; train it with\n"
     "             --gin.network.T5Config.num_kv_heads=G\n"
+    "  upcycle    sparse upcycling (Komatsuzaki et al.; t5x UpcycleCheckpointer): the dense checkpoint as the\n"
+    "             MoE model of the gin: each sparse layer's experts E copies of its dense MLP kernels, routers\n"
+    "             fresh (normal 0.02, --seed), the rest copied, the optimizer state dropped, the step kept\n"
+    "             (--step=0 restarts the schedule) -> MODEL_DIR/checkpoint_<step>; --num_experts, when given,\n"
+    "             must equal the gin's\n"
     "  info PREFIX lists a TensorFlow checkpoint: names, dtypes, shapes, shards, CRC status, t5x paths\n"
     "  PREFIX may be a directory with TensorFlow's `checkpoint` state file (its newest checkpoint)\n"
     "  PATH/CKPT is a checkpoint_<step> directory or a MODEL_DIR (its newest complete checkpoint)\n";
@@ -400,6 +409,54 @@ int cmd_convert_gqa(const Args& a, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+int cmd_upcycle(const Args& a, std::ostream& out, std::ostream& err) {
+  allow_only(a, {"checkpoint_dir", "output_dir", "num_experts", "seed", "step", "compressor"}, 0, true);
+  for (const char* f : {"checkpoint_dir", "output_dir"})
+    if (!a.opt.count(f)) throw Usage(std::string("--") + f + " is required");
+  if (a.gin.files.empty()) throw Usage("--gin_file=MOE_MODEL_GIN is required (e.g. configs/models/moe/mini.gin)");
+  std::string note;
+  const std::string ckpt = resolve_checkpoint_path(a.opt.at("checkpoint_dir"), &note);
+  if (!note.empty()) err << note;
+  std::string source;
+  const ModelConfig m = *model_from_gin(a, ckpt, &source, err);
+  const T5Config& net = m.network;
+  if (!net.is_moe())
+    throw CheckpointError(source + ": the model has no sparse layers (num_experts = " +
+                          std::to_string(net.moe.num_experts) + ")\n  hint: give an MoE model gin, e.g. "
+                          "configs/models/moe/mini.gin (NUM_EXPERTS, NUM_*_SPARSE_LAYERS)");
+  if (a.opt.count("num_experts") && to_int("num_experts", a.opt.at("num_experts")) != net.moe.num_experts)
+    throw CheckpointError("--num_experts=" + a.opt.at("num_experts") + " but " + source + " has num_experts = " +
+                          std::to_string(net.moe.num_experts) + "\n  hint: drop --num_experts or set NUM_EXPERTS");
+  const auto specs = make_model(m)->param_specs();
+  nn::ParamSpecs routers;
+  for (const auto& s : specs)
+    if (s.name.find("/mlp/router/") != std::string::npos) routers.push_back(s);
+  const uint64_t seed = a.opt.count("seed") ? uint64_t(to_int("seed", a.opt.at("seed"))) : 0;
+  const ParamTree fresh = nn::init_params(routers, prng_key(seed));
+  std::vector<UpcycleParam> params;
+  for (const auto& s : specs) {
+    UpcycleParam p{s.name, s.shape.sizes(), std::nullopt};
+    if (auto it = fresh.find(s.name); it != fresh.end()) {
+      HostTensor t = HostTensor::zeros("float32", s.shape.sizes());
+      const auto v = it->second.to_floats();
+      std::memcpy(t.data.data(), v.data(), t.data.size());
+      p.fresh = std::move(t);
+    }
+    params.push_back(std::move(p));
+  }
+  UpcycleOptions o;
+  if (a.opt.count("step")) o.step = to_int("step", a.opt.at("step"));
+  HfImportOptions z;  // --compressor, as the importers read it
+  read_import_flags(a, z);
+  o.compressor = z.compressor;
+  UpcycleResult r = upcycle_checkpoint(ckpt, a.opt.at("output_dir"), params, net.moe.num_experts, o);
+  out << "upcycled " << ckpt << " into " << r.dir << " (step " << r.step << ") for " << source << ": "
+      << r.stacked << " expert kernels of " << net.moe.num_experts << " dense copies, " << r.fresh
+      << " fresh routers, " << r.copied << " arrays copied, " << r.dropped_optimizer
+      << " optimizer arrays dropped (the optimizer state starts fresh)\n";
+  return 0;
+}
+
 }  // namespace
 
 std::string feed_forward_proj_from_activations(const std::vector<std::string>& acts) {
@@ -464,6 +521,7 @@ int run_ckpt_command(const std::vector<std::string>& args, std::ostream& out, st
     if (sub == "import-hf") return cmd_import(a, out);
     if (sub == "import-tf") return cmd_import_tf(a, out);
     if (sub == "convert-gqa") return cmd_convert_gqa(a, out, err);
+    if (sub == "upcycle") return cmd_upcycle(a, out, err);
     err << "t5x ckpt: unknown tool '" << sub << "'\n" << kCkptUsage;
     return 64;
   } catch (const Usage& e) {

@@ -1,5 +1,7 @@
 #include "spmd/shape_ops.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
@@ -23,6 +25,59 @@ std::vector<std::string> keys(const std::map<std::string, int64_t>& m) {
   return k;
 }
 
+// GSPMD's reshape sharding propagation: the reshape factors into blocks of
+// consecutive dims with equal products (a merge, a split, or an unchanged
+// dim). Within a block the shards are contiguous ranges of the flattened
+// block when its split input dims are a fully split prefix (local size 1)
+// plus at most one partly split dim; the same mesh axes, major first, then
+// lay out the output block if each output dim takes whole axes until it is
+// fully split. Returns nullopt (gather) otherwise.
+std::optional<PartitionSpec> reshape_keeps_layout(const Mesh& mesh, const Shape& in, const PartitionSpec& spec,
+                                                  const Shape& out) {
+  PartitionSpec res = PartitionSpec::replicated(size_t(out.rank()));
+  int i = 0, j = 0;
+  const int ni = in.rank(), no = out.rank();
+  while (i < ni || j < no) {
+    // One block: [i, ie) -> [j, je) with equal products (size-1 dims join the
+    // current block; a block ends when both sides moved and products agree).
+    int ie = i, je = j;
+    int64_t pi = 1, po = 1;
+    do {
+      if ((pi <= po && ie < ni) || je >= no) pi *= in[ie++].size;
+      else po *= out[je++].size;
+    } while ((pi != po || ie == i || je == j) && (ie < ni || je < no));
+    if (pi != po) return std::nullopt;
+    // The block's flattened shard axes, major first.
+    std::vector<std::string> axes;
+    bool partial = false;  // an earlier dim of the block has local size > 1
+    for (int d = i; d < ie; ++d) {
+      int64_t n = 1;
+      for (const auto& a : spec.dims[size_t(d)]) {
+        axes.push_back(a);
+        n *= mesh.axis_size(a);
+      }
+      if (partial && n > 1) return std::nullopt;
+      if (in[d].size / n > 1) partial = true;
+    }
+    int k = j;
+    int64_t left = j < je ? out[j].size : 1;
+    for (const auto& a : axes) {
+      const int64_t s = mesh.axis_size(a);
+      // Axes of size 1 split nothing: they stay with their neighbours (so the
+      // spec still matches the rules' (e.g. ('expert', 'data')) or are dropped.
+      if (s > 1)
+        while (left == 1 && k + 1 < je) left = out[++k].size;
+      if (s == 1 && k >= je) continue;
+      if (k >= je || left % s != 0) return std::nullopt;
+      res.dims[size_t(k)].push_back(a);
+      left /= s;
+    }
+    i = ie;
+    j = je;
+  }
+  return res;
+}
+
 }  // namespace
 
 Array transpose(const Array& x, const std::vector<std::string>& order) {
@@ -32,44 +87,14 @@ Array transpose(const Array& x, const std::vector<std::string>& order) {
 Array reshape(const Array& x, const Shape& shape) {
   if (!lower::any_split({x})) return t5x::reshape(x, shape);
   check_mesh("reshape", x);
-  const PartitionSpec spec = spec_of(x);
-  int last = -1;
-  for (int i = 0; i < x.rank(); ++i)
-    if (!spec.dims[size_t(i)].empty()) last = i;
-  bool prefix = last < shape.rank();
-  for (int i = 0; i <= last && prefix; ++i) prefix = shape[i] == x.shape()[i];
-  // MTF splittable reshape: the last split dim becomes several dims whose
-  // major one keeps the split, e.g. a model-split [embed, joined_kv] kernel
-  // -> [embed, heads, kv] with heads split: local, no communication.
-  if (!prefix && last >= 0 && last < shape.rank()) {
-    bool same = true;
-    for (int i = 0; i < last && same; ++i) same = shape[i] == x.shape()[i];
-    const int64_t whole = x.shape()[last].size, n = whole / x.local_shape()[last].size;
-    int64_t prod = 1;
-    int j = last;
-    for (; j < shape.rank() && prod < whole; ++j) prod *= shape[j].size;
-    if (same && prod == whole && j - last > 1 && shape[last].size % n == 0) {
-      std::vector<Dim> loc = shape.dims();
-      PartitionSpec out = PartitionSpec::replicated(size_t(shape.rank()));
-      for (int i = 0; i < last; ++i) {
-        loc[size_t(i)].size = x.local_shape()[i].size;
-        out.dims[size_t(i)] = spec.dims[size_t(i)];
-      }
-      loc[size_t(last)].size = shape[last].size / n;
-      out.dims[size_t(last)] = spec.dims[size_t(last)];
-      Array r = t5x::reshape(to_local(x), Shape(std::move(loc)));
-      return from_local(r, shape, context().sharding(out));
-    }
-  }
-  if (prefix) {
+  if (shape.numel() != x.shape().numel())
+    return t5x::reshape(x, shape);  // the plain op's error names the shapes
+  const Mesh& mesh = context().mesh();
+  if (auto out = reshape_keeps_layout(mesh, x.shape(), spec_of(x), shape)) {
     std::vector<Dim> loc = shape.dims();
-    PartitionSpec out = PartitionSpec::replicated(size_t(shape.rank()));
-    for (int i = 0; i <= last; ++i) {
-      loc[size_t(i)].size = x.local_shape()[i].size;
-      out.dims[size_t(i)] = spec.dims[size_t(i)];
-    }
+    for (size_t d = 0; d < loc.size(); ++d) loc[d].size /= mesh.axes_size(out->dims[d]);
     Array r = t5x::reshape(to_local(x), Shape(std::move(loc)));
-    return from_local(r, shape, context().sharding(out));
+    return from_local(r, shape, context().sharding(*out));
   }
   Array full = reshard(x, PartitionSpec::replicated(size_t(x.rank())));
   Array r = t5x::reshape(to_local(full), shape);

@@ -6,10 +6,18 @@
 // dynamic_update_slice, cumsum, argmax) is all-gathered first when split
 // (GSPMD's fallback, where MTF raises). New dims (stack, expand_dims,
 // broadcast_to) are unsplit; constrain them afterwards if needed.
-// reshape keeps the layout when every split dim lies in a prefix of dims that
-// the reshape leaves unchanged (e.g. [batch, length, joined_kv] ->
-// [batch, length, heads, kv] with batch split: local, no traffic, MTF T1.4);
-// otherwise it gathers x, reshapes, and returns a replicated array.
+// reshape keeps the layout with no communication (GSPMD's reshape rule) when,
+// in every block of dims that the reshape merges or splits, the split input
+// dims are whole-split major dims then at most one partly split dim, and the
+// output's major dims can take those mesh axes in order, each dim taking
+// whole axes until fully split. Examples: [batch, length, joined_kv] ->
+// [batch, length, heads, kv] with batch split (MTF T1.4); a model-split
+// [embed, joined_kv] kernel -> [embed, heads, kv] with heads split; [batch,
+// length] -> [group, token] with batch split n ways and group % n == 0 (group
+// takes batch's axes); [group] split ('expert', 'data') -> [X, group/X] with
+// X = |expert| (X takes 'expert', group/X takes 'data'), and back. Otherwise
+// (a split minor dim merged with a major one, group % n != 0) it gathers x,
+// reshapes, and returns a replicated array.
 #pragma once
 #include <map>
 #include <string>

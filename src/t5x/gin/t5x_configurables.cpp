@@ -11,24 +11,44 @@ namespace {
 
 using Params = std::vector<std::pair<std::string, std::string>>;
 
+// Mixture-of-Experts parameters of both network configs (T5Config): names
+// of flaxformer's MoeLayer / routers / SparseEncoder (moe.md 2.5-2.6).
+Params with_moe(Params p) {
+  const Params moe = {{"num_experts", "0"},           {"expert_mlp_dim", "None"},
+                      {"router_type", "'tokens_choose_masked'"},
+                      {"num_selected_experts", "1"},  {"batch_prioritized_routing", "False"},
+                      {"jitter_noise", "0.0"},        {"ignore_padding_tokens", "False"},
+                      {"train_capacity_factor", "1.25"}, {"eval_capacity_factor", "2.0"},
+                      {"min_expert_capacity", "4"},   {"group_size", "4096"},
+                      {"strict_group_size", "False"}, {"num_expert_partitions", "1"},
+                      {"expert_init_scale", "1.0"},   {"expert_dtype", "'float32'"}};
+  p.insert(p.end(), moe.begin(), moe.end());
+  return p;
+}
+
 void add_model_configurables(Registry& r) {
   r.add("network.T5Config",
-        {{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
+        with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_encoder_layers", "6"}, {"num_decoder_layers", "6"}, {"head_dim", "64"},
          {"mlp_dim", "2048"}, {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
          {"logits_via_embedding", "False"}, {"float32_attention_logits", "False"},
-         {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}, {"encoder_mixing", "'attention'"}},
+         {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}, {"encoder_mixing", "'attention'"},
+         {"num_encoder_sparse_layers", "0"}, {"num_decoder_sparse_layers", "0"},
+         {"encoder_sparse_layout", "'MIXED'"}, {"decoder_sparse_layout", "'MIXED'"}}),
         "T5 encoder-decoder hyperparameters (t5x/examples/t5/network.py; num_kv_heads and "
         "encoder_num_kv_heads: grouped-query attention; encoder_mixing = 'fourier': FNet's "
-        "Fourier mixing in the encoder; this port's additions)");
+        "Fourier mixing in the encoder; num_experts ... expert_dtype: Mixture-of-Experts "
+        "feed-forwards (flaxformer architectures/moe); this port's additions)");
   r.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
   r.add("network.TransformerConfig",
-        {{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
+        with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},
          {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
-         {"logits_via_embedding", "False"}, {"num_kv_heads", "None"}},
+         {"logits_via_embedding", "False"}, {"num_kv_heads", "None"},
+         {"num_sparse_layers", "0"}, {"sparse_layout", "'MIXED'"}}),
         "decoder-only hyperparameters (t5x/examples/decoder_only/network.py; num_kv_heads: "
-        "grouped-query attention, this port's addition)");
+        "grouped-query attention; num_experts ... expert_dtype: Mixture-of-Experts feed-forwards; "
+        "this port's additions)");
   r.add("network.DecoderWrapper", {{"config", ""}}, "decoder-only network");
 
   const Params common = {{"module", ""},
@@ -46,12 +66,21 @@ void add_model_configurables(Registry& r) {
   dec.push_back({"vocabulary", ""});
   dec.push_back({"inputs_bidirectional_attention", "False"});
   r.add("models.DecoderOnlyModel", dec, "decoder-only / prefix-LM model (t5x/models.py)");
+  // t5x/contrib/moe/models.py: the same models plus the expert losses' weights.
+  for (Params* p : {&encdec, &dec}) {
+    p->push_back({"aux_loss_factor", "0.0"});
+    p->push_back({"router_z_loss_factor", "0.0"});
+  }
+  r.add("models.MoeEncoderDecoderModel", encdec, "T5 encoder-decoder Mixture-of-Experts model (t5x/contrib/moe/models.py)");
+  r.add("models.MoeDecoderOnlyModel", dec, "decoder-only Mixture-of-Experts model (t5x/contrib/moe/models.py)");
   const Params predict = {{"num_decodes", "1"},
                           {"decoder_params", "None"},
                           {"return_all_decodes", "False"},
                           {"prompt_with_targets", "False"}};
   r.add("models.EncoderDecoderModel.predict_batch_with_aux", predict);
   r.add("models.DecoderOnlyModel.predict_batch_with_aux", predict);
+  r.add("models.MoeEncoderDecoderModel.predict_batch_with_aux", predict);
+  r.add("models.MoeDecoderOnlyModel.predict_batch_with_aux", predict);
 
   r.add("decoding.beam_search",
         {{"alpha", "0.6"}, {"max_decode_len", "None"}, {"eos_id", "1"}});
@@ -76,6 +105,9 @@ void add_optimizer_configurables(Registry& r) {
          {"max_parameter_scale", "None"}, {"skip_nan_updates", "False"}},
         "T5X Adafactor (t5x/adafactor.py)");
   r.add("adafactor.standard_logical_factor_rules", {});
+  r.add("adafactor_utils.logical_factor_rules", {},
+        "standard rules plus the MoE axes: expert BATCH, expert_mlp COL, mlp_embed ROW, unmodeled NONE "
+        "(t5x/contrib/moe/adafactor_utils.py)");
   const Params adam = {{"learning_rate", ""}, {"b1", "0.9"},          {"b2", "0.999"},
                        {"eps", "1e-8"},       {"eps_root", "0.0"},    {"mu_dtype", "None"}};
   Params adamw = adam;
@@ -118,6 +150,10 @@ void add_run_configurables(Registry& r) {
          {"fallback_to_scratch", "False"}, {"dtype", "None"}, {"restore_dataset", "False"},
          {"state_transformation_fns", "()"}, {"checkpointer_cls", "None"}});
   r.add("utils.CheckpointConfig", {{"save", "None"}, {"restore", "None"}});
+  r.add("checkpoints.Checkpointer", {}, "the ordinary checkpointer (t5x/checkpoints.py)");
+  r.add("checkpoints.UpcycleCheckpointer", {{"num_experts", ""}},
+        "sparse upcycling restore: expert params [E, ...] from E copies of the dense array "
+        "(t5x/contrib/moe/checkpoints.py)");
 
   const Params partitioner = {{"num_partitions", "None"},      {"model_parallel_submesh", "None"},
                               {"params_on_devices", "True"},   {"backend", "None"},

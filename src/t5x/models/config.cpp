@@ -1,5 +1,7 @@
 #include "t5x/models/config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "nn/layers.h"
@@ -68,7 +70,79 @@ T5Config model_config_by_name(const std::string& name) {
   throw std::invalid_argument("[T5Config] unknown family '" + fam + "'; known: t5_1_1, t5_1_0, decoder_only");
 }
 
+bool is_sparse_layer(int64_t l, int64_t L, int64_t n, T5Config::SparseLayout layout) {
+  if (n < 0 || n > L)
+    throw std::invalid_argument("[T5Config] " + std::to_string(n) + " sparse layers in a stack of " +
+                                std::to_string(L) + "; use 0 .. num_layers");
+  if (n == 0) return false;
+  switch (layout) {
+    case T5Config::SparseLayout::kBottom: return l < n;
+    case T5Config::SparseLayout::kTop: return l >= L - n;
+    case T5Config::SparseLayout::kMiddle: return L - n <= 2 * l && 2 * l < L + n;
+    case T5Config::SparseLayout::kMixed: break;
+  }
+  if (L % n != 0)
+    throw std::invalid_argument("[T5Config] the MIXED sparse layout needs num_layers (" + std::to_string(L) +
+                                ") to be a multiple of the number of sparse layers (" + std::to_string(n) +
+                                "); use a divisor, or BOTTOM / MIDDLE / TOP");
+  const int64_t step = L / n;
+  return l % step == step - 1;
+}
+
+T5Config::SparseLayout parse_sparse_layout(const std::string& name) {
+  std::string u = name;
+  std::transform(u.begin(), u.end(), u.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+  if (u.rfind("LAYERLAYOUT.", 0) == 0) u = u.substr(12);
+  if (u == "BOTTOM") return T5Config::SparseLayout::kBottom;
+  if (u == "MIDDLE") return T5Config::SparseLayout::kMiddle;
+  if (u == "MIXED") return T5Config::SparseLayout::kMixed;
+  if (u == "TOP") return T5Config::SparseLayout::kTop;
+  throw std::invalid_argument("[T5Config] unknown sparse layout '" + name + "'; use 'BOTTOM', 'MIDDLE', 'MIXED' or 'TOP'");
+}
+
+bool T5Config::sparse_layer(bool encoder, int64_t layer) const {
+  if (moe.num_experts <= 0) return false;
+  return encoder ? is_sparse_layer(layer, num_encoder_layers, num_encoder_sparse_layers, encoder_sparse_layout)
+                 : is_sparse_layer(layer, num_decoder_layers, num_decoder_sparse_layers, decoder_sparse_layout);
+}
+
+nn::MoeConfig T5Config::moe_config(bool encoder) const {
+  nn::MoeConfig m = moe;
+  if (m.expert_mlp_dim <= 0) m.expert_mlp_dim = mlp_dim;
+  m.activations = mlp_activations;  // the experts are the dense MLP's shape (what upcycling copies)
+  if (!encoder) m.batch_prioritized_routing = false;
+  return m;
+}
+
+void validate_moe(const T5Config& c) {
+  const int64_t ns = c.num_encoder_sparse_layers + c.num_decoder_sparse_layers;
+  if (ns > 0 && c.moe.num_experts <= 0)
+    throw std::invalid_argument("[T5Config] " + std::to_string(ns) +
+                                " sparse layers but num_experts = " + std::to_string(c.moe.num_experts) +
+                                "; set num_experts > 0 (or no sparse layers)");
+  if (c.moe.num_experts <= 0) return;
+  (void)is_sparse_layer(0, c.num_encoder_layers, c.num_encoder_sparse_layers, c.encoder_sparse_layout);
+  (void)is_sparse_layer(0, c.num_decoder_layers, c.num_decoder_sparse_layers, c.decoder_sparse_layout);
+  if (c.moe.num_selected_experts < 1 || c.moe.num_selected_experts > c.moe.num_experts)
+    throw std::invalid_argument("[T5Config] num_selected_experts = " + std::to_string(c.moe.num_selected_experts) +
+                                " must be in 1 .. num_experts = " + std::to_string(c.moe.num_experts));
+  if (c.moe.router == nn::RouterType::kExpertsChooseMasked && c.num_decoder_sparse_layers > 0)
+    throw std::invalid_argument("[T5Config] experts-choose routing in the decoder would see future tokens "
+                                "(flaxformer forbids it); use it with decoder sparse layers = 0, or a tokens-choose router");
+}
+
 namespace {
+// A layer's feed-forward: the dense MLP, or the MoE layer's router and experts.
+void append_mlp(nn::ParamSpecs& s, const T5Config& c, bool encoder, int64_t i, const std::string& l) {
+  if (c.sparse_layer(encoder, i)) {
+    const auto m = nn::moe_param_specs(l + "/mlp", c.emb_dim, c.moe_config(encoder));
+    s.insert(s.end(), m.begin(), m.end());
+  } else {
+    const auto m = nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations);
+    s.insert(s.end(), m.begin(), m.end());
+  }
+}
+
 nn::ParamSpec relpos_spec(const std::string& prefix, const T5Config& c) {
   return {prefix + "/relpos_bias/rel_embedding",
           Shape{{"heads", c.num_heads}, {"relpos_buckets", c.relpos.num_buckets}},
@@ -90,7 +164,7 @@ void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) 
       append(s, nn::attention_param_specs(l + "/encoder_decoder_attention", c.emb_dim, att));
     }
     s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
-    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
+    append_mlp(s, c, /*encoder=*/false, i, l);
   }
   s.push_back(nn::norm_param_spec("decoder/decoder_norm/scale", c.emb_dim));
   if (!c.logits_via_embedding)
@@ -99,6 +173,7 @@ void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) 
 }  // namespace
 
 nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
+  validate_moe(c);
   nn::ParamSpecs s;
   auto att = c.encoder_attention();
   s.push_back(nn::embedding_param_spec("token_embedder/embedding", c.vocab_size, c.emb_dim));
@@ -113,7 +188,7 @@ nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
       append(s, nn::attention_param_specs(l + "/attention", c.emb_dim, att));
     }
     s.push_back(nn::norm_param_spec(l + "/pre_mlp_layer_norm/scale", c.emb_dim));
-    append(s, nn::mlp_param_specs(l + "/mlp", c.emb_dim, c.mlp_dim, c.mlp_activations));
+    append_mlp(s, c, /*encoder=*/true, i, l);
   }
   s.push_back(nn::norm_param_spec("encoder/encoder_norm/scale", c.emb_dim));
   append_decoder(s, c, /*cross_attention=*/true);
@@ -121,6 +196,9 @@ nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
 }
 
 nn::ParamSpecs decoder_only_param_specs(const T5Config& c) {
+  if (c.num_encoder_sparse_layers > 0)
+    throw std::invalid_argument("[T5Config] a decoder-only model has no encoder; set num_encoder_sparse_layers = 0");
+  validate_moe(c);
   nn::ParamSpecs s;
   s.push_back(nn::embedding_param_spec("decoder/token_embedder/embedding", c.vocab_size, c.emb_dim));
   append_decoder(s, c, /*cross_attention=*/false);

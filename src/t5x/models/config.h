@@ -15,6 +15,10 @@
 //   decoder-only (DecoderWrapper): decoder/token_embedder/embedding, decoder/relpos_bias/rel_embedding,
 //     decoder/layers_i/{pre_self_attention_layer_norm, self_attention/*, pre_mlp_layer_norm, mlp/*},
 //     decoder/decoder_norm/scale, decoder/logits_dense/kernel (untied only)
+//   A sparse (Mixture-of-Experts) layer's mlp/ holds nn::moe_param_specs
+//   instead (nn/moe.h; flaxformer moe_architecture names, moe.md 2.2):
+//     <stack>/layers_i/mlp/router/router_weights/w/kernel [embed, expert]
+//     <stack>/layers_i/mlp/expert/{wi_0,wi_1|wi,wo}/kernel [expert, mlp_embed, expert_mlp] / [expert, expert_mlp, mlp_embed]
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +26,7 @@
 
 #include "core/dtype.h"
 #include "nn/attention.h"
+#include "nn/moe.h"
 #include "nn/params.h"
 #include "nn/relpos.h"
 
@@ -62,10 +67,47 @@ struct T5Config {
   DType dtype = DType::f32;   // activation dtype (t5x gins use bfloat16); params stay float32
   nn::RelposConfig relpos;    // 32 buckets, max distance 128
 
+  // Mixture-of-Experts (t5x contrib/moe with flaxformer architectures/moe;
+  // moe.md 2.5): moe.num_experts > 0 and num_{encoder,decoder}_sparse_layers
+  // make those layers' MLP an nn::moe_block. Which layers: the stack's
+  // sparse layout (flaxformer LayerLayout, is_sparse_layer below). One
+  // MoeConfig serves both stacks, except that the decoder never uses
+  // batch-prioritized routing ("BPR breaks autoregressive behavior",
+  // flaxformer moe.gin) and refuses experts-choose routing (it would see
+  // future tokens). Gin: network.T5Config.num_experts, ... (docs/models.md).
+  enum class SparseLayout { kBottom, kMiddle, kMixed, kTop };
+  nn::MoeConfig moe;
+  int64_t num_encoder_sparse_layers = 0;
+  int64_t num_decoder_sparse_layers = 0;  // decoder-only models: the decoder's
+  SparseLayout encoder_sparse_layout = SparseLayout::kMixed;
+  SparseLayout decoder_sparse_layout = SparseLayout::kMixed;
+
+  bool is_moe() const { return moe.num_experts > 0 && (num_encoder_sparse_layers > 0 || num_decoder_sparse_layers > 0); }
+  // Whether layer `layer` of the encoder (else decoder) stack is sparse.
+  bool sparse_layer(bool encoder, int64_t layer) const;
+  // The MoE layer's config in that stack: moe with activations =
+  // mlp_activations, expert_mlp_dim 0 -> mlp_dim, and, in the decoder, no BPR.
+  nn::MoeConfig moe_config(bool encoder) const;
+
   // Decoder attention (self and cross).
   nn::AttentionConfig attention() const { return {num_heads, num_kv_heads, head_dim, dtype}; }
   nn::AttentionConfig encoder_attention() const { return {num_heads, encoder_num_kv_heads, head_dim, dtype}; }
 };
+
+// flaxformer moe_architecture._is_sparse_layer: layer l (0-based) of L, n
+// sparse. BOTTOM: l < n; TOP: l >= L - n; MIDDLE: L - n <= 2l < L + n;
+// MIXED: L % n == 0 required, sparse iff l % (L/n) == L/n - 1 (the last
+// layer of each block: Switch-Base's 12 layers with 6 sparse -> 1, 3, ..., 11;
+// 3 sparse -> 3, 7, 11). n = 0: no layer. Throws std::invalid_argument
+// ("[T5Config] ...") for n < 0, n > L, or MIXED with L % n != 0.
+bool is_sparse_layer(int64_t layer, int64_t num_layers, int64_t num_sparse_layers, T5Config::SparseLayout layout);
+// "BOTTOM" / "MIDDLE" / "MIXED" / "TOP" (case-insensitive, optional
+// "LayerLayout." prefix); throws std::invalid_argument otherwise.
+T5Config::SparseLayout parse_sparse_layout(const std::string& name);
+// Checks the MoE fields (sparse counts and layouts against the layer
+// counts, E > 0 when a layer is sparse, k <= E, experts-choose only in the
+// encoder). Throws std::invalid_argument("[T5Config] ...").
+void validate_moe(const T5Config& cfg);
 
 // t5x's model gins (configs/models/...): "tiny", "small", "base", "large",
 // "xl", "xxl" for T5.1.1; "small", "base" for T5.1.0; "small" for the

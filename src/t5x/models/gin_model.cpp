@@ -31,6 +31,83 @@ int64_t read_kv_heads(const gin::Config& cfg, const std::string& scope, const st
   return g;
 }
 
+// The Mixture-of-Experts parameters of network.T5Config /
+// network.TransformerConfig (this port puts them on the config; flaxformer
+// spreads them over SparseEncoder / MoeLayer / routers, moe.md 2.5-2.6). A
+// bad value throws GinError at its binding.
+void read_moe(const gin::Config& cfg, const std::string& ns, const std::string& nc, bool decoder_only, T5Config& t) {
+  auto where = [&](const char* param) {
+    auto v = cfg.get_optional(ns, nc, param);
+    return v ? v->where() : gin::SourceLocation{};
+  };
+  auto bad = [&](const char* param, const std::string& msg, const std::string& hint) {
+    throw gin::GinError(where(param), nc + "." + param + " " + msg, hint);
+  };
+  nn::MoeConfig& m = t.moe;
+  m.num_experts = cfg.get_int(ns, nc, "num_experts");
+  if (m.num_experts < 0) bad("num_experts", "= " + std::to_string(m.num_experts) + " is negative", "use 0 (dense) or E > 0");
+  auto layers = [&](const char* param, int64_t num_layers) {
+    const int64_t n = cfg.get_int(ns, nc, param);
+    if (n < 0 || n > num_layers)
+      bad(param, "= " + std::to_string(n) + " is not in 0 .. " + std::to_string(num_layers) + " (the stack's layers)",
+          "give how many of the stack's layers have an MoE feed-forward");
+    if (n > 0 && m.num_experts == 0)
+      bad(param, "= " + std::to_string(n) + " but num_experts = 0", "set network config num_experts (NUM_EXPERTS)");
+    return n;
+  };
+  auto layout = [&](const char* param, int64_t num_layers, int64_t n) {
+    const std::string name = cfg.get_string(ns, nc, param);
+    T5Config::SparseLayout l{};
+    try {
+      l = parse_sparse_layout(name);
+      (void)is_sparse_layer(0, num_layers, n, l);
+    } catch (const std::invalid_argument& e) {
+      bad(param, "= '" + name + "': " + std::string(e.what()).substr(std::string("[T5Config] ").size()),
+          "MIXED (every num_layers/n-th layer) needs num_layers % n == 0; BOTTOM, MIDDLE and TOP take any n");
+    }
+    return l;
+  };
+  if (decoder_only) {
+    t.num_decoder_sparse_layers = layers("num_sparse_layers", t.num_decoder_layers);
+    t.decoder_sparse_layout = layout("sparse_layout", t.num_decoder_layers, t.num_decoder_sparse_layers);
+  } else {
+    t.num_encoder_sparse_layers = layers("num_encoder_sparse_layers", t.num_encoder_layers);
+    t.num_decoder_sparse_layers = layers("num_decoder_sparse_layers", t.num_decoder_layers);
+    t.encoder_sparse_layout = layout("encoder_sparse_layout", t.num_encoder_layers, t.num_encoder_sparse_layers);
+    t.decoder_sparse_layout = layout("decoder_sparse_layout", t.num_decoder_layers, t.num_decoder_sparse_layers);
+  }
+  if (!cfg.is_none(ns, nc, "expert_mlp_dim")) m.expert_mlp_dim = cfg.get_int(ns, nc, "expert_mlp_dim");
+  const std::string router = cfg.get_string(ns, nc, "router_type");
+  if (router == "tokens_choose_masked") m.router = nn::RouterType::kTokensChooseMasked;
+  else if (router == "tokens_choose_scatter") m.router = nn::RouterType::kTokensChooseScatter;
+  else if (router == "experts_choose_masked") m.router = nn::RouterType::kExpertsChooseMasked;
+  else
+    bad("router_type", "= '" + router + "' is not a router",
+        "use 'tokens_choose_masked' (Switch, GShard-style top-k), 'tokens_choose_scatter' or 'experts_choose_masked'");
+  m.num_selected_experts = cfg.get_int(ns, nc, "num_selected_experts");
+  if (m.num_experts > 0 && (m.num_selected_experts < 1 || m.num_selected_experts > m.num_experts))
+    bad("num_selected_experts", "= " + std::to_string(m.num_selected_experts) + " is not in 1 .. num_experts = " +
+        std::to_string(m.num_experts), "Switch routes each token to 1 expert, GShard-style top-2 to 2");
+  if (m.router == nn::RouterType::kExpertsChooseMasked && t.num_decoder_sparse_layers > 0)
+    bad("router_type", "= 'experts_choose_masked' with decoder sparse layers: expert-choice routing sees future tokens",
+        "use it in encoder-only sparse configs (decoder sparse layers = 0), or a tokens-choose router");
+  m.batch_prioritized_routing = cfg.get_bool(ns, nc, "batch_prioritized_routing");
+  m.jitter_noise = cfg.get_double(ns, nc, "jitter_noise");
+  m.ignore_padding_tokens = cfg.get_bool(ns, nc, "ignore_padding_tokens");
+  m.train_capacity_factor = cfg.get_double(ns, nc, "train_capacity_factor");
+  m.eval_capacity_factor = cfg.get_double(ns, nc, "eval_capacity_factor");
+  m.min_expert_capacity = cfg.get_int(ns, nc, "min_expert_capacity");
+  m.max_group_size = cfg.get_int(ns, nc, "group_size");
+  if (m.max_group_size <= 0) bad("group_size", "= " + std::to_string(m.max_group_size) + " must be positive", "flaxformer uses 4096");
+  m.strict_group_size = cfg.get_bool(ns, nc, "strict_group_size");
+  m.num_expert_partitions = cfg.get_int(ns, nc, "num_expert_partitions");
+  if (m.num_expert_partitions <= 0)
+    bad("num_expert_partitions", "= " + std::to_string(m.num_expert_partitions) + " must be positive",
+        "t5x's pretrain.gin uses NUM_EXPERT_PARTITIONS = NUM_EXPERTS");
+  m.expert_init_scale = cfg.get_double(ns, nc, "expert_init_scale");
+  m.dtype = dtype_from(cfg.get_string(ns, nc, "expert_dtype"));
+}
+
 bool registered(const gin::Config& cfg, const std::string& name) {
   return cfg.registry() && cfg.registry()->find(name);
 }
@@ -56,6 +133,7 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"));
   t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
+  read_moe(cfg, ns, nc, decoder_only, t);
   if (!decoder_only) {
     t.encoder_num_kv_heads = read_kv_heads(cfg, ns, nc, "encoder_num_kv_heads", t.num_heads);
     auto v = cfg.get_optional(ns, nc, "encoder_mixing");
@@ -104,12 +182,18 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
   ModelConfig m;
   const std::string c = canonical_name(cfg, model_ref);
   const std::string& s = model_ref.scope;
-  if (c == "models.DecoderOnlyModel") {
+  const bool moe = c == "models.MoeEncoderDecoderModel" || c == "models.MoeDecoderOnlyModel";
+  if (c == "models.DecoderOnlyModel" || c == "models.MoeDecoderOnlyModel") {
     m.decoder_only = true;
     m.inputs_bidirectional_attention = cfg.get_bool(s, c, "inputs_bidirectional_attention");
-  } else if (c != "models.EncoderDecoderModel") {
-    throw std::invalid_argument("[model_from_gin] MODEL must be @models.EncoderDecoderModel() or "
-                                "@models.DecoderOnlyModel(), got @" + c + "()");
+  } else if (c != "models.EncoderDecoderModel" && c != "models.MoeEncoderDecoderModel") {
+    throw std::invalid_argument("[model_from_gin] MODEL must be @models.EncoderDecoderModel(), "
+                                "@models.DecoderOnlyModel() or their Moe* versions, got @" + c + "()");
+  }
+  if (moe) {
+    // t5x contrib/moe MoeEncoderDecoderModel / MoeDecoderOnlyModel (defaults 0.0).
+    m.loss.aux_loss_factor = cfg.get_double(s, c, "aux_loss_factor");
+    m.loss.router_z_loss_factor = cfg.get_double(s, c, "router_z_loss_factor");
   }
   m.loss.z_loss = cfg.get_double(s, c, "z_loss");
   m.loss.label_smoothing = cfg.get_double(s, c, "label_smoothing");

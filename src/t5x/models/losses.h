@@ -42,6 +42,12 @@ struct LossOptions {
   double z_loss = 1e-4;
   double label_smoothing = 0.0;
   LossNormalizingFactor loss_normalizing_factor;
+  // Mixture-of-Experts models (t5x contrib/moe MoeEncoderDecoderModel /
+  // MoeDecoderOnlyModel; moe.md 1.8): loss += aux_loss_factor * (mean over
+  // the MoE layers of the load-balancing loss) + router_z_loss_factor *
+  // (mean of the router z-loss). t5x's defaults are 0.0; the MoE gins set them.
+  double aux_loss_factor = 0.0;
+  double router_z_loss_factor = 0.0;
 };
 
 // A metric as t5x aggregates it: value = total / count (AveragePerStep and

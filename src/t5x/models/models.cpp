@@ -126,15 +126,60 @@ PredictOutput finish(const DecodeResult& r, bool all) {
   return {best(r.sequences), best(r.scores)};
 }
 
+// The MoE layers' context of one forward. The jitter stream is a key of
+// its own derived from the dropout key (flax's separate 'jitter' rng), so a
+// forward stays a pure function of its keys and the dropout masks do not move.
+MoeContext moe_context(std::optional<PRNGKey> dropout_rng, std::vector<nn::MoeMetrics>* metrics) {
+  MoeContext c;
+  c.train = dropout_rng.has_value();
+  if (dropout_rng) c.jitter = fold_in(*dropout_rng, 0x6a697474u);  // "jitt"
+  c.metrics = metrics;
+  return c;
+}
+
 }  // namespace
+
+Array add_expert_losses(const Array& loss, const std::vector<nn::MoeMetrics>& layers, const LossOptions& opts,
+                        const Array& z_loss, Metrics& metrics) {
+  if (layers.empty()) return loss;
+  // t5x _extract_diversity_metrics: the mean of each sown scalar over the layers.
+  auto mean_of = [&](Array nn::MoeMetrics::*field) {
+    Array s = layers.front().*field;
+    for (size_t i = 1; i < layers.size(); ++i) s = add(s, layers[i].*field);
+    return div(s, double(layers.size()));
+  };
+  const Array aux = mul(mean_of(&nn::MoeMetrics::auxiliary_loss), opts.aux_loss_factor);
+  const Array rz = mul(mean_of(&nn::MoeMetrics::router_z_loss), opts.router_z_loss_factor);
+  const Array total = add(add(loss, aux), rz);
+  NoGradGuard ng;
+  const double a = aux.item(), r = rz.item(), t = total.item();
+  const double z = z_loss.valid() ? z_loss.item() : 0.0;
+  metrics["experts/auxiliary_loss"] = {a, 1.0};
+  metrics["experts/router_z_loss"] = {r, 1.0};
+  metrics["experts/fraction_tokens_left_behind"] = {mean_of(&nn::MoeMetrics::fraction_tokens_left_behind).item(), 1.0};
+  metrics["experts/expert_usage"] = {mean_of(&nn::MoeMetrics::expert_usage).item(), 1.0};
+  metrics["experts/router_confidence"] = {mean_of(&nn::MoeMetrics::router_confidence).item(), 1.0};
+  // loss and its per-token forms are the total, as t5x's _compute_metrics gets it.
+  const double ce = t - z - a - r;
+  metrics["loss"] = {t, 1.0};
+  const double nonpad = metrics.count("loss_per_nonpadding_target_token")
+                            ? metrics["loss_per_nonpadding_target_token"].count : 1.0;
+  const double tokens = metrics.count("loss_per_all_target_tokens") ? metrics["loss_per_all_target_tokens"].count : 1.0;
+  metrics["loss_per_nonpadding_target_token"] = {t, nonpad};
+  metrics["loss_per_all_target_tokens"] = {t, tokens};
+  metrics["cross_ent_loss"] = {ce, 1.0};
+  metrics["cross_ent_loss_per_all_target_tokens"] = {ce, tokens};
+  return total;
+}
 
 std::pair<Array, Metrics> BaseTransformerModel::loss_fn(const ParamTree& params, const Batch& batch,
                                                         std::optional<PRNGKey> dropout_rng) const {
-  Array lg = logits(params, batch, dropout_rng);
+  std::vector<nn::MoeMetrics> moe;
+  Array lg = forward(params, batch, dropout_rng, &moe);
   LossOutput o = t5x_loss(lg, batch, loss_);
   Metrics m = compute_base_metrics(lg, feature(batch, "decoder_target_tokens"), o.weights, o,
                                    feature(batch, "decoder_segment_ids", false));
-  return {o.loss, m};
+  return {add_expert_losses(o.loss, moe, loss_, o.z_loss, m), m};
 }
 
 Array BaseTransformerModel::score_batch(const ParamTree& params, const Batch& batch) const {
@@ -147,13 +192,15 @@ Array BaseTransformerModel::score_batch(const ParamTree& params, const Batch& ba
   return sum(mul(neg(ce.loss), w), {"length"});
 }
 
-Array EncoderDecoderModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
+Array EncoderDecoderModel::forward(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng,
+                                  std::vector<nn::MoeMetrics>* moe_metrics) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
+  const MoeContext moe = moe_context(rng, moe_metrics);
   Array enc_tokens = feature(b, "encoder_input_tokens");
   Array enc_seg = feature(b, "encoder_segment_ids", false), dec_seg = feature(b, "decoder_segment_ids", false);
-  Array encoded = t5_encode(cfg_, p, enc_tokens, enc_seg, drop);
+  Array encoded = t5_encode(cfg_, p, enc_tokens, enc_seg, drop, &moe);
   return t5_decode(cfg_, p, encoded, enc_tokens, feature(b, "decoder_input_tokens"),
-                   feature(b, "decoder_target_tokens", false), enc_seg, dec_seg, drop);
+                   feature(b, "decoder_target_tokens", false), enc_seg, dec_seg, drop, &moe);
 }
 
 std::unique_ptr<DecodeStepFn> EncoderDecoderModel::cached_step_fn(const ParamTree& p, const Array& enc_tokens,
@@ -180,11 +227,13 @@ PredictOutput EncoderDecoderModel::predict_batch(const ParamTree& p, const Batch
   return finish(r, o.return_all_decodes);
 }
 
-Array DecoderOnlyModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
+Array DecoderOnlyModel::forward(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng,
+                               std::vector<nn::MoeMetrics>* moe_metrics) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
+  const MoeContext moe = moe_context(rng, moe_metrics);
   return decoder_only_forward(cfg_, p, feature(b, "decoder_input_tokens"), feature(b, "decoder_target_tokens", false),
                               feature(b, "decoder_segment_ids", false),
-                              bidirectional_ ? feature(b, "decoder_causal_attention", false) : Array(), drop);
+                              bidirectional_ ? feature(b, "decoder_causal_attention", false) : Array(), drop, &moe);
 }
 
 std::unique_ptr<DecodeStepFn> DecoderOnlyModel::cached_step_fn(const ParamTree& p, const Array& prompt,

@@ -50,9 +50,17 @@ class BaseTransformerModel {
   ParamTree init(const PRNGKey& key) const { return nn::init_params(param_specs(), key); }
 
   // Teacher-forced logits f32 [batch, length, vocab].
-  virtual Array logits(const ParamTree& params, const Batch& batch,
-                       std::optional<PRNGKey> dropout_rng = std::nullopt) const = 0;
-  // t5x loss_fn: (loss scalar, differentiable; metrics).
+  Array logits(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng = std::nullopt) const {
+    return forward(params, batch, dropout_rng, nullptr);
+  }
+  // t5x loss_fn: (loss scalar, differentiable; metrics). With MoE layers
+  // (t5x contrib/moe loss_fn; moe.md 1.8): loss = cross entropy (with its
+  // z_loss) + aux_loss_factor * mean_layers(auxiliary_loss) +
+  // router_z_loss_factor * mean_layers(router_z_loss); metrics add
+  // experts/auxiliary_loss and experts/router_z_loss (both multiplied by their
+  // factors), experts/fraction_tokens_left_behind, experts/expert_usage,
+  // experts/router_confidence (means over the MoE layers), and
+  // cross_ent_loss = loss - z_loss - both expert losses.
   std::pair<Array, Metrics> loss_fn(const ParamTree& params, const Batch& batch,
                                     std::optional<PRNGKey> dropout_rng = std::nullopt) const;
   // Sum over length of log p(target) * decoder_loss_weights (no z-loss, no
@@ -62,16 +70,24 @@ class BaseTransformerModel {
                                       const DecodeOptions& opts = {}) const = 0;
 
  protected:
+  // The forward pass; each MoE layer appends its metrics to *moe_metrics
+  // when given. A dropout key means training (t5x enable_dropout): the MoE
+  // layers' train capacity factor, and their jitter keys derived from it.
+  virtual Array forward(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng,
+                        std::vector<nn::MoeMetrics>* moe_metrics) const = 0;
   T5Config cfg_;
   LossOptions loss_;
 };
+
+// The MoE layers' part of loss_fn: adds the weighted expert losses to
+// `loss` and the expert metrics to `metrics` (no-op without layers).
+Array add_expert_losses(const Array& loss, const std::vector<nn::MoeMetrics>& layers, const LossOptions& opts,
+                        const Array& z_loss, Metrics& metrics);
 
 class EncoderDecoderModel : public BaseTransformerModel {
  public:
   explicit EncoderDecoderModel(T5Config config, LossOptions loss = {}) : BaseTransformerModel(std::move(config), loss) {}
   nn::ParamSpecs param_specs() const override { return encoder_decoder_param_specs(cfg_); }
-  Array logits(const ParamTree& params, const Batch& batch,
-               std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
   // Decodes targets of length decoder_input_tokens' length (or
   // decoder_target_tokens'), from encoder_input_tokens.
   PredictOutput predict_batch(const ParamTree& params, const Batch& batch, const DecodeOptions& opts = {}) const override;
@@ -80,6 +96,10 @@ class EncoderDecoderModel : public BaseTransformerModel {
   std::unique_ptr<DecodeStepFn> cached_step_fn(const ParamTree& params, const Array& encoder_input_tokens,
                                                int64_t max_length) const;
   std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params, const Array& encoder_input_tokens) const;
+
+ protected:
+  Array forward(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng,
+                std::vector<nn::MoeMetrics>* moe_metrics) const override;
 };
 
 // inputs_bidirectional_attention (t5x DecoderOnlyModel, default False): only
@@ -92,8 +112,6 @@ class DecoderOnlyModel : public BaseTransformerModel {
       : BaseTransformerModel(std::move(config), loss), bidirectional_(inputs_bidirectional_attention) {}
   bool inputs_bidirectional_attention() const { return bidirectional_; }
   nn::ParamSpecs param_specs() const override { return decoder_only_param_specs(cfg_); }
-  Array logits(const ParamTree& params, const Batch& batch,
-               std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
   // The prompt of row b is decoder_input_tokens[b, :P_b], P_b =
   // sum(decoder_causal_attention[b]) (1, i.e. BOS only, without it). The
   // cache is prefilled with it (bidirectionally with
@@ -107,6 +125,10 @@ class DecoderOnlyModel : public BaseTransformerModel {
                                                const std::vector<int64_t>& start_index) const;
   std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params,
                                                      const Array& decoder_causal_attention) const;
+
+ protected:
+  Array forward(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng,
+                std::vector<nn::MoeMetrics>* moe_metrics) const override;
 
  private:
   bool bidirectional_ = false;

@@ -61,6 +61,7 @@ struct LayerArgs {
   bool cross = false;    // encoder-decoder attention
   Array encoded;         // [batch, kv_length, embed]: cross keys / values unless cached
   nn::MaskSpec cross_mask;
+  const MoeContext* moe = nullptr;  // sparse layers: mode, jitter, metrics (null: eval)
 };
 
 // One layer's keys and values. In: the decode cache (self; cross when
@@ -73,10 +74,12 @@ struct LayerKV {
 
 // The one Transformer layer of every path (t5x's EncoderLayer /
 // DecoderLayer; training, prefill and cached decoding): LN, self-attention,
-// dropout, residual; [LN, cross-attention, dropout, residual]; LN, MLP,
-// dropout, residual.
-Array layer(const T5Config& cfg, const ParamTree& p, const std::string& l, Array x, const LayerArgs& a,
-            LayerKV& kv, nn::Dropout& drop) {
+// dropout, residual; [LN, cross-attention, dropout, residual]; LN, MLP
+// (the MoE layer in sparse layers: flaxformer SparseEncoderLayer /
+// SparseDecoderLayer), dropout, residual.
+Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, const LayerArgs& a, LayerKV& kv,
+            nn::Dropout& drop) {
+  const std::string l = layer_name(a.encoder ? "encoder" : "decoder", index);
   auto att = a.encoder ? cfg.encoder_attention() : cfg.attention();
   Array h;
   if (a.encoder && cfg.encoder_mixing == T5Config::Mixing::kFourier) {
@@ -100,7 +103,18 @@ Array layer(const T5Config& cfg, const ParamTree& p, const std::string& l, Array
     x = nn::constrain(add(x, drop(h)));
   }
   h = nn::layer_norm(p, l + "/pre_mlp_layer_norm", x);
-  h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
+  if (cfg.sparse_layer(a.encoder, index)) {
+    const bool train = a.moe && a.moe->train;
+    std::optional<PRNGKey> jitter;
+    if (train && a.moe->jitter && cfg.moe.jitter_noise > 0.0)
+      jitter = fold_in(fold_in(*a.moe->jitter, a.encoder ? 0u : 1u), uint32_t(index));
+    nn::MoeMetrics m;
+    const bool want = a.moe && a.moe->metrics;
+    h = nn::moe_block(p, l + "/mlp", h, cfg.moe_config(a.encoder), train, jitter, drop, want ? &m : nullptr);
+    if (want) a.moe->metrics->push_back(std::move(m));
+  } else {
+    h = nn::mlp_block(p, l + "/mlp", h, cfg.mlp_activations, drop);
+  }
   return nn::constrain(add(x, drop(h)));
 }
 
@@ -112,7 +126,7 @@ Array stack(const T5Config& cfg, const ParamTree& p, const std::string& name, Ar
   const int64_t n = a.encoder ? cfg.num_encoder_layers : cfg.num_decoder_layers;
   for (int64_t i = 0; i < n; ++i) {
     LayerKV scratch;
-    x = layer(cfg, p, layer_name(name.c_str(), i), x, a, kv ? (*kv)[size_t(i)] : scratch, drop);
+    x = layer(cfg, p, i, x, a, kv ? (*kv)[size_t(i)] : scratch, drop);
   }
   return drop(nn::layer_norm(p, name + (a.encoder ? "/encoder_norm" : "/decoder_norm"), x));
 }
@@ -183,11 +197,13 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
 
 }  // namespace
 
-Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, const Array& seg, nn::Dropout& drop) {
+Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, const Array& seg, nn::Dropout& drop,
+                const MoeContext* moe) {
   check_tokens(tokens, "encoder_input_tokens");
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "token_embedder/embedding"), tokens, cfg.dtype)));
   LayerArgs a;
   a.encoder = true;
+  a.moe = moe;
   if (cfg.encoder_mixing == T5Config::Mixing::kFourier) {
     // The DFT over the length mixes every position, across packed examples too.
     if (seg.valid())
@@ -204,9 +220,10 @@ Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, co
 
 Array t5_decode(const T5Config& cfg, const ParamTree& p, const Array& encoded, const Array& enc_tokens,
                 const Array& dec_inputs, const Array& dec_targets, const Array& enc_seg, const Array& dec_seg,
-                nn::Dropout& drop) {
+                nn::Dropout& drop, const MoeContext* moe) {
   check_tokens(dec_inputs, "decoder_input_tokens");
   LayerArgs a;
+  a.moe = moe;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, Array());
   a.self_bias = stack_bias(cfg, p, "decoder", dec_inputs.dim("length"));
   a.cross = true;
@@ -222,9 +239,11 @@ Array t5_decode(const T5Config& cfg, const ParamTree& p, const Array& encoded, c
 }
 
 Array decoder_only_forward(const T5Config& cfg, const ParamTree& p, const Array& dec_inputs, const Array& dec_targets,
-                           const Array& dec_seg, const Array& causal_attention, nn::Dropout& drop) {
+                           const Array& dec_seg, const Array& causal_attention, nn::Dropout& drop,
+                           const MoeContext* moe) {
   check_tokens(dec_inputs, "decoder_input_tokens");
   LayerArgs a;
+  a.moe = moe;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, causal_attention);
   a.self_bias = stack_bias(cfg, p, "decoder", dec_inputs.dim("length"));
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype)));

@@ -21,27 +21,51 @@
 #include <cstdint>
 #include <vector>
 
+#include <optional>
+
 #include "core/array.h"
+#include "core/random.h"
 #include "nn/dropout.h"
+#include "nn/moe.h"
 #include "ops/autodiff.h"
 #include "t5x/models/config.h"
 
 namespace t5x {
 
+// What the Mixture-of-Experts layers (T5Config::sparse_layer) take from and
+// give to the caller of a forward pass. An explicit argument rather than a
+// scope with process-wide state (as nn::ActivationConstraintScope): the
+// forward stays a pure function of its arguments, and mesh runs may run
+// several forwards on different threads at once. Null (the default, and
+// every cached-decoding path): eval capacity factor, no jitter, metrics
+// dropped.
+struct MoeContext {
+  // t5x's enable_dropout (a dropout key was given): the train capacity factor
+  // and, with jitter_noise > 0, jitter. Independent of the dropout rate
+  // (pretraining runs at rate 0 but still trains with the train capacity).
+  bool train = false;
+  // Base key of the 'jitter' stream; layer i of stack s (0 encoder, 1
+  // decoder) uses fold_in(fold_in(jitter, s), i).
+  std::optional<PRNGKey> jitter;
+  // Each sparse layer appends its metrics, in forward order (encoder layers, then decoder layers).
+  std::vector<nn::MoeMetrics>* metrics = nullptr;
+};
+
 // encoder_input_tokens [batch, length] -> encoded [batch, length, embed] (cfg.dtype).
 Array t5_encode(const T5Config& cfg, const ParamTree& params, const Array& encoder_input_tokens,
-                const Array& encoder_segment_ids, nn::Dropout& dropout);
+                const Array& encoder_segment_ids, nn::Dropout& dropout, const MoeContext* moe = nullptr);
 
 // Teacher-forced decoder of the encoder-decoder model -> logits.
 Array t5_decode(const T5Config& cfg, const ParamTree& params, const Array& encoded,
                 const Array& encoder_input_tokens, const Array& decoder_input_tokens,
                 const Array& decoder_target_tokens, const Array& encoder_segment_ids,
-                const Array& decoder_segment_ids, nn::Dropout& dropout);
+                const Array& decoder_segment_ids, nn::Dropout& dropout, const MoeContext* moe = nullptr);
 
 // Decoder-only forward (causal LM; prefix LM when decoder_causal_attention is given).
 Array decoder_only_forward(const T5Config& cfg, const ParamTree& params, const Array& decoder_input_tokens,
                            const Array& decoder_target_tokens, const Array& decoder_segment_ids,
-                           const Array& decoder_causal_attention, nn::Dropout& dropout);
+                           const Array& decoder_causal_attention, nn::Dropout& dropout,
+                           const MoeContext* moe = nullptr);
 
 // Autoregressive cache of one decoder stack (t5x's cached_key / cached_value /
 // cache_index, laid out [batch, kv_length, heads|kv_heads, kv]).

@@ -224,6 +224,15 @@ LogicalFactorRules standard_logical_factor_rules() {
           {"kv_heads", F::kColumn}};
 }
 
+LogicalFactorRules moe_logical_factor_rules() {
+  LogicalFactorRules r = standard_logical_factor_rules();
+  r.insert(r.end(), {{"expert", FactorDim::kBatch},
+                     {"expert_mlp", FactorDim::kColumn},
+                     {"unmodeled", FactorDim::kNone},
+                     {"mlp_embed", FactorDim::kRow}});
+  return r;
+}
+
 FactorDim factor_dim_from_name(const std::string& name) {
   std::string n = name;
   for (char& c : n) c = char(std::tolower(static_cast<unsigned char>(c)));

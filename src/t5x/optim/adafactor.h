@@ -71,6 +71,10 @@ using LogicalFactorRules = std::vector<std::pair<std::string, FactorDim>>;
 // multiquery_heads COL, kv_fused COL, layer_norm_scale NONE; and this
 // port's kv_heads COL (grouped-query K/V kernels, nn/attention.h).
 LogicalFactorRules standard_logical_factor_rules();
+// t5x contrib/moe adafactor_utils.logical_factor_rules(): the standard rules
+// plus expert BATCH, expert_mlp COL, unmodeled NONE, mlp_embed ROW (an
+// expert kernel [expert, mlp_embed, expert_mlp] factors per expert).
+LogicalFactorRules moe_logical_factor_rules();
 
 // "row", "col" / "column", "batch", "none" / "unfactorized" (any case);
 // throws "[Adafactor] unknown factor dim 'x'".

@@ -64,6 +64,26 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
           {pair[0].as_string(), pair[1].is_none() ? std::nullopt : std::optional<std::string>(pair[1].as_string())});
     }
   }
+  if (auto ck = opt_value(cfg, ref.scope, c, "checkpointer_cls"); ck && !ck->is_none()) {
+    const Value v = cfg.resolve(*ck);
+    if (v.kind() != ValueKind::kReference)
+      throw gin::GinError(ck->where(), c + ".checkpointer_cls is " + v.describe(),
+                          "write @checkpoints.UpcycleCheckpointer (sparse upcycling) or None");
+    Reference k = v.as_reference();
+    k.scope = gin::join_scope(ref.scope, k.scope);
+    const std::string kc = canonical_name(cfg, k);
+    if (kc == "checkpoints.UpcycleCheckpointer") {
+      r.upcycle_num_experts = cfg.get_int(k.scope, kc, "num_experts");
+      if (r.upcycle_num_experts < 1)
+        throw gin::GinError(cfg.get(k.scope, kc, "num_experts").where(),
+                            "checkpoints.UpcycleCheckpointer.num_experts = " + std::to_string(r.upcycle_num_experts) +
+                                " must be >= 1",
+                            "bind it to the model's NUM_EXPERTS");
+    } else if (kc != "checkpoints.Checkpointer") {
+      throw gin::GinError(ck->where(), c + ".checkpointer_cls = @" + kc + " is not supported",
+                          "use @checkpoints.Checkpointer (default) or @checkpoints.UpcycleCheckpointer");
+    }
+  }
   return r;
 }
 
@@ -232,7 +252,12 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
     a.min_dim_size_to_factor = cfg.get_int(s, c, "min_dim_size_to_factor");
     a.epsilon1 = cfg.get_double(s, c, "epsilon1");
     a.epsilon2 = cfg.get_double(s, c, "epsilon2");
-    if (opt_value(cfg, s, c, "logical_factor_rules")) a.logical_factor_rules = standard_logical_factor_rules();
+    if (auto v = opt_value(cfg, s, c, "logical_factor_rules"); v && !v->is_none()) {
+      const Value r = cfg.resolve(*v);
+      const bool moe = r.kind() == ValueKind::kReference &&
+                       canonical_name(cfg, r.as_reference()) == "adafactor_utils.logical_factor_rules";
+      a.logical_factor_rules = moe ? moe_logical_factor_rules() : standard_logical_factor_rules();
+    }
     if (auto v = opt_value(cfg, s, c, "global_norm_clip_threshold")) a.global_norm_clip_threshold = v->as_double();
     if (auto v = opt_value(cfg, s, c, "max_parameter_scale")) a.max_parameter_scale = v->as_double();
     a.skip_nan_updates = cfg.get_bool(s, c, "skip_nan_updates");

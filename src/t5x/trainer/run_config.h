@@ -68,6 +68,11 @@ struct RestoreCheckpointConfig {
   // t5x's assignment_map: (regex, source path or None) over target paths
   // such as "state/param_states/.*" (t5x/checkpoints/restore_map.h).
   std::vector<AssignmentRule> assignment_map;
+  // checkpointer_cls = @checkpoints.UpcycleCheckpointer() with num_experts = E
+  // (t5x contrib/moe sparse upcycling; 0: the ordinary checkpointer): an
+  // expert parameter [E, rest...] whose assigned checkpoint array is
+  // [rest...] restores as E stacked copies (t5x/checkpoints/upcycle.h).
+  int64_t upcycle_num_experts = 0;
 };
 
 struct PartitionerConfig {

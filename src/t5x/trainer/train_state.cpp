@@ -10,6 +10,7 @@
 #include "mesh/partition_spec.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/tf_bundle.h"
+#include "t5x/checkpoints/upcycle.h"
 
 namespace t5x::trainer {
 
@@ -194,7 +195,7 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
 
 RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,
                                     const RestoreCheckpointConfig& cfg, int process_index, int process_count) {
-  if (cfg.assignment_map.empty() && cfg.strict && !cfg.fallback_to_scratch)
+  if (cfg.assignment_map.empty() && cfg.strict && !cfg.fallback_to_scratch && cfg.upcycle_num_experts == 0)
     return restore_train_state(ckpt_dir, state, true, cfg.dtype, process_index, process_count);
   RestoreResult r;
   CheckpointReader reader = CheckpointReader::open(ckpt_dir);
@@ -228,6 +229,18 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
       state.opt.step = reader.step().value_or(0);
     } else if (e.target_path.rfind("target/", 0) == 0) {
       Array& dst = state.params.at(e.target_path.substr(7));
+      if (cfg.upcycle_num_experts > 0 && upcycle_applies(e.target_path, dst.shape().sizes(), src,
+                                                         reader.info(src).shape, cfg.upcycle_num_experts)) {
+        // UpcycleCheckpointer: this process's experts are copies of the dense array's matching slice.
+        std::optional<IndexBox> box = shard_box(dst), inner;
+        int64_t local_experts = dst.shape().sizes()[0];
+        if (box) {
+          local_experts = box->stop[0] - box->start[0];
+          inner = IndexBox{{box->start.begin() + 1, box->start.end()}, {box->stop.begin() + 1, box->stop.end()}};
+        }
+        dst = from_host(stack_experts(reader.read(src, inner, cast), local_experts), dst);
+        continue;
+      }
       dst = from_host(read_param(reader, src, dst, cast), dst);
     } else {
       Array& dst = state.opt.slots.at(e.target_path.substr(std::string("state/param_states/").size()));
