@@ -86,8 +86,9 @@ std::string Trainer::layout() const {
   if (dist_.one_mesh)
     os << "; one spmd mesh for the whole step: parameters and optimizer slots split by logical_axis_rules "
           "(parameter_partitioning_dims = " << part.parameter_partitioning_dims << ", activation_partitioning_dims = "
-       << part.activation_partitioning_dims << "), " << local << " of " << model_->num_params()
-       << " parameter values per process";
+       << part.activation_partitioning_dims << ")" << (dist_.model_parallel() ? ", split over 'model' (" +
+                                                     std::to_string(dist_.num_model_shards) + "-way)" : std::string())
+       << "; " << local << " of " << model_->num_params() << " parameter values per process";
   else
     os << "; parameters replicated";
   if (dist_.one_mesh && !dist_.blocks_per_replica()) {
