@@ -129,7 +129,7 @@ PredictOutput finish(const DecodeResult& r, bool all) {
 }  // namespace
 
 std::pair<Array, Metrics> BaseTransformerModel::loss_fn(const ParamTree& params, const Batch& batch,
-                                                        std::optional<PRNGKey> dropout_rng) const {
+                                                        nn::DropoutKeys dropout_rng) const {
   Array lg = logits(params, batch, dropout_rng);
   LossOutput o = t5x_loss(lg, batch, loss_);
   Metrics m = compute_base_metrics(lg, feature(batch, "decoder_target_tokens"), o.weights, o,
@@ -147,7 +147,7 @@ Array BaseTransformerModel::score_batch(const ParamTree& params, const Batch& ba
   return sum(mul(neg(ce.loss), w), {"length"});
 }
 
-Array EncoderDecoderModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
+Array EncoderDecoderModel::logits(const ParamTree& p, const Batch& b, nn::DropoutKeys rng) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
   Array enc_tokens = feature(b, "encoder_input_tokens");
   Array enc_seg = feature(b, "encoder_segment_ids", false), dec_seg = feature(b, "decoder_segment_ids", false);
@@ -180,7 +180,7 @@ PredictOutput EncoderDecoderModel::predict_batch(const ParamTree& p, const Batch
   return finish(r, o.return_all_decodes);
 }
 
-Array DecoderOnlyModel::logits(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng) const {
+Array DecoderOnlyModel::logits(const ParamTree& p, const Batch& b, nn::DropoutKeys rng) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
   return decoder_only_forward(cfg_, p, feature(b, "decoder_input_tokens"), feature(b, "decoder_target_tokens", false),
                               feature(b, "decoder_segment_ids", false),

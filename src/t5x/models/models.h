@@ -51,10 +51,10 @@ class BaseTransformerModel {
 
   // Teacher-forced logits f32 [batch, length, vocab].
   virtual Array logits(const ParamTree& params, const Batch& batch,
-                       std::optional<PRNGKey> dropout_rng = std::nullopt) const = 0;
+                       nn::DropoutKeys dropout_rng = {}) const = 0;
   // t5x loss_fn: (loss scalar, differentiable; metrics).
   std::pair<Array, Metrics> loss_fn(const ParamTree& params, const Batch& batch,
-                                    std::optional<PRNGKey> dropout_rng = std::nullopt) const;
+                                    nn::DropoutKeys dropout_rng = {}) const;
   // Sum over length of log p(target) * decoder_loss_weights (no z-loss, no
   // label smoothing); weights default to target > 0. f32 [batch].
   Array score_batch(const ParamTree& params, const Batch& batch) const;
@@ -71,7 +71,7 @@ class EncoderDecoderModel : public BaseTransformerModel {
   explicit EncoderDecoderModel(T5Config config, LossOptions loss = {}) : BaseTransformerModel(std::move(config), loss) {}
   nn::ParamSpecs param_specs() const override { return encoder_decoder_param_specs(cfg_); }
   Array logits(const ParamTree& params, const Batch& batch,
-               std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
+               nn::DropoutKeys dropout_rng = {}) const override;
   // Decodes targets of length decoder_input_tokens' length (or
   // decoder_target_tokens'), from encoder_input_tokens.
   PredictOutput predict_batch(const ParamTree& params, const Batch& batch, const DecodeOptions& opts = {}) const override;
@@ -93,7 +93,7 @@ class DecoderOnlyModel : public BaseTransformerModel {
   bool inputs_bidirectional_attention() const { return bidirectional_; }
   nn::ParamSpecs param_specs() const override { return decoder_only_param_specs(cfg_); }
   Array logits(const ParamTree& params, const Batch& batch,
-               std::optional<PRNGKey> dropout_rng = std::nullopt) const override;
+               nn::DropoutKeys dropout_rng = {}) const override;
   // The prompt of row b is decoder_input_tokens[b, :P_b], P_b =
   // sum(decoder_causal_attention[b]) (1, i.e. BOS only, without it). The
   // cache is prefilled with it (bidirectionally with

@@ -1,8 +1,9 @@
 // The processes of a run and how they split the work: the (data, model) mesh
 // from the partitioner bindings (t5x PjitPartitioner: num_partitions or
 // model_parallel_submesh), this process's data shard (t5x get_data_layout),
-// the communicator over the processes that hold different data shards, and
-// the spmd context over the processes of this process's data replica.
+// the communicators over the processes that hold different data shards and
+// over those of this process's data replica, and the spmd context over the
+// whole mesh (plus the replica's own mesh in the mesh-invariant mode).
 //
 // Layout (t5x pjit with the standard logical-axis rules):
 //   - 'data': process d of D feeds rows [d*B/D, (d+1)*B/D) of every global

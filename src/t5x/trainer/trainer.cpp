@@ -244,11 +244,11 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // shard's local microbatch i.
   const int64_t n_micro = local_microbatches();
   // Mesh-invariant on several processes: each data replica runs its blocks
-  // on its (1, model) mesh (a shard_map over 'data', distributed.h); None on
-  // D processes is D blocks, as num_microbatches = D on one.
+  // on its (1, model) mesh (a shard_map over 'data', distributed.h).
   const bool apart = dist_.blocks_per_replica();
-  const bool data_blocks = apart && dist_.num_data_shards > 1;
-  const bool split = cfg_.num_microbatches > 1 || data_blocks;
+  // More than one gradient block in the global batch (microbatches, or data
+  // shards: None on D processes is D blocks, as num_microbatches = D on one).
+  const bool split = cfg_.num_microbatches > 1 || dist_.num_data_shards > 1;
   std::optional<PRNGKey> step_rng;
   if (cfg_.model.network.dropout_rate > 0)
     step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));
@@ -256,7 +256,7 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // target tokens) divides by the whole step's factor: each gradient block
   // weights its own normalized loss by its share of that factor, so the
   // gradient is the full batch's however the batch is cut.
-  const bool shares = loss_is_normalized(cfg_.model.loss) && split;
+  const bool shares = loss_is_normalized(cfg_.model.loss) && (cfg_.num_microbatches > 1 || (apart && split));
   // The factor of this process's `rows`, summed over 'data' when the block
   // is a global array (partial sums; a block run apart is its own rows).
   auto factor = [&](const Batch& rows, bool global) {
@@ -279,9 +279,21 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     Batch mb = n_micro > 1 ? get_microbatch(host_batch, i, n_micro) : host_batch;
     const double share = !shares ? 1.0 : step_factor > 0 ? factor(mb, !apart) / step_factor : 0.0;
     if (!apart && dist_.one_mesh) mb = global_batch(mb);
-    std::optional<PRNGKey> rng;
-    const int64_t block = (apart ? int64_t(dist_.data_shard) : 0) * n_micro + i;
-    if (step_rng) rng = split ? fold_in(*step_rng, uint32_t(block)) : *step_rng;
+    // Dropout keys per gradient block of the global batch (data shard d's
+    // microbatch i is block d * n_micro + i), the same in both modes and on
+    // one process with that many microbatches; one unfolded key when the
+    // step is one block. A global microbatch (partial sums) draws each data
+    // shard's rows from its block's key (nn::DropoutKeys).
+    nn::DropoutKeys rng;
+    if (step_rng && !split) {
+      rng = *step_rng;
+    } else if (step_rng && (apart || dist_.num_data_shards == 1)) {
+      rng = fold_in(*step_rng, uint32_t(int64_t(dist_.data_shard) * n_micro + i));
+    } else if (step_rng) {
+      std::vector<PRNGKey> keys;
+      for (int64_t d = 0; d < dist_.num_data_shards; ++d) keys.push_back(fold_in(*step_rng, uint32_t(d * n_micro + i)));
+      rng = nn::DropoutKeys::per_block(std::move(keys));
+    }
     Metrics m;
     auto vg = spmd::value_and_grad(
         [&](const ParamTree& p) {
