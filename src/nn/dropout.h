@@ -17,17 +17,39 @@
 
 namespace t5x::nn {
 
+// The dropout keys of a forward pass: none (deterministic), one, or one per
+// equal block of the "batch" dim, in batch order. Block b's rows draw their
+// masks as a forward pass over those rows alone with key b does, so a batch
+// made of D gradient blocks (a global batch on a mesh) drops exactly what D
+// microbatches of one process drop (docs/trainer.md, dropout keys).
+struct DropoutKeys {
+  std::vector<PRNGKey> blocks;
+  DropoutKeys() = default;
+  DropoutKeys(std::nullopt_t) {}
+  DropoutKeys(const PRNGKey& key) : blocks{key} {}
+  DropoutKeys(const std::optional<PRNGKey>& key) {
+    if (key) blocks.push_back(*key);
+  }
+  static DropoutKeys per_block(std::vector<PRNGKey> keys) {
+    DropoutKeys k;
+    k.blocks = std::move(keys);
+    return k;
+  }
+};
+
 class Dropout {
  public:
   Dropout() = default;  // deterministic
-  Dropout(double rate, std::optional<PRNGKey> key) : rate_(rate), key_(key) {}
-  bool active() const { return rate_ > 0.0 && key_.has_value(); }
+  // Errors (at the call): "[dropout] ..." when x has no "batch" dim that the
+  // blocks divide.
+  Dropout(double rate, DropoutKeys keys) : rate_(rate), keys_(std::move(keys)) {}
+  bool active() const { return rate_ > 0.0 && !keys_.blocks.empty(); }
   double rate() const { return rate_; }
   Array operator()(const Array& x, const std::vector<std::string>& broadcast_dims = {"length"});
 
  private:
   double rate_ = 0.0;
-  std::optional<PRNGKey> key_;
+  DropoutKeys keys_;
   uint32_t counter_ = 0;
 };
 

@@ -52,6 +52,14 @@ int dim_index(const char* op, const Array& x, const std::string& dim) {
 
 Array raw_all_reduce(const Array& x, const Axes& axes, ReduceOp op) {
   Array out(x.shape(), x.dtype(), {}, {}, false);
+  if (context().mesh_invariant() && op == ReduceOp::kSum && x.dtype() == DType::f32) {
+    // One fixed order (pairwise in group-rank order, mesh/pairwise_sum.h):
+    // the same bits for any MPI algorithm, and one process's sum of the
+    // same blocks (microbatches).
+    std::memcpy(out.raw_data(), x.raw_data(), size_t(x.size()) * sizeof(float));
+    context().over(axes).all_reduce_pairwise(static_cast<float*>(out.raw_data()), size_t(x.size()));
+    return out;
+  }
   context().over(axes).all_reduce(x.raw_data(), out.raw_data(), size_t(x.size()), comm_dtype(x.dtype(), "all_reduce"),
                                   op);
   return out;

@@ -19,6 +19,10 @@
 //   axis_slice(x, d, axes)   invariant -> block rank of d (MTF allsplit)      all_gather_invariant(d)
 //   all_reduce max/min                                                        not differentiable
 //
+// Under a mesh-invariant context (Context::mesh_invariant) a float32 sum
+// (all_reduce, hence pvary's vjp) adds the members pairwise in group-rank
+// order (Communicator::all_reduce_pairwise): one process's microbatch order.
+//
 // Why two all-gathers: the cotangent of an invariant value is the full
 // gradient on every device, so gathering into an invariant value transposes
 // to a local slice; gathering into a varying value (a weight gathered to be

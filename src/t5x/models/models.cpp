@@ -127,12 +127,15 @@ PredictOutput finish(const DecodeResult& r, bool all) {
 }
 
 // The MoE layers' context of one forward. The jitter stream is a key of
-// its own derived from the dropout key (flax's separate 'jitter' rng), so a
-// forward stays a pure function of its keys and the dropout masks do not move.
-MoeContext moe_context(std::optional<PRNGKey> dropout_rng, std::vector<nn::MoeMetrics>* metrics) {
+// its own derived from the (first block's) dropout key (flax's separate
+// 'jitter' rng), so a forward stays a pure function of its keys and the
+// dropout masks do not move. With per-block keys (a global batch on a mesh,
+// mesh_invariant = False) the jitter is one draw over the whole batch, not
+// the microbatched run's; t5x's MoE gins keep jitter at 0.
+MoeContext moe_context(const nn::DropoutKeys& dropout_rng, std::vector<nn::MoeMetrics>* metrics) {
   MoeContext c;
-  c.train = dropout_rng.has_value();
-  if (dropout_rng) c.jitter = fold_in(*dropout_rng, 0x6a697474u);  // "jitt"
+  c.train = !dropout_rng.blocks.empty();
+  if (c.train) c.jitter = fold_in(dropout_rng.blocks.front(), 0x6a697474u);  // "jitt"
   c.metrics = metrics;
   return c;
 }
@@ -173,7 +176,7 @@ Array add_expert_losses(const Array& loss, const std::vector<nn::MoeMetrics>& la
 }
 
 std::pair<Array, Metrics> BaseTransformerModel::loss_fn(const ParamTree& params, const Batch& batch,
-                                                        std::optional<PRNGKey> dropout_rng) const {
+                                                        nn::DropoutKeys dropout_rng) const {
   std::vector<nn::MoeMetrics> moe;
   Array lg = forward(params, batch, dropout_rng, &moe);
   LossOutput o = t5x_loss(lg, batch, loss_);
@@ -192,7 +195,7 @@ Array BaseTransformerModel::score_batch(const ParamTree& params, const Batch& ba
   return sum(mul(neg(ce.loss), w), {"length"});
 }
 
-Array EncoderDecoderModel::forward(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng,
+Array EncoderDecoderModel::forward(const ParamTree& p, const Batch& b, const nn::DropoutKeys& rng,
                                   std::vector<nn::MoeMetrics>* moe_metrics) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
   const MoeContext moe = moe_context(rng, moe_metrics);
@@ -227,7 +230,7 @@ PredictOutput EncoderDecoderModel::predict_batch(const ParamTree& p, const Batch
   return finish(r, o.return_all_decodes);
 }
 
-Array DecoderOnlyModel::forward(const ParamTree& p, const Batch& b, std::optional<PRNGKey> rng,
+Array DecoderOnlyModel::forward(const ParamTree& p, const Batch& b, const nn::DropoutKeys& rng,
                                std::vector<nn::MoeMetrics>* moe_metrics) const {
   nn::Dropout drop(cfg_.dropout_rate, rng);
   const MoeContext moe = moe_context(rng, moe_metrics);

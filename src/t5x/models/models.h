@@ -50,7 +50,7 @@ class BaseTransformerModel {
   ParamTree init(const PRNGKey& key) const { return nn::init_params(param_specs(), key); }
 
   // Teacher-forced logits f32 [batch, length, vocab].
-  Array logits(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng = std::nullopt) const {
+  Array logits(const ParamTree& params, const Batch& batch, nn::DropoutKeys dropout_rng = {}) const {
     return forward(params, batch, dropout_rng, nullptr);
   }
   // t5x loss_fn: (loss scalar, differentiable; metrics). With MoE layers
@@ -62,7 +62,7 @@ class BaseTransformerModel {
   // experts/router_confidence (means over the MoE layers), and
   // cross_ent_loss = loss - z_loss - both expert losses.
   std::pair<Array, Metrics> loss_fn(const ParamTree& params, const Batch& batch,
-                                    std::optional<PRNGKey> dropout_rng = std::nullopt) const;
+                                    nn::DropoutKeys dropout_rng = {}) const;
   // Sum over length of log p(target) * decoder_loss_weights (no z-loss, no
   // label smoothing); weights default to target > 0. f32 [batch].
   Array score_batch(const ParamTree& params, const Batch& batch) const;
@@ -73,7 +73,7 @@ class BaseTransformerModel {
   // The forward pass; each MoE layer appends its metrics to *moe_metrics
   // when given. A dropout key means training (t5x enable_dropout): the MoE
   // layers' train capacity factor, and their jitter keys derived from it.
-  virtual Array forward(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng,
+  virtual Array forward(const ParamTree& params, const Batch& batch, const nn::DropoutKeys& dropout_rng,
                         std::vector<nn::MoeMetrics>* moe_metrics) const = 0;
   T5Config cfg_;
   LossOptions loss_;
@@ -98,7 +98,7 @@ class EncoderDecoderModel : public BaseTransformerModel {
   std::unique_ptr<DecodeStepFn> full_forward_step_fn(const ParamTree& params, const Array& encoder_input_tokens) const;
 
  protected:
-  Array forward(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng,
+  Array forward(const ParamTree& params, const Batch& batch, const nn::DropoutKeys& dropout_rng,
                 std::vector<nn::MoeMetrics>* moe_metrics) const override;
 };
 
@@ -127,7 +127,7 @@ class DecoderOnlyModel : public BaseTransformerModel {
                                                      const Array& decoder_causal_attention) const;
 
  protected:
-  Array forward(const ParamTree& params, const Batch& batch, std::optional<PRNGKey> dropout_rng,
+  Array forward(const ParamTree& params, const Batch& batch, const nn::DropoutKeys& dropout_rng,
                 std::vector<nn::MoeMetrics>* moe_metrics) const override;
 
  private:

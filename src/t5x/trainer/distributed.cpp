@@ -31,11 +31,13 @@ Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Comm
       return std::pair<int, int>(int(m.rank_in_group(data_axes, r)), int(m.rank_in_group(model_axes, r)));
     });
   }
-  d.one_mesh = !p.mesh_invariant && d.world->size() > 1;
-  d.spmd = d.one_mesh ? std::make_shared<spmd::Context>(*d.mesh, d.world)
-                      : std::make_shared<spmd::Context>(Mesh({1, d.num_model_shards}, {"data", "model"}, d.model_shard),
-                                                        d.model);
+  d.one_mesh = d.world->size() > 1;
+  d.spmd = std::make_shared<spmd::Context>(*d.mesh, d.world);
   d.spmd->set_mesh_invariant(p.mesh_invariant);
+  if (d.one_mesh && p.mesh_invariant) {
+    d.replica = std::make_shared<spmd::Context>(Mesh({1, d.num_model_shards}, {"data", "model"}, d.model_shard), d.model);
+    d.replica->set_mesh_invariant(true);
+  }
   return d;
 }
 
@@ -46,10 +48,6 @@ int64_t Distributed::min_over_world(int64_t v) const {
 
 void Distributed::sum_over_data(std::vector<double>& v) const {
   if (data->size() > 1 && !v.empty()) data->all_reduce(v.data(), v.data(), v.size(), CommDtype::kF64);
-}
-
-void Distributed::sum_over_data(std::vector<float>& v) const {
-  if (data->size() > 1 && !v.empty()) data->all_reduce_pairwise(v.data(), v.size());
 }
 
 uint64_t Distributed::broadcast(uint64_t v) const {

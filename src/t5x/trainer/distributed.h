@@ -1,8 +1,9 @@
 // The processes of a run and how they split the work: the (data, model) mesh
 // from the partitioner bindings (t5x PjitPartitioner: num_partitions or
 // model_parallel_submesh), this process's data shard (t5x get_data_layout),
-// the communicator over the processes that hold different data shards, and
-// the spmd context over the processes of this process's data replica.
+// the communicators over the processes that hold different data shards and
+// over those of this process's data replica, and the spmd context over the
+// whole mesh (plus the replica's own mesh in the mesh-invariant mode).
 //
 // Layout (t5x pjit with the standard logical-axis rules):
 //   - 'data': process d of D feeds rows [d*B/D, (d+1)*B/D) of every global
@@ -11,23 +12,25 @@
 //     replica; parameters and optimizer slots are split over 'model' by their
 //     logical axes (heads, mlp, vocab, joined_kv -> model) and every op of the
 //     model runs through the spmd lowering (Megatron-style tensor parallelism).
-// Two ways to run a step (docs/trainer.md, "One mesh"):
-//   - one mesh (`one_mesh`, partitioner.mesh_invariant = False on more than
-//     one process): `spmd` spans the whole (data, model) mesh. The batch is a
-//     global Array split over 'data' (each process's rows are its shard),
-//     parameters take their layout from the logical-axis rules
-//     (parameter_partitioning_dims 2: embed -> data, ZeRO-3), activations
-//     from activation_partitioning_dims, and the gradient sum over 'data'
-//     comes out of the collectives' vjps (all-reduce, or reduce-scatter for
-//     data-split parameters).
-//   - per data replica (mesh_invariant = True, the bitwise mode): `spmd` is
-//     the (data=1, model=M) mesh of this process's replica; each process runs
-//     its rows as plain arrays and the gradients are summed over the data
-//     group in a fixed pairwise order (sum_over_data), so D processes are one
-//     process with num_microbatches = D bit for bit. The mesh-invariant
-//     einsum keeps every sum whole, which on one mesh would gather the
-//     activations over 'data' for each weight gradient; a deterministic
-//     data-axis reduction in the collectives' vjps is still to be written.
+// Every run on more than one process runs its step on one spmd context over
+// the whole (data, model) mesh (`spmd`): parameters and optimizer slots take
+// their layout from the logical-axis rules (parameter_partitioning_dims 2:
+// embed -> data, ZeRO-3), the batch is a global Array split over 'data'. Two
+// ways to lower the step on it (docs/trainer.md, "Two ways to run a step"):
+//   - partial sums (partitioner.mesh_invariant = False): the whole step runs
+//     through the spmd lowering of the full mesh; activations take their
+//     layout from activation_partitioning_dims and the gradient sum over
+//     'data' comes out of the collectives' vjps (all-reduce, or
+//     reduce-scatter for data-split parameters).
+//   - mesh-invariant (the default, the bitwise mode): a shard_map over 'data'.
+//     Each data replica runs its gradient blocks (its rows of the global
+//     batch, cut into its microbatches) on `replica`, the (data=1, model=M)
+//     mesh of its model group, with the parameters gathered over 'data';
+//     each gradient then leaves the block program through the transpose of
+//     that broadcast, a pairwise all-reduce over 'data' in shard order
+//     (spmd::all_reduce under a mesh-invariant context), and takes its
+//     parameter's layout again. So D processes add the blocks one process
+//     with num_microbatches = D adds, in its order, bit for bit.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -46,8 +49,12 @@ struct Distributed {
   std::shared_ptr<Communicator> data;   // processes with this one's 'model' coordinate
   std::shared_ptr<Communicator> model;  // processes with this one's 'data' coordinate
   std::shared_ptr<Mesh> mesh;           // the (data, model) mesh of all processes
-  std::shared_ptr<spmd::Context> spmd;  // the whole mesh over `world` (one_mesh), else (data=1, model=M) over `model`
-  bool one_mesh = false;                // see above
+  std::shared_ptr<spmd::Context> spmd;  // the whole mesh over `world`
+  // Mesh-invariant runs on several processes: the (data=1, model=M) mesh of
+  // this process's data replica over `model`, on which its gradient blocks
+  // run (see above). Null otherwise.
+  std::shared_ptr<spmd::Context> replica;
+  bool one_mesh = false;                // more than one process: `spmd` spans them all
   int64_t data_shard = 0;
   int64_t num_data_shards = 1;
   int64_t model_shard = 0;
@@ -56,10 +63,9 @@ struct Distributed {
   // True when parameters are split over a 'model' axis of more than one process.
   bool model_parallel() const { return num_model_shards > 1; }
   // True when the model runs through the spmd lowering on `spmd`'s mesh.
-  bool spmd_active() const { return one_mesh || model_parallel(); }
-  // This process's data coordinate outside `spmd`'s mesh (0 on one mesh):
-  // only coordinate 0 writes the split leaves of a checkpoint.
-  int64_t data_replica() const { return one_mesh ? 0 : data_shard; }
+  bool spmd_active() const { return one_mesh; }
+  // True when each data replica runs its gradient blocks apart (`replica`).
+  bool blocks_per_replica() const { return replica != nullptr; }
 
   int rank() const { return world->rank(); }
   int size() const { return world->size(); }
@@ -75,15 +81,9 @@ struct Distributed {
 
   // Minimum of `v` over all processes.
   int64_t min_over_world(int64_t v) const;
-  // Sums `v` element-wise over the data group (in place).
+  // Sums `v` element-wise over the data group (in place): scalars (loss,
+  // normalizing factor, metrics), float64.
   void sum_over_data(std::vector<double>& v) const;
-  // float32 sums are formed pairwise in data-shard order, ((s0 + s1) + (s2 +
-  // s3)), like accumulate_grads_microbatched's blocks: the same value on every
-  // process and for any MPI reduction algorithm, so D processes with N/D
-  // microbatches each equal one process with N when N/D is a power of two
-  // (each process's sum is then a whole subtree of one process's). A ring
-  // all-reduce's bytes (Communicator::all_reduce_pairwise).
-  void sum_over_data(std::vector<float>& v) const;
   // Rank 0's value of `v` on every process.
   uint64_t broadcast(uint64_t v) const;
 };

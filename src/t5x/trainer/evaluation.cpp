@@ -31,44 +31,29 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     const BaseTransformerModel& model, const ModelConfig& mcfg, const ParamTree& params, const DatasetConfig& cfg,
     int64_t eval_steps, const Distributed& dist) {
   std::map<std::string, std::map<std::string, double>> out;
-  // Every process reads the same global batches of batch_size rows and
-  // evaluates its rows of each (as TrainData does), so the examples -- and the
-  // summed metrics -- do not depend on the process count. (Reading a seqio
-  // shard per process would take eval_steps batches of a different subset.)
-  const int64_t d = dist.num_data_shards, part = (cfg.batch_size + d - 1) / d;
-  const int64_t begin = dist.data_shard * part, end = begin + part;
+  // Every process reads the same global batches of batch_size rows; on
+  // several processes each batch is a global array split over 'data' (as
+  // TrainData's), so the examples -- and the metrics -- do not depend on the
+  // process count. (Reading a seqio shard per process would take eval_steps
+  // batches of a different subset.)
+  const int64_t d = dist.num_data_shards;
   for (const auto& task : seqio::get_subtasks(cfg.mixture_or_task_name)) {
     if (!task_has_split(*task, cfg.split)) continue;
     FiniteData data(task->name(), cfg, mcfg, cfg.batch_size, 0, 1, 0, cfg.pack);
     MetricAccumulator acc;
-    Batch global, first;
+    Batch b;
     int64_t n = 0;  // global batches, the same on every process
-    bool mine = false;
-    for (; (eval_steps <= 0 || n < eval_steps) && data.next(global); ++n) {
-      const int64_t rows = batch_rows(global);
-      if (n == 0) first = global;
+    for (; (eval_steps <= 0 || n < eval_steps) && data.next(b); ++n) {
       if (dist.one_mesh) {
-        // The global batch on the mesh, split over 'data' (a short last batch
-        // padded with zero rows).
-        Batch b = pad_rows(global, (rows + d - 1) / d * d);
+        // A short last batch is padded with zero rows (no loss weight).
+        const int64_t rows = batch_rows(b);
+        b = pad_rows(b, (rows + d - 1) / d * d);
         for (auto& [k, a] : b) a = spmd::shard(a, batch_spec(a.rank()));
-        acc.add(model.loss_fn(params, b).second);
-        mine = true;
-        continue;
       }
-      if (begin >= rows) continue;
-      acc.add(model.loss_fn(params, slice_rows(global, begin, std::min(end, rows))).second);
-      mine = true;
+      acc.add(model.loss_fn(params, b).second);
     }
     if (n == 0) continue;
-    if (!mine) {
-      // No row for this process (a split smaller than the global batch):
-      // zeros under the same metric names, for the sum over 'data'.
-      Metrics m = model.loss_fn(params, slice_rows(first, 0, 1)).second;
-      for (auto& [k, x] : m) x.total = x.count = 0;
-      acc.add(m);
-    }
-    acc.end_step(&dist);
+    acc.end_step();
     // Per-step metrics (loss, ...) are reported per global batch, as t5x
     // averages them over the evaluation steps.
     auto v = acc.values();

@@ -15,15 +15,7 @@ void MetricAccumulator::add(const Metrics& m) {
   }
 }
 
-void MetricAccumulator::end_step(const Distributed* dist) {
-  // On one mesh the metrics come from global arrays: already summed.
-  if (dist && !dist->one_mesh && dist->data->size() > 1) {
-    std::vector<double> buf;
-    for (const auto& [k, a] : step_) { buf.push_back(a.total); buf.push_back(a.count); }
-    dist->sum_over_data(buf);
-    size_t i = 0;
-    for (auto& [k, a] : step_) { a.total = buf[i++]; a.count = buf[i++]; }
-  }
+void MetricAccumulator::end_step() {
   for (const auto& [k, a] : step_) {
     auto& w = window_[k];
     w.total += a.total;

@@ -32,9 +32,9 @@ class MetricAccumulator {
  public:
   // Merges one microbatch / batch output into the current step.
   void add(const Metrics& m);
-  // Sums the current step over the data group (all processes must call it,
-  // with the same metric names), then closes the step.
-  void end_step(const Distributed* dist);
+  // Closes the current step. Its metrics are the global batch's (summed over
+  // 'data' by the step, or computed on global arrays).
+  void end_step();
   // Adds named values averaged per step (learning rate, timing).
   void add_step_value(const std::string& name, double v);
   int64_t steps() const { return steps_; }

@@ -86,21 +86,21 @@ std::string Trainer::layout() const {
   if (dist_.one_mesh)
     os << "; one spmd mesh for the whole step: parameters and optimizer slots split by logical_axis_rules "
           "(parameter_partitioning_dims = " << part.parameter_partitioning_dims << ", activation_partitioning_dims = "
-       << part.activation_partitioning_dims << "), gradients summed over 'data' by the collectives; " << local
-       << " of " << model_->num_params() << " parameter values per process";
-  else if (dist_.model_parallel())
-    os << "; parameters and optimizer slots split over 'model' (" << dist_.num_model_shards
-       << "-way) by logical_axis_rules, ops lowered by spmd; " << local << " of " << model_->num_params()
-       << " parameter values per process";
+       << part.activation_partitioning_dims << ")" << (dist_.model_parallel() ? ", split over 'model' (" +
+                                                     std::to_string(dist_.num_model_shards) + "-way)" : std::string())
+       << "; " << local << " of " << model_->num_params() << " parameter values per process";
   else
     os << "; parameters replicated";
-  if (dist_.one_mesh) {
-    os << "; sums split over 'data' and 'model' (mesh_invariant = False)";
-  } else if (dist_.size() > 1) {
+  if (dist_.one_mesh && !dist_.blocks_per_replica()) {
+    os << "; gradients summed over 'data' by the collectives; sums split over 'data' and 'model' (mesh_invariant = "
+          "False)";
+  } else if (dist_.one_mesh) {
     // The one-process run with the same arithmetic (docs/trainer.md, "Several
     // processes"): over 'data' the same gradient blocks, added pairwise (which
     // lines up when each process holds a power of two of them, distributed.h);
     // over 'model' no sum split across processes (mesh-invariant lowering).
+    os << "; gradient blocks per data replica on its (data=1, model=" << dist_.num_model_shards
+       << ") mesh, summed over 'data' by a pairwise all-reduce";
     const int64_t blocks = cfg_.num_microbatches > 1 ? cfg_.num_microbatches : dist_.num_data_shards;
     const int64_t per_process = blocks / dist_.num_data_shards;
     if (dist_.num_data_shards > 1 && (per_process & (per_process - 1)) == 0)
@@ -240,14 +240,15 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // data_shard * n_micro + i). One process with N microbatches and D
   // processes with N / D each then compute the same blocks and sum them in
   // the same pairwise order (accumulate_grads_microbatched, then over 'data').
-  // On one mesh, microbatch i is the global array of every data shard's
-  // local microbatch i.
+  // With partial sums, microbatch i is the global array of every data
+  // shard's local microbatch i.
   const int64_t n_micro = local_microbatches();
+  // Mesh-invariant on several processes: each data replica runs its blocks
+  // on its (1, model) mesh (a shard_map over 'data', distributed.h).
+  const bool apart = dist_.blocks_per_replica();
   // More than one gradient block in the global batch (microbatches, or data
-  // shards run apart: None on D processes is D blocks, as num_microbatches =
-  // D on one). On one mesh the data shards are one block.
-  const bool data_blocks = !dist_.one_mesh && dist_.data->size() > 1;
-  const bool split = cfg_.num_microbatches > 1 || data_blocks;
+  // shards: None on D processes is D blocks, as num_microbatches = D on one).
+  const bool split = cfg_.num_microbatches > 1 || dist_.num_data_shards > 1;
   std::optional<PRNGKey> step_rng;
   if (cfg_.model.network.dropout_rate > 0)
     step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));
@@ -255,22 +256,44 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // target tokens) divides by the whole step's factor: each gradient block
   // weights its own normalized loss by its share of that factor, so the
   // gradient is the full batch's however the batch is cut.
-  const bool shares = loss_is_normalized(cfg_.model.loss) && split;
-  // The factor of `rows` (this process's rows; a global array's on one mesh).
-  auto factor = [&](const Batch& rows) {
+  const bool shares = loss_is_normalized(cfg_.model.loss) && (cfg_.num_microbatches > 1 || (apart && split));
+  // The factor of this process's `rows`, summed over 'data' when the block
+  // is a global array (partial sums; a block run apart is its own rows).
+  auto factor = [&](const Batch& rows, bool global) {
     std::vector<double> f = {normalizing_factor(rows)};
-    if (dist_.one_mesh || data_blocks) dist_.sum_over_data(f);
+    if (global) dist_.sum_over_data(f);
     return f[0];
   };
-  const double step_factor = shares ? factor(host_batch) : 0.0;
+  const double step_factor = shares ? factor(host_batch, true) : 0.0;
   double local_loss = 0;
-  ParamTree grads = accumulate_grads_microbatched(state_.params, n_micro, [&](int64_t i) {
+  // The block program's parameters: this replica's copy (gathered over
+  // 'data'), on its (1, model) mesh.
+  ParamTree replica_params;
+  std::optional<spmd::ContextScope> in_replica;
+  if (apart) {
+    replica_params = to_replica(state_.params);
+    in_replica.emplace(dist_.replica);
+  }
+  const ParamTree& params = apart ? replica_params : state_.params;
+  ParamTree grads = accumulate_grads_microbatched(params, n_micro, [&](int64_t i) {
     Batch mb = n_micro > 1 ? get_microbatch(host_batch, i, n_micro) : host_batch;
-    const double share = !shares ? 1.0 : step_factor > 0 ? factor(mb) / step_factor : 0.0;
-    if (dist_.one_mesh) mb = global_batch(mb);
-    std::optional<PRNGKey> rng;
-    const int64_t block = (dist_.one_mesh ? 0 : int64_t(dist_.data_shard)) * n_micro + i;
-    if (step_rng) rng = split ? fold_in(*step_rng, uint32_t(block)) : *step_rng;
+    const double share = !shares ? 1.0 : step_factor > 0 ? factor(mb, !apart) / step_factor : 0.0;
+    if (!apart && dist_.one_mesh) mb = global_batch(mb);
+    // Dropout keys per gradient block of the global batch (data shard d's
+    // microbatch i is block d * n_micro + i), the same in both modes and on
+    // one process with that many microbatches; one unfolded key when the
+    // step is one block. A global microbatch (partial sums) draws each data
+    // shard's rows from its block's key (nn::DropoutKeys).
+    nn::DropoutKeys rng;
+    if (step_rng && !split) {
+      rng = *step_rng;
+    } else if (step_rng && (apart || dist_.num_data_shards == 1)) {
+      rng = fold_in(*step_rng, uint32_t(int64_t(dist_.data_shard) * n_micro + i));
+    } else if (step_rng) {
+      std::vector<PRNGKey> keys;
+      for (int64_t d = 0; d < dist_.num_data_shards; ++d) keys.push_back(fold_in(*step_rng, uint32_t(d * n_micro + i)));
+      rng = nn::DropoutKeys::per_block(std::move(keys));
+    }
     Metrics m;
     auto vg = spmd::value_and_grad(
         [&](const ParamTree& p) {
@@ -278,7 +301,7 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
           m = std::move(metrics);
           return share == 1.0 ? loss : mul(loss, share);
         },
-        state_.params);
+        params);
     local_loss += vg.value.item();
     if (share != 1.0)
       for (const char* k : {"loss", "z_loss", "cross_ent_loss"})
@@ -290,27 +313,23 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     }
     return std::move(vg.grads);
   });
-  // Data shards run apart: sum the gradients (and the loss) over the data
-  // group in one buffer. (On one mesh the vjps of the collectives did it.)
-  if (data_blocks) {
-    std::vector<float> buf;
-    for (const auto& [k, g] : grads) {
-      auto f = g.to_floats();
-      buf.insert(buf.end(), f.begin(), f.end());
-    }
+  in_replica.reset();
+  if (apart) {
+    // Out of the block program: each gradient summed over 'data' (pairwise,
+    // in shard order) into its parameter's layout; the loss and the metrics
+    // (float64) likewise. (With partial sums the vjps of the collectives did
+    // it, and the loss and metrics came from global arrays.)
+    grads = sum_replica_grads(std::move(grads));
+    std::vector<double> buf = {local_loss};
+    for (const auto& [k, v] : out.metrics) { buf.push_back(v.total); buf.push_back(v.count); }
     dist_.sum_over_data(buf);
-    size_t off = 0;
-    for (auto& [k, g] : grads) {
-      const int64_t n = g.local_size();
-      // A fresh array (gradients may share buffers), sharded like g.
-      Array sum(g.shape(), DType::f32, g.sharding(), g.device(), false);
-      std::copy(buf.begin() + off, buf.begin() + off + n, sum.data<float>());
-      g = g.dtype() == DType::f32 ? sum : cast(sum, g.dtype());
-      off += size_t(n);
+    size_t j = 0;
+    out.loss = buf[j++];
+    for (auto& [k, v] : out.metrics) {
+      v.total = buf[j++];
+      // A per-step value (count 1, MetricAccumulator) stays one.
+      v.count = v.count == 1.0 ? (++j, 1.0) : buf[j++];
     }
-    std::vector<double> l = {local_loss};
-    dist_.sum_over_data(l);
-    out.loss = l[0];
   } else {
     out.loss = local_loss;
   }
@@ -326,6 +345,49 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // Each process sees only its shards: agree, so every process stops together.
   if (dist_.spmd_active()) out.finite = dist_.min_over_world(out.finite ? 1 : 0) == 1;
   return out;
+}
+
+namespace {
+
+// `spec` without the 'data' axis: the layout of a parameter inside a data
+// replica's block program.
+PartitionSpec without_data(const PartitionSpec& spec) {
+  PartitionSpec out = spec;
+  for (auto& axes : out.dims) std::erase(axes, std::string("data"));
+  return out;
+}
+
+}  // namespace
+
+ParamTree Trainer::to_replica(const ParamTree& params) const {
+  // The broadcast into the shard_map over 'data': a parameter split over
+  // 'data' (2-D partitioning) is gathered over it first (exact), then each
+  // process's shard is relabelled onto its replica's (1, model) mesh, or is
+  // a plain array when that mesh is one process.
+  ParamTree out;
+  for (const auto& [k, p] : params) {
+    const PartitionSpec spec = spmd::spec_of(p), kept = without_data(spec);
+    const Array local = spmd::to_local(kept == spec ? p : spmd::reshard(p, kept));
+    out[k] = dist_.model_parallel() ? spmd::from_local(local, p.shape(), dist_.replica->sharding(kept)) : local;
+  }
+  return out;
+}
+
+ParamTree Trainer::sum_replica_grads(ParamTree grads) const {
+  // The transpose of to_replica: each block gradient summed over 'data' by
+  // the mesh-invariant all-reduce (pairwise in data-shard order, the order
+  // in which one process adds its microbatches), then cut to its parameter's
+  // layout (a 'data'-split parameter keeps its block of the sum).
+  for (auto& [k, g] : grads) {
+    const Array& p = state_.params.at(k);
+    const PartitionSpec spec = spmd::spec_of(p), kept = without_data(spec);
+    const Array local = spmd::to_local(g);
+    Array sum = spmd::all_reduce(local.dtype() == DType::f32 ? local : cast(local, DType::f32), {"data"});
+    if (local.dtype() != DType::f32) sum = cast(sum, local.dtype());
+    const Array whole = spmd::from_local(sum, p.shape(), dist_.spmd->sharding(kept));
+    g = kept == spec ? whole : spmd::reshard(whole, spec);
+  }
+  return grads;
 }
 
 Batch Trainer::global_batch(const Batch& local) const {
@@ -344,7 +406,6 @@ std::string Trainer::save() {
   ctx.process_index = dist_.rank();
   ctx.process_count = dist_.size();
   ctx.durable = opt_.durable_checkpoints;
-  ctx.data_replica = dist_.data_replica();
   if (dist_.size() > 1) ctx.barrier = [this](const std::string&) { dist_.world->barrier(); };
   ctx.timestamp = int64_t(dist_.broadcast(uint64_t(std::time(nullptr))));
   DataState ds = data_state_;
@@ -453,7 +514,7 @@ TrainResult Trainer::train() {
       return res;
     }
     acc.add(so.metrics);
-    acc.end_step(&dist_);
+    acc.end_step();
     acc.add_step_value("learning_rate", so.learning_rate);
     res.losses.push_back(so.loss);
     res.last_loss = so.loss;

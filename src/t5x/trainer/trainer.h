@@ -139,6 +139,10 @@ class Trainer {
   // One mesh: this process's rows as its shard of the global batch, split
   // over 'data' (every dim but the first replicated).
   Batch global_batch(const Batch& local) const;
+  // Mesh-invariant steps (Distributed::replica): parameters into this data
+  // replica's block program, and its gradients back out, summed over 'data'.
+  ParamTree to_replica(const ParamTree& params) const;
+  ParamTree sum_replica_grads(ParamTree grads) const;
 };
 
 // Human-readable step/loss line for logs.

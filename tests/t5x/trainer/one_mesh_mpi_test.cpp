@@ -41,11 +41,22 @@ struct MeshRun {
   std::map<std::string, double> eval;  // teacher-forced evaluation at the last step
 };
 
+// Extra bindings of a run: the mesh-invariant mode (default False here) and
+// gradient accumulation.
+struct Mode {
+  bool mesh_invariant = false;
+  int num_microbatches = 0;  // 0: None
+  double dropout_rate = 0;
+};
+
 MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64_t num_partitions, int param_dims,
-              int act_dims, int steps = kSteps) {
+              int act_dims, int steps = kSteps, Mode mode = {}) {
   auto b = testing::tiny_bindings(dir, steps);
   b.push_back("partitioning.PjitPartitioner.num_partitions = " + std::to_string(num_partitions));
-  b.push_back("partitioning.PjitPartitioner.mesh_invariant = False");
+  b.push_back(std::string("partitioning.PjitPartitioner.mesh_invariant = ") + (mode.mesh_invariant ? "True" : "False"));
+  if (mode.dropout_rate > 0) b.push_back("DROPOUT_RATE = " + std::to_string(mode.dropout_rate));
+  if (mode.num_microbatches > 0)
+    b.push_back("trainer.Trainer.num_microbatches = " + std::to_string(mode.num_microbatches));
   b.push_back("partitioning.standard_logical_axis_rules.parameter_partitioning_dims = " + std::to_string(param_dims));
   b.push_back("partitioning.standard_logical_axis_rules.activation_partitioning_dims = " + std::to_string(act_dims));
   b.push_back("utils.SaveCheckpointConfig.period = " + std::to_string(kSteps));
@@ -125,6 +136,65 @@ TEST(TrainerOneMesh, EveryPartitioningModeGivesTheSingleProcessLosses) {
   ASSERT_GT(ref.eval.size(), 5u);
   for (const auto& [k, v] : ref.eval)
     EXPECT_NEAR(resumed.eval.count(k) ? resumed.eval.at(k) : NAN, v, 1e-5 * std::max(1.0, std::abs(v))) << "eval " << k;
+}
+
+// The default (mesh-invariant) mode on the one mesh: with 2-D parameter
+// partitioning the parameters and optimizer slots are split over 'data' too
+// (each process holds at most 27% of the bytes), each data replica runs its
+// gradient blocks on its (1, model) mesh with the parameters gathered over
+// 'data', and the losses are one process's with num_microbatches = |data|.
+TEST(TrainerOneMesh, MeshInvariantSplitsParametersOverDataWithOneProcessBlocks) {
+  ASSERT_EQ(g_world->size(), 4) << "run under mpiexec -np 4";
+  for (int64_t model : {1, 2}) {
+    const int64_t data = 4 / model;
+    const std::string what = "mesh (" + std::to_string(data) + "," + std::to_string(model) + ")";
+    SCOPED_TRACE(what);
+    const std::string own = testing::temp_dir("invariant_ref");
+    const MeshRun ref = train(own, g_world->split(g_world->rank(), 0), 1, 2, 1, kSteps,
+                              {.mesh_invariant = true, .num_microbatches = int(data)});
+    std::filesystem::remove_all(own);
+    const MeshRun r = train(shared_dir("invariant_m" + std::to_string(model)), g_world, model, 2, 1, kSteps,
+                            {.mesh_invariant = true});
+    EXPECT_NE(r.layout.find("gradient blocks and sums of one process with num_microbatches = " +
+                            std::to_string(data)), std::string::npos) << r.layout;
+    EXPECT_LE(r.state_bytes / ref.state_bytes, 0.27) << r.state_bytes << " of " << ref.state_bytes << " bytes";
+    ASSERT_EQ(r.losses.size(), size_t(kSteps));
+    double worst = 0;
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_NEAR(r.losses[s], ref.losses[s], 1e-6 * std::abs(ref.losses[s])) << "step " << s + 1;
+      worst = std::max(worst, std::abs(r.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+    }
+    if (g_world->rank() == 0)
+      std::printf("[mesh-invariant] %s, parameter dims 2: %.1f%% of the bytes; worst relative loss difference "
+                  "from one process with %lld microbatches %.2e\n",
+                  what.c_str(), 100 * r.state_bytes / ref.state_bytes, (long long)data, worst);
+  }
+}
+
+// Dropout keys are per gradient block in both modes: with partial sums
+// (mesh_invariant = False) each data shard's rows of the global batch draw
+// their masks from their block's key, as in the mesh-invariant mode and on
+// one process with num_microbatches = |data|. So the two modes and that one
+// process agree to float rounding; with one key for the global batch (the
+// earlier behaviour) the losses differed from the second step on.
+TEST(TrainerOneMesh, DropoutKeysAreTheSameInBothModes) {
+  ASSERT_EQ(g_world->size(), 4) << "run under mpiexec -np 4";
+  for (int64_t model : {1, 2}) {
+    const int64_t data = 4 / model;
+    SCOPED_TRACE("mesh (" + std::to_string(data) + "," + std::to_string(model) + ")");
+    const std::string own = testing::temp_dir("dropout_ref");
+    const MeshRun ref = train(own, g_world->split(g_world->rank(), 0), 1, 1, 1, kSteps,
+                              {.mesh_invariant = true, .num_microbatches = int(data), .dropout_rate = 0.1});
+    std::filesystem::remove_all(own);
+    for (bool invariant : {false, true}) {
+      const MeshRun r = train(shared_dir("dropout_m" + std::to_string(model) + (invariant ? "i" : "p")), g_world,
+                              model, 1, 1, kSteps, {.mesh_invariant = invariant, .dropout_rate = 0.1});
+      ASSERT_EQ(r.losses.size(), size_t(kSteps));
+      for (int s = 0; s < kSteps; ++s)
+        EXPECT_NEAR(r.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s]))
+            << "step " << s + 1 << (invariant ? ", mesh-invariant" : ", partial sums");
+    }
+  }
 }
 
 }  // namespace

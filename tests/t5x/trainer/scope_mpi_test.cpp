@@ -2,8 +2,9 @@
 // installs its spmd context, lowering and activation sharding constraints for
 // its lifetime only. A
 // model-parallel run on mesh (data=1, model=2) between two data-parallel runs
-// on mesh (data=2, model=1) leaves the process as it found it, and the second
-// data-parallel run gives the first one's losses bit for bit.
+// on mesh (data=2, model=1) (each with its own context while it lives) leaves
+// the process as it found it, and the second data-parallel run gives the
+// first one's losses bit for bit.
 #include <gtest/gtest.h>
 
 #include "../../common/mpi_gtest_main.h"
@@ -62,10 +63,11 @@ TEST(TrainerScopes, TwoDifferentlyMeshedRunsInOneProcessDoNotLeak) {
   const std::vector<int64_t> one{1, 1};
   ASSERT_EQ(initial->mesh().axis_sizes(), one);
 
-  Seen data = run("data_a", 1);  // mesh (data=2, model=1): no spmd state
-  EXPECT_FALSE(data.installed);
-  EXPECT_EQ(data.context_mesh, one);
-  EXPECT_FALSE(spmd::installed());
+  const std::vector<int64_t> data2{2, 1};
+  Seen data = run("data_a", 1);  // mesh (data=2, model=1): its context while it lives
+  EXPECT_TRUE(data.installed);
+  EXPECT_EQ(data.context_mesh, data2);
+  EXPECT_FALSE(spmd::installed()) << "the data-parallel run left its lowering installed";
   EXPECT_EQ(spmd::context_ptr(), initial);
 
   Seen model = run("model", 2);  // mesh (data=1, model=2): context and lowering while it lives
@@ -80,8 +82,10 @@ TEST(TrainerScopes, TwoDifferentlyMeshedRunsInOneProcessDoNotLeak) {
   EXPECT_EQ(nn::constrain(model.activation).local_shape(), model.activation.local_shape());
 
   Seen again = run("data_b", 1);
-  EXPECT_FALSE(again.installed);
-  EXPECT_EQ(again.context_mesh, one);
+  EXPECT_TRUE(again.installed);
+  EXPECT_EQ(again.context_mesh, data2);
+  EXPECT_FALSE(spmd::installed());
+  EXPECT_EQ(spmd::context_ptr(), initial);
   ASSERT_EQ(again.losses.size(), 2u);
   EXPECT_EQ(again.losses, data.losses);  // bitwise
   // The same global batches: the model-parallel run agrees to float rounding.
