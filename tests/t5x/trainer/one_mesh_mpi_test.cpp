@@ -1,5 +1,5 @@
-// The whole training step on one spmd mesh (mesh_invariant = False; issue 17
-// item 1), under mpiexec -np 4: every t5x partitioning mode,
+// The whole training step on one spmd mesh (issue 17 item 1), under
+// mpiexec -np 4. With mesh_invariant = False: every t5x partitioning mode,
 // {parameter_partitioning_dims 1, 2} x {activation_partitioning_dims 1, 2}, on
 // meshes (data, model) = (4,1), (2,2) and (1,4), trains the tiny T5.1.1 with
 // the single-process float32 losses (1e-5 relative) at every step. With 2-D
@@ -10,6 +10,9 @@
 // The checkpoint of the (2,2) ZeRO-3 run, written shard by shard, resumes on
 // (4,1) with replicated parameters and continues the single-process curve;
 // its teacher-forced evaluation on the mesh gives the single-process metrics.
+// With mesh_invariant = True (the default) 2-D parameters are split over
+// 'data' too and the losses equal one process with |data| microbatches; in
+// both modes dropout draws the keys of that microbatched run.
 #include <gtest/gtest.h>
 #include <filesystem>
 #include <fstream>
