@@ -3,13 +3,14 @@
 //   - flaxformer's sparse-layer placement (BOTTOM / MIDDLE / MIXED / TOP);
 //   - the configs/models/moe gin files: shapes and parameter counts, and bad
 //     values refused at their binding;
-//   - a 1-expert MoE layer whose expert is the dense MLP is the dense model,
-//     bitwise (forward, teacher-forced and cached decoding);
+//   - a 1-expert MoE layer whose expert is the dense MLP is the dense model:
+//     teacher-forced logits and loss bitwise, cached decode steps within 1e-5;
 //   - the loss adds the factor-weighted means of the layers' losses, with
 //     t5x's expert metrics; the router gets gradients; jitter keys follow
 //     the dropout key.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -165,6 +166,13 @@ TEST(MoeConfigs, BadValuesAreRefusedAtTheirBinding) {
   EXPECT_EQ(ec.network.moe.router, nn::RouterType::kExpertsChooseMasked);
 }
 
+// Within 1e-5 relative: the cached steps' 1-token einsums may block their
+// sums differently from the dense matmuls (AVX2 kernels do), so not bitwise.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1.0 + std::fabs(a[i]))) << what << " [" << i << "]";
+}
+
 Batch enc_dec_batch() {
   return {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
           {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
@@ -206,7 +214,8 @@ ParamTree as_one_expert(const T5Config& moe, const ParamTree& dense) {
 }
 
 // One expert, no drops (capacity >= tokens per group), combine weight
-// softmax over 1 expert = 1: the MoE model is the dense model. Layout of the
+// softmax over 1 expert = 1: the MoE model is the dense model (bitwise
+// teacher-forced, on AVX-512 and AVX2). Layout of the
 // spec'd names and dims checked on the way (the ParamTree must match them).
 TEST(MoeModel, OneExpertEqualsTheDenseModel) {
   T5Config dense_cfg = small_test_config();
@@ -225,7 +234,7 @@ TEST(MoeModel, OneExpertEqualsTheDenseModel) {
   auto sm = moe.cached_step_fn(pm, b.at("encoder_input_tokens"), 5);
   const Array dec_in = b.at("decoder_input_tokens");
   for (int64_t i = 0; i < 3; ++i)
-    EXPECT_EQ(sd->logits(dec_in, {i, i}).to_floats(), sm->logits(dec_in, {i, i}).to_floats()) << "step " << i;
+    expect_close(sd->logits(dec_in, {i, i}).to_floats(), sm->logits(dec_in, {i, i}).to_floats(), "step " + std::to_string(i));
   auto [ld, md] = dense.loss_fn(pd, b);
   auto [lm, mm] = moe.loss_fn(pm, b);
   EXPECT_FLOAT_EQ(lm.item(), ld.item());  // aux_loss_factor 0 (t5x's default)
@@ -256,7 +265,7 @@ TEST(MoeModel, DecoderOnlyOneExpertEqualsTheDenseModel) {
   const Array ca = b.at("decoder_causal_attention"), in = b.at("decoder_input_tokens");
   auto sd = dense.cached_step_fn(pd, in, ca, {1, 2});
   auto sm = moe.cached_step_fn(pm, in, ca, {1, 2});
-  EXPECT_EQ(sd->logits(in, {1, 2}).to_floats(), sm->logits(in, {1, 2}).to_floats());
+  expect_close(sd->logits(in, {1, 2}).to_floats(), sm->logits(in, {1, 2}).to_floats(), "decode step");
   auto [lm, mm] = moe.loss_fn(pm, b);
   EXPECT_FLOAT_EQ(lm.item(), dense.loss_fn(pd, b).first.item());
   EXPECT_FLOAT_EQ(mm.at("experts/router_confidence").value(), 1.0f);
