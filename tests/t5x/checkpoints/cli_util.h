@@ -119,4 +119,17 @@ inline std::map<int64_t, double> losses(const std::string& model_dir) {
   return loss;
 }
 
+// Lines of an infer output file that are JSON objects with a "prediction";
+// -1 when the file cannot be opened or a line is not such an object.
+inline int prediction_lines(const std::string& path) {
+  std::ifstream f(path);
+  if (!f.good()) return -1;
+  int lines = 0;
+  for (std::string line; std::getline(f, line); ++lines) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("prediction")) return -1;
+  }
+  return lines;
+}
+
 }  // namespace t5x::ckpt_testing

@@ -6,22 +6,15 @@
 #include "t5x/gin/config.h"
 #include "t5x/gin/registry.h"
 #include "t5x/models/gin_model.h"
+#include "gin_test_util.h"
 
 namespace t5x {
 namespace {
 
-const gin::Registry& registry() {
-  static gin::Registry r = [] {
-    gin::Registry reg;
-    gin::register_t5x_configurables(reg);
-    return reg;
-  }();
-  return r;
-}
+const gin::Registry& registry() { return testing::t5x_registry(); }
 
 ModelConfig load(const std::string& rel, const std::vector<std::string>& bindings) {
-  std::string path = (std::filesystem::path(T5X_SOURCE_DIR) / "configs" / "models" / rel).string();
-  return read_model_config(gin::parse_config_files_and_bindings({path}, bindings, {}, &registry()));
+  return testing::load_model_gin(rel, bindings);
 }
 
 TEST(GinModel, T5_1_1SmallFromGin) {

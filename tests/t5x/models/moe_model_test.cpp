@@ -20,6 +20,7 @@
 #include "t5x/gin/registry.h"
 #include "t5x/models/gin_model.h"
 #include "t5x/models/models.h"
+#include "gin_test_util.h"
 #include "test_util.h"
 
 namespace t5x {
@@ -62,19 +63,11 @@ TEST(MoeLayout, FlaxformerPlacement) {
   EXPECT_THROW(parse_sparse_layout("EVERY_OTHER"), std::invalid_argument);
 }
 
-const gin::Registry& registry() {
-  static gin::Registry r = [] {
-    gin::Registry reg;
-    gin::register_t5x_configurables(reg);
-    return reg;
-  }();
-  return r;
-}
+const gin::Registry& registry() { return testing::t5x_registry(); }
 
 ModelConfig load(const std::string& rel, std::vector<std::string> bindings = {}) {
   bindings.insert(bindings.begin(), "DROPOUT_RATE = 0.0");
-  std::string path = (std::filesystem::path(T5X_SOURCE_DIR) / "configs" / "models" / rel).string();
-  return read_model_config(gin::parse_config_files_and_bindings({path}, bindings, {}, &registry()));
+  return testing::load_model_gin(rel, bindings);
 }
 
 int64_t count(const ModelConfig& m) { return make_model(m)->num_params(); }
