@@ -27,7 +27,8 @@ namespace fs = std::filesystem;
 const char* const kCkptUsage =
     "usage: t5x ckpt info PATH [--digest | --digest_only] [--verify=checksums|sizes|decode|none] [--threads=N]\n"
     "       t5x ckpt export-hf CKPT OUT [--dtype=float32|bfloat16|float16] [--feed_forward_proj=P]\n"
-    "           [--relative_attention_max_distance=N] [--dropout_rate=X] [--gin_file=F ...] [--gin.NAME=V ...]\n"
+    "           [--relative_attention_max_distance=N] [--dropout_rate=X] [--expert_capacity=N]\n"
+    "           [--gin_file=F ...] [--gin.NAME=V ...]\n"
     "       t5x ckpt import-hf HF_DIR MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep]\n"
     "           [--compressor=gzip|zstd|raw]\n"
     "       t5x ckpt import-tf PREFIX MODEL_DIR [--step=N] [--dtype=float32|bfloat16|keep] [--compressor=gzip|zstd|raw]\n"
@@ -41,8 +42,11 @@ const char* const kCkptUsage =
     "             exits 1 naming the damaged file\n"
     "  export-hf  model.safetensors + config.json with Hugging Face T5 names (T5ForConditionalGeneration);\n"
     "             the config comes from --gin_file, else MODEL_DIR/config.gin, else the shapes\n"
-    "             (gated MLP -> T5.1.1 'gated-gelu', plain -> T5.1.0 'relu'); flags override\n"
+    "             (gated MLP -> T5.1.1 'gated-gelu', plain -> T5.1.0 'relu'); flags override; a checkpoint with\n"
+    "             MoE layers exports as SwitchTransformersForConditionalGeneration (--expert_capacity: its\n"
+    "             per-sequence capacity, default 64)\n"
     "  import-hf  config.json + model.safetensors -> MODEL_DIR/checkpoint_<step> and MODEL_DIR/model.gin\n"
+    "             (T5 or Switch Transformers)\n"
     "  import-tf  a TensorFlow Mesh-TF T5 checkpoint (PREFIX.index + PREFIX.data-*) -> MODEL_DIR/checkpoint_<step>\n"
     "             (t5x's checkpoint_importer names) and MODEL_DIR/model.gin; step defaults to global_step\n"
     "  convert-gqa  grouped-query uptraining (Ainslie et al.): the decoder's key / value kernels (and the\n"
@@ -209,8 +213,36 @@ std::optional<ModelConfig> model_from_gin(const Args& a, const std::string& ckpt
   }
 }
 
+// A Switch export's gin must describe the checkpoint's experts and route
+// as transformers does (top-1 tokens-choose); copies its router settings.
+void check_switch_export(const T5Config& t5, HfT5Config& c, const std::string& gin_source, const std::string& ckpt) {
+  if (!c.switch_transformers && !t5.is_moe()) return;
+  if (c.switch_transformers != t5.is_moe())
+    throw CheckpointError(gin_source + " does not describe " + ckpt + ": " +
+                          (t5.is_moe() ? "it configures MoE layers but the checkpoint has no router kernels"
+                                       : "the checkpoint has MoE layers but it configures none (num_experts)") +
+                          "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");
+  const nn::MoeConfig& m = t5.moe;
+  if (m.num_experts != c.num_experts)
+    throw CheckpointError(gin_source + " does not describe " + ckpt + ": num_experts " + std::to_string(m.num_experts) +
+                          " in gin, " + std::to_string(c.num_experts) + " in the checkpoint");
+  for (const bool enc : {true, false})
+    for (int64_t i = 0; i < (enc ? c.num_layers : c.num_decoder_layers); ++i)
+      if (t5.sparse_layer(enc, i) != c.hf_sparse_layer(enc, i))
+        throw CheckpointError(gin_source + " does not describe " + ckpt + ": it makes " + (enc ? "encoder" : "decoder") +
+                              " layer " + std::to_string(i) + (t5.sparse_layer(enc, i) ? " sparse" : " dense") +
+                              ", the checkpoint's is not");
+  if (m.router == nn::RouterType::kExpertsChooseMasked || m.num_selected_experts != 1)
+    throw CheckpointError(gin_source + ": " +
+                          (m.router == nn::RouterType::kExpertsChooseMasked
+                               ? std::string("experts-choose routing")
+                               : "top-" + std::to_string(m.num_selected_experts) + " routing") +
+                          " has no Hugging Face Switch Transformers equivalent (tokens choose their top-1 expert)");
+  c.router_jitter_noise = m.jitter_noise;
+}
+
 int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
-  allow_only(a, {"dtype", "feed_forward_proj", "relative_attention_max_distance", "dropout_rate"}, 2, true);
+  allow_only(a, {"dtype", "feed_forward_proj", "relative_attention_max_distance", "dropout_rate", "expert_capacity"}, 2, true);
   std::string note;
   const std::string ckpt = resolve_checkpoint_path(a.pos[0], &note);
   if (!note.empty()) err << note;
@@ -226,7 +258,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), r.info(p).shape});
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
   for (const auto& p : shapes)  // grouped K/V kernels [embed, kv_heads, kv] (convert-gqa, num_kv_heads)
-    if (p.shape.size() == 3)
+    if (p.shape.size() == 3 && p.name.find("/mlp/expert/") == std::string::npos)  // not [expert, ...]
       throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +
                             ": grouped-query / multi-query attention has no Hugging Face T5 equivalent");
   for (const auto& p : shapes)  // encoder_mixing = 'fourier'
@@ -264,6 +296,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
                             "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");
     if (t5->attention().grouped() || t5->encoder_attention().grouped())
       throw CheckpointError(gin_source + ": multi-query / grouped-query attention has no Hugging Face T5 equivalent");
+    check_switch_export(*t5, c, gin_source, ckpt);
     c.feed_forward_proj = feed_forward_proj_from_activations(t5->mlp_activations);
     c.dropout_rate = t5->dropout_rate;
     c.relative_attention_max_distance = t5->relpos.max_distance;
@@ -276,6 +309,10 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   if (a.opt.count("relative_attention_max_distance"))
     c.relative_attention_max_distance = to_int("relative_attention_max_distance", a.opt.at("relative_attention_max_distance"));
   if (a.opt.count("dropout_rate")) c.dropout_rate = to_double("dropout_rate", a.opt.at("dropout_rate"));
+  if (a.opt.count("expert_capacity")) {
+    if (!c.switch_transformers) throw Usage("--expert_capacity applies to MoE (Switch Transformers) checkpoints only");
+    c.expert_capacity = to_int("expert_capacity", a.opt.at("expert_capacity"));
+  }
   const bool gated_params = infer_hf_t5_config(shapes).is_gated_act();
   if (c.is_gated_act() != gated_params)
     throw CheckpointError("feed_forward_proj '" + c.feed_forward_proj + "' is " + (c.is_gated_act() ? "" : "not ") +
@@ -290,8 +327,12 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   fileio::write_text(fileio::join(out_dir, "config.json"), j.dump(2) + "\n", true);
   out << "exported " << ckpt << " (step " << (r.step() ? std::to_string(*r.step()) : "?") << ") to " << out_dir
       << ": model.safetensors (" << res.num_tensors << " tensors, " << res.num_params << " parameters, " << dtype
-      << "), config.json (feed_forward_proj '" << c.feed_forward_proj << "', tie_word_embeddings "
-      << (c.tie_word_embeddings ? "true" : "false") << "; from " << source << ")\n";
+      << "), config.json (" << (c.switch_transformers ? "Switch Transformers, dense_act_fn '" : "feed_forward_proj '")
+      << c.feed_forward_proj << "', tie_word_embeddings " << (c.tie_word_embeddings ? "true" : "false");
+  if (c.switch_transformers)
+    out << ", " << c.num_experts << " experts, num_sparse_encoder_layers " << c.num_sparse_encoder_layers
+        << ", num_sparse_decoder_layers " << c.num_sparse_decoder_layers << ", expert_capacity " << c.expert_capacity;
+  out << "; from " << source << ")\n";
   return 0;
 }
 
@@ -334,6 +375,10 @@ int cmd_import(const Args& a, std::ostream& out) {
     throw CheckpointError(cfg_path + ": relative attention with " + std::to_string(c.relative_attention_num_buckets) +
                           " buckets / max distance " + std::to_string(c.relative_attention_max_distance) +
                           " is not what t5x's T5 uses (32 / 128)");
+  if (c.switch_transformers) {  // refuse placements t5x can't express before writing anything
+    (void)sparse_layout_for_hf_config(c, true, cfg_path);
+    (void)sparse_layout_for_hf_config(c, false, cfg_path);
+  }
   const std::string dir = import_hf_t5(hf_dir, model_dir, o);
   const std::string gin_path = fileio::join(model_dir, "model.gin");
   fileio::write_text(gin_path, model_gin_for_hf_config(c, cfg_path), true);
@@ -487,6 +532,33 @@ std::vector<std::string> activations_from_feed_forward_proj(const std::string& p
   return {act};
 }
 
+std::pair<int64_t, T5Config::SparseLayout> sparse_layout_for_hf_config(const HfT5Config& c, bool encoder,
+                                                                        const std::string& where) {
+  const int64_t L = encoder ? c.num_layers : c.num_decoder_layers;
+  int64_t n = 0;
+  std::string hf;
+  for (int64_t i = 0; i < L; ++i)
+    if (c.hf_sparse_layer(encoder, i)) {
+      ++n;
+      hf += (hf.empty() ? "" : ", ") + std::to_string(i);
+    }
+  using SL = T5Config::SparseLayout;
+  for (SL layout : {SL::kMixed, SL::kBottom, SL::kMiddle, SL::kTop}) {
+    bool same = true;
+    try {
+      for (int64_t i = 0; i < L; ++i) same &= is_sparse_layer(i, L, n, layout) == c.hf_sparse_layer(encoder, i);
+    } catch (const std::invalid_argument&) {  // MIXED with L % n != 0
+      same = false;
+    }
+    if (same) return {n, layout};
+  }
+  const std::string stack = encoder ? "encoder" : "decoder";
+  throw CheckpointError(where + ": transformers makes " + stack + " layers {" + hf + "} of " + std::to_string(L) +
+                        " sparse (i % (num_layers / num_sparse_" + stack + "_layers) == 1), which no t5x sparse "
+                        "layout (flaxformer MIXED: i % step == step - 1; BOTTOM, MIDDLE, TOP) gives"
+                        "\n  hint: Switch models with a sparse layer every other layer (step 2) or every layer convert");
+}
+
 std::string model_gin_for_hf_config(const HfT5Config& c, const std::string& source) {
   auto acts = activations_from_feed_forward_proj(c.feed_forward_proj);
   std::ostringstream o;
@@ -505,6 +577,27 @@ std::string model_gin_for_hf_config(const HfT5Config& c, const std::string& sour
   for (size_t i = 0; i < acts.size(); ++i) o << (i ? ", " : "") << "'" << acts[i] << "'";
   o << (acts.size() == 1 ? ",)\n" : ")\n")
     << "  logits_via_embedding = " << (c.tie_word_embeddings ? "True" : "False") << "\n";
+  if (c.switch_transformers) {
+    auto layout_name = [](T5Config::SparseLayout l) {
+      using SL = T5Config::SparseLayout;
+      return l == SL::kMixed ? "MIXED" : l == SL::kBottom ? "BOTTOM" : l == SL::kMiddle ? "MIDDLE" : "TOP";
+    };
+    const auto enc = sparse_layout_for_hf_config(c, true, source), dec = sparse_layout_for_hf_config(c, false, source);
+    // transformers' expert_capacity is per sequence; t5x's per group (docs/checkpoints.md).
+    o << "\n# Switch Transformers: top-1 tokens-choose routing, float32 experts. transformers' expert_capacity ("
+      << c.expert_capacity << " per sequence) has no t5x counterpart: the capacity factors below apply per group.\n"
+      << "include 'moe/moe.gin'\n"
+      << "NUM_EXPERTS = " << c.num_experts << "\n"
+      << "NUM_ENCODER_SPARSE_LAYERS = " << enc.first << "\n"
+      << "NUM_DECODER_SPARSE_LAYERS = " << dec.first << "\n"
+      << "ENCODER_SPARSE_LAYOUT = '" << layout_name(enc.second) << "'\n"
+      << "DECODER_SPARSE_LAYOUT = '" << layout_name(dec.second) << "'\n"
+      << "NUM_SELECTED_EXPERTS = 1\n"
+      << "MOE_TRUNCATED_DTYPE = 'float32'\n"
+      << "JITTER_NOISE = " << c.router_jitter_noise << "\n"
+      << "AUX_LOSS_FACTOR = " << c.router_aux_loss_coef << "\n"
+      << "ROUTER_Z_LOSS_FACTOR = " << c.router_z_loss_coef << "\n";
+  }
   return o.str();
 }
 

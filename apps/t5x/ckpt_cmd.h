@@ -13,6 +13,7 @@
 #pragma once
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "t5x/checkpoints/hf_t5.h"
@@ -38,6 +39,15 @@ std::string dense_act_fn(const std::string& feed_forward_proj);
 
 // The gin text of a model whose shapes match an HF T5 config: includes
 // t5_1_1/base.gin (untied) or t5_1_0/base.gin (tied) and binds network.T5Config.
+// A Switch config adds moe/moe.gin with its experts, top-1 routing, float32
+// experts and the sparse layouts of sparse_layout_for_hf_config.
 std::string model_gin_for_hf_config(const HfT5Config& c, const std::string& source);
+// The (num_sparse_layers, flaxformer layout) giving exactly the layers
+// transformers makes sparse in that stack (HfT5Config::hf_sparse_layer): MIXED
+// for step 2 or 1, MIDDLE e.g. for 3 layers with 1 sparse. Throws
+// CheckpointError "<where>: ..." when no layout does (e.g. step 4: HF 1, 5, 9
+// vs MIXED 3, 7, 11).
+std::pair<int64_t, T5Config::SparseLayout> sparse_layout_for_hf_config(const HfT5Config& c, bool encoder,
+                                                                        const std::string& where);
 
 }  // namespace t5x::cli

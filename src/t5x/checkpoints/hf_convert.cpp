@@ -29,6 +29,7 @@ void check_against_config(const NamedTensors& hf, const HfT5Config& c, const std
     else if (name.ends_with(".q.weight") || name.ends_with(".k.weight") || name.ends_with(".v.weight"))
       want = {inner, c.d_model};
     else if (name.ends_with(".o.weight")) want = {c.d_model, inner};
+    else if (name.ends_with(".router.classifier.weight")) want = {c.num_experts, c.d_model};
     else if (name.ends_with("wi.weight") || name.ends_with("wi_0.weight") || name.ends_with("wi_1.weight"))
       want = {c.d_ff, c.d_model};
     else if (name.ends_with("wo.weight")) want = {c.d_model, c.d_ff};
@@ -41,6 +42,21 @@ void check_against_config(const NamedTensors& hf, const HfT5Config& c, const std
     }
   }
   if (!bad.empty()) throw CheckpointError(where + ": tensor shapes disagree with config.json:" + bad);
+  if (!c.switch_transformers) return;
+  // Sparse layers where transformers would build them (hf_sparse_layer).
+  std::set<std::string> routers;
+  for (const auto& [name, t] : hf)
+    if (name.ends_with(".router.classifier.weight")) routers.insert(name);
+  for (const bool enc : {true, false})
+    for (int64_t i = 0; i < (enc ? c.num_layers : c.num_decoder_layers); ++i) {
+      const std::string r = std::string(enc ? "encoder" : "decoder") + ".block." + std::to_string(i) + ".layer." +
+                            (enc ? "1" : "2") + ".mlp.router.classifier.weight";
+      if (routers.count(r) != size_t(c.hf_sparse_layer(enc, i)))
+        bad += "\n  " + r + (routers.count(r) ? " is there but" : " is missing but") + " config.json's num_sparse_" +
+               (enc ? "encoder" : "decoder") + "_layers makes layer " + std::to_string(i) +
+               (c.hf_sparse_layer(enc, i) ? " sparse" : " dense");
+    }
+  if (!bad.empty()) throw CheckpointError(where + ": sparse layers disagree with config.json:" + bad);
 }
 
 }  // namespace
@@ -104,6 +120,15 @@ std::string import_hf_t5(const std::string& hf_dir, const std::string& model_dir
   HfT5Config cfg = HfT5Config::from_json(fileio::read_text(cfg_path), cfg_path);
   NamedTensors hf = read_hf_tensors(hf_dir);
   check_against_config(hf, cfg, hf_dir);
+  // t5x has one token embedding; a stack's own copy must be shared.weight.
+  const HostTensor* shared = nullptr;
+  for (const auto& [n, t] : hf) if (n == "shared.weight") shared = &t;
+  for (const auto& [n, t] : hf)
+    if (shared && (n == "encoder.embed_tokens.weight" || n == "decoder.embed_tokens.weight") && !(t == *shared))
+      throw CheckpointError(hf_dir + ": " + n + " differs from shared.weight, but t5x's T5 has one token embedding "
+                            "for the encoder, the decoder (and, tied, the logits)\n  hint: transformers 5 unties "
+                            "them in a model made with tie_word_embeddings=False; copy shared.weight into both "
+                            "embed_tokens before save_pretrained");
   NamedTensors params = hf_params_to_t5x(hf, cfg);
   std::vector<SaveLeaf> leaves;
   for (auto& [name, t] : params) {

@@ -26,6 +26,8 @@ constexpr Rule kRules[] = {
     {"encoder/layers_{i}/pre_attention_layer_norm/scale", "encoder.block.{i}.layer.0.layer_norm.weight", false},
     {"encoder/layers_{i}/mlp/{mlp}/kernel", "encoder.block.{i}.layer.1.DenseReluDense.{mlp}.weight", true},
     {"encoder/layers_{i}/pre_mlp_layer_norm/scale", "encoder.block.{i}.layer.1.layer_norm.weight", false},
+    {"encoder/layers_{i}/mlp/router/router_weights/w/kernel",
+     "encoder.block.{i}.layer.1.DenseReluDense.router.classifier.weight", true},
     {"encoder/encoder_norm/scale", "encoder.final_layer_norm.weight", false},
     {"decoder/layers_{i}/self_attention/{proj}/kernel", "decoder.block.{i}.layer.0.SelfAttention.{proj}.weight", true},
     {"decoder/layers_{i}/pre_self_attention_layer_norm/scale", "decoder.block.{i}.layer.0.layer_norm.weight", false},
@@ -34,6 +36,8 @@ constexpr Rule kRules[] = {
     {"decoder/layers_{i}/pre_cross_attention_layer_norm/scale", "decoder.block.{i}.layer.1.layer_norm.weight", false},
     {"decoder/layers_{i}/mlp/{mlp}/kernel", "decoder.block.{i}.layer.2.DenseReluDense.{mlp}.weight", true},
     {"decoder/layers_{i}/pre_mlp_layer_norm/scale", "decoder.block.{i}.layer.2.layer_norm.weight", false},
+    {"decoder/layers_{i}/mlp/router/router_weights/w/kernel",
+     "decoder.block.{i}.layer.2.DenseReluDense.router.classifier.weight", true},
     {"decoder/decoder_norm/scale", "decoder.final_layer_norm.weight", false},
     {"decoder/logits_dense/kernel", "lm_head.weight", true},
 };
@@ -94,6 +98,23 @@ std::optional<HfNameMapping> map_name(const std::string& name, bool to_hf) {
   return std::nullopt;
 }
 
+// Switch names an MLP `.mlp.` where T5 says `.DenseReluDense.`.
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+// Expert kernels: t5x <stack>/layers_i/mlp/expert/{wi,wo}/kernel <->
+// HF <stack>.block.i.layer.{1|2}.mlp.experts.expert_j.{wi,wo}.weight.
+const std::regex kT5xExpert(R"((encoder|decoder)/layers_(\d+)/mlp/expert/(wi|wo|wi_0|wi_1)/kernel)");
+const std::regex kHfExpert(R"((encoder|decoder)\.block\.(\d+)\.layer\.(\d)\.mlp\.experts\.expert_(\d+)\.(wi|wo)\.weight)");
+
+std::string hf_expert_name(const std::string& stack, const std::string& layer, int64_t j, const std::string& w) {
+  return stack + ".block." + layer + ".layer." + (stack == "encoder" ? "1" : "2") + ".mlp.experts.expert_" +
+         std::to_string(j) + "." + w + ".weight";
+}
+
 std::vector<int64_t> maybe_t(const std::vector<int64_t>& s, bool t) {
   if (!t || s.size() != 2) return s;
   return {s[1], s[0]};
@@ -106,14 +127,38 @@ const std::vector<int64_t>* find_shape(const std::vector<ParamShape>& v, const s
 
 }  // namespace
 
-std::optional<HfNameMapping> t5x_to_hf_name(const std::string& n) { return map_name(n, true); }
-std::optional<HfNameMapping> hf_to_t5x_name(const std::string& n) { return map_name(n, false); }
+std::optional<HfNameMapping> t5x_to_hf_name(const std::string& n, bool switch_names) {
+  auto m = map_name(n, true);
+  if (m && switch_names) m->name = replace_once(m->name, ".DenseReluDense.", ".mlp.");
+  return m;
+}
+std::optional<HfNameMapping> hf_to_t5x_name(const std::string& n) {
+  auto m = map_name(n, false);
+  if (!m && n.find(".mlp.") != std::string::npos) m = map_name(replace_once(n, ".mlp.", ".DenseReluDense."), false);
+  return m;
+}
 
 std::vector<TensorMapping> map_t5x_to_hf(const std::vector<ParamShape>& params) {
   std::vector<TensorMapping> plan;
   std::string unmapped;
+  bool switch_names = false;
+  for (const auto& p : params) switch_names |= p.name.find("/mlp/router/") != std::string::npos;
   for (const auto& p : params) {
-    auto m = t5x_to_hf_name(p.name);
+    std::smatch e;
+    if (std::regex_match(p.name, e, kT5xExpert)) {
+      if (e[3] == "wi_0" || e[3] == "wi_1")
+        throw CheckpointError("t5x parameter '" + p.name + "': a gated expert MLP (wi_0/wi_1) has no Hugging Face "
+                              "Switch Transformers equivalent (its experts have one wi and one activation)");
+      if (p.shape.size() != 3)
+        throw CheckpointError("t5x parameter '" + p.name + "' has rank " + std::to_string(p.shape.size()) + ", not 3 ([expert, in, out])");
+      for (int64_t j = 0; j < p.shape[0]; ++j)
+        plan.push_back({p.name, hf_expert_name(e[1], e[2], j, e[3]), p.shape, {p.shape[2], p.shape[1]}, true, j});
+      continue;
+    }
+    if (switch_names && p.name == "token_embedder/embedding")  // transformers 5 unties these unless written
+      for (const char* copy : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"})
+        plan.push_back({p.name, copy, p.shape, p.shape, false});
+    auto m = t5x_to_hf_name(p.name, switch_names);
     if (!m) { unmapped += " " + p.name; continue; }
     plan.push_back({p.name, m->name, p.shape, maybe_t(p.shape, m->transpose), m->transpose});
   }
@@ -125,15 +170,33 @@ std::vector<TensorMapping> map_t5x_to_hf(const std::vector<ParamShape>& params) 
 std::vector<TensorMapping> map_hf_to_t5x(const std::vector<ParamShape>& params, const HfT5Config& cfg) {
   std::vector<TensorMapping> plan;
   std::string unmapped;
+  std::map<std::string, std::set<int64_t>> experts;  // t5x kernel -> expert indices seen
   for (const auto& p : params) {
     if (p.name == "encoder.embed_tokens.weight" || p.name == "decoder.embed_tokens.weight") continue;
     if (p.name == "lm_head.weight" && cfg.tie_word_embeddings) continue;
+    std::smatch e;
+    if (std::regex_match(p.name, e, kHfExpert) && p.shape.size() == 2) {
+      const int64_t j = std::stoll(e[4]);
+      const std::string to = std::string(e[1]) + "/layers_" + std::string(e[2]) + "/mlp/expert/" + std::string(e[5]) + "/kernel";
+      if (j >= cfg.num_experts)
+        throw CheckpointError("Hugging Face tensor '" + p.name + "' is expert " + std::to_string(j) +
+                              " but config.json has num_experts = " + std::to_string(cfg.num_experts) +
+                              "\n  hint: the checkpoint and config.json disagree on the expert count");
+      experts[to].insert(j);
+      plan.push_back({p.name, to, p.shape, {cfg.num_experts, p.shape[1], p.shape[0]}, true, j});
+      continue;
+    }
     auto m = hf_to_t5x_name(p.name);
     if (!m) { unmapped += " " + p.name; continue; }
     plan.push_back({p.name, m->name, p.shape, maybe_t(p.shape, m->transpose), m->transpose});
   }
   if (!unmapped.empty())
     throw CheckpointError("no t5x name for Hugging Face T5 tensor(s):" + unmapped);
+  for (const auto& [to, seen] : experts)
+    if (int64_t(seen.size()) != cfg.num_experts)
+      throw CheckpointError("t5x parameter '" + to + "': the Hugging Face files hold " + std::to_string(seen.size()) +
+                            " experts of this layer, config.json has num_experts = " + std::to_string(cfg.num_experts) +
+                            "\n  hint: the checkpoint and config.json disagree on the expert count");
   return plan;
 }
 
@@ -148,8 +211,14 @@ HostTensor transpose_2d(const HostTensor& t) {
   return o;
 }
 
+// One expert's [a, b] matrix inside a stacked [E, a, b] tensor.
+static size_t expert_bytes(const std::vector<int64_t>& stacked, const std::string& dtype) {
+  return size_t(stacked[1] * stacked[2]) * dtype_itemsize(dtype);
+}
+
 NamedTensors apply_tensor_mapping(const NamedTensors& tensors, const std::vector<TensorMapping>& plan) {
   NamedTensors out;
+  std::map<std::string, size_t> stacked;  // expert kernel being assembled -> index in out
   for (const auto& m : plan) {
     const HostTensor* src = nullptr;
     for (const auto& [n, t] : tensors) if (n == m.from) { src = &t; break; }
@@ -157,7 +226,27 @@ NamedTensors apply_tensor_mapping(const NamedTensors& tensors, const std::vector
     if (src->shape != m.from_shape)
       throw CheckpointError("tensor '" + m.from + "' has shape " + src->shape_string() +
                             ", the mapping expected another");
-    out.emplace_back(m.to, m.transpose && src->shape.size() == 2 ? transpose_2d(*src) : *src);
+    if (m.expert < 0) {
+      out.emplace_back(m.to, m.transpose && src->shape.size() == 2 ? transpose_2d(*src) : *src);
+    } else if (src->shape.size() == 3) {  // t5x [E, a, b] -> HF expert_j [b, a]
+      HostTensor slice = HostTensor::zeros(src->dtype, {src->shape[1], src->shape[2]});
+      const size_t n = expert_bytes(src->shape, src->dtype);
+      std::memcpy(slice.data.data(), src->data.data() + m.expert * n, n);
+      out.emplace_back(m.to, transpose_2d(slice));
+    } else {  // HF expert_j [b, a] -> slice j of t5x [E, a, b]
+      auto it = stacked.find(m.to);
+      if (it == stacked.end()) {
+        it = stacked.emplace(m.to, out.size()).first;
+        out.emplace_back(m.to, HostTensor::zeros(src->dtype, m.to_shape));
+      }
+      HostTensor& dst = out[it->second].second;
+      if (dst.dtype != src->dtype)
+        throw CheckpointError("tensor '" + m.from + "' is " + src->dtype + " but the other experts of '" + m.to +
+                              "' are " + dst.dtype);
+      const HostTensor t = transpose_2d(*src);
+      const size_t n = expert_bytes(m.to_shape, src->dtype);
+      std::memcpy(dst.data.data() + m.expert * n, t.data.data(), n);
+    }
   }
   return out;
 }
@@ -190,10 +279,6 @@ HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   c.num_heads = rel[0];
   c.relative_attention_num_buckets = rel[1];
   c.d_kv = need("encoder/layers_0/attention/query/kernel")[1] / c.num_heads;
-  const bool gated = find_shape(params, "encoder/layers_0/mlp/wi_0/kernel") != nullptr;
-  c.d_ff = need(gated ? "encoder/layers_0/mlp/wi_0/kernel" : "encoder/layers_0/mlp/wi/kernel")[1];
-  c.feed_forward_proj = gated ? "gated-gelu" : "relu";
-  c.tie_word_embeddings = find_shape(params, "decoder/logits_dense/kernel") == nullptr;
   auto count = [&](const std::string& prefix) {
     int64_t n = 0;
     while (find_shape(params, prefix + std::to_string(n) + "/pre_mlp_layer_norm/scale")) ++n;
@@ -201,13 +286,81 @@ HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   };
   c.num_layers = count("encoder/layers_");
   c.num_decoder_layers = count("decoder/layers_");
+  c.tie_word_embeddings = find_shape(params, "decoder/logits_dense/kernel") == nullptr;
+  auto router = [&](const std::string& stack, int64_t i) {
+    return find_shape(params, stack + "/layers_" + std::to_string(i) + "/mlp/router/router_weights/w/kernel");
+  };
+  // The MLP's d_ff from the first dense layer (the expert kernels if all are sparse).
+  const char* const stacks[] = {"encoder", "decoder"};
+  std::string first_mlp;
+  for (const std::string stack : stacks)
+    for (int64_t i = 0; first_mlp.empty() && i < (stack == "encoder" ? c.num_layers : c.num_decoder_layers); ++i)
+      if (!router(stack, i)) first_mlp = stack + "/layers_" + std::to_string(i) + "/mlp/";
+  const bool gated = !first_mlp.empty() && find_shape(params, first_mlp + "wi_0/kernel") != nullptr;
+  if (!first_mlp.empty()) c.d_ff = need(first_mlp + (gated ? "wi_0/kernel" : "wi/kernel"))[1];
+  c.feed_forward_proj = gated ? "gated-gelu" : "relu";
+  bool moe = false;
+  for (const auto& p : params) moe |= p.name.find("/mlp/router/") != std::string::npos;
+  if (!moe) {
+    if (first_mlp.empty()) need("encoder/layers_0/mlp/wi/kernel");  // no layers: the old error
+    return c;
+  }
+
+  // Switch Transformers.
+  c.switch_transformers = true;
+  c.router_jitter_noise = 0.0;  // t5x's moe.gin (JITTER_NOISE); the gin's value when export-hf reads one
+  std::string sparse_any;
+  for (const std::string stack : stacks)
+    for (int64_t i = 0; sparse_any.empty() && i < (stack == "encoder" ? c.num_layers : c.num_decoder_layers); ++i)
+      if (router(stack, i)) sparse_any = stack + "/layers_" + std::to_string(i) + "/mlp/";
+  c.num_experts = need(sparse_any + "router/router_weights/w/kernel")[1];
+  if (find_shape(params, sparse_any + "expert/wi_0/kernel"))
+    throw CheckpointError("t5x parameter '" + sparse_any + "expert/wi_0/kernel': a gated expert MLP (wi_0/wi_1) has "
+                          "no Hugging Face Switch Transformers equivalent (its experts have one wi and one activation)");
+  const int64_t expert_ff = need(sparse_any + "expert/wi/kernel")[2];
+  if (first_mlp.empty()) c.d_ff = expert_ff;
+  if (gated)
+    throw CheckpointError("t5x parameter '" + first_mlp + "wi_0/kernel': a gated MLP has no Hugging Face Switch "
+                          "Transformers equivalent (its MLPs have one wi and one activation)");
+  if (expert_ff != c.d_ff)
+    throw CheckpointError("t5x parameter '" + sparse_any + "expert/wi/kernel' has expert_mlp " + std::to_string(expert_ff) +
+                          " but the dense MLPs have mlp_dim " + std::to_string(c.d_ff) +
+                          ": Hugging Face Switch Transformers has one d_ff for both");
+  // transformers places sparse layers at i % (L / n) == 1; find the n that
+  // gives the checkpoint's sparse layers.
+  for (const std::string stack : stacks) {
+    const bool enc = stack == "encoder";
+    const int64_t L = enc ? c.num_layers : c.num_decoder_layers;
+    std::string have;
+    int64_t count = 0;
+    for (int64_t i = 0; i < L; ++i)
+      if (router(stack, i)) have += (have.empty() ? "" : ", ") + std::to_string(i), ++count;
+    bool found = false;
+    for (int64_t k = -1; k <= L && !found; ++k) {  // the sparse count itself first
+      (enc ? c.num_sparse_encoder_layers : c.num_sparse_decoder_layers) = k < 0 ? count : k;
+      found = true;
+      for (int64_t i = 0; i < L; ++i) found &= c.hf_sparse_layer(enc, i) == (router(stack, i) != nullptr);
+    }
+    if (!found)
+      throw CheckpointError("the checkpoint's sparse " + stack + " layers {" + have + "} of " + std::to_string(L) +
+                            " have no Hugging Face Switch Transformers placement: transformers makes layer i sparse "
+                            "iff i % (num_layers / num_sparse) == 1 (every layer when that step is 1; layer 1 when "
+                            "num_sparse is 0)\n  hint: t5x's MIXED layout with num_layers / num_sparse = 2 (every "
+                            "other layer, from layer 1) or = 1 (all layers) converts");
+  }
   return c;
 }
 
+bool HfT5Config::hf_sparse_layer(bool encoder, int64_t layer) const {
+  const int64_t L = encoder ? num_layers : num_decoder_layers;
+  const int64_t n = encoder ? num_sparse_encoder_layers : num_sparse_decoder_layers;
+  const int64_t step = n > 0 ? L / n : L;
+  return step > 0 && (step == 1 || layer % step == 1);
+}
+
 std::string HfT5Config::to_json() const {
+  // nlohmann's json object keeps its keys sorted, so the order here is free.
   json j = {
-      {"architectures", {"T5ForConditionalGeneration"}},
-      {"model_type", "t5"},
       {"vocab_size", vocab_size},
       {"d_model", d_model},
       {"d_kv", d_kv},
@@ -220,8 +373,6 @@ std::string HfT5Config::to_json() const {
       {"dropout_rate", dropout_rate},
       {"layer_norm_epsilon", layer_norm_epsilon},
       {"initializer_factor", 1.0},
-      {"feed_forward_proj", feed_forward_proj},
-      {"is_gated_act", is_gated_act()},
       {"dense_act_fn", dense_act_fn()},
       {"tie_word_embeddings", tie_word_embeddings},
       {"is_encoder_decoder", true},
@@ -230,26 +381,86 @@ std::string HfT5Config::to_json() const {
       {"eos_token_id", 1},
       {"decoder_start_token_id", 0},
   };
+  if (!switch_transformers) {
+    j["architectures"] = {"T5ForConditionalGeneration"};
+    j["model_type"] = "t5";
+    j["feed_forward_proj"] = feed_forward_proj;
+    j["is_gated_act"] = is_gated_act();
+    return j.dump(2) + "\n";
+  }
+  j["architectures"] = {"SwitchTransformersForConditionalGeneration"};
+  j["model_type"] = "switch_transformers";
+  j["num_experts"] = num_experts;
+  j["num_sparse_encoder_layers"] = num_sparse_encoder_layers;
+  j["num_sparse_decoder_layers"] = num_sparse_decoder_layers;
+  j["expert_capacity"] = expert_capacity;
+  j["router_bias"] = false;
+  j["router_dtype"] = "float32";
+  j["router_jitter_noise"] = router_jitter_noise;
+  j["router_ignore_padding_tokens"] = router_ignore_padding_tokens;
+  j["router_z_loss_coef"] = router_z_loss_coef;
+  j["router_aux_loss_coef"] = router_aux_loss_coef;
   return j.dump(2) + "\n";
 }
 
 json parse_hf_config(const std::string& text, const std::string& where, const std::string& model_type) {
+  return parse_hf_config(text, where, std::vector<std::string>{model_type});
+}
+
+json parse_hf_config(const std::string& text, const std::string& where, const std::vector<std::string>& model_types) {
   json j;
   try { j = json::parse(text); } catch (const std::exception& e) {
     throw CheckpointError(where + ": invalid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw CheckpointError(where + ": not a JSON object");
-  if (j.contains("model_type") && j["model_type"] != model_type)
-    throw CheckpointError(where + ": model_type " + j["model_type"].dump() + " is not \"" + model_type + "\"");
+  if (j.contains("model_type") &&
+      std::find(model_types.begin(), model_types.end(), j["model_type"]) == model_types.end()) {
+    std::string want;
+    for (const auto& t : model_types) want += (want.empty() ? "\"" : " or \"") + t + "\"";
+    throw CheckpointError(where + ": model_type " + j["model_type"].dump() + " is not " + want);
+  }
   return j;
 }
 
 HfT5Config HfT5Config::from_json(const std::string& text, const std::string& where) {
-  const json j = parse_hf_config(text, where, "t5");
+  const json j = parse_hf_config(text, where, std::vector<std::string>{"t5", "switch_transformers"});
   HfT5Config c;
+  c.switch_transformers = j.value("model_type", "") == "switch_transformers";
+  if (!c.switch_transformers && j.contains("architectures") && j["architectures"].is_array())
+    for (const auto& a : j["architectures"]) c.switch_transformers |= a == "SwitchTransformersForConditionalGeneration";
   // transformers' T5Config defaults (t5-small) for absent fields.
   c.vocab_size = 32128; c.d_model = 512; c.d_kv = 64; c.d_ff = 2048; c.num_layers = 6;
   c.num_heads = 8; c.feed_forward_proj = "relu"; c.tie_word_embeddings = true;
+  if (c.switch_transformers) {  // SwitchTransformersConfig's defaults (switch-base-8)
+    c.d_model = 768; c.num_layers = 12; c.num_heads = 12;
+    try {
+      c.num_experts = json_int_or(j, "num_experts", 8);
+      c.num_sparse_encoder_layers = json_int_or(j, "num_sparse_encoder_layers", 3);
+      c.num_sparse_decoder_layers = json_int_or(j, "num_sparse_decoder_layers", 3);
+      c.expert_capacity = json_int_or(j, "expert_capacity", 64);
+      c.router_jitter_noise = j.value("router_jitter_noise", 0.01);
+      c.router_ignore_padding_tokens = j.value("router_ignore_padding_tokens", false);
+      c.router_z_loss_coef = j.value("router_z_loss_coef", 0.001);
+      c.router_aux_loss_coef = j.value("router_aux_loss_coef", 0.001);
+      // Its MLPs have one activation; older files also carry feed_forward_proj.
+      c.feed_forward_proj = j.value("dense_act_fn", j.value("feed_forward_proj", std::string("relu")));
+      if (j.value("router_bias", false))
+        throw CheckpointError(where + ": router_bias = true: t5x's router (flaxformer RouterWeights, use_bias=False "
+                              "in moe.gin) has no bias\n  hint: only bias-free Switch routers (router_bias false, "
+                              "as every released Switch checkpoint) convert");
+      const std::string router_dtype = j.value("router_dtype", std::string("float32"));
+      if (router_dtype != "float32")
+        throw CheckpointError(where + ": router_dtype = \"" + router_dtype + "\": t5x routes in float32 "
+                              "(selective precision)\n  hint: set router_dtype to \"float32\"");
+    } catch (const json::exception& e) {
+      throw CheckpointError(where + ": malformed Switch Transformers config (" + e.what() + ")");
+    }
+    if (c.num_experts < 1)
+      throw CheckpointError(where + ": num_experts = " + std::to_string(c.num_experts) + " (need at least 1)");
+    if (c.is_gated_act())
+      throw CheckpointError(where + ": a gated activation '" + c.feed_forward_proj +
+                            "' in a Switch Transformers config (its MLPs have one wi)");
+  }
   try {
     // An absent (or null, for num_decoder_layers) field keeps its default.
     auto integer = [&](const char* key, int64_t dflt) { return json_int_or(j, key, dflt); };
@@ -264,7 +475,7 @@ HfT5Config HfT5Config::from_json(const std::string& text, const std::string& whe
     c.relative_attention_max_distance = integer("relative_attention_max_distance", 128);
     c.dropout_rate = j.value("dropout_rate", 0.1);
     c.layer_norm_epsilon = j.value("layer_norm_epsilon", 1e-6);
-    c.feed_forward_proj = j.value("feed_forward_proj", c.feed_forward_proj);
+    if (!c.switch_transformers) c.feed_forward_proj = j.value("feed_forward_proj", c.feed_forward_proj);
     c.tie_word_embeddings = j.value("tie_word_embeddings", c.tie_word_embeddings);
   } catch (const json::exception& e) {
     throw CheckpointError(where + ": malformed T5 config (" + e.what() + ")");

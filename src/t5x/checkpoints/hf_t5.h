@@ -22,6 +22,17 @@
 //   decoder/layers_i/mlp/* (T)                   <-> decoder.block.i.layer.2.DenseReluDense.*
 //   decoder/decoder_norm/scale                   <-> decoder.final_layer_norm.weight
 //   decoder/logits_dense/kernel (T)              <-> lm_head.weight   (untied T5.1.1 only)
+//
+// Switch Transformers (transformers' SwitchTransformersForConditionalGeneration,
+// model_type "switch_transformers"; moe.md 2.2, 2.5) use the same names except
+// that an MLP is `...layer.{1|2}.mlp.*` (not DenseReluDense), and a sparse
+// layer's MLP is split per expert:
+//   <stack>/layers_i/mlp/router/router_weights/w/kernel [embed, E] (T)
+//                                                <-> <stack>.block.i.layer.{1|2}.mlp.router.classifier.weight [E, embed]
+//   <stack>/layers_i/mlp/expert/{wi,wo}/kernel [E, a, b] (slice j, T)
+//                                                <-> <stack>.block.i.layer.{1|2}.mlp.experts.expert_j.{wi,wo}.weight [b, a]
+// transformers' Switch MLPs have one activation (dense_act_fn), so gated
+// (wi_0/wi_1) experts have no counterpart.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -50,6 +61,25 @@ struct HfT5Config {
   double layer_norm_epsilon = 1e-6;
   std::string feed_forward_proj = "gated-gelu";  // T5.1.1; "relu" for T5.1.0
   bool tie_word_embeddings = false;              // T5.1.1 false; T5.1.0 true
+  // SwitchTransformersConfig (model_type "switch_transformers"). Its MLPs are
+  // never gated: feed_forward_proj then holds config.json's dense_act_fn.
+  bool switch_transformers = false;
+  int64_t num_experts = 0;
+  int64_t num_sparse_encoder_layers = 0;
+  int64_t num_sparse_decoder_layers = 0;
+  // transformers' fixed per-sequence capacity: the (expert_capacity+1)-th token
+  // of a sequence routed to one expert is dropped. t5x's is per group,
+  // max(round(cf * group_size / E), min_expert_capacity) (docs/checkpoints.md).
+  int64_t expert_capacity = 64;
+  double router_jitter_noise = 0.01;
+  bool router_ignore_padding_tokens = false;
+  double router_z_loss_coef = 0.001;
+  double router_aux_loss_coef = 0.001;
+  // Whether transformers builds layer `layer` of the encoder (else decoder)
+  // stack as sparse: SwitchTransformersStack's i % step == 1 (every layer
+  // when step == 1), step = num_layers / num_sparse (num_layers when 0 sparse,
+  // which still makes layer 1 sparse: a transformers quirk reproduced here).
+  bool hf_sparse_layer(bool encoder, int64_t layer) const;
   bool is_gated_act() const { return feed_forward_proj.rfind("gated-", 0) == 0; }
   // The activation transformers applies: "gated-X" -> X, except that it maps
   // "gated-gelu" to the tanh GELU ("gelu_new"), which is flax's nn.gelu.
@@ -60,9 +90,14 @@ struct HfT5Config {
   }
 
   // config.json text (architectures T5ForConditionalGeneration, model_type t5,
-  // is_gated_act, pad 0 / eos 1 / decoder_start 0, ...).
+  // is_gated_act, pad 0 / eos 1 / decoder_start 0, ...; with
+  // switch_transformers: SwitchTransformersForConditionalGeneration and its
+  // fields, router_bias false, router_dtype float32).
   std::string to_json() const;
-  // Parses config.json; missing fields keep transformers' defaults.
+  // Parses a T5 or Switch config.json; missing fields keep transformers'
+  // defaults. Throws CheckpointError "<where>: ..." for Switch settings t5x's
+  // router lacks (router_bias true, router_dtype other than float32,
+  // num_experts < 1, a gated MLP).
   static HfT5Config from_json(const std::string& text, const std::string& where);
 };
 
@@ -70,14 +105,20 @@ struct HfT5Config {
 // for invalid JSON, a non-object, or a "model_type" other than `model_type`
 // (an absent one is accepted).
 nlohmann::json parse_hf_config(const std::string& text, const std::string& where, const std::string& model_type);
+// The same, accepting any of `model_types`.
+nlohmann::json parse_hf_config(const std::string& text, const std::string& where,
+                               const std::vector<std::string>& model_types);
 
 struct HfNameMapping {
   std::string name;      // the name on the other side
   bool transpose = false;
 };
 
-// Pure name functions; nullopt when the name has no counterpart.
-std::optional<HfNameMapping> t5x_to_hf_name(const std::string& t5x_name);
+// Pure name functions; nullopt when the name has no counterpart. Expert
+// kernels (one t5x array, E HF tensors) are not 1:1 and map only through
+// map_t5x_to_hf / map_hf_to_t5x. `switch_names`: Switch's ".mlp." instead of
+// ".DenseReluDense." (hf_to_t5x_name accepts both).
+std::optional<HfNameMapping> t5x_to_hf_name(const std::string& t5x_name, bool switch_names = false);
 std::optional<HfNameMapping> hf_to_t5x_name(const std::string& hf_name);
 
 // One parameter's name and dims (unlike mesh/partition_spec.h's NamedShape, which names each dim).
@@ -89,16 +130,29 @@ struct TensorMapping {
   std::string from, to;
   std::vector<int64_t> from_shape, to_shape;
   bool transpose = false;
+  // >= 0: an expert kernel. t5x -> HF takes slice `expert` of the leading
+  // expert dim of `from`; HF -> t5x writes `from` into that slice of `to`.
+  int64_t expert = -1;
 };
 // Maps a whole parameter set by names + shapes. Throws CheckpointError listing
 // every unmapped name. hf -> t5x drops encoder/decoder.embed_tokens.weight
 // (tied copies of shared.weight) and lm_head.weight when config ties them.
+// A t5x set with router kernels maps to Switch names, plus copies of the
+// embedding as encoder/decoder.embed_tokens.weight (transformers 5 leaves
+// those untied, so randomly initialised, in an untied Switch model whose
+// file lacks them); hf -> t5x stacks
+// expert_0 .. expert_{E-1} (E = config.num_experts; a missing or extra
+// expert is an error naming the layer).
 std::vector<TensorMapping> map_t5x_to_hf(const std::vector<ParamShape>& t5x_params);
 std::vector<TensorMapping> map_hf_to_t5x(const std::vector<ParamShape>& hf_params,
                                          const HfT5Config& config);
 
 // Infers the HF config from t5x parameter shapes (vocab, d_model, heads from
 // the relpos table, d_kv, d_ff, layer counts, gated MLP, tied embeddings).
+// With router kernels: a Switch config (num_experts, and the
+// num_sparse_*_layers whose transformers placement is the checkpoint's sparse
+// layers). Throws CheckpointError when transformers cannot express it (gated
+// experts, expert_mlp_dim != mlp_dim, sparse layers not at i % step == 1).
 HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& t5x_params);
 
 // Applies a mapping to tensors (transposing 2-D arrays where needed).

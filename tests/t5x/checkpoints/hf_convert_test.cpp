@@ -98,6 +98,33 @@ TEST(HfConvert, ImportRefusesShapesThatDisagreeWithConfig) {
   }
 }
 
+// transformers 5 unties encoder/decoder.embed_tokens from shared.weight in a
+// model made with tie_word_embeddings=False; t5x has one embedding.
+TEST(HfConvert, ImportRefusesEmbedTokensThatDifferFromShared) {
+  const std::string base = tmpdir("embed");
+  save_tiny(base + "/model", true, false);
+  export_hf_t5(base + "/model/checkpoint_100", base + "/hf");
+  const std::string file = base + "/hf/model.safetensors";
+  NamedTensors hf = read_safetensors(file).tensors;
+  HostTensor shared;
+  for (const auto& [n, t] : hf) if (n == "shared.weight") shared = t;
+  hf.emplace_back("encoder.embed_tokens.weight", shared);  // an equal copy is fine
+  write_safetensors(file, hf, {{"format", "pt"}});
+  EXPECT_NO_THROW(import_hf_t5(base + "/hf", base + "/ok"));
+  HostTensor other = shared;
+  other.data[0] ^= 1;
+  hf.emplace_back("decoder.embed_tokens.weight", other);
+  write_safetensors(file, hf, {{"format", "pt"}});
+  try {
+    import_hf_t5(base + "/hf", base + "/imported");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("decoder.embed_tokens.weight differs from shared.weight"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(base + "/imported"));
+}
+
 // A damaged model.safetensors.index.json: an array, a missing or empty
 // weight_map (read as no tensors), a shard name of another type (a bare
 // nlohmann type_error without the file) or outside the directory.

@@ -1,5 +1,8 @@
 """Loads a `t5x ckpt export-hf` directory with transformers and compares its
 logits with t5x.cpp's (written by t5x_ckpt_hf_logits) on the same inputs.
+A config.json of model_type switch_transformers loads as
+SwitchTransformersForConditionalGeneration (its routing is also reported:
+tokens per expert in each sparse layer, and tokens over expert_capacity).
 
 usage: hf_roundtrip_check.py [--tolerance=T] HF_DIR LOGITS.safetensors [HF_DIR LOGITS ...]
 Needs torch, transformers and safetensors (PyPI). Exit 0 when, for every
@@ -14,13 +17,15 @@ import sys
 
 import torch
 from safetensors.torch import load_file
-from transformers import T5ForConditionalGeneration
+from transformers import SwitchTransformersForConditionalGeneration, T5ForConditionalGeneration
 
 
 def check(hf_dir, logits_file, tol):
     with open(os.path.join(hf_dir, "config.json")) as f:
         cfg = json.load(f)
-    model = T5ForConditionalGeneration.from_pretrained(hf_dir, torch_dtype=torch.float32)
+    switch = cfg.get("model_type") == "switch_transformers"
+    cls = SwitchTransformersForConditionalGeneration if switch else T5ForConditionalGeneration
+    model = cls.from_pretrained(hf_dir, torch_dtype=torch.float32)
     model.eval()
     ref = load_file(logits_file)
     enc = ref["encoder_input_tokens"].long()
@@ -29,7 +34,10 @@ def check(hf_dir, logits_file, tol):
     with torch.no_grad():
         out = model(input_ids=enc, attention_mask=(enc > 0).long(),
                     decoder_input_ids=dec_in,
-                    decoder_attention_mask=(dec_tgt > 0).long())
+                    decoder_attention_mask=(dec_tgt > 0).long(),
+                    **({"output_router_logits": True} if switch else {}))
+    if switch and not report_routing(out, cfg):
+        return 1
     got = out.logits.float()
     want = ref["logits"].float()
     if got.shape != want.shape:
@@ -37,7 +45,8 @@ def check(hf_dir, logits_file, tol):
         return 1
     diff = (got - want).abs().max().item()
     scale = want.abs().max().item()
-    print(f"{cfg['feed_forward_proj']} tie={cfg['tie_word_embeddings']}: logits {tuple(got.shape)}, "
+    act = cfg.get("feed_forward_proj", cfg.get("dense_act_fn"))
+    print(f"{cfg.get('model_type')} {act} tie={cfg['tie_word_embeddings']}: logits {tuple(got.shape)}, "
           f"max |t5x.cpp - transformers| = {diff:.3e} (max |logit| {scale:.3f}, tolerance {tol:g})")
     if scale < 1e-3:
         print("FAIL: logits are all near zero; the comparison would prove nothing")
@@ -59,6 +68,31 @@ def check(hf_dir, logits_file, tol):
         print("FAIL: log-likelihoods differ")
         return 1
     return 0
+
+
+def report_routing(out, cfg):
+    """Prints each sparse layer's tokens per expert (top-1 of the router
+    logits, padding included); False when a token was over expert_capacity
+    (transformers would drop it: the comparison assumes no drops) or when
+    every token went to one expert (the experts' mapping would go untested)."""
+    ok, spread = True, False
+    for side in ("encoder", "decoder"):
+        logits = getattr(out, f"{side}_router_logits", None) or ()
+        for i, lg in enumerate(logits):
+            if lg is None or lg.dim() != 3:
+                continue
+            top = lg.argmax(-1)  # [batch, length]
+            counts = torch.stack([(top == e).sum(-1) for e in range(cfg["num_experts"])], -1)  # [batch, E]
+            print(f"  {side} router {i}: tokens per expert {counts.tolist()}")
+            spread |= bool((counts.sum(0) > 0).sum() > 1)
+            if counts.max().item() > cfg["expert_capacity"]:
+                print(f"FAIL: more than expert_capacity = {cfg['expert_capacity']} tokens of a sequence "
+                      "chose one expert; transformers drops them, t5x's per-group capacity differs")
+                ok = False
+    if not spread:
+        print("FAIL: every token went to one expert")
+        ok = False
+    return ok
 
 
 def main():

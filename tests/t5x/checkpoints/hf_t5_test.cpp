@@ -109,5 +109,143 @@ TEST(HfT5, ConfigJsonRoundTrip) {
   EXPECT_THROW(HfT5Config::from_json(R"({"model_type":"bert"})", "c"), CheckpointError);
 }
 
+// A Switch model's t5x shapes: t5_param_shapes' MLPs of the sparse layers
+// replaced by nn::moe_param_specs' router and stacked experts (config.h).
+std::vector<ParamShape> switch_param_shapes(int64_t E, int64_t layers, const std::vector<int64_t>& sparse,
+                                            bool gated_experts = false) {
+  const int64_t emb = 8, mlp = 12;
+  std::vector<ParamShape> out;
+  for (auto& p : t5_param_shapes(40, emb, 2, 4, mlp, layers, layers, false, false)) {
+    bool is_sparse = false;
+    for (const std::string stack : {"encoder", "decoder"})
+      for (int64_t i : sparse) is_sparse |= p.name.rfind(stack + "/layers_" + std::to_string(i) + "/mlp/", 0) == 0;
+    if (!is_sparse) { out.push_back(p); continue; }
+    if (!p.name.ends_with("/wo/kernel")) continue;  // one set per layer, added at wo
+    const std::string pre = p.name.substr(0, p.name.size() - std::string("wo/kernel").size());
+    out.push_back({pre + "router/router_weights/w/kernel", {emb, E}});
+    if (gated_experts) {
+      out.push_back({pre + "expert/wi_0/kernel", {E, emb, mlp}});
+      out.push_back({pre + "expert/wi_1/kernel", {E, emb, mlp}});
+    } else {
+      out.push_back({pre + "expert/wi/kernel", {E, emb, mlp}});
+    }
+    out.push_back({pre + "expert/wo/kernel", {E, mlp, emb}});
+  }
+  return out;
+}
+
+const HostTensor& find(const NamedTensors& t, const std::string& name) {
+  for (const auto& [n, x] : t) if (n == name) return x;
+  throw std::runtime_error("no tensor " + name);
+}
+
+TEST(HfSwitch, ExpertsSplitAndStackBitwise) {
+  auto shapes = switch_param_shapes(4, 4, {1, 3});
+  NamedTensors params = random_params(shapes);
+  HfT5Config cfg = infer_hf_t5_config(shapes);
+  EXPECT_TRUE(cfg.switch_transformers);
+  EXPECT_EQ(cfg.num_experts, 4);
+  EXPECT_EQ(cfg.num_sparse_encoder_layers, 2);  // step 2: transformers' 1, 3 = t5x MIXED
+  EXPECT_EQ(cfg.num_sparse_decoder_layers, 2);
+  EXPECT_EQ(cfg.d_ff, 12);
+  EXPECT_EQ(cfg.feed_forward_proj, "relu");
+  NamedTensors hf = t5x_params_to_hf(params);
+  // Switch names: .mlp. for dense MLPs, per-expert tensors, the router classifier.
+  EXPECT_EQ(find(hf, "encoder.block.0.layer.1.mlp.wi.weight").shape, (std::vector<int64_t>{12, 8}));
+  const HostTensor& router = find(hf, "decoder.block.3.layer.2.mlp.router.classifier.weight");
+  EXPECT_EQ(router.shape, (std::vector<int64_t>{4, 8}));  // [E, d_model]
+  const HostTensor& e2 = find(hf, "encoder.block.1.layer.1.mlp.experts.expert_2.wi.weight");
+  EXPECT_EQ(e2.shape, (std::vector<int64_t>{12, 8}));  // [d_ff, d_model]
+  const HostTensor& stacked = find(params, "encoder/layers_1/mlp/expert/wi/kernel");  // [E, 8, 12]
+  EXPECT_EQ(e2.values<float>()[5 * 8 + 3], stacked.values<float>()[2 * 96 + 3 * 12 + 5]);
+  const HostTensor& rk = find(params, "decoder/layers_3/mlp/router/router_weights/w/kernel");  // [8, E]
+  EXPECT_EQ(router.values<float>()[1 * 8 + 6], rk.values<float>()[6 * 4 + 1]);
+  for (auto& [n, t] : hf) EXPECT_EQ(n.find("DenseReluDense"), std::string::npos) << n;
+  // 4 sparse layers x 2 kernels split into 4; the embedding copied into both embed_tokens.
+  EXPECT_EQ(hf.size(), params.size() + 4 * (4 - 1) * 2 + 2);
+  EXPECT_EQ(find(hf, "decoder.embed_tokens.weight"), find(params, "token_embedder/embedding"));
+
+  // The config.json round trip keeps the Switch fields.
+  HfT5Config back_cfg = HfT5Config::from_json(cfg.to_json(), "config.json");
+  EXPECT_TRUE(back_cfg.switch_transformers);
+  EXPECT_EQ(back_cfg.num_experts, 4);
+  EXPECT_EQ(back_cfg.num_sparse_encoder_layers, 2);
+  EXPECT_EQ(back_cfg.expert_capacity, 64);
+  EXPECT_EQ(nlohmann::json::parse(cfg.to_json())["architectures"][0], "SwitchTransformersForConditionalGeneration");
+
+  NamedTensors back = hf_params_to_t5x(hf, back_cfg);
+  std::sort(back.begin(), back.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::sort(params.begin(), params.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  EXPECT_EQ(back, params);
+
+  // One expert missing, one too many: the layer and both counts are named.
+  NamedTensors fewer;
+  for (auto& nt : hf) if (nt.first != "encoder.block.3.layer.1.mlp.experts.expert_3.wo.weight") fewer.push_back(nt);
+  try {
+    hf_params_to_t5x(fewer, back_cfg);
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'encoder/layers_3/mlp/expert/wo/kernel': the Hugging Face files hold 3 "
+                                         "experts of this layer, config.json has num_experts = 4"), std::string::npos)
+        << e.what();
+  }
+  HfT5Config three = back_cfg;
+  three.num_experts = 3;
+  try {
+    hf_params_to_t5x(hf, three);
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("is expert 3 but config.json has num_experts = 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfSwitch, PlacementsTransformersCannotExpressAreRefused) {
+  // transformers: i % (L / n) == 1, so step 1 (every layer) converts ...
+  HfT5Config all = infer_hf_t5_config(switch_param_shapes(2, 3, {0, 1, 2}));
+  EXPECT_EQ(all.num_sparse_encoder_layers, 3);
+  EXPECT_EQ(all.d_ff, 12);  // from the experts: no dense MLP left
+  // ... as does 3 layers with layer 1 sparse (transformers n = 1, step 3) ...
+  EXPECT_EQ(infer_hf_t5_config(switch_param_shapes(2, 3, {1})).num_sparse_encoder_layers, 1);
+  // ... but flaxformer's MIXED step 4 (3, 7, 11; here 3 of 4) is not transformers' 1, 5, 9.
+  try {
+    infer_hf_t5_config(switch_param_shapes(2, 4, {3}));
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("sparse encoder layers {3} of 4 have no Hugging Face Switch Transformers "
+                                         "placement"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(infer_hf_t5_config(switch_param_shapes(2, 2, {1}, /*gated_experts=*/true)), CheckpointError);
+  EXPECT_THROW(t5x_params_to_hf(random_params(switch_param_shapes(2, 2, {1}, true))), CheckpointError);
+  // transformers' quirk: 0 sparse layers still makes layer 1 sparse.
+  HfT5Config c;
+  c.switch_transformers = true;
+  c.num_layers = 4;
+  c.num_sparse_encoder_layers = 0;
+  EXPECT_TRUE(c.hf_sparse_layer(true, 1));
+  EXPECT_FALSE(c.hf_sparse_layer(true, 0));
+}
+
+TEST(HfSwitch, ConfigJsonErrors) {
+  const std::string base = R"({"model_type":"switch_transformers","d_model":8,"num_layers":2,"num_experts":4,)";
+  auto err = [&](const std::string& rest) {
+    try {
+      HfT5Config::from_json(base + rest, "m/config.json");
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err(R"("router_bias":true})").find("m/config.json: router_bias = true"), std::string::npos);
+  EXPECT_NE(err(R"("router_dtype":"bfloat16"})").find("router_dtype = \"bfloat16\""), std::string::npos);
+  EXPECT_NE(err(R"("num_experts":0})").find("num_experts = 0"), std::string::npos);
+  EXPECT_NE(err(R"("dense_act_fn":"gated-gelu"})").find("gated activation"), std::string::npos);
+  HfT5Config ok = HfT5Config::from_json(base + R"("dense_act_fn":"gelu_new","expert_capacity":16})", "c");
+  EXPECT_TRUE(ok.switch_transformers);
+  EXPECT_EQ(ok.feed_forward_proj, "gelu_new");
+  EXPECT_EQ(ok.expert_capacity, 16);
+  EXPECT_EQ(ok.num_sparse_encoder_layers, 3);  // transformers' default
+  EXPECT_TRUE(ok.tie_word_embeddings);
+}
+
 }  // namespace
 }  // namespace t5x
