@@ -37,6 +37,13 @@ RunResult upcycle(const std::string& ckpt, const std::string& out, const std::st
   return sh(join_cmd(a));
 }
 
+// The mean logged loss over steps from .. to.
+double mean_loss(std::map<int64_t, double> loss, int64_t from, int64_t to) {
+  double sum = 0;
+  for (int64_t s = from; s <= to; ++s) sum += loss[s];
+  return sum / double(to - from + 1);
+}
+
 std::vector<float> floats(const CheckpointReader& r, const std::string& path) {
   return r.read(path, std::nullopt, "float32").values<float>();
 }
@@ -122,9 +129,7 @@ TEST(MoeCli, UpcycleCopiesTheDenseMlpIntoEveryExpert) {
   ASSERT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
   auto loss = losses(ft);
   ASSERT_EQ(loss.size(), 12u) << r.out;
-  double first = 0, last = 0;
-  for (int64_t s = 3; s <= 5; ++s) first += loss[s] / 3;
-  for (int64_t s = 12; s <= 14; ++s) last += loss[s] / 3;
+  const double first = mean_loss(loss, 3, 5), last = mean_loss(loss, 12, 14);
   EXPECT_LT(last, first) << "loss did not fall: " << first << " -> " << last;
   std::ifstream f(ft + "/train/metrics.jsonl");
   int with_experts = 0;
@@ -219,9 +224,7 @@ TEST(MoeCli, SparseMixerTrainsAndLossFalls) {
   ASSERT_EQ(r.rc, 0) << join_cmd(a) << "\n" << r.out;
   auto loss = losses(root);
   ASSERT_EQ(loss.size(), 20u) << r.out;
-  double first = 0, last = 0;
-  for (int64_t s = 1; s <= 3; ++s) first += loss[s] / 3;
-  for (int64_t s = 18; s <= 20; ++s) last += loss[s] / 3;
+  const double first = mean_loss(loss, 1, 3), last = mean_loss(loss, 18, 20);
   EXPECT_LT(last, 0.9 * first) << "loss did not fall: " << first << " -> " << last;
 
   std::string err;
@@ -243,6 +246,11 @@ TEST(MoeCli, SparseMixerTrainsAndLossFalls) {
   for (const auto& [k, v] : d)
     if (k.find("/mlp/expert/") != std::string::npos || k.find("/mlp/router/") != std::string::npos)
       EXPECT_EQ(k.rfind("target/encoder/layers_1/", 0), 0u) << k;
+
+  RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root) + " " + quote(root + "/hf"));
+  EXPECT_EQ(ex.rc, 1) << ex.out;
+  EXPECT_NE(ex.out.find("linear-mixing (Sparse Mixer) encoder, which has no Hugging Face T5 equivalent"),
+            std::string::npos) << ex.out;
 
   // The mixing length is fixed: other inputs lengths are refused with the fix.
   std::vector<std::string> b = train_argv(root + "/len", 1, 1, {"ENCODER_MIXING_LENGTH = 8"});

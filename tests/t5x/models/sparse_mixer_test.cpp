@@ -180,22 +180,14 @@ TEST(SparseMixer, BadMixingConfigsAreRefused) {
 // attention layer's included), and a few SGD steps lower the loss.
 TEST(SparseMixer, GradientsReachEveryParameterAndSgdLowersTheLoss) {
   EncoderDecoderModel m(mixer_config(3, 6, 1));
-  ParamTree p = m.init(prng_key(4));
   const Batch b = batch(6);
-  double first = 0, last = 0;
-  for (int step = 0; step < 8; ++step) {
-    auto vg = value_and_grad([&](const ParamTree& x) { return m.loss_fn(x, b).first; }, p);
-    (step == 0 ? first : last) = vg.value.item();
-    if (step == 0)
-      for (const auto& [k, g] : vg.grads) {
-        double n = 0;
-        for (float f : g.to_floats()) n += double(f) * f;
-        EXPECT_GT(n, 0.0) << k;
-        EXPECT_TRUE(std::isfinite(n)) << k;
-      }
-    for (auto& [k, v] : p) v = sub(v, mul(vg.grads.at(k), 0.02));
+  const testing::SgdRun r = testing::sgd_run(m, m.init(prng_key(4)), b, 8, 0.02);
+  EXPECT_EQ(r.grad_sq_norm.size(), m.init(prng_key(4)).size());
+  for (const auto& [k, n] : r.grad_sq_norm) {
+    EXPECT_GT(n, 0.0) << k;
+    EXPECT_TRUE(std::isfinite(n)) << k;
   }
-  EXPECT_LT(last, 0.9 * first) << first << " -> " << last;
+  EXPECT_LT(r.last, 0.9 * r.first) << r.first << " -> " << r.last;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,29 @@ inline std::vector<double> token_log_probs(const Array& logits, const Array& tar
     out[size_t(i)] = double(f[size_t(i * v + t[size_t(i)])]) - m - std::log(s);
   }
   return out;
+}
+
+// `steps` plain SGD steps (rate `lr`) of model.loss_fn on `batch` from
+// `params`: the first and last losses, and each parameter's squared
+// gradient norm at the first step.
+struct SgdRun {
+  double first = 0, last = 0;
+  std::map<std::string, double> grad_sq_norm;
+};
+inline SgdRun sgd_run(const EncoderDecoderModel& m, ParamTree p, const Batch& batch, int steps, double lr) {
+  SgdRun r;
+  for (int step = 0; step < steps; ++step) {
+    auto vg = value_and_grad([&](const ParamTree& x) { return m.loss_fn(x, batch).first; }, p);
+    (step == 0 ? r.first : r.last) = vg.value.item();
+    if (step == 0)
+      for (const auto& [k, g] : vg.grads) {
+        double n = 0;
+        for (float f : g.to_floats()) n += double(f) * f;
+        r.grad_sq_norm[k] = n;
+      }
+    for (auto& [k, v] : p) v = sub(v, mul(vg.grads.at(k), lr));
+  }
+  return r;
 }
 
 }  // namespace t5x::testing
