@@ -261,6 +261,10 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     if (p.shape.size() == 3 && p.name.find("/mlp/expert/") == std::string::npos)  // not [expert, ...]
       throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +
                             ": grouped-query / multi-query attention has no Hugging Face T5 equivalent");
+  for (const auto& p : shapes)  // encoder_mixing = 'linear'
+    if (p.name.find("/mixing/seq/kernel") != std::string::npos)
+      throw CheckpointError(ckpt + ": `target/" + p.name +
+                            "` belongs to a linear-mixing (Sparse Mixer) encoder, which has no Hugging Face T5 equivalent");
   for (const auto& p : shapes)  // encoder_mixing = 'fourier'
     if (p.name.find("/pre_mixing_layer_norm/") != std::string::npos)
       throw CheckpointError(ckpt + ": `target/" + p.name +

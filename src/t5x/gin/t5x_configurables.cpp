@@ -33,11 +33,13 @@ void add_model_configurables(Registry& r) {
          {"mlp_dim", "2048"}, {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
          {"logits_via_embedding", "False"}, {"float32_attention_logits", "False"},
          {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}, {"encoder_mixing", "'attention'"},
-         {"num_encoder_sparse_layers", "0"}, {"num_decoder_sparse_layers", "0"},
+         {"encoder_mixing_length", "None"}, {"num_encoder_attention_layers", "0"},
+         {"encoder_attention_layout", "'TOP'"}, {"num_encoder_sparse_layers", "0"}, {"num_decoder_sparse_layers", "0"},
          {"encoder_sparse_layout", "'MIXED'"}, {"decoder_sparse_layout", "'MIXED'"}}),
         "T5 encoder-decoder hyperparameters (t5x/examples/t5/network.py; num_kv_heads and "
         "encoder_num_kv_heads: grouped-query attention; encoder_mixing = 'fourier': FNet's "
-        "Fourier mixing in the encoder; num_experts ... expert_dtype: Mixture-of-Experts "
+        "Fourier mixing in the encoder, 'linear': Sparse Mixer's (encoder_mixing_length, "
+        "num_encoder_attention_layers, encoder_attention_layout: hybrids); num_experts ... expert_dtype: Mixture-of-Experts "
         "feed-forwards (flaxformer architectures/moe); this port's additions)");
   r.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
   r.add("network.TransformerConfig",

@@ -106,6 +106,26 @@ bool T5Config::sparse_layer(bool encoder, int64_t layer) const {
                  : is_sparse_layer(layer, num_decoder_layers, num_decoder_sparse_layers, decoder_sparse_layout);
 }
 
+bool T5Config::encoder_attention_layer(int64_t layer) const {
+  if (encoder_mixing == Mixing::kAttention) return true;
+  return is_sparse_layer(layer, num_encoder_layers, num_encoder_attention_layers, encoder_attention_layout);
+}
+
+void validate_mixing(const T5Config& c) {
+  if (c.encoder_mixing == T5Config::Mixing::kLinear && c.encoder_mixing_length <= 0)
+    throw std::invalid_argument("[T5Config] encoder_mixing = 'linear' needs encoder_mixing_length > 0 (got " +
+                                std::to_string(c.encoder_mixing_length) +
+                                "); set it to the encoder length, e.g. TASK_FEATURE_LENGTHS['inputs']");
+  const int64_t n = c.num_encoder_attention_layers;
+  if (n < 0 || n > c.num_encoder_layers)
+    throw std::invalid_argument("[T5Config] num_encoder_attention_layers = " + std::to_string(n) + " is not in 0 .. " +
+                                std::to_string(c.num_encoder_layers) + " (the encoder's layers)");
+  if (n > 0 && c.encoder_mixing == T5Config::Mixing::kAttention)
+    throw std::invalid_argument("[T5Config] num_encoder_attention_layers = " + std::to_string(n) +
+                                " needs a mixing encoder; set encoder_mixing = 'fourier' or 'linear' (or 0 layers)");
+  (void)is_sparse_layer(0, c.num_encoder_layers, n, c.encoder_attention_layout);
+}
+
 nn::MoeConfig T5Config::moe_config(bool encoder) const {
   nn::MoeConfig m = moe;
   if (m.expert_mlp_dim <= 0) m.expert_mlp_dim = mlp_dim;
@@ -174,15 +194,21 @@ void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) 
 
 nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
   validate_moe(c);
+  validate_mixing(c);
   nn::ParamSpecs s;
   auto att = c.encoder_attention();
   s.push_back(nn::embedding_param_spec("token_embedder/embedding", c.vocab_size, c.emb_dim));
-  const bool fourier = c.encoder_mixing == T5Config::Mixing::kFourier;
-  if (!fourier) s.push_back(relpos_spec("encoder", c));
+  if (c.encoder_has_attention()) s.push_back(relpos_spec("encoder", c));
   for (int64_t i = 0; i < c.num_encoder_layers; ++i) {
     std::string l = "encoder/layers_" + std::to_string(i);
-    if (fourier) {
+    if (!c.encoder_attention_layer(i)) {
       s.push_back(nn::norm_param_spec(l + "/pre_mixing_layer_norm/scale", c.emb_dim));
+      if (c.encoder_mixing == T5Config::Mixing::kLinear) {
+        const int64_t len = c.encoder_mixing_length;
+        s.push_back({l + "/mixing/seq/kernel", Shape{{"length", len}, {"mixing_length", len}}, nn::InitSpec::normal(0.02)});
+        s.push_back({l + "/mixing/hidden/kernel", Shape{{"embed", c.emb_dim}, {"mlp", c.emb_dim}},
+                     nn::InitSpec::normal(0.02)});
+      }
     } else {
       s.push_back(nn::norm_param_spec(l + "/pre_attention_layer_norm/scale", c.emb_dim));
       append(s, nn::attention_param_specs(l + "/attention", c.emb_dim, att));

@@ -61,9 +61,28 @@ struct T5Config {
   // decoder keeps attention (a DFT over the length is not causal). Params:
   // encoder/layers_i/pre_mixing_layer_norm/scale replaces the attention and
   // its norm; no encoder/relpos_bias. Gin: T5Config.encoder_mixing =
-  // 'attention' | 'fourier' (this port's addition).
-  enum class Mixing { kAttention, kFourier };
+  // 'attention' | 'fourier' | 'linear' (this port's addition).
+  // kLinear: Sparse Mixer's LINEAR mixing (Lee-Thorp & Ainslie 2022, arXiv
+  // 2205.12399; f_net LinearTransform): out[b] = W_seq . X[b] . W_hidden of
+  // the layer-normed input, learned W_seq [L, L] and W_hidden [d, d], init
+  // N(0, 0.02). Params encoder/layers_i/mixing/seq/kernel [length (in),
+  // mixing_length (out)] = W_seq transposed (t5x's [in, out] kernels;
+  // replicated) and mixing/hidden/kernel [embed, mlp] = W_hidden (split
+  // like an MLP's wi). L = encoder_mixing_length is fixed: other encoder
+  // lengths and packed inputs are refused, as for FNet.
+  enum class Mixing { kAttention, kFourier, kLinear };
   Mixing encoder_mixing = Mixing::kAttention;
+  int64_t encoder_mixing_length = 0;  // kLinear: L, the encoder length (> 0)
+  // Hybrids (FNet / Sparse Mixer attention_layout): with mixing, these
+  // encoder layers keep T5 self-attention (and the encoder its relpos
+  // bias); the layout picks them as for sparse layers (is_sparse_layer;
+  // Sparse Mixer: TOP). 0: every layer mixes.
+  int64_t num_encoder_attention_layers = 0;
+  enum class SparseLayout { kBottom, kMiddle, kMixed, kTop };
+  SparseLayout encoder_attention_layout = SparseLayout::kTop;
+  // Whether encoder layer `layer` uses self-attention (always, without mixing).
+  bool encoder_attention_layer(int64_t layer) const;
+  bool encoder_has_attention() const { return encoder_mixing == Mixing::kAttention || num_encoder_attention_layers > 0; }
   DType dtype = DType::f32;   // activation dtype (t5x gins use bfloat16); params stay float32
   nn::RelposConfig relpos;    // 32 buckets, max distance 128
 
@@ -75,7 +94,6 @@ struct T5Config {
   // batch-prioritized routing ("BPR breaks autoregressive behavior",
   // flaxformer moe.gin) and refuses experts-choose routing (it would see
   // future tokens). Gin: network.T5Config.num_experts, ... (docs/models.md).
-  enum class SparseLayout { kBottom, kMiddle, kMixed, kTop };
   nn::MoeConfig moe;
   int64_t num_encoder_sparse_layers = 0;
   int64_t num_decoder_sparse_layers = 0;  // decoder-only models: the decoder's
@@ -108,6 +126,10 @@ T5Config::SparseLayout parse_sparse_layout(const std::string& name);
 // counts, E > 0 when a layer is sparse, k <= E, experts-choose only in the
 // encoder). Throws std::invalid_argument("[T5Config] ...").
 void validate_moe(const T5Config& cfg);
+// Checks the mixing fields: kLinear needs encoder_mixing_length > 0;
+// num_encoder_attention_layers in 0 .. num_encoder_layers, and > 0 only
+// with mixing. Throws std::invalid_argument("[T5Config] ...").
+void validate_mixing(const T5Config& cfg);
 
 // t5x's model gins (configs/models/...): "tiny", "small", "base", "large",
 // "xl", "xxl" for T5.1.1; "small", "base" for T5.1.0; "small" for the

@@ -112,6 +112,37 @@ bool registered(const gin::Config& cfg, const std::string& name) {
   return cfg.registry() && cfg.registry()->find(name);
 }
 
+// encoder_mixing_length and the hybrid attention layers (config.h); a bad
+// value throws GinError at its binding.
+void read_mixing(const gin::Config& cfg, const std::string& ns, const std::string& nc, T5Config& t) {
+  auto bad = [&](const char* param, const std::string& msg, const std::string& hint) {
+    auto v = cfg.get_optional(ns, nc, param);
+    throw gin::GinError(v ? v->where() : gin::SourceLocation{}, nc + "." + param + " " + msg, hint);
+  };
+  const bool mixing = t.encoder_mixing != T5Config::Mixing::kAttention;
+  if (!cfg.is_none(ns, nc, "encoder_mixing_length")) t.encoder_mixing_length = cfg.get_int(ns, nc, "encoder_mixing_length");
+  if (t.encoder_mixing == T5Config::Mixing::kLinear && t.encoder_mixing_length <= 0)
+    bad("encoder_mixing_length", "= " + std::to_string(t.encoder_mixing_length) + " must be positive with encoder_mixing = 'linear'",
+        "set it to the encoder length (TASK_FEATURE_LENGTHS['inputs']): W_seq is [length, length]");
+  const int64_t n = cfg.get_int(ns, nc, "num_encoder_attention_layers");
+  if (n < 0 || n > t.num_encoder_layers)
+    bad("num_encoder_attention_layers", "= " + std::to_string(n) + " is not in 0 .. " +
+        std::to_string(t.num_encoder_layers) + " (the encoder's layers)",
+        "give how many encoder layers keep self-attention (Sparse Mixer base: 4 of 14)");
+  if (n > 0 && !mixing)
+    bad("num_encoder_attention_layers", "= " + std::to_string(n) + " but encoder_mixing = 'attention'",
+        "set encoder_mixing = 'fourier' or 'linear': the other encoder layers mix");
+  t.num_encoder_attention_layers = n;
+  const std::string name = cfg.get_string(ns, nc, "encoder_attention_layout");
+  try {
+    t.encoder_attention_layout = parse_sparse_layout(name);
+    (void)is_sparse_layer(0, t.num_encoder_layers, n, t.encoder_attention_layout);
+  } catch (const std::invalid_argument& e) {
+    bad("encoder_attention_layout", "= '" + name + "': " + std::string(e.what()).substr(std::string("[T5Config] ").size()),
+        "TOP (Sparse Mixer), BOTTOM, MIDDLE, or MIXED with num_encoder_layers % n == 0");
+  }
+}
+
 void read_network(const gin::Config& cfg, const gin::Reference& net, bool decoder_only, T5Config& t) {
   const std::string nc = canonical_name(cfg, net);
   const std::string& ns = net.scope;
@@ -139,9 +170,11 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
     auto v = cfg.get_optional(ns, nc, "encoder_mixing");
     const std::string mixing = v ? cfg.get_string(ns, nc, "encoder_mixing") : "attention";
     if (mixing == "fourier") t.encoder_mixing = T5Config::Mixing::kFourier;
+    else if (mixing == "linear") t.encoder_mixing = T5Config::Mixing::kLinear;
     else if (mixing != "attention")
       throw gin::GinError(v->where(), nc + ".encoder_mixing = '" + mixing + "' is not a mixing sublayer",
-                          "use 'attention' (T5) or 'fourier' (FNet)");
+                          "use 'attention' (T5), 'fourier' (FNet) or 'linear' (Sparse Mixer)");
+    read_mixing(cfg, ns, nc, t);
   }
 }
 

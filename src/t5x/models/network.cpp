@@ -82,8 +82,10 @@ Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, con
   const std::string l = layer_name(a.encoder ? "encoder" : "decoder", index);
   auto att = a.encoder ? cfg.encoder_attention() : cfg.attention();
   Array h;
-  if (a.encoder && cfg.encoder_mixing == T5Config::Mixing::kFourier) {
-    h = fourier_mix(nn::layer_norm(p, l + "/pre_mixing_layer_norm", x), "length", "embed");
+  if (a.encoder && !cfg.encoder_attention_layer(index)) {
+    h = nn::layer_norm(p, l + "/pre_mixing_layer_norm", x);
+    h = cfg.encoder_mixing == T5Config::Mixing::kFourier ? fourier_mix(h, "length", "embed")
+                                                          : linear_mix(p, l + "/mixing", h);
   } else {
     const std::string sa = l + (a.encoder ? "/attention" : "/self_attention");
     h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
@@ -197,6 +199,12 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
 
 }  // namespace
 
+Array linear_mix(const ParamTree& p, const std::string& prefix, const Array& x) {
+  Array y = rename(nn::dense(x, nn::get(p, prefix + "/hidden/kernel"), "embed"), {{"mlp", "embed"}});
+  y = rename(nn::dense(y, nn::get(p, prefix + "/seq/kernel"), "length"), {{"mixing_length", "length"}});
+  return transpose(y, x.names());
+}
+
 Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, const Array& seg, nn::Dropout& drop,
                 const MoeContext* moe) {
   check_tokens(tokens, "encoder_input_tokens");
@@ -204,13 +212,22 @@ Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, co
   LayerArgs a;
   a.encoder = true;
   a.moe = moe;
-  if (cfg.encoder_mixing == T5Config::Mixing::kFourier) {
-    // The DFT over the length mixes every position, across packed examples too.
+  if (cfg.encoder_mixing != T5Config::Mixing::kAttention) {
+    // Mixing over the length mixes every position, across packed examples too.
+    const bool fourier = cfg.encoder_mixing == T5Config::Mixing::kFourier;
     if (seg.valid())
-      throw std::invalid_argument("[t5x model] the Fourier-mixing (FNet) encoder cannot take packed inputs "
-                                  "(encoder_segment_ids): its DFT over the length would mix the examples\n"
+      throw std::invalid_argument(std::string("[t5x model] the ") +
+                                  (fourier ? "Fourier-mixing (FNet)" : "linear-mixing (Sparse Mixer)") +
+                                  " encoder cannot take packed inputs (encoder_segment_ids): its " +
+                                  (fourier ? "DFT" : "W_seq") + " over the length would mix the examples\n"
                                   "  hint: set the feature converter's pack = False");
-    return stack(cfg, p, "encoder", x, a, nullptr, drop);
+    if (!fourier && tokens.dim("length") != cfg.encoder_mixing_length)
+      throw std::invalid_argument("[t5x model] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
+                                  std::to_string(cfg.encoder_mixing_length) + " but the encoder inputs have length " +
+                                  std::to_string(tokens.dim("length")) +
+                                  "\n  hint: set network.T5Config.encoder_mixing_length to the inputs' feature "
+                                  "length (TASK_FEATURE_LENGTHS['inputs'])");
+    if (!cfg.encoder_has_attention()) return stack(cfg, p, "encoder", x, a, nullptr, drop);
   }
   a.self_mask.q_mask = a.self_mask.kv_mask = positive(tokens);
   if (seg.valid()) a.self_mask.q_segment_ids = a.self_mask.kv_segment_ids = seg;

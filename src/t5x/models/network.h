@@ -51,6 +51,13 @@ struct MoeContext {
   std::vector<nn::MoeMetrics>* metrics = nullptr;
 };
 
+// Sparse Mixer's LINEAR mixing sublayer (T5Config::Mixing::kLinear):
+// x [..., length=L, ..., embed=d, ...] -> W_seq . X . W_hidden per example,
+// x's shape, dim order and dtype. Params prefix/seq/kernel [length=L,
+// mixing_length=L] (= W_seq transposed) and prefix/hidden/kernel [embed=d,
+// mlp=d] (= W_hidden). Nothing is masked: padding is mixed too.
+Array linear_mix(const ParamTree& params, const std::string& prefix, const Array& x);
+
 // encoder_input_tokens [batch, length] -> encoded [batch, length, embed] (cfg.dtype).
 Array t5_encode(const T5Config& cfg, const ParamTree& params, const Array& encoder_input_tokens,
                 const Array& encoder_segment_ids, nn::Dropout& dropout, const MoeContext* moe = nullptr);

@@ -221,7 +221,10 @@ LogicalFactorRules standard_logical_factor_rules() {
           {"kv_fused", F::kColumn},     {"layer_norm_scale", F::kNone},
           // This port's grouped-query K/V kernels [embed, kv_heads, kv]:
           // factored as the multi-head [embed, joined_kv] one (v_row over embed).
-          {"kv_heads", F::kColumn}};
+          {"kv_heads", F::kColumn},
+          // Sparse Mixer's W_seq kernel [length, mixing_length] (config.h):
+          // factored as a dense [in, out] kernel.
+          {"length", F::kRow},          {"mixing_length", F::kColumn}};
 }
 
 LogicalFactorRules moe_logical_factor_rules() {

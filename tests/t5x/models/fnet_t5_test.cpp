@@ -59,19 +59,12 @@ TEST(FNetEncoder, OneLayerIsTheRealPartOfTheTwoDimensionalDft) {
   const std::vector<float> got =
       transpose(t5_encode(c, p, tokens(B, L, ids), Array(), none), {"batch", "length", "embed"}).to_floats();
   const std::vector<float> emb = transpose(p.at("token_embedder/embedding"), {"vocab", "embed"}).to_floats();
-  auto rms = [&](std::vector<double> v, const std::vector<float>& s) {
-    double ms = 0;
-    for (double x : v) ms += x * x / double(E);
-    for (int64_t e = 0; e < E; ++e) v[size_t(e)] = v[size_t(e)] / std::sqrt(ms + 1e-6) * s[size_t(e)];
-    return v;
-  };
+  auto rms = testing::rms_ref;
   double worst = 0;
   for (int64_t b = 0; b < B; ++b) {
-    std::vector<std::vector<double>> x(static_cast<size_t>(L)), h(static_cast<size_t>(L));
-    for (int64_t i = 0; i < L; ++i) {
-      x[size_t(i)].assign(emb.begin() + ids[size_t(b * L + i)] * E, emb.begin() + (ids[size_t(b * L + i)] + 1) * E);
-      h[size_t(i)] = rms(x[size_t(i)], s1);
-    }
+    const std::vector<std::vector<double>> x = testing::embedded_rows(emb, ids, b, L, E);
+    std::vector<std::vector<double>> h;
+    for (const auto& row : x) h.push_back(rms(row, s1));
     for (int64_t i = 0; i < L; ++i) {
       std::vector<double> y = x[size_t(i)];
       for (int64_t e = 0; e < E; ++e)
@@ -114,22 +107,9 @@ Batch enc_dec_batch() {
 // DFT's vjp), and a few SGD steps lower the loss.
 TEST(FNetEncoder, GradientsReachEveryParameterAndSgdLowersTheLoss) {
   EncoderDecoderModel m(fnet_config());
-  ParamTree p = m.init(prng_key(4));
   const Batch b = enc_dec_batch();
-  double first = 0, last = 0;
-  for (int step = 0; step < 8; ++step) {
-    auto vg = value_and_grad([&](const ParamTree& x) { return m.loss_fn(x, b).first; }, p);
-    (step == 0 ? first : last) = vg.value.item();
-    if (step == 0)
-      for (const auto& [k, g] : vg.grads) {
-        double n = 0;
-        for (float f : g.to_floats()) n += double(f) * f;
-        EXPECT_GT(n, 0.0) << k;
-        EXPECT_TRUE(std::isfinite(n)) << k;
-      }
-    for (auto& [k, v] : p) v = sub(v, mul(vg.grads.at(k), 0.02));
-  }
-  EXPECT_LT(last, 0.9 * first) << first << " -> " << last;
+  const testing::SgdRun r = testing::sgd_run(m, m.init(prng_key(4)), b, 8, 0.02);
+  EXPECT_EQ(testing::sgd_problems(r, m.init(prng_key(4)).size()), "");
 }
 
 // The decoder is unchanged: cached greedy decoding over a Fourier-mixed

@@ -107,9 +107,72 @@ TEST(GinModel, FourierMixingEncoderFromGin) {
   } catch (const gin::GinError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("network.T5Config.encoder_mixing = 'fft' is not a mixing sublayer"), std::string::npos) << m;
-    EXPECT_NE(m.find("'attention' (T5) or 'fourier' (FNet)"), std::string::npos) << m;
+    EXPECT_NE(m.find("'attention' (T5), 'fourier' (FNet) or 'linear' (Sparse Mixer)"), std::string::npos) << m;
     EXPECT_NE(m.find("<--gin_bindings #2>"), std::string::npos) << m;
   }
+}
+
+// Sparse Mixer gins (configs/models/sparse_mixer): linear mixing with the
+// TOP attention layers, experts-choose MoE in the MIDDLE encoder layers, a
+// dense decoder; bad mixing bindings refused at their binding.
+TEST(GinModel, SparseMixerFromGin) {
+  ModelConfig t = load("sparse_mixer/tiny.gin", {"DROPOUT_RATE = 0.0", "ENCODER_MIXING_LENGTH = 16"});
+  const T5Config& n = t.network;
+  EXPECT_EQ(n.encoder_mixing, T5Config::Mixing::kLinear);
+  EXPECT_EQ(n.encoder_mixing_length, 16);
+  EXPECT_EQ(n.num_encoder_layers, 3);
+  EXPECT_EQ(n.num_encoder_attention_layers, 1);
+  EXPECT_EQ(n.encoder_attention_layout, T5Config::SparseLayout::kTop);
+  EXPECT_EQ(n.moe.router, nn::RouterType::kExpertsChooseMasked);
+  EXPECT_EQ(n.moe.num_experts, 4);
+  EXPECT_DOUBLE_EQ(n.moe.train_capacity_factor, 1.0);
+  EXPECT_DOUBLE_EQ(n.moe.eval_capacity_factor, 1.0);
+  EXPECT_EQ(n.moe.min_expert_capacity, 4);
+  EXPECT_DOUBLE_EQ(t.loss.aux_loss_factor, 0.01);
+  EXPECT_DOUBLE_EQ(t.loss.router_z_loss_factor, 1e-4);
+  EXPECT_EQ(n.num_decoder_sparse_layers, 0);
+  std::vector<bool> att, sparse;
+  for (int64_t l = 0; l < 3; ++l) att.push_back(n.encoder_attention_layer(l)), sparse.push_back(n.sparse_layer(true, l));
+  EXPECT_EQ(att, (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(sparse, (std::vector<bool>{false, true, false}));
+  ModelConfig m = load("sparse_mixer/mini.gin", {"DROPOUT_RATE = 0.0", "ENCODER_MIXING_LENGTH = 512"});
+  EXPECT_EQ(m.network.emb_dim, 256);
+  EXPECT_EQ(m.network.mlp_dim, 1024);
+  EXPECT_EQ(m.network.moe.num_experts, 8);
+  att.clear(), sparse.clear();
+  for (int64_t l = 0; l < 4; ++l)
+    att.push_back(m.network.encoder_attention_layer(l)), sparse.push_back(m.network.sparse_layer(true, l));
+  EXPECT_EQ(att, (std::vector<bool>{false, false, false, true}));
+  EXPECT_EQ(sparse, (std::vector<bool>{false, true, true, false}));
+  int mixing = 0;
+  for (const auto& sp : make_model(m)->param_specs())
+    if (sp.name.find("/mixing/seq/kernel") != std::string::npos) {
+      ++mixing;
+      EXPECT_EQ(sp.shape.to_string(), "[length=512, mixing_length=512]") << sp.name;
+    }
+  EXPECT_EQ(mixing, 3);
+
+  auto refused = [](const std::string& rel, std::vector<std::string> b, const std::string& what) {
+    b.insert(b.begin(), "DROPOUT_RATE = 0.0");
+    try {
+      load(rel, b);
+      ADD_FAILURE() << "expected a GinError for " << what;
+    } catch (const gin::GinError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("<--gin_bindings #"), std::string::npos) << e.what();
+    }
+  };
+  refused("sparse_mixer/tiny.gin", {"ENCODER_MIXING_LENGTH = 0"},
+          "network.T5Config.encoder_mixing_length = 0 must be positive with encoder_mixing = 'linear'");
+  refused("sparse_mixer/tiny.gin", {"ENCODER_MIXING_LENGTH = 16", "NUM_ENCODER_ATTENTION_LAYERS = 4"},
+          "network.T5Config.num_encoder_attention_layers = 4 is not in 0 .. 3");
+  refused("sparse_mixer/tiny.gin", {"ENCODER_MIXING_LENGTH = 16", "NUM_ENCODER_ATTENTION_LAYERS = 2",
+                                    "network.T5Config.encoder_attention_layout = 'MIXED'"},
+          "network.T5Config.encoder_attention_layout = 'MIXED'");
+  refused("sparse_mixer/tiny.gin", {"ENCODER_MIXING_LENGTH = 16", "network.T5Config.encoder_attention_layout = 'UP'"},
+          "unknown sparse layout 'UP'");
+  refused("t5_1_1/tiny.gin", {"network.T5Config.num_encoder_attention_layers = 1"},
+          "num_encoder_attention_layers = 1 but encoder_mixing = 'attention'");
 }
 
 // num_kv_heads through the one model reader: the GQA configs, a binding, the

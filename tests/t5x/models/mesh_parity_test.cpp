@@ -126,6 +126,14 @@ std::vector<ModelCase> cases() {
   // when split, the batch stays split).
   auto fnet = t511;
   fnet.encoder_mixing = T5Config::Mixing::kFourier;
+  // Sparse Mixer's hybrid encoder: linear mixing in layers 0-1 (W_hidden
+  // [embed, mlp] split like wi, W_seq replicated), self-attention in layer 2
+  // (TOP 1).
+  auto mixer = t511;
+  mixer.encoder_mixing = T5Config::Mixing::kLinear;
+  mixer.encoder_mixing_length = 6;
+  mixer.num_encoder_layers = 3;
+  mixer.num_encoder_attention_layers = 1;
   return {
       {"T5.1.1 enc-dec (gated GELU, untied logits)", [=] { return std::make_unique<EncoderDecoderModel>(t511, loss); },
        encdec},
@@ -139,6 +147,8 @@ std::vector<ModelCase> cases() {
        deconly},
       {"enc-dec FNet encoder (Fourier mixing)", [=] { return std::make_unique<EncoderDecoderModel>(fnet, loss); },
        encdec},
+      {"enc-dec Sparse Mixer encoder (linear mixing, TOP attention)",
+       [=] { return std::make_unique<EncoderDecoderModel>(mixer, loss); }, encdec},
   };
 }
 
@@ -286,21 +296,17 @@ TEST(ModelsMeshParity, FullMeshWithBatchSplitBySpmd) {
 // mesh's grouping (num_expert_replicas = |data|) within 1e-5; the expert
 // kernels and their gradients are split over 'expert', the sparse layers'
 // experts exchange tokens by all-to-all and nothing is all-gathered.
-TEST(ModelsMeshParity, MoeT5OnDataExpertMeshes) {
+// One MoE model on the (data, expert) meshes of the process count; `make`
+// gives the config for X expert partitions; `expert_kernel` is a sparse
+// layer's expert kernel, checked split over 'expert'.
+void check_moe_on_data_expert_meshes(const std::string& what, const std::function<T5Config(int64_t)>& make,
+                                     const std::string& expert_kernel) {
   spmd::install();
   const int n = g_world->size();
   for (auto [D, X] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {1, 2}, {2, 2}, {1, 4}}) {
     if (D * X != n) continue;
-    SCOPED_TRACE("MoE T5 on mesh (data=" + std::to_string(D) + ", expert=" + std::to_string(X) + ")");
-    T5Config c = testing::small_test_config(/*gated=*/true, /*tied=*/false);
-    c.moe.num_experts = 4;
-    c.moe.expert_mlp_dim = 16;
-    c.moe.activations = {"gelu", "linear"};
-    c.moe.num_selected_experts = 2;
-    c.moe.min_expert_capacity = 1;
-    c.moe.num_expert_partitions = X;
-    c.num_encoder_sparse_layers = 1;
-    c.num_decoder_sparse_layers = 1;
+    SCOPED_TRACE(what + " on mesh (data=" + std::to_string(D) + ", expert=" + std::to_string(X) + ")");
+    const T5Config c = make(X);
     LossOptions loss;
     loss.aux_loss_factor = 0.5;
     loss.router_z_loss_factor = 0.25;
@@ -322,7 +328,7 @@ TEST(ModelsMeshParity, MoeT5OnDataExpertMeshes) {
     const LogicalAxisRules rules = moe_logical_axis_rules(1, 1);
     nn::ActivationConstraintScope hook([&](const Array& a) { return spmd::with_sharding_constraint(a, rules); });
     ParamTree sharded = spmd::shard_params(full, rules);
-    EXPECT_EQ(sharded.at("encoder/layers_1/mlp/expert/wo/kernel").local_shape().size("expert"), 4 / X);
+    EXPECT_EQ(sharded.at(expert_kernel).local_shape().size("expert"), 4 / X);
     Batch b;
     for (const auto& [k, a] : batch) b[k] = spmd::shard(a, PartitionSpec({{"expert", "data"}, {}}));
     ctx->groups().reset_counters();
@@ -343,7 +349,8 @@ TEST(ModelsMeshParity, MoeT5OnDataExpertMeshes) {
       EXPECT_GT(cc.bytes[size_t(Collective::kAllToAll)], 0.0) << "tokens reach their experts by all-to-all";
     }
     if (g_world->rank() == 0) {
-      std::printf("[MoE T5 mesh (data=%lld, expert=%lld)] loss+grads, bytes sent by rank 0:", (long long)D, (long long)X);
+      std::printf("[%s mesh (data=%lld, expert=%lld)] loss+grads, bytes sent by rank 0:", what.c_str(), (long long)D,
+                  (long long)X);
       for (int i = 0; i < kNumCollectives; ++i)
         if (cc.calls[size_t(i)])
           std::printf(" %s %lld calls %.0f B;", collective_name(Collective(i)), (long long)cc.calls[size_t(i)],
@@ -351,6 +358,44 @@ TEST(ModelsMeshParity, MoeT5OnDataExpertMeshes) {
       std::printf("\n");
     }
   }
+}
+
+TEST(ModelsMeshParity, MoeT5OnDataExpertMeshes) {
+  check_moe_on_data_expert_meshes("MoE T5", [](int64_t X) {
+    T5Config c = testing::small_test_config(/*gated=*/true, /*tied=*/false);
+    c.moe.num_experts = 4;
+    c.moe.expert_mlp_dim = 16;
+    c.moe.activations = {"gelu", "linear"};
+    c.moe.num_selected_experts = 2;
+    c.moe.min_expert_capacity = 1;
+    c.moe.num_expert_partitions = X;
+    c.num_encoder_sparse_layers = 1;
+    c.num_decoder_sparse_layers = 1;
+    return c;
+  }, "encoder/layers_1/mlp/expert/wo/kernel");
+}
+
+// Sparse Mixer (configs/models/sparse_mixer/tiny.gin's layout): 3 encoder
+// layers, linear mixing in 0-1, attention in 2 (TOP), an experts-choose MoE
+// in layer 1 (MIDDLE), dense decoder.
+TEST(ModelsMeshParity, SparseMixerOnDataExpertMeshes) {
+  check_moe_on_data_expert_meshes("Sparse Mixer", [](int64_t X) {
+    T5Config c = testing::small_test_config(/*gated=*/true, /*tied=*/false);
+    c.encoder_mixing = T5Config::Mixing::kLinear;
+    c.encoder_mixing_length = 6;
+    c.num_encoder_layers = 3;
+    c.num_encoder_attention_layers = 1;
+    c.moe.num_experts = 4;
+    c.moe.expert_mlp_dim = 16;
+    c.moe.activations = {"gelu", "linear"};
+    c.moe.router = nn::RouterType::kExpertsChooseMasked;
+    c.moe.train_capacity_factor = c.moe.eval_capacity_factor = 1.0;
+    c.moe.min_expert_capacity = 1;
+    c.moe.num_expert_partitions = X;
+    c.num_encoder_sparse_layers = 1;
+    c.encoder_sparse_layout = T5Config::SparseLayout::kMiddle;
+    return c;
+  }, "encoder/layers_1/mlp/expert/wo/kernel");
 }
 
 }  // namespace

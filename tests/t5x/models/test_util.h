@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,60 @@ inline std::vector<double> token_log_probs(const Array& logits, const Array& tar
     for (int64_t k = 0; k < v; ++k) s += std::exp(double(f[size_t(i * v + k)]) - m);
     out[size_t(i)] = double(f[size_t(i * v + t[size_t(i)])]) - m - std::log(s);
   }
+  return out;
+}
+
+// T5's RMSNorm (eps 1e-6) of one row, in double: the known-answer tests' oracle.
+inline std::vector<double> rms_ref(std::vector<double> v, const std::vector<float>& scale) {
+  double ms = 0;
+  for (double x : v) ms += x * x / double(v.size());
+  for (size_t e = 0; e < v.size(); ++e) v[e] = v[e] / std::sqrt(ms + 1e-6) * scale[e];
+  return v;
+}
+
+// Example b's embedded rows [L][E]: emb is [vocab, embed] row-major, ids [batch, L].
+inline std::vector<std::vector<double>> embedded_rows(const std::vector<float>& emb, const std::vector<int64_t>& ids,
+                                                      int64_t b, int64_t L, int64_t E) {
+  std::vector<std::vector<double>> x(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i)
+    x[size_t(i)].assign(emb.begin() + ids[size_t(b * L + i)] * E, emb.begin() + (ids[size_t(b * L + i)] + 1) * E);
+  return x;
+}
+
+// `steps` plain SGD steps (rate `lr`) of model.loss_fn on `batch` from
+// `params`: the first and last losses, and each parameter's squared
+// gradient norm at the first step.
+struct SgdRun {
+  double first = 0, last = 0;
+  std::map<std::string, double> grad_sq_norm;
+};
+inline SgdRun sgd_run(const EncoderDecoderModel& m, ParamTree p, const Batch& batch, int steps, double lr) {
+  SgdRun r;
+  for (int step = 0; step < steps; ++step) {
+    auto vg = value_and_grad([&](const ParamTree& x) { return m.loss_fn(x, batch).first; }, p);
+    (step == 0 ? r.first : r.last) = vg.value.item();
+    if (step == 0)
+      for (const auto& [k, g] : vg.grads) {
+        double n = 0;
+        for (float f : g.to_floats()) n += double(f) * f;
+        r.grad_sq_norm[k] = n;
+      }
+    for (auto& [k, v] : p) v = sub(v, mul(vg.grads.at(k), lr));
+  }
+  return r;
+}
+
+// What is wrong with an SgdRun over a model of `num_params` parameters: a
+// parameter without a finite non-zero gradient, or a loss that fell by < 10%.
+// Empty when nothing is.
+inline std::string sgd_problems(const SgdRun& r, size_t num_params) {
+  std::string out;
+  if (r.grad_sq_norm.size() != num_params)
+    out += std::to_string(r.grad_sq_norm.size()) + " gradients for " + std::to_string(num_params) + " params; ";
+  for (const auto& [k, n] : r.grad_sq_norm)
+    if (!(n > 0.0) || !std::isfinite(n)) out += "gradient of " + k + " has squared norm " + std::to_string(n) + "; ";
+  if (!(r.last < 0.9 * r.first))
+    out += "loss " + std::to_string(r.first) + " -> " + std::to_string(r.last) + " fell by < 10%";
   return out;
 }
 
