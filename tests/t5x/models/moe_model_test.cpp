@@ -63,8 +63,6 @@ TEST(MoeLayout, FlaxformerPlacement) {
   EXPECT_THROW(parse_sparse_layout("EVERY_OTHER"), std::invalid_argument);
 }
 
-const gin::Registry& registry() { return testing::t5x_registry(); }
-
 ModelConfig load(const std::string& rel, std::vector<std::string> bindings = {}) {
   bindings.insert(bindings.begin(), "DROPOUT_RATE = 0.0");
   return testing::load_model_gin(rel, bindings);

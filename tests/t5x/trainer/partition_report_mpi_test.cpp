@@ -87,15 +87,15 @@ TEST(PartitionReport, EqualsTheBytesOfRealStepsOnEveryMesh) {
         const Measured real = run_steps(c, 2);
         EXPECT_EQ(real.param_bytes, r.param_bytes);
         EXPECT_EQ(real.optimizer_bytes, r.optimizer_bytes);
-        if (n == 4 && param_dims == 2) EXPECT_LE(r.state_fraction(), 0.27);
-        if (n == 1) EXPECT_EQ(r.step.total_bytes(), 0.0);
+        if (n == 4 && param_dims == 2) { EXPECT_LE(r.state_fraction(), 0.27); }
+        if (n == 1) { EXPECT_EQ(r.step.total_bytes(), 0.0); }
         for (size_t s = 0; s < real.steps.size(); ++s)
           for (int k = 0; k < kNumCollectives; ++k) {
             const double want = r.step.bytes[k], got = real.steps[s].bytes[k];
             EXPECT_NEAR(got, want, 0.01 * want) << collective_name(Collective(k)) << ", step " << s + 1;
             EXPECT_EQ(real.steps[s].calls[k], r.step.calls[k]) << collective_name(Collective(k)) << ", step " << s + 1;
           }
-        if (n > 1) EXPECT_GT(r.step.total_bytes(), 0.0);
+        if (n > 1) { EXPECT_GT(r.step.total_bytes(), 0.0); }
         if (g_world->rank() == 0)
           std::printf("[partition] %s: %.0f bytes per step (measured %.0f), parameters + optimizer %.0f B = %.2f%% "
                       "of one process's\n",
