@@ -346,5 +346,29 @@ TEST(MoeLayer, Bfloat16ExpertsAndDropout) {
   EXPECT_GT(max_abs_diff(a, c), 1e-3);
 }
 
+
+TEST(MoeLayer, BadInputsGiveClearErrors) {
+  MoeConfig cfg = top2_config(5);
+  ParamTree p = init_params(moe_param_specs("mlp", 6, cfg), prng_key(0));
+  Array x = normal(prng_key(1), Shape{{"batch", 2}, {"length", 4}, {"embed", 6}});
+  Dropout none;
+  MoeConfig wrong = cfg;
+  wrong.num_experts = 8;
+  try {
+    moe_block(p, "mlp", x, wrong, false, std::nullopt, none, nullptr);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[moe] mlp/router/router_weights/w/kernel"), std::string::npos) << e.what();
+  }
+  // Experts-choose with capacity above the group size (2 tokens per group here).
+  cfg.router = RouterType::kExpertsChooseMasked;
+  try {
+    moe_block(p, "mlp", x, cfg, false, std::nullopt, none, nullptr);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("expert_capacity <= tokens per group"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace t5x::nn
