@@ -286,8 +286,11 @@ Array moe_block(const ParamTree& p, const std::string& prefix, const Array& x, c
                                     cfg.min_expert_capacity);
 
   Array xg = reshape(transpose(xp, {"batch", "length", "embed"}), Shape{{"group", G}, {"token", S}, {"embed", H}});
-  RouterOutput r = route(xg, get(p, prefix + "/router/router_weights/w/kernel"), cfg, C,
-                         train ? jitter : std::nullopt);
+  const Array& router_kernel = get(p, prefix + "/router/router_weights/w/kernel");
+  if (router_kernel.size() != H * E)
+    fail(prefix + "/router/router_weights/w/kernel is " + router_kernel.shape().to_string() + " but embed = " +
+         std::to_string(H) + " and num_experts = " + std::to_string(E) + " (check the MoE config against the params)");
+  RouterOutput r = route(xg, router_kernel, cfg, C, train ? jitter : std::nullopt);
 
   // Dispatch (a contraction over 'token', local to each group).
   Array expert_in = einsum(xg, as_dtype(r.dispatch, dt), {"group", "expert", "expert_capacity", "embed"});

@@ -336,6 +336,13 @@ TEST(MoeLayer, Bfloat16ExpertsAndDropout) {
   EXPECT_EQ(y16.dtype(), DType::bf16);
   EXPECT_LT(max_abs_diff(cast(y16, DType::f32), y32), 0.02 * max(abs(y32)).item());
   EXPECT_GT(max_abs_diff(cast(y16, DType::f32), y32), 0.0);
+  // The router runs in float32 on bf16 inputs: the same as routing their f32 values.
+  Array xg = reshape(cast(x, DType::bf16), Shape{{"group", 4}, {"token", 4}, {"embed", 8}});
+  RouterOutput rb = route(xg, p["mlp/router/router_weights/w/kernel"], cfg, 2, std::nullopt);
+  RouterOutput rf = route(cast(xg, DType::f32), p["mlp/router/router_weights/w/kernel"], cfg, 2, std::nullopt);
+  EXPECT_EQ(rb.combine.dtype(), DType::f32);
+  EXPECT_TRUE(array_equal(rb.combine, rf.combine));
+  EXPECT_EQ(rb.router_z_loss.item(), rf.router_z_loss.item());
   // Dropout after the activations: the key decides, the same key repeats.
   cfg.dtype = DType::f32;
   Dropout d1(0.5, prng_key(11)), d2(0.5, prng_key(11));
@@ -344,6 +351,30 @@ TEST(MoeLayer, Bfloat16ExpertsAndDropout) {
   Array c = moe_block(p, "mlp", x, cfg, true, std::nullopt, none, nullptr);
   EXPECT_TRUE(array_equal(a, b));
   EXPECT_GT(max_abs_diff(a, c), 1e-3);
+}
+
+
+TEST(MoeLayer, BadInputsGiveClearErrors) {
+  MoeConfig cfg = top2_config(5);
+  ParamTree p = init_params(moe_param_specs("mlp", 6, cfg), prng_key(0));
+  Array x = normal(prng_key(1), Shape{{"batch", 2}, {"length", 4}, {"embed", 6}});
+  Dropout none;
+  MoeConfig wrong = cfg;
+  wrong.num_experts = 8;
+  try {
+    moe_block(p, "mlp", x, wrong, false, std::nullopt, none, nullptr);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[moe] mlp/router/router_weights/w/kernel"), std::string::npos) << e.what();
+  }
+  // Experts-choose with capacity above the group size (2 tokens per group here).
+  cfg.router = RouterType::kExpertsChooseMasked;
+  try {
+    moe_block(p, "mlp", x, cfg, false, std::nullopt, none, nullptr);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("expert_capacity <= tokens per group"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
