@@ -51,6 +51,56 @@ inline StepFlops t5_train_flops(const T5Dims& d, int64_t batch, int64_t in_len, 
   return f;
 }
 
+// Mixture-of-Experts layers (nn::moe_block, t5x contrib/moe) on top of
+// t5_train_flops, per training step. A sparse layer replaces its stack's MLP
+// for the same tokens T = G·S (G groups of S tokens; C = expert capacity,
+// E experts, k = experts per token, M = embed, P = the MLP's kernel
+// parameters (mlp_inputs + 1)·M·F):
+//   router        6·T·M·E          logits einsum; gradients to x and the kernel
+//   dispatch      2·2·G·S·E·C·M    [G,S,M] x [G,S,E,C] -> [G,E,C,M]; forward and
+//                                  the gradient to x (the {0,1} mask is constant)
+//   combine       3·2·G·S·E·C·M    [G,E,C,M] x [G,S,E,C] -> [G,S,M]; gradients to
+//                                  the expert outputs and to the router weights
+//   experts       6·P·k·T          active: the k experts each token is routed to;
+//                                  t5_train_flops counted the dense MLP (6·P_dense·T)
+//                                  there, so `experts` adds 6·T·(k·P - P_dense):
+//                                  0 for top-1 with expert_mlp = mlp
+// `active` = the dense count + router + dispatch + combine + experts. The
+// experts run over all G·E·C slots, full or not, so `executed` = active +
+// 6·P·(G·E·C - k·T) (the capacity factor's slack). `active` counts every
+// token as routed, also those dropped past capacity (tokens-choose routers;
+// experts-choose fills every slot, so `executed` is its count). Batch-prioritised
+// routing's [G,S,S] permutation products are not counted.
+struct MoeStack {
+  int64_t sparse_layers = 0, groups = 0, group_size = 0, capacity = 0;
+};
+struct MoeDims {
+  int64_t experts = 0, selected = 1, expert_mlp = 0;
+  MoeStack enc, dec;
+};
+struct MoeStepFlops {
+  double router = 0, dispatch_combine = 0, experts = 0, capacity_slack = 0;
+  double active = 0, executed = 0;  // totals per step, including the dense count
+};
+
+inline MoeStepFlops moe_train_flops(const T5Dims& d, const MoeDims& m, double dense_train) {
+  const double M = double(d.embed), E = double(m.experts);
+  const double P = double(d.mlp_inputs + 1) * M * double(m.expert_mlp);
+  const double P_dense = double(d.mlp_inputs + 1) * M * double(d.mlp);
+  MoeStepFlops f;
+  for (const MoeStack* s : {&m.enc, &m.dec}) {
+    const double n = double(s->sparse_layers), G = double(s->groups), S = double(s->group_size);
+    const double C = double(s->capacity), T = G * S;
+    f.router += n * 6 * T * M * E;
+    f.dispatch_combine += n * (2 + 3) * 2 * G * S * E * C * M;
+    f.experts += n * 6 * T * (double(m.selected) * P - P_dense);
+    f.capacity_slack += n * 6 * P * (G * E * C - double(m.selected) * T);
+  }
+  f.active = dense_train + f.router + f.dispatch_combine + f.experts;
+  f.executed = f.active + f.capacity_slack;
+  return f;
+}
+
 // Greedy decoding of `steps` tokens per row after encoding `in_len` inputs:
 // the encoder forward (2·P·T + attention), the cross-attention k/v projection,
 // and per step the decoder layers + logits on one token per row with

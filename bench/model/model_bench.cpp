@@ -2,11 +2,22 @@
 // batches: a training step (value_and_grad of t5x's loss_fn + Adafactor
 // update, as the trainer's train_step does) or greedy decoding with the KV
 // cache. Prints one JSON object (scripts/bench/train.sh, decode.sh compare it
-// with bench/peers/*.py, which print the same fields).
+// with bench/peers/*.py, which print the same fields; scripts/bench/moe.sh
+// pairs a Mixture-of-Experts model with its dense twin).
 //
 //   t5x_model_bench --mode train|decode [--model small|tiny] [--batch 8]
 //                   [--inputs 128] [--targets 32] [--steps 5] [--warmup 2]
 //                   [--dtype bfloat16|float32] [--threads N] [--num_kv_heads G]
+//                   [--gin_file F ... --gin.NAME=V ... --gin_search_paths P]
+// --gin_file: the model of a configs/models gin file (read_model_config, as
+// `t5x train` builds it; DROPOUT_RATE = 0.0 unless bound), instead of
+// --model; --dtype then only applies when given. The model is named after the
+// file (configs/models/moe/mini.gin -> moe_mini). Its loss options come from
+// the gin (MoE: aux_loss_factor), the optimizer is base.gin's Adafactor with
+// the factor rules moe.gin binds for an MoE model. A training step passes a
+// dropout key, as Trainer::train_step does, so MoE layers route with the
+// train capacity factor. MoE training steps also report the routing FLOPs
+// (bench/model/flops.h moe_train_flops) and the groups / capacity per stack.
 // --num_kv_heads: grouped-query (G < heads) or multi-query (1) attention in
 // the decoder (T5Config::num_kv_heads); the model is then named
 // t5_1_1_<model>_kv<G>, and its FLOP count still assumes multi-head K/V
@@ -18,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +40,8 @@
 #include "flops.h"
 #include "ops/ops.h"
 #include "ops/profile.h"
+#include "t5x/gin/flags.h"
+#include "t5x/models/gin_model.h"
 #include "t5x/models/models.h"
 #include "t5x/optim/adafactor.h"
 
@@ -37,6 +51,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string mode = "train", model = "small", dtype = "bfloat16";
+  bool dtype_given = false;
+  t5x::gin::GinFlags gin;
   int64_t batch = 8, inputs = 128, targets = 32, steps = 5, warmup = 2;
   int threads = 0;
   int64_t num_kv_heads = 0;
@@ -47,7 +63,8 @@ struct Options {
   std::fprintf(stderr,
                "usage: %s --mode train|decode [--model small|tiny] [--batch N] [--inputs N] [--targets N]\n"
                "          [--steps N] [--warmup N] [--dtype bfloat16|float32] [--threads N]\n"
-               "          [--num_kv_heads G] [--no-malloc-tuning]\n",
+               "          [--num_kv_heads G] [--no-malloc-tuning]\n"
+               "          [--gin_file F ... [--gin.NAME=V ...] [--gin_search_paths P]] (instead of --model)\n",
                argv0);
   std::exit(2);
 }
@@ -117,19 +134,105 @@ std::string json_list(const std::vector<double>& v) {
   return s + "]";
 }
 
+// The JSON's model name for gin files: each path below configs/models/
+// without ".gin", '/' -> '_' (configs/models/moe/mini.gin -> moe_mini), else
+// the file's stem; several files are joined by '+'.
+std::string gin_model_name(const std::vector<std::string>& files) {
+  std::string out;
+  for (const std::string& f : files) {
+    const std::string key = "configs/models/";
+    std::string p = f;
+    if (auto at = p.rfind(key); at != std::string::npos) p = p.substr(at + key.size());
+    else p = std::filesystem::path(p).filename().string();
+    if (p.size() > 4 && p.ends_with(".gin")) p.resize(p.size() - 4);
+    std::replace(p.begin(), p.end(), '/', '_');
+    out += (out.empty() ? "" : "+") + p;
+  }
+  return out;
+}
+
+// Tokens an MoE layer routes for [batch, length]: moe_block pads batch or
+// length (whichever needs fewer) to a multiple of experts x replicas.
+int64_t moe_padded_tokens(int64_t batch, int64_t length, int64_t er) {
+  const int64_t n = batch * length;
+  if (n % er == 0) return n;
+  int64_t pb = 1, pl = 1;
+  while ((n + pb * length) % er != 0) ++pb;
+  while ((n + pl * batch) % er != 0) ++pl;
+  return n + std::min(pb * length, pl * batch);
+}
+
+// Groups, group size and capacity of each stack's MoE layers in a training
+// step (nn::num_groups / nn::expert_capacity, train capacity factor).
+t5x::bench::MoeDims moe_dims(const t5x::T5Config& cfg, int64_t batch, int64_t in_len, int64_t tgt_len) {
+  t5x::bench::MoeDims m;
+  m.experts = cfg.moe.num_experts;
+  m.selected = cfg.moe.num_selected_experts;
+  auto stack = [&](bool encoder, int64_t sparse, int64_t length) {
+    t5x::bench::MoeStack s;
+    if (sparse == 0) return s;
+    const t5x::nn::MoeConfig mc = cfg.moe_config(encoder);
+    m.expert_mlp = mc.expert_mlp_dim;
+    const int64_t er = mc.num_experts * std::max<int64_t>(1, mc.num_expert_replicas);
+    const int64_t n = moe_padded_tokens(batch, length, er);
+    s.sparse_layers = sparse;
+    s.groups = t5x::nn::num_groups(n, mc.max_group_size, mc.num_experts, er / mc.num_experts, mc.strict_group_size);
+    s.group_size = n / s.groups;
+    s.capacity = t5x::nn::expert_capacity(s.group_size, mc.num_experts, mc.train_capacity_factor,
+                                          mc.min_expert_capacity);
+    return s;
+  };
+  m.enc = stack(true, cfg.num_encoder_sparse_layers, in_len);
+  m.dec = stack(false, cfg.num_decoder_sparse_layers, tgt_len);
+  return m;
+}
+
+std::string moe_json(const t5x::bench::MoeDims& m, const t5x::bench::MoeStepFlops& f, double dense) {
+  auto stack = [](const t5x::bench::MoeStack& s) {
+    char b[160];
+    std::snprintf(b, sizeof b, "{\"sparse_layers\":%lld,\"groups\":%lld,\"group_size\":%lld,\"capacity\":%lld}",
+                  (long long)s.sparse_layers, (long long)s.groups, (long long)s.group_size, (long long)s.capacity);
+    return std::string(b);
+  };
+  char b[512];
+  std::snprintf(b, sizeof b,
+                ",\"moe\":{\"experts\":%lld,\"selected\":%lld,\"expert_mlp\":%lld,\"encoder\":%s,\"decoder\":%s},"
+                "\"dense_gflop_per_step\":%.9g,\"moe_router_gflop\":%.9g,\"moe_dispatch_combine_gflop\":%.9g,"
+                "\"moe_experts_gflop\":%.9g,\"moe_executed_gflop_per_step\":%.9g",
+                (long long)m.experts, (long long)m.selected, (long long)m.expert_mlp, stack(m.enc).c_str(),
+                stack(m.dec).c_str(), dense / 1e9, f.router / 1e9, f.dispatch_combine / 1e9, f.experts / 1e9,
+                f.executed / 1e9);
+  return b;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
+  std::vector<std::string> args(argv + 1, argv + argc), rest;
+  try {
+    o.gin = t5x::gin::parse_gin_flags(args, &rest);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "t5x_model_bench: %s\n", e.what());
+    return 2;
+  }
+  if (o.gin.files.empty() && !o.gin.bindings.empty()) {
+    std::fprintf(stderr, "t5x_model_bench: --gin.NAME / --gin_bindings need a --gin_file (the model's gin)\n");
+    return 2;
+  }
+  const int nargs = int(rest.size());
+  for (int i = 0; i < nargs; ++i) {
+    std::string a = rest[size_t(i)];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(argv[0]);
-      return argv[++i];
+      if (i + 1 >= nargs) usage(argv[0]);
+      return rest[size_t(++i)];
     };
     if (a == "--mode") o.mode = next();
     else if (a == "--model") o.model = next();
-    else if (a == "--dtype") o.dtype = next();
+    else if (a == "--dtype") {
+      o.dtype = next();
+      o.dtype_given = true;
+    }
     else if (a == "--batch") o.batch = std::stoll(next());
     else if (a == "--inputs") o.inputs = std::stoll(next());
     else if (a == "--targets") o.targets = std::stoll(next());
@@ -145,12 +248,36 @@ int main(int argc, char** argv) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
 
-  t5x::T5Config cfg = t5x::t5_1_1_config(o.model);
-  cfg.dropout_rate = 0.0;
-  cfg.dtype = o.dtype == "float32" ? t5x::DType::f32 : t5x::DType::bf16;
-  cfg.num_kv_heads = o.num_kv_heads;
-  const std::string model_name = o.model + (o.num_kv_heads ? "_kv" + std::to_string(o.num_kv_heads) : "");
+  t5x::T5Config cfg;
   t5x::LossOptions loss;  // z_loss 1e-4, no label smoothing, no normaliser (base.gin)
+  std::string model_name;
+  if (o.gin.files.empty()) {
+    cfg = t5x::t5_1_1_config(o.model);
+    cfg.dropout_rate = 0.0;
+    model_name = "t5_1_1_" + o.model;
+  } else {
+    o.gin.bindings.insert(o.gin.bindings.begin(), {"DROPOUT_RATE = 0.0", "<t5x_model_bench default>"});
+    t5x::ModelConfig mc;
+    try {
+      mc = t5x::read_model_config(t5x::gin::load_gin_config(o.gin));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "t5x_model_bench: %s\n", e.what());
+      return 2;
+    }
+    if (mc.decoder_only) {
+      std::fprintf(stderr, "t5x_model_bench: %s is a decoder-only model; this benchmark runs encoder-decoder models\n",
+                   o.gin.files.front().c_str());
+      return 2;
+    }
+    cfg = mc.network;
+    loss = mc.loss;
+    model_name = gin_model_name(o.gin.files);
+  }
+  if (o.gin.files.empty() || o.dtype_given) cfg.dtype = o.dtype == "float32" ? t5x::DType::f32 : t5x::DType::bf16;
+  if (o.num_kv_heads) {
+    cfg.num_kv_heads = o.num_kv_heads;
+    model_name += "_kv" + std::to_string(o.num_kv_heads);
+  }
   t5x::EncoderDecoderModel model(cfg, loss);
   t5x::ParamTree params = model.init(t5x::prng_key(0));
 
@@ -169,9 +296,11 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1234);
   std::vector<double> ms, ms_grad, ms_update, cpu_ms;
   double flops = 0, naive = 0, tokens = 0, final_loss = 0;
+  std::string extra_json;  // MoE: routing FLOPs and groups (training)
   if (o.mode == "train") {
     t5x::AdafactorConfig ac;  // adafactor.Adafactor of base.gin: decay 0.8, standard factor rules
-    ac.logical_factor_rules = t5x::standard_logical_factor_rules();
+    // moe.gin binds t5x contrib/moe's rules (expert kernels factored per expert).
+    ac.logical_factor_rules = cfg.is_moe() ? t5x::moe_logical_factor_rules() : t5x::standard_logical_factor_rules();
     t5x::Adafactor opt(ac);
     t5x::OptimizerState st = opt.init(params);
     for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
@@ -179,7 +308,9 @@ int main(int argc, char** argv) {
       if (s == o.warmup) t5x::op_profile_reset();
       auto t0 = Clock::now();
       const double c0 = cpu_seconds();
-      auto vg = t5x::value_and_grad([&](const t5x::ParamTree& p) { return model.loss_fn(p, b).first; }, params);
+      // A dropout key means training (MoE: train capacity factor); dropout itself is 0.
+      const t5x::PRNGKey key = t5x::prng_key(s);
+      auto vg = t5x::value_and_grad([&](const t5x::ParamTree& p) { return model.loss_fn(p, b, key).first; }, params);
       final_loss = vg.value.item();
       auto t1 = Clock::now();
       opt.apply_gradient(params, st, vg.grads, 0.01);
@@ -194,6 +325,16 @@ int main(int argc, char** argv) {
     auto f = t5x::bench::t5_train_flops(dims, o.batch, o.inputs, o.targets);
     flops = f.train;
     naive = f.naive_train;
+    if (cfg.is_moe()) {
+      const t5x::bench::MoeDims md = moe_dims(cfg, o.batch, o.inputs, o.targets);
+      const t5x::bench::MoeStepFlops mf = t5x::bench::moe_train_flops(dims, md, f.train);
+      extra_json = moe_json(md, mf, f.train);
+      flops = mf.active;
+    } else {
+      char b[64];
+      std::snprintf(b, sizeof b, ",\"dense_gflop_per_step\":%.9g", f.train / 1e9);
+      extra_json = b;
+    }
     tokens = double(o.batch * (o.inputs + o.targets));
   } else {
     t5x::NoGradGuard ng;
@@ -226,20 +367,21 @@ int main(int argc, char** argv) {
                  t5x::op_profile_report().c_str());
   Stats st = stats(ms);
   std::printf(
-      "{\"impl\":\"t5x.cpp\",\"mode\":\"%s\",\"model\":\"t5_1_1_%s\",\"dtype\":\"%s\",\"batch\":%lld,\"inputs\":%lld,"
+      "{\"impl\":\"t5x.cpp\",\"mode\":\"%s\",\"model\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"inputs\":%lld,"
       "\"targets\":%lld,\"threads\":%d,\"steps\":%lld,\"ms_median\":%.2f,\"ms_min\":%.2f,\"ms_all\":%s,"
       "\"tokens_per_s_median\":%.1f,\"tokens_per_s_max\":%.1f,\"gflop_per_step\":%.2f,\"naive_gflop_per_step\":%.2f,"
       "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops_fp32\":%.1f,\"mfu_median\":%.3f,\"mfu_max\":%.3f,"
       "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,"
       "\"loss\":%.4f,\"loadavg_1min\":%.2f,"
-      "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s}\n",
-      o.mode.c_str(), model_name.c_str(), o.dtype.c_str(), (long long)o.batch, (long long)o.inputs,
+      "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s,\"params\":%lld%s}\n",
+      o.mode.c_str(), model_name.c_str(), t5x::dtype_name(cfg.dtype), (long long)o.batch, (long long)o.inputs,
       (long long)o.targets, threads, (long long)o.steps, st.median, st.min, json_list(ms).c_str(),
       tokens / (st.median / 1e3), tokens / (st.min / 1e3), flops / 1e9, naive / 1e9,
       flops / 1e9 / (st.median / 1e3), flops / 1e9 / (st.min / 1e3), peak,
       flops / 1e9 / (st.median / 1e3) / peak, flops / 1e9 / (st.min / 1e3) / peak, json_list(cpu_ms).c_str(),
       json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
       double(t5x::peak_bytes()) / (1024.0 * 1024.0), final_loss, loadavg1(),
-      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default", o.malloc_tuning ? "true" : "false");
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default", o.malloc_tuning ? "true" : "false",
+      (long long)model.num_params(), extra_json.c_str());
   return 0;
 }
