@@ -1,4 +1,4 @@
-# Shared by scripts/bench/{train,decode}.sh: builds t5x_model_bench, picks
+# Shared by scripts/bench/{train,decode,moe}.sh: builds t5x_model_bench, picks
 # the peers' Python interpreters, runs one implementation and appends its JSON
 # line to $OUT_JSONL. Sourced, not run.
 BUILD_DIR=${BUILD_DIR:-build}
@@ -11,8 +11,9 @@ THREADS=${THREADS:-$(nproc)}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMP_NUM_THREADS=$THREADS
 
+# BENCH_TARGETS: what to build (t5x_cli only prints the CPU line).
 build_model_bench() {
-  TARGETS="t5x_model_bench t5x_cli" scripts/build.sh >&2
+  TARGETS="${BENCH_TARGETS:-t5x_model_bench t5x_cli}" scripts/build.sh >&2
 }
 
 # The peers run in the project's pinned venv (scripts/python_env.sh: torch,
