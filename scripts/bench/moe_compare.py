@@ -2,9 +2,11 @@
 of an MoE model and its dense twin, in A/B pairs) and prints markdown: both
 FLOP counts per step (bench/model/flops.h), each model's ms per step (min /
 median over the timed steps of all its processes), its value_and_grad and
-optimizer parts, and the MoE/dense time ratios: pooled median / median,
-min / min, and the median of the per-pair ratios (k-th MoE process against
-the k-th dense one).
+optimizer parts, its CPU time per step (both threads; idle OpenMP threads
+sleep under OMP_WAIT_POLICY=passive, so on a loaded machine this tracks the
+work done while wall time tracks the load), and the MoE/dense ratios of both:
+pooled median / median, min / min, and for wall time the median of the
+per-pair ratios (k-th MoE process against the k-th dense one).
 
 Usage: moe_compare.py FILE.jsonl [ISA]
 """
@@ -15,7 +17,8 @@ import sys
 
 def summary(runs):
     ms = [x for r in runs for x in r["ms_all"]]
-    return dict(med=statistics.median(ms), min=min(ms), n=len(ms),
+    cpu = [x for r in runs for x in r["cpu_ms"]]
+    return dict(med=statistics.median(ms), min=min(ms), n=len(ms), cpu_med=statistics.median(cpu), cpu_min=min(cpu),
                 grad=statistics.median([x for r in runs for x in r["ms_value_and_grad"]]),
                 opt=statistics.median([x for r in runs for x in r["ms_optimizer"]]),
                 load=[r["loadavg_1min"] for r in runs])
@@ -47,14 +50,15 @@ def main(path, isa="native"):
           f"{stacks}. Parameters: MoE {f['params']:,}, dense {d0['params']:,}.\n")
     sm, sd = summary(moe), summary(dense)
     print("| model | processes x steps | ms/step min / median | value_and_grad ms (median) | optimizer ms (median) "
-          "| GFLOP/step counted | load (1 min) |")
-    print("|---|---|---|---|---|---|---|")
+          "| CPU ms/step min / median | GFLOP/step counted | load (1 min) |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, s, runs, gf in ((m0["model"], sm, moe, active), (d0["model"], sd, dense, dense_gf)):
         print(f"| {name} | {len(runs)} x {s['n'] // len(runs)} | {s['min']:.1f} / {s['med']:.1f} | {s['grad']:.1f} "
-              f"| {s['opt']:.1f} | {gf:.4g} | {', '.join(f'{x:.1f}' for x in s['load'])} |")
+              f"| {s['opt']:.1f} | {s['cpu_min']:.0f} / {s['cpu_med']:.0f} | {gf:.4g} | {', '.join(f'{x:.1f}' for x in s['load'])} |")
     pairs = [statistics.median(a["ms_all"]) / statistics.median(b["ms_all"]) for a, b in zip(moe, dense)]
     print(f"\nMoE/dense step time: median {sm['med'] / sd['med']:.2f}x, min {sm['min'] / sd['min']:.2f}x; "
-          f"per pair {', '.join(f'{x:.2f}' for x in pairs)} (median {statistics.median(pairs):.2f}x). "
+          f"per pair {', '.join(f'{x:.2f}' for x in pairs)} (median {statistics.median(pairs):.2f}x); "
+          f"CPU time per step: median {sm['cpu_med'] / sd['cpu_med']:.2f}x, min {sm['cpu_min'] / sd['cpu_min']:.2f}x. "
           f"Counted FLOPs MoE/dense: active {active / dense_gf:.3f}, "
           f"executed {f['moe_executed_gflop_per_step'] / dense_gf:.3f}.")
 
