@@ -12,8 +12,8 @@
 //
 // GROUP_SIZE = 8 makes the token groups the same on every mesh (24 groups of
 // 8 per stack, a multiple of E * |data| = 8), so one process routes exactly
-// as the mesh does; MIN_EXPERT_CAPACITY = 1 gives capacity 2 of 8 tokens, so
-// some tokens are dropped.
+// as the mesh does; MIN_EXPERT_CAPACITY = 1 gives each expert 2 slots per
+// group of 8 tokens, so the capacity rule (dropping) is in play.
 #include <gtest/gtest.h>
 
 #include <filesystem>
