@@ -164,6 +164,15 @@ void add_run_configurables(Registry& r) {
                               {"mesh_invariant", "True"}};
   r.add("partitioning.PjitPartitioner", partitioner, "mesh + logical-axis partitioner");
   r.add("partitioning.ModelBasedPjitPartitioner", partitioner, "deprecated alias of PjitPartitioner");
+  // t5x contrib/moe partitioning.py: the (data, expert, model) mesh and the
+  // MoE logical-axis rules (trainer/run_config.h). Partial sums by default:
+  // the experts' all-to-all spans 'expert', which the mesh-invariant mode's
+  // per-replica programs cannot.
+  Params moe_partitioner = partitioner;
+  moe_partitioner.back() = {"mesh_invariant", "False"};
+  moe_partitioner.push_back({"num_expert_partitions", ""});
+  r.add("partitioning.MoePjitPartitioner", moe_partitioner,
+        "Mixture-of-Experts partitioner: mesh (data, expert, model), batch split over ('expert', 'data')");
   r.add("partitioning.standard_logical_axis_rules",
         {{"activation_partitioning_dims", "1"}, {"parameter_partitioning_dims", "1"},
          {"additional_rules", "None"}});

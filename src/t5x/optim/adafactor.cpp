@@ -210,6 +210,30 @@ class ShardStats {
   std::vector<std::string> axes_;
 };
 
+// Whether `param` is split only along dims no statistic averages over (t5x's
+// BATCH factor dims, e.g. an expert kernel's 'expert' dim on the 'expert'
+// mesh axis, t5x contrib/moe). Each shard's statistics are then its own: it
+// updates as a param of its own shape, and its factored slots split like
+// it (t5x MoePjitPartitioner prepends 'expert' to v_row / v_col).
+bool split_along_batch_dims_only(const FactorPlan& fp, const Array& param) {
+  if (param.is_fully_local()) return false;
+  const auto global = param.shape().sizes(), local = param.local_shape().sizes();
+  for (int d : fp.averaging_dims)
+    if (global[size_t(d)] != local[size_t(d)]) return false;
+  return true;
+}
+
+// Zeros of `shape` (= the param's shape without the dims `dropped`), split
+// as the param's remaining dims.
+Array zeros_split_like(const Shape& shape, const Array& param, const std::vector<int>& dropped) {
+  Sharding s = param.sharding();
+  std::vector<std::vector<std::string>> dims;
+  for (size_t d = 0; d < s.spec.dims.size(); ++d)
+    if (std::find(dropped.begin(), dropped.end(), int(d)) == dropped.end()) dims.push_back(s.spec.dims[d]);
+  s.spec = PartitionSpec(std::move(dims));
+  return Array(shape, DType::f32, s);
+}
+
 }  // namespace
 
 LogicalFactorRules standard_logical_factor_rules() {
@@ -348,8 +372,11 @@ OptimizerState Adafactor::init(const ParamTree& params) const {
     }
     if (fp.factored) {
       Shape vr = drop_dims(param.shape(), fp.col_dims), vc = drop_dims(param.shape(), fp.row_dims);
-      st.slots[path + "/v_row"] = optim_detail::zeros_like_sharded(vr, param, true);
-      st.slots[path + "/v_col"] = optim_detail::zeros_like_sharded(vc, param, true);
+      const bool own = split_along_batch_dims_only(fp, param);
+      st.slots[path + "/v_row"] =
+          own ? zeros_split_like(vr, param, fp.col_dims) : optim_detail::zeros_like_sharded(vr, param, true);
+      st.slots[path + "/v_col"] =
+          own ? zeros_split_like(vc, param, fp.row_dims) : optim_detail::zeros_like_sharded(vc, param, true);
       st.slot_axes[path + "/v_row"] = std::vector<std::string>(size_t(vr.rank()), "");
       st.slot_axes[path + "/v_col"] = std::vector<std::string>(size_t(vc.rank()), "");
     } else {
@@ -403,8 +430,10 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   };
   const FactorPlan fp = plan(path, param.shape());
   const int rank = param.rank();
-  const auto sizes = param.shape().sizes();  // global
-  const bool split = !param.is_fully_local();
+  // A shard split along BATCH dims only updates as a whole param of its own
+  // (split_along_batch_dims_only); its slots are split likewise.
+  const bool split = !param.is_fully_local() && !split_along_batch_dims_only(fp, param);
+  const auto sizes = split ? param.shape().sizes() : param.local_shape().sizes();  // the statistics' extent
   auto in = [](const std::vector<int>& v, int d) { return std::find(v.begin(), v.end(), d) != v.end(); };
 
   // Layouts: 0 = per-batch (averaging dims removed), 1 = v_row, 2 = v_col

@@ -35,7 +35,12 @@
 // minus COLUMN dims), v_col (minus ROW dims) or v (param shape); m when
 // beta1 is set (dtype_momentum). Unused slots are zeros of shape [unused=1],
 // as t5x's jnp.zeros((1,)). Axes: v and m shard like the param; v_row, v_col
-// and placeholders are replicated (t5x derive_logical_axes).
+// and placeholders are replicated (t5x derive_logical_axes), except for a
+// param split along BATCH dims only (an MoE expert kernel [expert, mlp_embed,
+// expert_mlp] split over the 'expert' mesh axis, with
+// moe_logical_factor_rules): its v_row / v_col split along those dims like
+// the param (t5x contrib/moe get_logical_axes prepends 'expert'), and each
+// shard updates as a param of its own, without communication.
 //
 // Params split across processes (t5x runs the optimizer on the shards):
 // every elementwise step (v, m, the update) runs on the local shard; the

@@ -12,8 +12,13 @@ Distributed Distributed::create(const PartitionerConfig& p, std::shared_ptr<Comm
   Distributed d;
   d.world = std::move(world);
   d.mesh = std::make_shared<Mesh>(
-      Mesh::from_partitioner(d.world->size(), d.world->rank(), p.num_partitions, p.model_parallel_submesh));
-  const std::vector<std::string> data_axes = {"data"};
+      p.moe() ? Mesh::for_moe(d.world->size(), d.world->rank(), p.num_expert_partitions, p.num_partitions,
+                              p.model_parallel_submesh)
+              : Mesh::from_partitioner(d.world->size(), d.world->rank(), p.num_partitions, p.model_parallel_submesh));
+  // t5x MoePjitPartitioner: data_partition_spec P(('expert', 'data')), so
+  // shard_id = expert coordinate * |data| + data coordinate.
+  if (p.moe()) d.data_axes = {"expert", "data"};
+  const std::vector<std::string>& data_axes = d.data_axes;
   d.num_data_shards = d.mesh->axes_size(data_axes);
   d.data_shard = d.mesh->rank_in_group(data_axes, d.world->rank());
   const std::vector<std::string> model_axes = {"model"};
@@ -57,10 +62,15 @@ uint64_t Distributed::broadcast(uint64_t v) const {
   return static_cast<uint64_t>(x);
 }
 
-PartitionSpec batch_spec(int rank) {
+PartitionSpec batch_spec(int rank, const std::vector<std::string>& data_axes) {
   std::vector<std::vector<std::string>> dims(size_t(std::max(rank, 1)));
-  dims[0] = {"data"};
+  dims[0] = data_axes;
   return PartitionSpec(dims);
+}
+
+int64_t Distributed::num_expert_shards() const {
+  const int i = mesh->desc().axis_index("expert");
+  return i < 0 ? 1 : mesh->axis_sizes()[size_t(i)];
 }
 
 }  // namespace t5x::trainer

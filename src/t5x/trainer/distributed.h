@@ -31,6 +31,11 @@
 //     (spmd::all_reduce under a mesh-invariant context), and takes its
 //     parameter's layout again. So D processes add the blocks one process
 //     with num_microbatches = D adds, in its order, bit for bit.
+// With partitioning.MoePjitPartitioner (t5x contrib/moe) the mesh is
+// (data, expert, model) (Mesh::for_moe), the batch is split over
+// ('expert', 'data') (`data_axes`: every process of a model group feeds its
+// own rows), parameters take moe_logical_axis_rules (expert kernels split
+// over 'expert') and the step runs with partial sums.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -46,9 +51,12 @@ namespace t5x::trainer {
 
 struct Distributed {
   std::shared_ptr<Communicator> world;  // all processes
-  std::shared_ptr<Communicator> data;   // processes with this one's 'model' coordinate
+  std::shared_ptr<Communicator> data;   // processes with this one's 'model' coordinate (over data_axes)
   std::shared_ptr<Communicator> model;  // processes with this one's 'data' coordinate
-  std::shared_ptr<Mesh> mesh;           // the (data, model) mesh of all processes
+  std::shared_ptr<Mesh> mesh;           // the (data, model) or (data, expert, model) mesh of all processes
+  // The mesh axes the batch is split over, major first: ('data',) or, on the
+  // MoE mesh, ('expert', 'data'). data_shard / num_data_shards count over them.
+  std::vector<std::string> data_axes = {"data"};
   std::shared_ptr<spmd::Context> spmd;  // the whole mesh over `world`
   // Mesh-invariant runs on several processes: the (data=1, model=M) mesh of
   // this process's data replica over `model`, on which its gradient blocks
@@ -60,6 +68,10 @@ struct Distributed {
   int64_t model_shard = 0;
   int64_t num_model_shards = 1;
 
+  // Size of the mesh's 'expert' axis (1 without one).
+  int64_t num_expert_shards() const;
+  // P(data_axes, None, ...) for an array of `rank` dims: a batch.
+  PartitionSpec batch_spec(int rank) const;
   // True when parameters are split over a 'model' axis of more than one process.
   bool model_parallel() const { return num_model_shards > 1; }
   // True when the model runs through the spmd lowering on `spmd`'s mesh.
@@ -88,7 +100,9 @@ struct Distributed {
   uint64_t broadcast(uint64_t v) const;
 };
 
-// P('data', None, ...) for an array of `rank` dims: a batch split over 'data'.
-PartitionSpec batch_spec(int rank);
+// P(data_axes, None, ...) for an array of `rank` dims: a batch split over
+// 'data' (or, on the MoE mesh, over ('expert', 'data')).
+PartitionSpec batch_spec(int rank, const std::vector<std::string>& data_axes = {"data"});
+inline PartitionSpec Distributed::batch_spec(int rank) const { return trainer::batch_spec(rank, data_axes); }
 
 }  // namespace t5x::trainer

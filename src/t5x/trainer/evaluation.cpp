@@ -32,7 +32,7 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     int64_t eval_steps, const Distributed& dist) {
   std::map<std::string, std::map<std::string, double>> out;
   // Every process reads the same global batches of batch_size rows; on
-  // several processes each batch is a global array split over 'data' (as
+  // several processes each batch is a global array split over dist.data_axes (as
   // TrainData's), so the examples -- and the metrics -- do not depend on the
   // process count. (Reading a seqio shard per process would take eval_steps
   // batches of a different subset.)
@@ -48,7 +48,7 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
         // A short last batch is padded with zero rows (no loss weight).
         const int64_t rows = batch_rows(b);
         b = pad_rows(b, (rows + d - 1) / d * d);
-        for (auto& [k, a] : b) a = spmd::shard(a, batch_spec(a.rank()));
+        for (auto& [k, a] : b) a = spmd::shard(a, dist.batch_spec(a.rank()));
       }
       acc.add(model.loss_fn(params, b).second);
     }

@@ -78,8 +78,7 @@ Counts measure(const TrainRunConfig& base, int64_t data, int64_t model, int rank
   auto world = std::make_shared<SimulatedCommunicator>(int(data * model), rank);
   Distributed d = Distributed::create(cfg.partitioner, world);
   Trainer t(cfg, d, {});
-  const LogicalAxisRules rules = standard_logical_axis_rules(cfg.partitioner.activation_partitioning_dims,
-                                                             cfg.partitioner.parameter_partitioning_dims);
+  const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   TrainState& st = t.mutable_state();
   for (const auto& s : specs) {
     const Sharding sh = d.spmd_active() ? spmd::context().sharding(spmd::param_spec(s.shape, rules)) : Sharding{};

@@ -90,6 +90,7 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
 PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
   PartitionerConfig p;
   const std::string c = canonical_name(cfg, ref);
+  p.name = c;
   auto np = opt_value(cfg, ref.scope, c, "num_partitions");
   auto sub = opt_value(cfg, ref.scope, c, "model_parallel_submesh");
   if (sub) {
@@ -99,19 +100,32 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
   if (np) {
     p.num_partitions = np->as_int();
     if (p.num_partitions < 1)
-      throw gin::GinError(np->where(), "partitioning.PjitPartitioner.num_partitions = " +
-                                           std::to_string(p.num_partitions) + " must be at least 1",
+      throw gin::GinError(np->where(), c + ".num_partitions = " + std::to_string(p.num_partitions) +
+                                           " must be at least 1",
                           "the size of the 'model' mesh axis: 1 for data parallelism only");
   }
   if (np && sub)
     throw std::invalid_argument(
         "[partitioning] set either num_partitions or model_parallel_submesh, not both (t5x raises the same)");
   if (!np && !sub) p.num_partitions = 1;
+  if (c == "partitioning.MoePjitPartitioner") {
+    const Value x = cfg.get(ref.scope, c, "num_expert_partitions");
+    p.num_expert_partitions = x.as_int();
+    if (p.num_expert_partitions < 1)
+      throw gin::GinError(x.where(), c + ".num_expert_partitions = " + std::to_string(p.num_expert_partitions) +
+                                         " must be at least 1",
+                          "bind it to %NUM_EXPERT_PARTITIONS, the model's network.T5Config.num_expert_partitions");
+    p.mesh_invariant = false;
+  }
   if (auto inv = cfg.get_optional(ref.scope, c, "mesh_invariant")) {
     if (inv->is_none())
-      throw gin::GinError(inv->where(), "partitioning.PjitPartitioner.mesh_invariant is None",
+      throw gin::GinError(inv->where(), c + ".mesh_invariant is None",
                           "write True (no sum split across processes) or False (GSPMD's partial sums)");
     p.mesh_invariant = inv->as_bool();
+    if (p.moe() && p.mesh_invariant)
+      throw gin::GinError(inv->where(), c + ".mesh_invariant = True is not supported",
+                          "an MoE step runs on the whole (data, expert, model) mesh (its experts exchange tokens "
+                          "across 'expert'); leave it False");
   }
   auto rules = cfg.get_optional(ref.scope, c, "logical_axis_rules");
   if (rules && rules->kind() == ValueKind::kReference) {
@@ -122,6 +136,18 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
     if (auto b = opt_value(cfg, scope, rc, "parameter_partitioning_dims")) p.parameter_partitioning_dims = int(b->as_int());
   }
   return p;
+}
+
+// The MoE layer's expert layout and the partitioner's mesh come from one
+// setting in t5x (NUM_EXPERT_PARTITIONS); two different values would split
+// the experts one way and the mesh another.
+void check_expert_partitions(const ModelConfig& m, const PartitionerConfig& p) {
+  if (!p.moe() || !m.network.is_moe() || m.network.moe.num_expert_partitions == p.num_expert_partitions) return;
+  throw std::invalid_argument(
+      "[partitioning] network.T5Config.num_expert_partitions = " + std::to_string(m.network.moe.num_expert_partitions) +
+      " but " + p.name + ".num_expert_partitions = " + std::to_string(p.num_expert_partitions) +
+      "\n  hint: bind both to %NUM_EXPERT_PARTITIONS (configs/models/moe/moe.gin and configs/runs/moe/*.gin do) "
+      "and set --gin.NUM_EXPERT_PARTITIONS");
 }
 
 LearningRateSchedule read_schedule(const Config& cfg, const Reference& ref) {
@@ -320,6 +346,7 @@ TrainRunConfig read_train_config(const Config& cfg) {
   }
   if (!cfg.is_none(ck.scope, ckc, "restore")) t.restore = read_restore(cfg, nested_reference(cfg, ck, "restore"));
   t.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
+  check_expert_partitions(t.model, t.partitioner);
   t.total_steps = cfg.get_int("", f, "total_steps");
   if (t.total_steps < 0)
     throw std::invalid_argument("[trainer] " + f + ".total_steps (TRAIN_STEPS) must be >= 0, got " +
@@ -348,6 +375,7 @@ EvalRunConfig read_eval_config(const Config& cfg) {
   e.dataset = read_dataset_config(cfg, cfg.get_reference("", f, "dataset_cfg"));
   e.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   e.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
+  check_expert_partitions(e.model, e.partitioner);
   e.output_dir = cfg.get_string("", f, "output_dir");
   check_model_vocabulary(e.model, e.dataset);
   return e;
@@ -365,6 +393,7 @@ InferRunConfig read_infer_config(const Config& cfg) {
   r.dataset = read_dataset_config(cfg, cfg.get_reference("", f, "dataset_cfg"));
   r.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   r.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
+  check_expert_partitions(r.model, r.partitioner);
   r.output_dir = cfg.get_string("", f, "output_dir");
   r.checkpoint_period = cfg.get_int("", f, "checkpoint_period");
   r.shard_id = cfg.get_int("", f, "shard_id");
@@ -406,6 +435,11 @@ std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const Da
           "task's vocabulary, as t5x requires");
   }
   return std::nullopt;
+}
+
+LogicalAxisRules logical_axis_rules(const PartitionerConfig& p) {
+  return p.moe() ? moe_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims)
+                 : standard_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims);
 }
 
 std::unique_ptr<seqio::FeatureConverter> make_feature_converter(const ModelConfig& m, bool pack,

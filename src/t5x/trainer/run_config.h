@@ -17,7 +17,8 @@
 //     or an optax schedule)
 //   utils.DatasetConfig (+ seqio.add_global_cache_dirs.global_cache_dirs),
 //   utils.SaveCheckpointConfig, utils.RestoreCheckpointConfig,
-//   partitioning.PjitPartitioner (num_partitions, model_parallel_submesh)
+//   partitioning.PjitPartitioner (num_partitions, model_parallel_submesh), or
+//     partitioning.MoePjitPartitioner (the same plus num_expert_partitions; t5x contrib/moe)
 //   random_spans_noise_mask.random_roll (T5 span corruption): read with every
 //     DatasetConfig into seqio's process-wide default (seqio/preprocessors/noise.h)
 // Missing or ill-typed values throw t5x::gin::GinError naming the binding.
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "mesh/logical_axis_rules.h"
 #include "t5x/checkpoints/restore_map.h"
 #include "seqio/feature.h"
 #include "seqio/feature_converters/feature_converters.h"
@@ -86,7 +88,20 @@ struct PartitionerConfig {
   // split across devices; spmd::Context::mesh_invariant). Over `data` they
   // are when num_microbatches is a multiple of the data-axis size.
   bool mesh_invariant = true;
+  // partitioning.MoePjitPartitioner.num_expert_partitions X (t5x contrib/moe,
+  // moe.md 2.3); 0 for PjitPartitioner. With X: the mesh is Mesh::for_moe
+  // (data, expert, model), the batch splits over ('expert', 'data'), the rules
+  // are moe_logical_axis_rules, and the step runs with partial sums
+  // (mesh_invariant defaults to False; True is refused). The reader refuses a
+  // model whose network.T5Config.num_expert_partitions differs.
+  int64_t num_expert_partitions = 0;
+  std::string name = "partitioning.PjitPartitioner";  // the configurable, for messages
+  bool moe() const { return num_expert_partitions > 0; }
 };
+
+// The partitioner's rules: standard_logical_axis_rules(activation dims,
+// parameter dims), or moe_logical_axis_rules of the same for MoePjitPartitioner.
+LogicalAxisRules logical_axis_rules(const PartitionerConfig& p);
 
 // The model as gin describes it, read by the one model reader of every
 // command (t5x/models/gin_model.h).

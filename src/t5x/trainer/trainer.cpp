@@ -58,8 +58,8 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
       dist_(std::move(dist)),
       opt_(opt),
       model_(make_model(cfg_.model)),
-      rules_(standard_logical_axis_rules(cfg_.partitioner.activation_partitioning_dims,
-                                         cfg_.partitioner.parameter_partitioning_dims)) {
+      rules_(logical_axis_rules(cfg_.partitioner)) {
+  check_expert_mesh();
   if (!dist_.spmd_active()) return;
   // The model's ops on split parameters and batches run through the spmd
   // lowering of dist_'s mesh (the whole mesh, or this data replica's).
@@ -75,11 +75,35 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
 
 Trainer::~Trainer() = default;
 
+void Trainer::check_expert_mesh() const {
+  // One process computes every expert layout alike; on a mesh the layer's
+  // all-to-all runs over the mesh's 'expert' axis, which must be its X.
+  const T5Config& net = cfg_.model.network;
+  if (!dist_.one_mesh || !net.is_moe()) return;
+  const int64_t x = net.moe.num_expert_partitions, mesh_x = dist_.num_expert_shards();
+  if (x == mesh_x) return;
+  const auto& part = cfg_.partitioner;
+  std::string hint = part.moe() ? "set NUM_EXPERT_PARTITIONS = " + std::to_string(mesh_x) + " (" + part.name +
+                                      " makes 'expert' the largest divisor of the " +
+                                      std::to_string(dist_.size() / dist_.num_model_shards) +
+                                      " data-parallel processes that is <= num_expert_partitions)"
+                                : "use partitioning.MoePjitPartitioner (configs/runs/moe/pretrain.gin or "
+                                  "finetune.gin) with NUM_EXPERT_PARTITIONS = " + std::to_string(x);
+  throw std::invalid_argument("[trainer] network.T5Config.num_expert_partitions (NUM_EXPERT_PARTITIONS) = " +
+                              std::to_string(x) + " but the mesh " + dist_.mesh->to_string() + " of " +
+                              std::to_string(dist_.size()) + " processes has " +
+                              (part.moe() ? "an 'expert' axis of " + std::to_string(mesh_x) : std::string("no 'expert' axis")) +
+                              "\n  hint: " + hint);
+}
+
 std::string Trainer::layout() const {
   std::ostringstream os;
   int64_t local = 0;
   for (const auto& [k, p] : state_.params) local += p.local_size();
-  os << "mesh " << dist_.mesh->to_string() << ", " << dist_.size() << " process(es): batch split over 'data' ("
+  std::string axes;
+  for (const auto& a : dist_.data_axes) axes += (axes.empty() ? "'" : ", '") + a + "'";
+  if (dist_.data_axes.size() > 1) axes = "(" + axes + ")";
+  os << "mesh " << dist_.mesh->to_string() << ", " << dist_.size() << " process(es): batch split over " << axes << " ("
      << dist_.num_data_shards << " x " << cfg_.train_ds.batch_size / std::max<int64_t>(1, dist_.num_data_shards)
      << " rows)";
   const auto& part = cfg_.partitioner;
@@ -88,11 +112,14 @@ std::string Trainer::layout() const {
           "(parameter_partitioning_dims = " << part.parameter_partitioning_dims << ", activation_partitioning_dims = "
        << part.activation_partitioning_dims << ")" << (dist_.model_parallel() ? ", split over 'model' (" +
                                                      std::to_string(dist_.num_model_shards) + "-way)" : std::string())
+       << (dist_.num_expert_shards() > 1 ? ", expert kernels and their optimizer state split over 'expert' (" +
+                                              std::to_string(dist_.num_expert_shards()) + "-way)" : std::string())
        << "; " << local << " of " << model_->num_params() << " parameter values per process";
   else
     os << "; parameters replicated";
   if (dist_.one_mesh && !dist_.blocks_per_replica()) {
-    os << "; gradients summed over 'data' by the collectives; sums split over 'data' and 'model' (mesh_invariant = "
+    os << "; gradients summed over " << axes << " by the collectives; sums split over "
+       << (dist_.data_axes.size() > 1 ? "'data', 'expert' and 'model'" : "'data' and 'model'") << " (mesh_invariant = "
           "False)";
   } else if (dist_.one_mesh) {
     // The one-process run with the same arithmetic (docs/trainer.md, "Several
@@ -130,7 +157,7 @@ void Trainer::initialize() {
     fs::create_directories(cfg_.model_dir);
     if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
     std::ofstream(cfg_.model_dir + "/model-info.txt")
-        << model_info(model_->param_specs(), rules_, &spmd::context().mesh().desc());
+        << model_info(model_->param_specs(), rules_, &dist_.mesh->desc());
   }
   // Seeds: random_seed, else one drawn by process 0 and shared.
   uint64_t rng_seed = cfg_.random_seed ? uint64_t(*cfg_.random_seed) : dist_.broadcast(fresh_seed());
@@ -395,7 +422,7 @@ Batch Trainer::global_batch(const Batch& local) const {
   for (const auto& [k, a] : local) {
     std::vector<Dim> dims = a.shape().dims();
     dims.at(0).size *= dist_.num_data_shards;
-    out[k] = spmd::from_local(a, Shape(dims), spmd::context().sharding(batch_spec(a.rank())));
+    out[k] = spmd::from_local(a, Shape(dims), spmd::context().sharding(dist_.batch_spec(a.rank())));
   }
   return out;
 }

@@ -137,12 +137,15 @@ class Trainer {
   // unless BATCH_SIZE divides over the processes and the microbatches.
   int64_t local_microbatches() const;
   // One mesh: this process's rows as its shard of the global batch, split
-  // over 'data' (every dim but the first replicated).
+  // over Distributed::data_axes (every dim but the first replicated).
   Batch global_batch(const Batch& local) const;
   // Mesh-invariant steps (Distributed::replica): parameters into this data
   // replica's block program, and its gradients back out, summed over 'data'.
   ParamTree to_replica(const ParamTree& params) const;
   ParamTree sum_replica_grads(ParamTree grads) const;
+  // An MoE model on a mesh: its num_expert_partitions must be the mesh's
+  // 'expert' axis; throws std::invalid_argument naming the binding otherwise.
+  void check_expert_mesh() const;
 };
 
 // Human-readable step/loss line for logs.

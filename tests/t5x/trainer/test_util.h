@@ -62,11 +62,12 @@ inline std::vector<std::string> tiny_bindings(const std::string& model_dir, int 
 }
 
 inline gin::Config tiny_config(const std::vector<std::string>& bindings,
-                               const std::string& run_file = "configs/runs/pretrain.gin") {
+                               const std::string& run_file = "configs/runs/pretrain.gin",
+                               const std::string& model_file = "configs/models/t5_1_1/tiny.gin") {
   seqio::register_builtin_tasks();
   gin::LoadOptions o;
   o.search_paths = {"configs"};
-  return gin::parse_config_files_and_bindings({"configs/models/t5_1_1/tiny.gin", run_file}, bindings, o);
+  return gin::parse_config_files_and_bindings({model_file, run_file}, bindings, o);
 }
 
 }  // namespace t5x::trainer::testing
