@@ -19,9 +19,12 @@
 #      build/tests/t5x_partition_report_mpi_tests under mpirun -np 8.
 #
 # Usage: scripts/check_partitioning.sh [--steps N] [--batch B] [--out DIR] [--no-np8] [--resume]
+#                                      [--only "NAME ..."]
 #   defaults: 20 steps, BATCH_SIZE 8 ({'inputs': 64, 'targets': 64}).
 #   --resume keeps DIR and skips the runs that finished there (a summary of
-#   what ran is printed whatever stopped the rest).
+#   what ran is printed whatever stopped the rest). --only runs just the named
+#   runs (e.g. "m2x2_p2a2 m1x4_p1a2 inv_m4x1 report_tests_np8"; the
+#   reference always runs, ref_mb2 / ref_mb4 with inv_m2x2 / inv_m4x1).
 # Exit status 1 when a check fails. Needs build/bin/t5x, mpirun, /usr/bin/time
 # and the prepared data (scripts/prepare_data.sh); --np8 needs
 # build/tests/t5x_partition_report_mpi_tests.
@@ -32,6 +35,7 @@ BATCH=8
 OUT=/tmp/t5x_check_partitioning
 NP8=1
 RESUME=0
+ONLY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) STEPS=$2; shift 2 ;;
@@ -39,7 +43,8 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --no-np8) NP8=0; shift ;;
     --resume) RESUME=1; shift ;;
-    *) echo "check_partitioning.sh: unknown argument '$1' (--steps N, --batch B, --out DIR, --no-np8, --resume)" >&2; exit 2 ;;
+    --only) ONLY=" $2 "; shift 2 ;;
+    *) echo "check_partitioning.sh: unknown argument '$1' (--steps N, --batch B, --out DIR, --no-np8, --resume, --only \"NAME ...\")" >&2; exit 2 ;;
   esac
 done
 [ -x build/bin/t5x ] || { echo "check_partitioning.sh: build/bin/t5x missing; run scripts/build.sh" >&2; exit 1; }
@@ -50,6 +55,7 @@ REPORT_TESTS=build/tests/t5x_partition_report_mpi_tests
   { echo "check_partitioning.sh: $REPORT_TESTS missing (TARGETS=t5x_partition_report_mpi_tests scripts/build.sh), or pass --no-np8" >&2; exit 1; }
 [ "$RESUME" = 1 ] || rm -rf "$OUT"
 mkdir -p "$OUT"
+# shellcheck disable=SC2054  # the commas belong to --mca's value
 MPIRUN=(mpirun --oversubscribe --bind-to none --mca btl self,vader)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 export OMP_NUM_THREADS=1  # one thread per process, as the one-process runs
@@ -57,20 +63,24 @@ COMMON=(--gin_file=configs/examples/bible/translate_en_es_demo.gin
         --gin.TRAIN_STEPS="$STEPS" --gin.BATCH_SIZE="$BATCH" --gin.ACTIVATION_DTYPE="'float32'"
         --gin.trainer.Trainer.num_microbatches=None --gin.train_script.train.stats_period=1
         --gin.train_script.train.train_eval_dataset_cfg=None --gin.train_script.train.infer_eval_dataset_cfg=None)
+wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *" $1 "* ]]; }  # a run that --only keeps
 MODE=()  # the mode bindings of a run, for its partition report
 train() {  # name np [gin flags]: a run; each process's peak RSS in $OUT/name.rss.RANK
   local name=$1 np=$2 cmd=()
   shift 2
   MODE=("$@")
   [ "$np" -gt 1 ] && cmd=("${MPIRUN[@]}" -np "$np")
+  # shellcheck disable=SC2016  # expanded by the bash of each rank
   cmd+=(bash -c 'exec /usr/bin/time -f %M -o "$0.rss.${OMPI_COMM_WORLD_RANK:-0}" "$@"' "$OUT/$name"
         build/bin/t5x train "${COMMON[@]}" --gin.MODEL_DIR="'$OUT/$name'" "$@")
+  [ "$name" = ref ] || wanted "$name" || return 0
   if [ "$RESUME" = 1 ] && grep -q "done at step $STEPS" "$OUT/$name.log" 2>/dev/null; then return; fi
   echo "== $name ($np process(es)): $*" >&2
   rm -rf "${OUT:?}/$name"
   "${cmd[@]}" > "$OUT/$name.log" 2>&1 || { tail -20 "$OUT/$name.log" >&2; exit 1; }
 }
 report() {  # name data model: `t5x partition` of process 0 with the last run's mode
+  wanted "$1" || return 0
   build/bin/t5x partition "${COMMON[@]}" --gin.MODEL_DIR="'$OUT/unused'" --mesh="data=$2,model=$3" --rank=0 \
     "${MODE[@]}" > "$OUT/$1.report" 2>&1 || { tail -20 "$OUT/$1.report" >&2; exit 1; }
 }
@@ -153,6 +163,7 @@ sys.exit(1 if failed or missing else 0)
 PY
 }
 trap 'exit 143' TERM INT
+# shellcheck disable=SC2154  # status is set inside the trap
 trap 'status=$?; trap - EXIT; summary || true; exit $status' EXIT
 train ref 1
 for model in 1 2 4; do
@@ -166,8 +177,8 @@ for model in 1 2 4; do
     done
   done
 done
-train ref_mb2 1 --gin.trainer.Trainer.num_microbatches=2
-train ref_mb4 1 --gin.trainer.Trainer.num_microbatches=4
+wanted inv_m2x2 && train ref_mb2 1 --gin.trainer.Trainer.num_microbatches=2
+wanted inv_m4x1 && train ref_mb4 1 --gin.trainer.Trainer.num_microbatches=4
 # shellcheck disable=SC2046
 train inv_m4x1 4 --gin.partitioning.PjitPartitioner.num_partitions=1 $(rules 2 1)
 # shellcheck disable=SC2046
@@ -180,6 +191,9 @@ if [ "$NP8" = 1 ]; then
       --gin.partitioning.PjitPartitioner.mesh_invariant=False $(rules 2 1)
     report "$name" $((8 / model)) $model
   done
+  wanted report_tests_np8 || NP8=0
+fi
+if [ "$NP8" = 1 ]; then
   echo "== $REPORT_TESTS under mpirun -np 8" >&2
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "${MPIRUN[@]}" -np 8 "$REPORT_TESTS" \
     > "$OUT/report_tests_np8.log" 2>&1 && echo ok > "$OUT/report_tests_np8.status" ||
