@@ -112,6 +112,10 @@ Counts measure(const TrainRunConfig& base, int64_t data, int64_t model, int rank
   return c;
 }
 
+void subtract(CommCounters& c, const CommCounters& o) {
+  for (int k = 0; k < kNumCollectives; ++k) c.bytes[k] -= o.bytes[k], c.calls[k] -= o.calls[k];
+}
+
 std::string human(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -127,6 +131,12 @@ CommCounters step_counters(const Distributed& d) {
   MeshGroups& g = d.spmd->groups();
   CommCounters c = g.total_counters();
   std::set<const Communicator*> seen = {&g.world()};
+  // The mesh-invariant mode's replica mesh: its groups are split from d.model.
+  if (d.replica) {
+    MeshGroups& r = d.replica->groups();
+    c += r.total_counters();
+    if (!seen.insert(&r.world()).second) subtract(c, r.world().counters());
+  }
   for (const auto& comm : {d.world, d.data, d.model})
     if (comm && seen.insert(comm.get()).second) c += comm->counters();
   return c;
@@ -148,14 +158,14 @@ std::map<std::string, CommCounters> step_counters_by_axes(const Distributed& d) 
   // The rest: the world, the trainer's data and model groups, and mesh groups
   // over other axis orders (split on first use).
   CommCounters rest = step_counters(d);
-  for (int k = 0; k < kNumCollectives; ++k)
-    rest.bytes[k] -= groups.bytes[k], rest.calls[k] -= groups.calls[k];
+  subtract(rest, groups);
   if (rest.total_bytes() > 0) out["other"] = rest;
   return out;
 }
 
 void reset_step_counters(const Distributed& d) {
   d.spmd->groups().reset_counters();
+  if (d.replica) d.replica->groups().reset_counters();
   for (const auto& comm : {d.world, d.data, d.model})
     if (comm) comm->reset_counters();
 }

@@ -20,6 +20,7 @@
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/fault_inject.h"
 #include "t5x/optim/grad_utils.h"
+#include "t5x/trainer/partition_report.h"
 
 namespace t5x::trainer {
 
@@ -508,6 +509,22 @@ TrainResult Trainer::train() {
   message("training " + std::to_string(model_->num_params()) + " parameters on " + layout() + "; steps " +
           std::to_string(start) + " -> " + std::to_string(total) + ", global batch " +
           std::to_string(cfg_.train_ds.batch_size));
+  // What each process holds (2-D parameter partitioning splits it over
+  // 'data' too): the largest share over the processes.
+  if (dist_.size() > 1) {
+    int64_t local = 0, whole = 0;
+    const auto add = [&](const Array& a) {
+      local += int64_t(a.nbytes());
+      whole += a.shape().numel() * int64_t(dtype_size(a.dtype()));
+    };
+    for (const auto& [k, p] : state_.params) add(p);
+    for (const auto& [k, s] : state_.opt.slots) add(s);
+    const int64_t most = -dist_.min_over_world(-local);
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * double(most) / double(std::max<int64_t>(whole, 1)));
+    message("parameter + optimizer-state bytes per process: at most " + std::to_string(most) + " of one process's " +
+            std::to_string(whole) + " (" + pct + ")");
+  }
   // As in t5x, nothing is trained then; say so rather than look done.
   if (total < start)
     message("warning: TRAIN_STEPS = " + std::to_string(total) + " is below the restored step " +
@@ -518,11 +535,15 @@ TrainResult Trainer::train() {
 
   MetricAccumulator acc;
   auto window_t0 = Clock::now();
-  int64_t window_tokens = 0, window_seqs = 0;
+  int64_t window_tokens = 0, window_seqs = 0, window_steps = 0;
+  double window_sent = 0;  // bytes this process's communicators sent in the window's steps
   while (state_.step() < total) {
     const auto t_step = Clock::now();
     Batch batch = data_->next();
+    const double sent_before = dist_.one_mesh ? step_counters(dist_).total_bytes() : 0;
     StepOutput so = train_step(batch);
+    if (dist_.one_mesh) window_sent += step_counters(dist_).total_bytes() - sent_before;
+    ++window_steps;
     if (!so.finite) {
       // The step that failed, and the last step whose state was finite.
       const int64_t failed = so.loss_finite ? state_.step() : state_.step() + 1;
@@ -564,10 +585,13 @@ TrainResult Trainer::train() {
       values["timing/target_tokens_per_second"] = double(window_tokens) / secs;
       values["timing/seqs"] = double(window_seqs);
       values["learning_rate/current"] = so.learning_rate;
+      // Process 0's, to hold against `t5x partition --rank=0` (not a t5x summary).
+      if (dist_.one_mesh) values["communication/bytes_sent_per_step"] = window_sent / double(window_steps);
       train_log_.write(step, values);
       acc.reset();
       window_t0 = Clock::now();
-      window_seqs = window_tokens = 0;
+      window_seqs = window_tokens = window_steps = 0;
+      window_sent = 0;
     }
     if (step % ckpt_period == 0 || step == total) save();
     if ((cfg_.eval_period > 0 && step % cfg_.eval_period == 0) || step == total) evaluate();

@@ -5,7 +5,8 @@
 // the single-process float32 losses (1e-5 relative) at every step. With 2-D
 // parameter partitioning each process holds at most 27% of one process's
 // parameter + optimizer-state bytes (from the arrays' local sizes), and with
-// 1-D on (4,1) it holds all of them (replicated over 'data'). Activations
+// 1-D on (4,1) it holds all of them (replicated over 'data'); process 0's
+// communication bytes per step (a train metric) equal `t5x partition`'s. Activations
 // take their layout from activation_partitioning_dims (embed -> model for 2).
 // The checkpoint of the (2,2) ZeRO-3 run, written shard by shard, resumes on
 // (4,1) with replicated parameters and continues the single-process curve;
@@ -21,6 +22,7 @@
 #include "../../common/mpi_gtest_main.h"
 #include "nn/constraint.h"
 #include "spmd/spmd.h"
+#include "t5x/trainer/partition_report.h"
 #include "t5x/trainer/trainer.h"
 #include "test_util.h"
 
@@ -42,6 +44,9 @@ struct MeshRun {
   std::string layout;
   Shape activation;  // local shape of a constrained [batch=8, length=4, embed=32] activation
   std::map<std::string, double> eval;  // teacher-forced evaluation at the last step
+  // Process 0's bytes sent per step: the train metric of the last step, and
+  // `t5x partition --rank=0` of the same config (mesh_invariant = False only).
+  double sent_per_step = -1, report_sent = -1;
 };
 
 // Extra bindings of a run: the mesh-invariant mode (default False here) and
@@ -66,10 +71,15 @@ MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64
   TrainRunConfig c = read_train_config(testing::tiny_config(b));
   EXPECT_EQ(c.partitioner.parameter_partitioning_dims, param_dims);
   EXPECT_EQ(c.partitioner.activation_partitioning_dims, act_dims);
+  MeshRun r;
+  if (!mode.mesh_invariant && world->size() > 1 && world->rank() == 0) {
+    PartitionOptions po;
+    po.mesh = {world->size() / num_partitions, num_partitions};
+    r.report_sent = partition_report(c, po).step.total_bytes();
+  }
   TrainerOptions o;
   o.durable_checkpoints = false;
   Trainer t(c, Distributed::create(c.partitioner, std::move(world)), o);
-  MeshRun r;
   if (spmd::installed()) {
     const Array x = Array::from_floats(Shape{{"batch", 8}, {"length", 4}, {"embed", 32}}, std::vector<float>(1024, 1));
     r.activation = nn::constrain(spmd::shard(x, PartitionSpec::replicated(3))).local_shape();
@@ -78,6 +88,11 @@ MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64
   for (const auto& [k, p] : t.state().params) r.state_bytes += double(p.nbytes());
   for (const auto& [k, s] : t.state().opt.slots) r.state_bytes += double(s.nbytes());
   r.layout = t.layout();
+  std::ifstream train_metrics(dir + "/train/metrics.jsonl");
+  for (std::string line; std::getline(train_metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("communication/bytes_sent_per_step")) r.sent_per_step = j["communication/bytes_sent_per_step"];
+  }
   std::ifstream f(dir + "/training_eval/gpl3_lines_copy/metrics.jsonl");
   for (std::string line; std::getline(f, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
@@ -117,9 +132,14 @@ TEST(TrainerOneMesh, EveryPartitioningModeGivesTheSingleProcessLosses) {
         } else if (model == 1) {
           EXPECT_EQ(fraction, 1.0) << "1-D parameters are replicated over 'data'";
         }
-        if (g_world->rank() == 0)
-          std::printf("[one mesh] %s: %.1f%% of one process's parameter + optimizer bytes; losses %.7f .. %.7f\n",
-                      what.c_str(), 100 * fraction, r.losses.front(), r.losses.back());
+        // The train metric of process 0's communication is `t5x partition`'s.
+        if (g_world->rank() == 0) {
+          EXPECT_GT(r.report_sent, 0);
+          EXPECT_NEAR(r.sent_per_step, r.report_sent, 0.01 * r.report_sent);
+          std::printf("[one mesh] %s: %.1f%% of one process's parameter + optimizer bytes; losses %.7f .. %.7f; "
+                      "process 0 sent %.0f B per step (report %.0f)\n",
+                      what.c_str(), 100 * fraction, r.losses.front(), r.losses.back(), r.sent_per_step, r.report_sent);
+        }
         if (model == 2 && param_dims == 2 && act_dims == 1) zero3 = dir;
       }
   // The (2,2) ZeRO-3 checkpoint on (4,1) with replicated parameters.
