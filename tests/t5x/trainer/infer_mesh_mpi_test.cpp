@@ -6,7 +6,8 @@
 // relative; each process holds only its parameter shards (the bytes the
 // logical-axis layout gives, e.g. 25% on (2,2) with 2-D partitioning), and
 // the KV cache of a decode step is split as its layout says (batch over
-// 'data', heads over 'model').
+// 'data', heads over 'model'). `t5x eval` and the inference evaluation
+// during training on (2,2) write one process's metrics and predictions.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -178,6 +179,46 @@ TEST(InferMesh, EvalOnTheMeshGivesOneProcessMetrics) {
     EXPECT_EQ(got, ref);
     EXPECT_EQ(read_jsonl(dir + "/inference_eval/gpl3_lines_copy-000006.jsonl"),
               read_jsonl(own + "/inference_eval/gpl3_lines_copy-000006.jsonl"));
+  }
+}
+
+// The inference evaluation during training on (2,2) with 2-D parameters:
+// it decodes with the trainer's sharded parameters (evaluation before
+// training, on the initial ones) and writes one process's predictions.
+TEST(InferMesh, InferenceEvalDuringTrainingDecodesOnTheMesh) {
+  ASSERT_EQ(g_world->size(), 4) << "run under mpiexec -np 4";
+  (void)trained_dir();
+  auto run = [](const std::string& dir, std::shared_ptr<Communicator> world, int64_t num_partitions) {
+    auto b = testing::tiny_bindings(dir, 1);
+    for (const std::string& x : std::vector<std::string>{
+             "train_script.train.run_eval_before_training = True",
+             "train_script.train.infer_eval_dataset_cfg = @infer_eval/utils.DatasetConfig()",
+             "infer_eval/utils.DatasetConfig.mixture_or_task_name = 'gpl3_lines_copy'",
+             "infer_eval/utils.DatasetConfig.task_feature_lengths = None",
+             "infer_eval/utils.DatasetConfig.split = 'validation'",
+             "infer_eval/utils.DatasetConfig.batch_size = 8", "infer_eval/utils.DatasetConfig.shuffle = False",
+             "infer_eval/utils.DatasetConfig.seed = 42", "infer_eval/utils.DatasetConfig.use_cached = False",
+             "infer_eval/utils.DatasetConfig.pack = False",
+             "partitioning.PjitPartitioner.num_partitions = " + std::to_string(num_partitions),
+             "partitioning.standard_logical_axis_rules.parameter_partitioning_dims = 2"})
+      b.push_back(x);
+    const TrainRunConfig c = read_train_config(testing::tiny_config(b));
+    TrainerOptions o;
+    o.durable_checkpoints = false;
+    Trainer t(c, Distributed::create(c.partitioner, std::move(world)), o);
+    t.train();
+    return read_jsonl(dir + "/inference_eval/gpl3_lines_copy-000000.jsonl");
+  };
+  const std::string own = testing::temp_dir("infer_eval_ref");
+  std::vector<nlohmann::json> ref;
+  if (g_world->rank() == 0) ref = run(own, make_single_communicator(), 1);
+  const auto got = run(testing::shared_temp_dir(*g_world, "infer_eval_mesh"), g_world, 2);
+  if (g_world->rank() == 0) {
+    ASSERT_EQ(ref.size(), 20u);
+    size_t chars = 0;
+    for (const auto& r : ref) chars += r["prediction"].get<std::string>().size();
+    EXPECT_GT(chars, 20 * 10u) << "the initial parameters decode little: the comparison would be weak";
+    EXPECT_EQ(got, ref);
   }
 }
 
