@@ -190,18 +190,10 @@ TEST(InferMesh, InferenceEvalDuringTrainingDecodesOnTheMesh) {
   (void)trained_dir();
   auto run = [](const std::string& dir, std::shared_ptr<Communicator> world, int64_t num_partitions) {
     auto b = testing::tiny_bindings(dir, 1);
-    for (const std::string& x : std::vector<std::string>{
-             "train_script.train.run_eval_before_training = True",
-             "train_script.train.infer_eval_dataset_cfg = @infer_eval/utils.DatasetConfig()",
-             "infer_eval/utils.DatasetConfig.mixture_or_task_name = 'gpl3_lines_copy'",
-             "infer_eval/utils.DatasetConfig.task_feature_lengths = None",
-             "infer_eval/utils.DatasetConfig.split = 'validation'",
-             "infer_eval/utils.DatasetConfig.batch_size = 8", "infer_eval/utils.DatasetConfig.shuffle = False",
-             "infer_eval/utils.DatasetConfig.seed = 42", "infer_eval/utils.DatasetConfig.use_cached = False",
-             "infer_eval/utils.DatasetConfig.pack = False",
-             "partitioning.PjitPartitioner.num_partitions = " + std::to_string(num_partitions),
-             "partitioning.standard_logical_axis_rules.parameter_partitioning_dims = 2"})
-      b.push_back(x);
+    for (const std::string& x : testing::infer_eval_bindings()) b.push_back(x);
+    b.push_back("train_script.train.run_eval_before_training = True");
+    b.push_back("partitioning.PjitPartitioner.num_partitions = " + std::to_string(num_partitions));
+    b.push_back("partitioning.standard_logical_axis_rules.parameter_partitioning_dims = 2");
     const TrainRunConfig c = read_train_config(testing::tiny_config(b));
     TrainerOptions o;
     o.durable_checkpoints = false;
