@@ -60,8 +60,9 @@ constexpr const char* kUsage =
     "         process: [--rank=R] [--extrapolate_layers] (docs/sharding.md, \"Partition report\")\n"
     "USE_CACHED_TASKS=True reads the caches `seqio cache TASK --output DIR` wrote: pass DIR with\n"
     "--seqio_additional_cache_dirs=DIR (t5x's flag) or seqio.add_global_cache_dirs.global_cache_dirs = ['DIR']\n"
-    "Run several processes with: mpirun -np N t5x train ... (batch split over 'data'; parameters split over\n"
-    "'model' by logical_axis_rules when partitioning.PjitPartitioner.num_partitions > 1)\n";
+    "Run several processes with: mpirun -np N t5x train|eval|infer|score ... (one (data, model) mesh: batch\n"
+    "split over 'data'; parameters split over 'model' by logical_axis_rules when\n"
+    "partitioning.PjitPartitioner.num_partitions > 1; infer/score/eval write on process 0)\n";
 
 void register_tasks(std::ostream& err, bool verbose) {
   seqio::register_builtin_tasks();

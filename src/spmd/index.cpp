@@ -9,6 +9,7 @@
 #include "spmd/context.h"
 #include "spmd/local.h"
 #include "spmd/lower.h"
+#include "spmd/reshard.h"
 
 namespace t5x::spmd {
 namespace {
@@ -50,6 +51,12 @@ Array take(const Array& x, const Array& ids, const std::string& dim) {
   if (!lower::any_split({x, ids})) return t5x::take(x, ids, dim);
   lower::check_meshes("take", {x, ids});
   if (!x.has_dim(dim)) throw_invalid("take", "no dim '" + dim + "' in x " + describe_sharded(x));
+  // ids with a dim named like the taken one (rows picked by row ids, e.g. a
+  // decode cache's beam reordering): the two layouts are different dims.
+  if (ids.has_dim(dim)) {
+    const std::string tmp = dim + "~ids";
+    return spmd::rename(spmd::take(x, spmd::rename(ids, {{dim, tmp}}), dim), {{tmp, dim}});
+  }
   lower::Assignment a;
   lower::absorb(a, ids.shape(), spec_of(ids));
   lower::absorb(a, x.shape(), spec_of(x));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ops/ops.h"
+#include "spmd/reshard.h"
 
 namespace t5x {
 
@@ -32,7 +33,7 @@ std::vector<float> host_logits(const Array& logits, int64_t rows, int64_t& vocab
     throw std::invalid_argument("[decoding] step function must return logits [batch=" + std::to_string(rows) +
                                 ", vocab], got " + logits.shape().to_string());
   vocab = logits.dim("vocab");
-  return transpose(cast(logits, DType::f32), {"batch", "vocab"}).to_floats();
+  return transpose(cast(gather_if_split(logits), DType::f32), {"batch", "vocab"}).to_floats();
 }
 
 struct Decode {
@@ -62,10 +63,12 @@ std::vector<int64_t> input_rows(const Array& inputs, int64_t& batch, int64_t& le
     throw std::invalid_argument("[decoding] inputs must be int [batch, length]");
   batch = inputs.dim("batch");
   length = inputs.dim("length");
-  return transpose(inputs, {"batch", "length"}).to_ints();
+  return transpose(gather_if_split(inputs), {"batch", "length"}).to_ints();
 }
 
 }  // namespace
+
+Array gather_if_split(const Array& a) { return !a.valid() || a.is_fully_local() ? a : spmd::gather(a); }
 
 double brevity_penalty(double alpha, double length) { return std::pow((5.0 + length) / 6.0, alpha); }
 

@@ -36,6 +36,14 @@ class DecodeStepFn {
   virtual void gather_rows(const std::vector<int64_t>& rows) = 0;
 };
 
+// `a` whole on this process: an array split over the current spmd context's
+// mesh is all-gathered (collective: every process of the mesh calls it);
+// one that is already whole is returned as it is. Decoding reads the step's
+// logits and the prompts on the host through it, so a model that runs on a
+// mesh (batch split over 'data', vocabulary over 'model') decodes the same
+// tokens on every process.
+Array gather_if_split(const Array& a);
+
 struct DecodeResult {
   Array sequences;  // int32 [batch, decodes, length]
   Array scores;     // f32 [batch, decodes], ascending

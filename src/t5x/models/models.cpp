@@ -21,12 +21,12 @@ Array feature(const Batch& b, const char* key, bool required = true) {
 }
 
 // Host rows [batch, length] of an int array.
-std::vector<int64_t> rows_of(const Array& a) { return transpose(a, {"batch", "length"}).to_ints(); }
+std::vector<int64_t> rows_of(const Array& a) { return transpose(gather_if_split(a), {"batch", "length"}).to_ints(); }
 
 // Logits at one position per row: full [batch, length, vocab] -> [batch, vocab].
 Array pick_positions(const Array& logits, const std::vector<int64_t>& index) {
   int64_t b = logits.dim("batch"), l = logits.dim("length"), v = logits.dim("vocab");
-  auto f = transpose(logits, {"batch", "length", "vocab"}).to_floats();
+  auto f = transpose(gather_if_split(logits), {"batch", "length", "vocab"}).to_floats();
   std::vector<float> out(size_t(b * v));
   for (int64_t r = 0; r < b; ++r)
     std::copy(f.begin() + (r * l + index[size_t(r)]) * v, f.begin() + (r * l + index[size_t(r)] + 1) * v,

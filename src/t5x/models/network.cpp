@@ -154,7 +154,9 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
   if (!tokens.valid() || tokens.size() != b)
     throw std::invalid_argument("[decode_step] tokens must be int [batch=" + std::to_string(b) + "]");
   Array tok = reshape(cast(tokens, DType::i32), Shape{{"batch", b}, {"length", 1}});
-  Array x = nn::embed_lookup(nn::get(p, embedding_name), tok, cfg.dtype);
+  // On a mesh the step's rows take the batch layout (split over 'data'), as
+  // the cache they meet.
+  Array x = nn::constrain(nn::embed_lookup(nn::get(p, embedding_name), tok, cfg.dtype));
   LayerArgs a;
   a.cache_at = ne(one_hot(c.index, c.max_length, "kv_length"), 0.0);  // [batch, kv_length]
   if (c.index.is_fully_local()) {
@@ -189,9 +191,10 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
   auto att = cfg.attention();
   const char* hn = att.grouped() ? "kv_heads" : "heads";
   Shape s{{"batch", batch}, {"kv_length", max_length}, {hn, att.kv_heads()}, {"kv", cfg.head_dim}};
+  // On a mesh the cache takes its logical layout (batch -> 'data', heads -> 'model').
   for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
-    c.self_key.push_back(Array::zeros(s, cfg.dtype));
-    c.self_value.push_back(Array::zeros(s, cfg.dtype));
+    c.self_key.push_back(nn::constrain(Array::zeros(s, cfg.dtype)));
+    c.self_value.push_back(nn::constrain(Array::zeros(s, cfg.dtype)));
   }
   c.index = Array::zeros(Shape{{"batch", batch}}, DType::i32);
   return c;
@@ -269,8 +272,17 @@ Array decoder_only_forward(const T5Config& cfg, const ParamTree& p, const Array&
 
 void DecoderCache::gather_rows(const std::vector<int64_t>& rows) {
   Array idx = Array::from_ints(Shape{{"batch", int64_t(rows.size())}}, rows);
+  // On a mesh the rows come back whole (the spmd take of a split dim) and
+  // take the cache's layout again; bool masks move as int32.
   auto g = [&](Array& a) {
-    if (a.valid()) a = take(a, idx, "batch");
+    if (!a.valid()) return;
+    if (a.is_fully_local()) {
+      a = take(a, idx, "batch");
+    } else if (a.dtype() == DType::boolean) {
+      a = nn::constrain(ne(take(cast(a, DType::i32), idx, "batch"), 0.0));
+    } else {
+      a = nn::constrain(take(a, idx, "batch"));
+    }
   };
   for (auto& a : self_key) g(a);
   for (auto& a : self_value) g(a);
@@ -309,7 +321,7 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& p, const
   a.self_bias = stack_bias(cfg, p, "decoder", len);
   std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
   nn::Dropout none;
-  Array x = nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype);
+  Array x = nn::constrain(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype));
   stack(cfg, p, "decoder", x, a, &kv, none);
   for (size_t i = 0; i < kv.size(); ++i) {
     auto order = c.self_key[i].names();

@@ -7,9 +7,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ops/ops.h"
 #include "seqio/metrics/metrics.h"
 #include "seqio/mixture.h"
 #include "spmd/reshard.h"
+#include "t5x/models/decoding.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/summaries/event_writer.h"
 #include "t5x/summaries/metrics_writer.h"
@@ -27,6 +29,43 @@ bool task_has_split(const seqio::Task& t, const std::string& split) {
 
 }  // namespace
 
+MeshScope::MeshScope(const Distributed& dist, const LogicalAxisRules& rules) {
+  if (!dist.one_mesh) return;
+  context_.emplace(dist.spmd);
+  lowering_.emplace();
+  constraint_.emplace([rules](const Array& x) { return spmd::with_sharding_constraint(x, rules); });
+}
+
+MeshScope::~MeshScope() = default;
+
+Batch mesh_batch(const Batch& b, const Distributed& dist) {
+  if (!dist.one_mesh) return b;
+  const int64_t d = dist.num_data_shards, rows = batch_rows(b);
+  Batch out = pad_rows(b, (rows + d - 1) / d * d);
+  for (auto& [k, a] : out) a = spmd::shard(a, dist.batch_spec(a.rank()));
+  return out;
+}
+
+std::vector<double> score_rows(const BaseTransformerModel& model, const ParamTree& params, const Batch& features,
+                               const Distributed& dist) {
+  auto s = gather_if_split(model.score_batch(params, mesh_batch(features, dist))).to_floats();
+  s.resize(size_t(batch_rows(features)));
+  return {s.begin(), s.end()};
+}
+
+std::vector<std::vector<int32_t>> predict_rows(const BaseTransformerModel& model, const ModelConfig& mcfg,
+                                               const ParamTree& params, const Batch& features,
+                                               const Distributed& dist) {
+  const Batch b = mesh_batch(prediction_batch(features, mcfg.decoder_only), dist);
+  PredictOutput p = model.predict_batch(params, b, mcfg.decode);
+  const int64_t len = p.tokens.dim("length");
+  auto all = transpose(gather_if_split(p.tokens), {"batch", "length"}).to_ints();
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t r = 0; r < batch_rows(features); ++r)
+    out.push_back(trim_decoded(std::vector<int64_t>(all.begin() + r * len, all.begin() + (r + 1) * len)));
+  return out;
+}
+
 std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     const BaseTransformerModel& model, const ModelConfig& mcfg, const ParamTree& params, const DatasetConfig& cfg,
     int64_t eval_steps, const Distributed& dist) {
@@ -36,7 +75,6 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
   // TrainData's), so the examples -- and the metrics -- do not depend on the
   // process count. (Reading a seqio shard per process would take eval_steps
   // batches of a different subset.)
-  const int64_t d = dist.num_data_shards;
   for (const auto& task : seqio::get_subtasks(cfg.mixture_or_task_name)) {
     if (!task_has_split(*task, cfg.split)) continue;
     FiniteData data(task->name(), cfg, mcfg, cfg.batch_size, 0, 1, 0, cfg.pack);
@@ -44,13 +82,8 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
     Batch b;
     int64_t n = 0;  // global batches, the same on every process
     for (; (eval_steps <= 0 || n < eval_steps) && data.next(b); ++n) {
-      if (dist.one_mesh) {
-        // A short last batch is padded with zero rows (no loss weight).
-        const int64_t rows = batch_rows(b);
-        b = pad_rows(b, (rows + d - 1) / d * d);
-        for (auto& [k, a] : b) a = spmd::shard(a, dist.batch_spec(a.rank()));
-      }
-      acc.add(model.loss_fn(params, b).second);
+      // A short last batch is padded with zero rows (no loss weight).
+      acc.add(model.loss_fn(params, mesh_batch(b, dist)).second);
     }
     if (n == 0) continue;
     acc.end_step();
@@ -102,8 +135,8 @@ InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConf
 }
 
 std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
-    const BaseTransformerModel& model, const ParamTree& params, int64_t step, const std::string& out_dir,
-    const std::function<void(const std::string&)>& progress) const {
+    const BaseTransformerModel& model, const ParamTree& params, const Distributed& dist, int64_t step,
+    const std::string& out_dir, const std::function<void(const std::string&)>& progress) const {
   using Clock = std::chrono::steady_clock;
   const int64_t per_batch = std::max<int64_t>(1, cfg_.batch_size);
   int64_t total_batches = 0, batches = 0, examples = 0, next_tenth = 1;
@@ -148,15 +181,9 @@ std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
       }
       feats.push_back(std::move(f));
     }
-    Batch b = prediction_batch(examples_to_batch((*conv)(feats, conv_lengths)), mcfg_.decoder_only);
-    PredictOutput p = model.predict_batch(params, b, mcfg_.decode);
-    const int64_t len = p.tokens.dim("length");
-    auto all = p.tokens.to_ints();
+    auto rows = predict_rows(model, mcfg_, params, examples_to_batch((*conv)(feats, conv_lengths)), dist);
     std::vector<std::pair<int64_t, seqio::Tokens>> out;
-    for (size_t r = 0; r < batch.size(); ++r) {
-      std::vector<int64_t> row(all.begin() + int64_t(r) * len, all.begin() + int64_t(r + 1) * len);
-      out.emplace_back(batch[r].first, trim_decoded(row));
-    }
+    for (size_t r = 0; r < batch.size(); ++r) out.emplace_back(batch[r].first, std::move(rows[r]));
     report(int64_t(batch.size()));
     return out;
   };

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -26,16 +27,25 @@ struct LoadedModel {
   std::string dir;
 };
 
-LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& rc) {
+// On several processes the parameters take training's layout on the mesh
+// (logical_axis_rules, parameter_partitioning_dims) and each process reads
+// only its shards of the checkpoint.
+LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& rc, const Distributed& dist,
+                       const LogicalAxisRules& rules) {
   LoadedModel m;
   m.model = make_model(mcfg);
   auto path = resolve_restore_path(rc);
   if (!path)
     throw CheckpointError("[checkpoint] no checkpoint to restore\n  hint: set CHECKPOINT_PATH to a checkpoint_<step> directory");
-  m.state.params = m.model->init(prng_key(0));
-  auto r = restore_train_state(*path, m.state, false, rc.dtype, 0, 1);
+  MeshScope on_mesh(dist, rules);
+  m.state.params = dist.one_mesh ? init_params_on_mesh(*m.model, prng_key(0), rules) : m.model->init(prng_key(0));
+  auto r = restore_train_state(*path, m.state, false, rc.dtype, dist.rank(), dist.size());
   m.dir = r.dir;
   return m;
+}
+
+LogicalAxisRules rules_of(const PartitionerConfig& p) {
+  return standard_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims);
 }
 
 std::string fmt(const char* f, long long a) {
@@ -50,33 +60,48 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 
 InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
   InferStats stats;
-  LoadedModel lm = load_model(cfg.model, cfg.restore);
-  if (log && dist.is_chief()) *log << "restored parameters from " << lm.dir << "\n";
-  // Under mpirun every process takes its own shard.
-  const int64_t num_shards = cfg.num_shards * dist.size();
-  const int64_t shard = cfg.shard_id * dist.size() + dist.rank();
+  const LogicalAxisRules rules = rules_of(cfg.partitioner);
+  LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
+  for (const auto& [k, p] : lm.state.params) {
+    stats.param_bytes += double(p.nbytes());
+    stats.model_param_bytes += double(p.size()) * double(dtype_size(p.dtype()));
+  }
+  if (log && dist.is_chief())
+    *log << "restored parameters from " << lm.dir << " (" << std::fixed << std::setprecision(1)
+         << 100 * stats.param_bytes / std::max(1.0, stats.model_param_bytes) << "% of their bytes on process 0)\n"
+         << std::defaultfloat;
+  // Under mpirun the processes form one mesh: every process reads the same
+  // batches of shard shard_id, each split over 'data', and process 0 writes
+  // the file one process writes (t5x infer.py writes on process 0).
+  MeshScope on_mesh(dist, rules);
+  const bool writer = dist.is_chief();
+  const int64_t num_shards = cfg.num_shards, shard = cfg.shard_id;
   const int64_t chunk_examples = std::max<int64_t>(1, cfg.checkpoint_period) * cfg.dataset.batch_size;
-  fs::create_directories(cfg.output_dir);
+  if (writer) fs::create_directories(cfg.output_dir);
   for (const auto& task : seqio::get_subtasks(cfg.dataset.mixture_or_task_name)) {
     const std::string base = task->name() + "-" + cfg.mode + ".jsonl" + fmt("-%05lld", shard) + fmt("-of-%05lld", num_shards);
     const std::string final_path = cfg.output_dir + "/" + base;
     stats.outputs[task->name()] = final_path;
-    if (fs::exists(final_path + ".COMPLETED")) {
-      if (log) *log << final_path << " is complete; skipping\n";
+    // Process 0 looks at the files; the others follow its answer.
+    if (dist.broadcast(writer && fs::exists(final_path + ".COMPLETED"))) {
+      if (log && writer) *log << final_path << " is complete; skipping\n";
       continue;
     }
     const std::string tmp = cfg.output_dir + "/tmp-" + base;
-    fs::create_directories(tmp);
+    if (writer) fs::create_directories(tmp);
     auto chunk_path = [&](int64_t c) { return tmp + "/" + base + fmt("-chunk%05lld", c); };
     int64_t chunk = 0;
-    while (fs::exists(chunk_path(chunk) + ".COMPLETED")) ++chunk;
+    if (writer)
+      while (fs::exists(chunk_path(chunk) + ".COMPLETED")) ++chunk;
+    chunk = int64_t(dist.broadcast(uint64_t(chunk)));
     stats.chunks_skipped += chunk;
     FiniteData data(task->name(), cfg.dataset, cfg.model, cfg.dataset.batch_size, shard, num_shards,
                     chunk * chunk_examples, false);
     auto vocab = task->output_features().at("targets").vocabulary;
     bool more = true;
     while (more) {
-      std::ofstream out(chunk_path(chunk), std::ios::trunc);
+      std::ofstream out;
+      if (writer) out.open(chunk_path(chunk), std::ios::trunc);
       int64_t in_chunk = 0;
       Batch b;
       std::vector<seqio::Example> raw;
@@ -84,18 +109,12 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
         std::vector<double> scores;
         std::vector<std::string> preds;
         if (cfg.mode == "score") {
-          auto s = lm.model->score_batch(lm.state.params, b).to_floats();
-          scores.assign(s.begin(), s.end());
+          scores = score_rows(*lm.model, lm.state.params, b, dist);
         } else {
-          PredictOutput p = lm.model->predict_batch(lm.state.params, prediction_batch(b, cfg.model.decoder_only),
-                                                    cfg.model.decode);
-          const int64_t len = p.tokens.dim("length");
-          auto all = p.tokens.to_ints();
-          for (size_t r = 0; r < raw.size(); ++r)
-            preds.push_back(vocab->decode(trim_decoded(
-                std::vector<int64_t>(all.begin() + int64_t(r) * len, all.begin() + int64_t(r + 1) * len))));
+          for (const auto& t : predict_rows(*lm.model, cfg.model, lm.state.params, b, dist))
+            preds.push_back(vocab->decode(t));
         }
-        for (size_t r = 0; r < raw.size(); ++r) {
+        for (size_t r = 0; writer && r < raw.size(); ++r) {
           nlohmann::json j;
           nlohmann::json inputs = nlohmann::json::object();
           for (const auto& [k, v] : raw[r])
@@ -108,14 +127,22 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
         in_chunk += static_cast<int64_t>(raw.size());
         stats.examples += static_cast<int64_t>(raw.size());
       }
+      if (!writer) {
+        if (in_chunk > 0 || chunk == 0) ++chunk;
+        continue;
+      }
       out.close();
       if (in_chunk > 0 || chunk == 0) {
         std::ofstream(chunk_path(chunk) + ".COMPLETED").put('\n');
-        if (log && dist.is_chief()) *log << task->name() << ": chunk " << chunk << " (" << in_chunk << " examples)\n";
+        if (log) *log << task->name() << ": chunk " << chunk << " (" << in_chunk << " examples)\n";
         ++chunk;
       } else {
         fs::remove(chunk_path(chunk));
       }
+    }
+    if (!writer) {
+      dist.barrier();
+      continue;
     }
     // Merge the chunks in order, then mark the file complete.
     {
@@ -128,7 +155,8 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
     fs::rename(final_path + ".tmp", final_path);
     std::ofstream(final_path + ".COMPLETED").put('\n');
     fs::remove_all(tmp);
-    if (log && dist.is_chief()) *log << "wrote " << final_path << "\n";
+    if (log) *log << "wrote " << final_path << "\n";
+    dist.barrier();
   }
   return stats;
 }
@@ -157,19 +185,23 @@ std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfi
                                   cfg.dataset.split + "' and metric_fns, so there is nothing to evaluate:" + tasks +
                                   "\n  hint: set MIXTURE_OR_TASK_SPLIT (utils.DatasetConfig.split) to one of them");
   }
-  LoadedModel lm = load_model(cfg.model, cfg.restore);
+  const LogicalAxisRules rules = rules_of(cfg.partitioner);
+  LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
   int64_t step = 0;
   if (auto s = CheckpointReader::open(lm.dir).step()) step = *s;
-  if (dist.is_chief()) {
+  {
+    // Every process decodes its rows on the mesh; process 0 writes and logs.
+    MeshScope on_mesh(dist, rules);
     InferenceEvaluator ev(cfg.dataset, cfg.model);
-    auto res = ev.run(*lm.model, lm.state.params, step, cfg.output_dir + "/inference_eval",
-                      [log](const std::string& line) { if (log) *log << line << "\n" << std::flush; });
+    std::ostream* out_log = dist.is_chief() ? log : nullptr;
+    auto res = ev.run(*lm.model, lm.state.params, dist, step, dist.is_chief() ? cfg.output_dir + "/inference_eval" : "",
+                      [out_log](const std::string& line) { if (out_log) *out_log << line << "\n" << std::flush; });
     for (const auto& [task, r] : res) {
       out[task] = r.metrics;
-      if (log) {
-        *log << task << " (" << lm.dir << ", split " << cfg.dataset.split << "):";
-        for (const auto& [k, v] : r.metrics) *log << " " << k << " " << v;
-        *log << "\n";
+      if (out_log) {
+        *out_log << task << " (" << lm.dir << ", split " << cfg.dataset.split << "):";
+        for (const auto& [k, v] : r.metrics) *out_log << " " << k << " " << v;
+        *out_log << "\n";
       }
     }
   }

@@ -8,6 +8,8 @@
 
 #include "core/dtype_bf16.h"
 #include "mesh/partition_spec.h"
+#include "nn/params.h"
+#include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/tf_bundle.h"
 #include "t5x/checkpoints/upcycle.h"
@@ -191,6 +193,13 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     }
   }
   return r;
+}
+
+ParamTree init_params_on_mesh(const BaseTransformerModel& model, const PRNGKey& key, const LogicalAxisRules& rules) {
+  ParamTree params;
+  for (const auto& spec : model.param_specs())
+    for (auto& [k, v] : nn::init_params({spec}, key)) params[k] = spmd::shard(v, spmd::param_spec(v.shape(), rules));
+  return params;
 }
 
 RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,

@@ -92,6 +92,12 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
 // restore maps its Mesh-TF T5 names to t5x paths (t5x's TF restore).
 std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& cfg);
 
+// `model`'s parameters drawn from `key` (each from fold_in(key, hash(name)),
+// as model.init), laid out on the current spmd context's mesh by `rules`
+// (spmd::param_spec): one parameter at a time, so the peak is one whole
+// parameter, not the whole model.
+ParamTree init_params_on_mesh(const BaseTransformerModel& model, const PRNGKey& key, const LogicalAxisRules& rules);
+
 // True when every float parameter is finite.
 bool all_finite(const ParamTree& params, std::string* first_bad = nullptr);
 

@@ -67,8 +67,8 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
   context_scope_.emplace(dist_.spmd);
   lowering_scope_.emplace();
   // Activations on the mesh take their logical-axis layout (t5x's
-  // with_sharding_constraint points); single-device arrays (process 0's
-  // inference evaluation on gathered parameters) stay so: no other process joins.
+  // with_sharding_constraint points); single-device arrays stay so (decoding
+  // constrains its host-made tokens and cache under a MeshScope).
   constraint_scope_.emplace([rules = rules_](const Array& x) {
     return x.sharding().is_single_device() ? x : spmd::with_sharding_constraint(x, rules);
   });
@@ -171,10 +171,7 @@ void Trainer::initialize() {
     // Each parameter draws from fold_in(key, hash(name)), independent of the
     // others: initialise one at a time and keep this process's shard, so the
     // peak is one whole parameter, not the whole model.
-    state_.params.clear();
-    for (const auto& spec : model_->param_specs())
-      for (auto& [k, v] : nn::init_params({spec}, init_key))
-        state_.params[k] = spmd::shard(v, spmd::param_spec(v.shape(), rules_));
+    state_.params = init_params_on_mesh(*model_, init_key, rules_);
   } else {
     state_.params = model_->init(init_key);
   }
@@ -227,7 +224,7 @@ void Trainer::initialize() {
   }
   data_ = std::make_unique<TrainData>(cfg_.train_ds, cfg_.model, data_state_.seed, dist_.data_shard,
                                       dist_.num_data_shards, resume);
-  if (cfg_.infer_eval_ds && chief) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model);
+  if (cfg_.infer_eval_ds) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model);
   train_log_ = SummaryLogger(summary_dir(cfg_.model_dir, SummaryKind::kTrain), chief);
   if (chief && opt_.gin) train_log_.text(state_.step(), "config/gin", opt_.gin->operative_config_str());
   train_log_.write(state_.step(), {{"timing/init_or_restore_seconds", seconds_since(t0)}});
@@ -456,12 +453,8 @@ std::string Trainer::save() {
 void Trainer::evaluate() {
   const auto t0 = Clock::now();
   const int64_t step = state_.step();
-  // Teacher-forced evaluation runs sharded like training; decoding (process
-  // 0 only) needs whole parameters, gathered over 'model' by every process.
-  ParamTree gathered;
-  const bool gather = dist_.spmd_active() && cfg_.infer_eval_ds.has_value();
-  if (gather) gathered = spmd::gather_params(state_.params);
-  const ParamTree& params = gather ? gathered : state_.params;
+  // Both evaluations run on the mesh with the parameters as training lays
+  // them out, each global batch split over 'data'.
   if (cfg_.train_eval_ds) {
     auto res = evaluate_teacher_forced(*model_, cfg_.model, state_.params, *cfg_.train_eval_ds, cfg_.eval_steps, dist_);
     for (const auto& [task, values] : res) {
@@ -479,7 +472,9 @@ void Trainer::evaluate() {
   }
   fault_point("eval", step);
   if (infer_eval_ && !infer_eval_->empty()) {
-    auto res = infer_eval_->run(*model_, params, step, summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval),
+    MeshScope on_mesh(dist_, rules_);
+    auto res = infer_eval_->run(*model_, state_.params, dist_, step,
+                                dist_.is_chief() ? summary_dir(cfg_.model_dir, SummaryKind::kInferenceEval) : "",
                                 [this](const std::string& line) { message(line); });
     for (const auto& [task, r] : res) {
       std::ostringstream os;

@@ -61,6 +61,17 @@ inline std::vector<std::string> tiny_bindings(const std::string& model_dir, int 
   };
 }
 
+// Bindings of an inference evaluation on the validation split of gpl3_lines_copy.
+inline std::vector<std::string> infer_eval_bindings() {
+  return {"train_script.train.infer_eval_dataset_cfg = @infer_eval/utils.DatasetConfig()",
+          "infer_eval/utils.DatasetConfig.mixture_or_task_name = 'gpl3_lines_copy'",
+          "infer_eval/utils.DatasetConfig.task_feature_lengths = None",
+          "infer_eval/utils.DatasetConfig.split = 'validation'",
+          "infer_eval/utils.DatasetConfig.batch_size = 8", "infer_eval/utils.DatasetConfig.shuffle = False",
+          "infer_eval/utils.DatasetConfig.seed = 42", "infer_eval/utils.DatasetConfig.use_cached = False",
+          "infer_eval/utils.DatasetConfig.pack = False"};
+}
+
 inline gin::Config tiny_config(const std::vector<std::string>& bindings,
                                const std::string& run_file = "configs/runs/pretrain.gin",
                                const std::string& model_file = "configs/models/t5_1_1/tiny.gin") {

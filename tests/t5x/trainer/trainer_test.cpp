@@ -490,15 +490,7 @@ TEST(Trainer, ConsoleShowsPerTokenLossAndInferenceEvalProgress) {
   const std::string dir = temp_dir("console");
   const int steps = 3;
   auto b = tiny_bindings(dir, steps);
-  for (const std::string& x : std::vector<std::string>{
-           "train_script.train.infer_eval_dataset_cfg = @infer_eval/utils.DatasetConfig()",
-           "infer_eval/utils.DatasetConfig.mixture_or_task_name = 'gpl3_lines_copy'",
-           "infer_eval/utils.DatasetConfig.task_feature_lengths = None",
-           "infer_eval/utils.DatasetConfig.split = 'validation'",
-           "infer_eval/utils.DatasetConfig.batch_size = 8", "infer_eval/utils.DatasetConfig.shuffle = False",
-           "infer_eval/utils.DatasetConfig.seed = 42", "infer_eval/utils.DatasetConfig.use_cached = False",
-           "infer_eval/utils.DatasetConfig.pack = False"})
-    b.push_back(x);
+  for (const std::string& x : testing::infer_eval_bindings()) b.push_back(x);
   const TrainRunConfig cfg = read_train_config(tiny_config(b));
   ASSERT_TRUE(cfg.infer_eval_ds);
   std::ostringstream log;
