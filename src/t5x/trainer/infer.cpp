@@ -44,10 +44,6 @@ LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& r
   return m;
 }
 
-LogicalAxisRules rules_of(const PartitionerConfig& p) {
-  return standard_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims);
-}
-
 std::string fmt(const char* f, long long a) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
@@ -60,7 +56,7 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 
 InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
   InferStats stats;
-  const LogicalAxisRules rules = rules_of(cfg.partitioner);
+  const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
   for (const auto& [k, p] : lm.state.params) {
     stats.param_bytes += double(p.nbytes());
@@ -185,7 +181,7 @@ std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfi
                                   cfg.dataset.split + "' and metric_fns, so there is nothing to evaluate:" + tasks +
                                   "\n  hint: set MIXTURE_OR_TASK_SPLIT (utils.DatasetConfig.split) to one of them");
   }
-  const LogicalAxisRules rules = rules_of(cfg.partitioner);
+  const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
   int64_t step = 0;
   if (auto s = CheckpointReader::open(lm.dir).step()) step = *s;
