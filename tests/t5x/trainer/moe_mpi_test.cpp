@@ -10,6 +10,10 @@
 // disagree on num_expert_partitions, or a mesh whose 'expert' axis is not
 // the layer's, are refused with the binding named.
 //
+// Inference (configs/runs/moe/infer.gin, eval.gin) on (1,2), (2,1), (2,2)
+// and (1,4): predictions token for token and scores (1e-5) equal one
+// process's, each process restoring 1/|expert| of every expert kernel.
+//
 // GROUP_SIZE = 8 makes the token groups the same on every mesh (24 groups of
 // 8 per stack, a multiple of E * |data| = 8), so one process routes exactly
 // as the mesh does; MIN_EXPERT_CAPACITY = 1 gives each expert 2 slots per
@@ -17,8 +21,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../../common/mpi_gtest_main.h"
+#include "t5x/models/network.h"
+#include "t5x/trainer/infer.h"
 #include "t5x/trainer/trainer.h"
 #include "test_util.h"
 
@@ -140,6 +148,128 @@ TEST(TrainerMoe, DataExpertMeshesGiveTheSingleProcessLosses) {
     EXPECT_NEAR(r.losses[s], ref.losses[kSteps + s], 1e-5 * std::abs(ref.losses[kSteps + s]))
         << "step " << kSteps + s + 1 << " after the restore on one process";
   g_world->barrier();  // the (1,2) directories stay until every rank has copied
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The tiny MoE trained 4 steps by process 0 alone, at a rate small enough
+// that greedy decoding emits many tokens (collective: every rank calls it).
+const std::string& trained_moe_dir() {
+  static std::string dir = [] {
+    std::string d = testing::shared_temp_dir(*g_world, "moe_infer_model");
+    if (g_world->rank() == 0) {
+      TrainerOptions o;
+      o.durable_checkpoints = false;
+      const TrainRunConfig c = moe_config(d, 4, {"utils.create_learning_rate_scheduler.base_learning_rate = 0.0001"});
+      Trainer t(c, Distributed::create(c.partitioner, make_single_communicator()), o);
+      t.train();
+    }
+    g_world->barrier();
+    return d;
+  }();
+  return dir;
+}
+
+// GROUP_SIZE = 4 and BATCH_SIZE = 4 give every mesh one process's token
+// groups: the encoder's and the scores' 96 tokens make 24 groups of 4
+// whatever the expert replicas (1 or 2), a decode step's tokens one per
+// group (the (2,2) mesh's 2 replicas pad the 4 tokens to 8 groups of 1).
+std::vector<std::string> moe_infer_bindings(const std::string& out, int64_t X) {
+  auto b = testing::tiny_bindings(out, 1);
+  for (const std::string& x :
+       {"CHECKPOINT_PATH = '" + trained_moe_dir() + "/checkpoint_4'", std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
+        std::string("BATCH_SIZE = 4"), std::string("GROUP_SIZE = 4"), "NUM_EXPERT_PARTITIONS = " + std::to_string(X)})
+    b.push_back(x);
+  return b;
+}
+
+InferRunConfig moe_infer_config(const std::string& out, const std::string& mode, int64_t X) {
+  auto b = moe_infer_bindings(out, X);
+  b.push_back("INFER_OUTPUT_DIR = '" + out + "'");
+  b.push_back("infer_script.infer.mode = '" + mode + "'");
+  return read_infer_config(testing::tiny_config(b, "configs/runs/moe/infer.gin", "configs/models/moe/tiny.gin"));
+}
+
+TEST(TrainerMoe, InferAndEvalOnTheExpertMeshEqualOneProcess) {
+  ASSERT_EQ(g_world->size(), 4) << "run under mpiexec -np 4";
+  (void)trained_moe_dir();
+  const std::string ref_dir = testing::shared_temp_dir(*g_world, "moe_infer_ref");
+  if (g_world->rank() == 0)
+    for (const char* mode : {"predict", "score"}) {
+      const InferRunConfig c = moe_infer_config(ref_dir, mode, 1);
+      run_infer(c, Distributed::create(c.partitioner, make_single_communicator()));
+    }
+  g_world->barrier();
+  const auto ref_pred = read_jsonl(ref_dir + "/gpl3_lines_copy-predict.jsonl-00000-of-00001");
+  const auto ref_score = read_jsonl(ref_dir + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
+  ASSERT_EQ(ref_pred.size(), 20u);
+  ASSERT_EQ(ref_score.size(), 20u);
+  size_t chars = 0;
+  for (const auto& r : ref_pred) chars += r["prediction"].get<std::string>().size();
+  EXPECT_GT(chars, 20 * 10u) << "the reference decodes little: the comparison would be weak";
+
+  const int half = g_world->rank() / 2;
+  std::shared_ptr<Communicator> halves = g_world->split(half, g_world->rank() % 2);
+  for (auto [D, X] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 1}, {2, 2}, {1, 4}}) {
+    const std::string mesh = "(data=" + std::to_string(D) + ", expert=" + std::to_string(X) + ", model=1)";
+    SCOPED_TRACE("mesh " + mesh);
+    const bool whole = D * X == 4;
+    std::shared_ptr<Communicator> world = whole ? g_world : halves;
+    const std::string dir = testing::shared_temp_dir(
+        *world, "moe_infer_d" + std::to_string(D) + "x" + std::to_string(X) + "_h" + std::to_string(whole ? 0 : half));
+    for (const char* mode : {"predict", "score"}) {
+      const InferRunConfig c = moe_infer_config(dir, mode, X);
+      const Distributed d = Distributed::create(c.partitioner, world);
+      ASSERT_EQ(d.num_data_shards, D * X);  // the batch over ('expert', 'data')
+      const InferStats s = run_infer(c, d);
+      EXPECT_EQ(s.examples, 20);
+      // Expert kernels 1/X, the rest (routers included) whole.
+      double expert = 0, total = 0;
+      for (const auto& p : make_model(c.model)->param_specs()) {
+        total += double(p.shape.numel());
+        if (p.name.find("/expert/") != std::string::npos) expert += double(p.shape.numel());
+      }
+      ASSERT_GT(expert, 0);
+      const double want = (total - expert + expert / double(X)) / total;
+      EXPECT_NEAR(s.param_bytes / s.model_param_bytes, want, 1e-12);
+      if (g_world->rank() == 0 && std::string(mode) == "score")
+        std::printf("[moe infer] mesh %s: %.1f%% of the parameter bytes per process\n", mesh.c_str(),
+                    100 * s.param_bytes / s.model_param_bytes);
+    }
+    world->barrier();
+    const auto pred = read_jsonl(dir + "/gpl3_lines_copy-predict.jsonl-00000-of-00001");
+    const auto score = read_jsonl(dir + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
+    ASSERT_EQ(pred.size(), ref_pred.size());
+    ASSERT_EQ(score.size(), ref_score.size());
+    for (size_t i = 0; i < pred.size(); ++i) {
+      EXPECT_EQ(pred[i], ref_pred[i]) << "example " << i;
+      const double want = ref_score[i]["score"].get<double>();
+      EXPECT_NEAR(score[i]["score"].get<double>(), want, 1e-5 * std::abs(want)) << "example " << i;
+    }
+  }
+
+  // `t5x eval` on (2,2): one process's metrics.
+  auto eval_config = [](const std::string& out, int64_t X) {
+    auto b = moe_infer_bindings(out, X);
+    b.push_back("EVAL_OUTPUT_DIR = '" + out + "'");
+    return read_eval_config(testing::tiny_config(b, "configs/runs/moe/eval.gin", "configs/models/moe/tiny.gin"));
+  };
+  std::map<std::string, double> ref;
+  if (g_world->rank() == 0) {
+    const EvalRunConfig one = eval_config(testing::temp_dir("moe_eval_ref"), 1);
+    ref = run_eval(one, Distributed::create(one.partitioner, make_single_communicator())).at("gpl3_lines_copy");
+  }
+  const EvalRunConfig c = eval_config(testing::shared_temp_dir(*g_world, "moe_eval"), 2);
+  const auto got = run_eval(c, Distributed::create(c.partitioner, g_world)).at("gpl3_lines_copy");
+  if (g_world->rank() == 0) {
+    ASSERT_FALSE(ref.empty());
+    EXPECT_EQ(got, ref);
+  }
 }
 
 std::string error_of(const std::function<void()>& f) {
