@@ -11,8 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "../../common/mpi_gtest_main.h"
 #include "spmd/spmd.h"
@@ -29,13 +27,6 @@ std::shared_ptr<Communicator> g_world;
 
 namespace t5x::trainer {
 namespace {
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 // The tiny model trained 6 steps by process 0 alone, in a directory every
 // rank sees (collective: every rank calls it first). The learning rate is
@@ -108,13 +99,9 @@ TEST(InferMesh, PredictAndScoreEqualOneProcessWithShardedParameters) {
       EXPECT_EQ(s.param_bytes, s.model_param_bytes);
     }
   g_world->barrier();
-  const auto ref_pred = read_jsonl(ref_dir + "/gpl3_lines_copy-predict.jsonl-00000-of-00001");
-  const auto ref_score = read_jsonl(ref_dir + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
-  ASSERT_EQ(ref_pred.size(), 20u);
-  ASSERT_EQ(ref_score.size(), 20u);
-  size_t chars = 0;
-  for (const auto& r : ref_pred) chars += r["prediction"].get<std::string>().size();
-  EXPECT_GT(chars, 20 * 10u) << "the reference decodes little: the comparison would be weak";
+  const testing::InferFiles ref = testing::read_infer_files(ref_dir);
+  testing::expect_substantial_reference(ref);
+  if (HasFatalFailure()) return;
 
   const int half = g_world->rank() / 2;
   std::shared_ptr<Communicator> halves = g_world->split(half, g_world->rank());
@@ -145,17 +132,8 @@ TEST(InferMesh, PredictAndScoreEqualOneProcessWithShardedParameters) {
       }
       world->barrier();
       // Process 0 of the run wrote one process's file; every rank checks it.
-      const auto pred = read_jsonl(dir + "/gpl3_lines_copy-predict.jsonl-00000-of-00001");
-      const auto score = read_jsonl(dir + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
       EXPECT_FALSE(std::filesystem::exists(dir + "/gpl3_lines_copy-predict.jsonl-00001-of-00002"));
-      ASSERT_EQ(pred.size(), ref_pred.size());
-      ASSERT_EQ(score.size(), ref_score.size());
-      for (size_t i = 0; i < pred.size(); ++i) {
-        EXPECT_EQ(pred[i], ref_pred[i]) << "example " << i;
-        EXPECT_EQ(score[i]["inputs"], ref_score[i]["inputs"]);
-        const double want = ref_score[i]["score"].get<double>();
-        EXPECT_NEAR(score[i]["score"].get<double>(), want, 1e-5 * std::abs(want)) << "example " << i;
-      }
+      testing::expect_same_infer_files(testing::read_infer_files(dir), ref);
     }
 }
 
@@ -177,8 +155,8 @@ TEST(InferMesh, EvalOnTheMeshGivesOneProcessMetrics) {
   if (g_world->rank() == 0) {
     ASSERT_FALSE(ref.empty());
     EXPECT_EQ(got, ref);
-    EXPECT_EQ(read_jsonl(dir + "/inference_eval/gpl3_lines_copy-000006.jsonl"),
-              read_jsonl(own + "/inference_eval/gpl3_lines_copy-000006.jsonl"));
+    EXPECT_EQ(testing::read_jsonl(dir + "/inference_eval/gpl3_lines_copy-000006.jsonl"),
+              testing::read_jsonl(own + "/inference_eval/gpl3_lines_copy-000006.jsonl"));
   }
 }
 
@@ -199,7 +177,7 @@ TEST(InferMesh, InferenceEvalDuringTrainingDecodesOnTheMesh) {
     o.durable_checkpoints = false;
     Trainer t(c, Distributed::create(c.partitioner, std::move(world)), o);
     t.train();
-    return read_jsonl(dir + "/inference_eval/gpl3_lines_copy-000000.jsonl");
+    return testing::read_jsonl(dir + "/inference_eval/gpl3_lines_copy-000000.jsonl");
   };
   const std::string own = testing::temp_dir("infer_eval_ref");
   std::vector<nlohmann::json> ref;

@@ -2,9 +2,12 @@
 // shapes, vocabulary cut to the demo SentencePiece model's 1100 ids) trained
 // on seqio's builtin GPL-3 demo tasks with configs/runs/pretrain.gin.
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,46 @@ inline std::vector<std::string> infer_eval_bindings() {
           "infer_eval/utils.DatasetConfig.batch_size = 8", "infer_eval/utils.DatasetConfig.shuffle = False",
           "infer_eval/utils.DatasetConfig.seed = 42", "infer_eval/utils.DatasetConfig.use_cached = False",
           "infer_eval/utils.DatasetConfig.pack = False"};
+}
+
+// The records of a JSON-lines file (t5x infer's outputs), in order.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The predict and score files `t5x infer` writes for gpl3_lines_copy in dir.
+struct InferFiles {
+  std::vector<nlohmann::json> predict, score;
+};
+inline InferFiles read_infer_files(const std::string& dir) {
+  return {read_jsonl(dir + "/gpl3_lines_copy-predict.jsonl-00000-of-00001"),
+          read_jsonl(dir + "/gpl3_lines_copy-score.jsonl-00000-of-00001")};
+}
+
+// A reference run's files: all 20 validation examples, and predictions long
+// enough (over 10 characters each on average) that comparing them says something.
+inline void expect_substantial_reference(const InferFiles& ref) {
+  ASSERT_EQ(ref.predict.size(), 20u);
+  ASSERT_EQ(ref.score.size(), 20u);
+  size_t chars = 0;
+  for (const auto& r : ref.predict) chars += r["prediction"].get<std::string>().size();
+  EXPECT_GT(chars, 20 * 10u) << "the reference decodes little: the comparison would be weak";
+}
+
+// A mesh run's files against one process's: predictions token for token,
+// the same inputs, scores within 1e-5 relative.
+inline void expect_same_infer_files(const InferFiles& got, const InferFiles& ref) {
+  ASSERT_EQ(got.predict.size(), ref.predict.size());
+  ASSERT_EQ(got.score.size(), ref.score.size());
+  for (size_t i = 0; i < got.predict.size(); ++i) {
+    EXPECT_EQ(got.predict[i], ref.predict[i]) << "example " << i;
+    EXPECT_EQ(got.score[i]["inputs"], ref.score[i]["inputs"]);
+    const double want = ref.score[i]["score"].get<double>();
+    EXPECT_NEAR(got.score[i]["score"].get<double>(), want, 1e-5 * std::abs(want)) << "example " << i;
+  }
 }
 
 inline gin::Config tiny_config(const std::vector<std::string>& bindings,
