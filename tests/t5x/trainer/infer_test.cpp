@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 using testing::temp_dir;
 using testing::tiny_bindings;
 using testing::tiny_config;
+using testing::read_jsonl;
 
 Distributed single() { return Distributed::create(PartitionerConfig{}, make_single_communicator()); }
 
@@ -33,13 +34,6 @@ const std::string& trained_dir() {
     return d;
   }();
   return dir;
-}
-
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 InferRunConfig infer_config(const std::string& out_dir, const std::string& mode) {
