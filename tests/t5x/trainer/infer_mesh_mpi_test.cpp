@@ -126,7 +126,9 @@ TEST(InferMesh, PredictAndScoreEqualOneProcessWithShardedParameters) {
         const double fraction = s.param_bytes / s.model_param_bytes;
         EXPECT_NEAR(fraction, expected_fraction(c, d), 1e-12);
         EXPECT_LT(fraction, param_dims == 2 || m.model > 1 ? 0.6 : 1.01);
-        if (param_dims == 2 && whole) EXPECT_LE(fraction, 0.27);
+        if (param_dims == 2 && whole) {
+          EXPECT_LE(fraction, 0.27);
+        }
         if (g_world->rank() == 0 && std::string(mode) == "score")
           std::printf("[infer mesh] %s: %.1f%% of the parameter bytes per process\n", what.c_str(), 100 * fraction);
       }
