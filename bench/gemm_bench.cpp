@@ -48,6 +48,8 @@ const Case kCases[] = {
     {"decode_ffn", "f32", 1, 1, 512, 1024, false, false, -1},
     {"decode_ffn_b8", "f32", 1, 8, 512, 1024, false, false, -1},
     {"attn_qk", "f32", 48, 128, 64, 128, false, true, -1},
+    {"decode_logits", "f32", 1, 1, 512, 32128, false, false, -1},
+    {"decode_logits_b8", "f32", 1, 8, 512, 32128, false, false, -1},
     {"ffn_wi", "bf16", 1, 4096, 512, 1024, false, false, -1},
     {"logits", "bf16", 1, 4096, 512, 32128, false, false, -1},
     {"decode_ffn", "bf16", 1, 1, 512, 1024, false, false, -1},

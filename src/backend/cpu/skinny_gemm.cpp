@@ -5,6 +5,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/skinny_gemm.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "backend/cpu/simd-inl.h"
@@ -14,6 +15,14 @@ namespace t5x::cpu {
 namespace HWY_NAMESPACE {
 
 constexpr int64_t kCols = kSkinnyBlockCols;
+
+// Each step prefetches its strip of the B row this many rows ahead, one
+// prefetch per cache line. The strips of a block lie ldb apart, one per page
+// for wide B, where the hardware prefetcher restarts every row. Measured on
+// decode-step products with B cold in cache (AVX2, one thread): 1.36x on
+// [1x512]x[512x1024] bf16, 1.23x on [1x512]x[512x384], 1.03x on the f32
+// logits product; 2 to 8 rows ahead were equal, 16 slower.
+constexpr int64_t kPrefetchRows = 4;
 
 // Steps over k unrolled per pass over the accumulators: KU rows of B are read
 // side by side and each accumulator is loaded and stored once per KU steps
@@ -28,7 +37,7 @@ inline constexpr int kSkinnyUnroll = 4;
 // acc[i][j] = fma(a[i, p + u], b[p + u, j], acc[i][j]) for u < KU, i < MR,
 // j < cols, in that order over u.
 template <int MR, int KU, typename TA, typename TB>
-HWY_INLINE void SkinnySteps(int64_t p, int64_t cols, const TA* a, int64_t lda, const TB* b, int64_t ldb,
+HWY_INLINE void SkinnySteps(int64_t p, int64_t k, int64_t cols, const TA* a, int64_t lda, const TB* b, int64_t ldb,
                             float (*acc)[kCols]) {
   const DF d;
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
@@ -37,6 +46,10 @@ HWY_INLINE void SkinnySteps(int64_t p, int64_t cols, const TA* a, int64_t lda, c
   for (int u = 0; u < KU; ++u) {
     row[u] = b + (p + u) * ldb;
     for (int i = 0; i < MR; ++i) av[u][i] = hn::Set(d, float(a[i * lda + p + u]));
+    if (p + u + kPrefetchRows < k) {
+      const TB* ahead = row[u] + kPrefetchRows * ldb;
+      for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(TB))) hwy::Prefetch(ahead + j);
+    }
   }
   const int64_t full = cols / N * N;
   for (int64_t j = 0; j < full; j += N) {
@@ -70,8 +83,8 @@ HWY_INLINE void SkinnyBlock(int64_t k, int64_t cols, float alpha, const TA* a, i
   const int64_t padded = (cols + N - 1) / N * N;
   for (int i = 0; i < MR; ++i) std::fill(acc[i], acc[i] + padded, 0.0f);
   int64_t p = 0;
-  for (; p + KU <= k; p += KU) SkinnySteps<MR, KU>(p, cols, a, lda, b, ldb, acc);
-  for (; p < k; ++p) SkinnySteps<MR, 1>(p, cols, a, lda, b, ldb, acc);
+  for (; p + KU <= k; p += KU) SkinnySteps<MR, KU>(p, k, cols, a, lda, b, ldb, acc);
+  for (; p < k; ++p) SkinnySteps<MR, 1>(p, k, cols, a, lda, b, ldb, acc);
   const VF al = hn::Set(d, alpha), be = hn::Set(d, beta);
   for (int i = 0; i < MR; ++i) {
     TC* ci = c + i * ldc;
@@ -130,6 +143,7 @@ template <typename TA, typename TB, typename TC, typename Fn>
 void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
          float beta, TC* c, int64_t ldc) {
   constexpr int64_t kCols = kSkinnyBlockCols;
+
   const int64_t nblocks = (n + kCols - 1) / kCols;
   // Threads only when each gets at least 4M B elements (the logits kernel of a
   // decode step): waking a team for a 1 MiB layer kernel costs more than it

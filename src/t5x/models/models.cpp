@@ -47,17 +47,23 @@ Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
   return take(a, Array::from_ints(Shape{{"batch", int64_t(rows.size())}}, rows), "batch");
 }
 
-// The decoder layers' kernels cast to the activation dtype once per decode
+// The kernels a decode step uses, cast to the activation dtype once per decode
 // instead of at every step (kernel_as then finds them in that dtype). The
 // values are the ones the per-step cast produced, so results do not change.
+// Only the decoder layers' kernels: the encoder and the cross-attention
+// key / value projections ran before the first step (they are a third of an
+// encoder-decoder's layer kernels).
 ParamTree precast_decoder_kernels(const T5Config& cfg, const ParamTree& p) {
   ParamTree out = p;
   if (cfg.dtype == DType::f32) return out;
-  const std::string kernel = "/kernel";
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
   for (auto& [name, a] : out) {
-    bool layer_kernel = name.find("/layers_") != std::string::npos && name.size() > kernel.size() &&
-                        name.compare(name.size() - kernel.size(), kernel.size(), kernel) == 0;
-    if (layer_kernel && a.dtype() == DType::f32 && a.rank() == 2) a = cast(a, cfg.dtype);
+    const bool step_kernel = name.rfind("decoder/layers_", 0) == 0 && ends_with(name, "/kernel") &&
+                             name.find("/encoder_decoder_attention/key/") == std::string::npos &&
+                             name.find("/encoder_decoder_attention/value/") == std::string::npos;
+    if (step_kernel && a.dtype() == DType::f32 && a.rank() == 2) a = cast(a, cfg.dtype);
   }
   return out;
 }

@@ -91,8 +91,13 @@ Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, con
     h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
     Array q = nn::project_query(p, sa, h, att);
     auto [k, v] = nn::project_key_value(p, sa, h, att);
-    kv.self_key = a.cache_at.valid() ? write_cache(kv.self_key, k, a.cache_at, a.cache_pos) : k;
-    kv.self_value = a.cache_at.valid() ? write_cache(kv.self_value, v, a.cache_at, a.cache_pos) : v;
+    if (a.cache_at.valid()) {
+      kv.self_key = write_cache(kv.self_key, cast(k, kv.self_key.dtype()), a.cache_at, a.cache_pos);
+      kv.self_value = write_cache(kv.self_value, cast(v, kv.self_value.dtype()), a.cache_at, a.cache_pos);
+    } else {
+      kv.self_key = k;
+      kv.self_value = v;
+    }
     h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, a.self_bias, att, drop), att);
   }
   x = nn::constrain(add(x, drop(h)));
@@ -192,9 +197,12 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
   const char* hn = att.grouped() ? "kv_heads" : "heads";
   Shape s{{"batch", batch}, {"kv_length", max_length}, {hn, att.kv_heads()}, {"kv", cfg.head_dim}};
   // On a mesh the cache takes its logical layout (batch -> 'data', heads -> 'model').
+  // It holds the keys and values widened to f32 (exact, as the cross keys and
+  // values): the attention kernel runs in f32 and would otherwise widen the
+  // whole cache of every layer at every step.
   for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
-    c.self_key.push_back(nn::constrain(Array::zeros(s, cfg.dtype)));
-    c.self_value.push_back(nn::constrain(Array::zeros(s, cfg.dtype)));
+    c.self_key.push_back(nn::constrain(Array::zeros(s, DType::f32)));
+    c.self_value.push_back(nn::constrain(Array::zeros(s, DType::f32)));
   }
   c.index = Array::zeros(Shape{{"batch", batch}}, DType::i32);
   return c;
@@ -325,8 +333,8 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& p, const
   stack(cfg, p, "decoder", x, a, &kv, none);
   for (size_t i = 0; i < kv.size(); ++i) {
     auto order = c.self_key[i].names();
-    c.self_key[i] = transpose(pad(kv[i].self_key, "kv_length", 0, max_length - len), order);
-    c.self_value[i] = transpose(pad(kv[i].self_value, "kv_length", 0, max_length - len), order);
+    c.self_key[i] = transpose(pad(cast(kv[i].self_key, DType::f32), "kv_length", 0, max_length - len), order);
+    c.self_value[i] = transpose(pad(cast(kv[i].self_value, DType::f32), "kv_length", 0, max_length - len), order);
   }
   c.index = cast(start_index, DType::i32);
   return c;
