@@ -1,6 +1,9 @@
 // GEMM throughput on T5-shaped products; one JSON object per case per line.
 //
-//   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check]
+//   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]
+//
+// --cold: B cycles through copies filling 256 MiB (more than the caches), so
+// each call reads B from memory, as a decode step reads each layer's kernel.
 //
 // GFLOP/s = 2*m*n*k*batch / seconds. Each case is warmed up (primitive
 // creation, JIT, caches), then timed until both `repeats >= 5` and the total
@@ -78,14 +81,16 @@ int main(int argc, char** argv) {
   double min_time = 1.0;
   std::string filter;
   bool fma_check = true;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (a == "--min-time" && i + 1 < argc) min_time = std::stod(argv[++i]);
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--no-fma-check") fma_check = false;
+    else if (a == "--cold") cold = true;
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check]\n",
+      std::fprintf(stderr, "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]\n",
                    argv[0]);
       return 2;
     }
@@ -120,19 +125,22 @@ int main(int argc, char** argv) {
     std::vector<float> out(size_t(sc * c.batch));
     std::vector<float> af, bfv;
     std::vector<bfloat16> ah, bh;
+    const size_t copies = cold ? std::max<size_t>(2, (size_t(256) << 20) / (nb * (bf16 ? 2 : 4))) : 1;
     if (bf16) {
       ah = random_buffer<bfloat16>(na, 1);
-      bh = random_buffer<bfloat16>(nb, 2);
+      bh = random_buffer<bfloat16>(nb * copies, 2);
     } else {
       af = random_buffer<float>(na, 1);
-      bfv = random_buffer<float>(nb, 2);
+      bfv = random_buffer<float>(nb * copies, 2);
     }
+    size_t copy = 0;
     auto once = [&] {
+      copy = (copy + 1) % copies;
       if (bf16)
-        t5x::cpu::gemm_batched_bf16(s, c.batch, sa, sb, sc, 1.f, ah.data(), bh.data(), 0.f,
+        t5x::cpu::gemm_batched_bf16(s, c.batch, sa, sb, sc, 1.f, ah.data(), bh.data() + copy * nb, 0.f,
                                     out.data());
       else
-        t5x::cpu::gemm_batched_f32(s, c.batch, sa, sb, sc, 1.f, af.data(), bfv.data(), 0.f,
+        t5x::cpu::gemm_batched_f32(s, c.batch, sa, sb, sc, 1.f, af.data(), bfv.data() + copy * nb, 0.f,
                                    out.data());
     };
     for (int w = 0; w < 3; ++w) once();
@@ -161,14 +169,14 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"suite\":\"gemm\",\"case\":\"%s\",\"dtype\":\"%s\",\"shape\":\"[%lldx%lld]x[%lldx%lld]\","
         "\"batch\":%lld,\"m\":%lld,\"k\":%lld,\"n\":%lld,\"trans_a\":%s,\"trans_b\":%s,"
-        "\"threads\":%d,\"threads_used\":%d,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
+        "\"threads\":%d,\"threads_used\":%d,\"cold\":%s,\"repeats\":%zu,\"ms_median\":%.4f,\"gflops_min\":%.1f,"
         "\"gflops_median\":%.1f,\"gflops_max\":%.1f,\"peak_gflops\":%.1f,"
         "\"ratio_median\":%.3f,\"ratio_max\":%.3f,\"gflops_per_cpu_s_median\":%.1f,"
         "\"ratio_per_core_while_running\":%.3f,\"ratio_vs_measured_fma_while_running\":%.3f}\n",
         c.name, c.dtype, (long long)c.m, (long long)c.k, (long long)c.k, (long long)c.n,
         (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n,
         c.trans_a ? "true" : "false", c.trans_b ? "true" : "false", threads,
-        t5x::cpu::gemm_threads_for(s, c.batch), secs.size(),
+        t5x::cpu::gemm_threads_for(s, c.batch), cold ? "true" : "false", secs.size(),
         secs[secs.size() / 2] * 1e3, g_min, g_med, g_max, peak.gflops(), g_med / peak.gflops(),
         g_max / peak.gflops(), g_cpu, g_cpu / core_peak,
         fma.gflops_per_cpu_s > 0 ? g_cpu / fma.gflops_per_cpu_s : 0.0);
