@@ -4,11 +4,14 @@
 BUILD_DIR=${BUILD_DIR:-build}
 BIN="$BUILD_DIR/bin/t5x_model_bench"
 THREADS=${THREADS:-$(nproc)}
-# Idle OpenMP threads sleep instead of spinning: on a shared machine a
-# spinning team member steals the core its partner needs (measured 4x slower
-# 2-thread steps at load 6 with the default policy). Applies to t5x.cpp and
-# PyTorch (both libgomp); JAX's thread pool ignores it.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+# OpenMP's wait policy is the user's (libgomp's default unless set): idle
+# threads spin a while, then sleep. It applies to t5x.cpp and PyTorch (both
+# libgomp); JAX's thread pool ignores it. On free cores the default is what a
+# user gets and the faster choice: with OMP_WAIT_POLICY=passive every parallel
+# region wakes a sleeping thread, and a 2-thread batch-1 decode took 2x its
+# default-policy time (docs/performance.md). On a loaded machine, where a
+# spinning thread takes the core its partner needs, set
+# OMP_WAIT_POLICY=passive (scripts/bench/moe.sh does, for its CPU-time ratios).
 export OMP_NUM_THREADS=$THREADS
 
 # BENCH_TARGETS: what to build (t5x_cli only prints the CPU line).

@@ -15,6 +15,8 @@
 # min / median ms per step and the MoE/dense ratios.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# Idle threads sleep, so CPU time per step tracks the work on a shared machine.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 source scripts/bench/model_common.bash
 MODELS="moe/mini t5_1_1/mini"; STEPS=3; WARMUP=1; REPEATS=3; PEERS=""; PEER_DTYPES=""
 OUT_JSONL=${OUT_JSONL:-/tmp/t5x_bench_moe.jsonl}
