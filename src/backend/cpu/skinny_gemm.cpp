@@ -143,7 +143,6 @@ template <typename TA, typename TB, typename TC, typename Fn>
 void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
          float beta, TC* c, int64_t ldc) {
   constexpr int64_t kCols = kSkinnyBlockCols;
-
   const int64_t nblocks = (n + kCols - 1) / kCols;
   // Threads only when each gets at least 4M B elements (the logits kernel of a
   // decode step): waking a team for a 1 MiB layer kernel costs more than it

@@ -51,8 +51,8 @@ Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
 // instead of at every step (kernel_as then finds them in that dtype). The
 // values are the ones the per-step cast produced, so results do not change.
 // Only the decoder layers' kernels: the encoder and the cross-attention
-// key / value projections ran before the first step (they are a third of an
-// encoder-decoder's layer kernels).
+// key / value projections ran before the first step (in T5.1.1 they hold half
+// of the layer kernels' values).
 ParamTree precast_decoder_kernels(const T5Config& cfg, const ParamTree& p) {
   ParamTree out = p;
   if (cfg.dtype == DType::f32) return out;
