@@ -56,11 +56,8 @@ Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
 ParamTree precast_decoder_kernels(const T5Config& cfg, const ParamTree& p) {
   ParamTree out = p;
   if (cfg.dtype == DType::f32) return out;
-  auto ends_with = [](const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-  };
   for (auto& [name, a] : out) {
-    const bool step_kernel = name.rfind("decoder/layers_", 0) == 0 && ends_with(name, "/kernel") &&
+    const bool step_kernel = name.starts_with("decoder/layers_") && name.ends_with("/kernel") &&
                              name.find("/encoder_decoder_attention/key/") == std::string::npos &&
                              name.find("/encoder_decoder_attention/value/") == std::string::npos;
     if (step_kernel && a.dtype() == DType::f32 && a.rank() == 2) a = cast(a, cfg.dtype);
