@@ -1,7 +1,7 @@
 // Few-row products (decode steps) through gemm_f32 / gemm_batched_bf16*: the
 // streaming kernel must agree with a double-precision reference for every
 // row count up to kSkinnyMaxRows, ragged column counts, leading dims, alpha
-// and beta, and give the same bits on 1 and 2 threads.
+// and beta, and give the same bits on 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -85,6 +85,42 @@ TEST(SkinnyGemm, SameBitsOnOneAndTwoThreads) {
   EXPECT_EQ(c1, c2);
   auto ref = reference(1, 64, k, 1.0f, a, k, b, n, 0.0f, std::vector<float>(size_t(n)), n);
   for (int64_t j = 0; j < 64; ++j) EXPECT_NEAR(c1[size_t(j)], ref[size_t(j)], 1e-4);
+}
+
+TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
+  // Decode-step layer products (128K-512K B elements) are split over threads
+  // in 64-column ranges: ragged widths (1000 = 15 x 64 + 40), bf16 in and out,
+  // beta != 0, and 1, 2 and 3 threads must agree bitwise and with the reference.
+  for (int64_t n : {384, 1000, 1024}) {
+    const int64_t m = 3, k = 512, ldc = n + 8;
+    auto af = testing::random_vec(size_t(m * k), 5), bf = testing::random_vec(size_t(k * n), 6);
+    std::vector<bfloat16> a(af.begin(), af.end()), b(bf.begin(), bf.end());
+    for (size_t i = 0; i < a.size(); ++i) af[i] = float(a[i]);
+    for (size_t i = 0; i < b.size(); ++i) bf[i] = float(b[i]);
+    auto c0 = testing::random_vec(size_t(m * ldc), 7);
+    GemmShape s;
+    s.m = m; s.n = n; s.k = k; s.ldc = ldc;
+    std::vector<std::vector<bfloat16>> outs;
+    int saved = omp_get_max_threads();
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      std::vector<bfloat16> c(c0.begin(), c0.end());
+      gemm_batched_bf16_out_bf16(s, 1, 0, 0, 0, 0.5f, a.data(), b.data(), 0.25f, c.data());
+      outs.push_back(c);
+    }
+    omp_set_num_threads(saved);
+    std::vector<float> c0r(c0.size());
+    for (size_t i = 0; i < c0.size(); ++i) c0r[i] = float(bfloat16(c0[i]));
+    auto ref = reference(m, n, k, 0.5f, af, k, bf, n, 0.25f, c0r, ldc);
+    for (size_t i = 0; i < outs[0].size(); ++i) {
+      ASSERT_EQ(outs[0][i].bits, outs[1][i].bits) << "n=" << n << " i=" << i;
+      ASSERT_EQ(outs[0][i].bits, outs[2][i].bits) << "n=" << n << " i=" << i;
+      if (int64_t(i) % ldc < n)
+        ASSERT_NEAR(float(outs[0][i]), ref[i], 1e-2 + 1e-2 * std::abs(ref[i])) << "n=" << n << " i=" << i;
+      else
+        ASSERT_EQ(outs[0][i].bits, bfloat16(c0[i]).bits) << "padding past n is not written";
+    }
+  }
 }
 
 }  // namespace

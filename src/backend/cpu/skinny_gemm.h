@@ -19,7 +19,7 @@ namespace t5x::cpu {
 // Rows up to which gemm_* route non-transposed, batch-1 products here.
 constexpr int64_t kSkinnyMaxRows = 8;
 
-// Columns of B per block (and per thread task): the accumulators (up to 4
+// Columns of B per block: the accumulators (up to 4
 // rows x 512 f32, 8 KiB) stay in L1 while each step over k streams one
 // contiguous strip of a B row.
 constexpr int64_t kSkinnyBlockCols = 512;
