@@ -37,6 +37,15 @@ int64_t prod(const Array& x, const std::vector<std::string>& names) {
 // bfloat16 operands (the GEMM's accumulators, unrounded).
 DType result_dtype(const Array& x, bool widen) { return widen && x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
 
+// T5X_OP_PROFILE: each product's time under its dtypes and shape.
+void profile_gemm(const char* dtypes, const kernels::GemmDims& g, std::chrono::steady_clock::time_point t0) {
+  if (!op_profile_enabled()) return;
+  op_profile_add(std::string("  gemm ") + dtypes + " b" + std::to_string(g.batch) + " m" + std::to_string(g.m) +
+                     " n" + std::to_string(g.n) + " k" + std::to_string(g.k) + (g.trans_a ? " tA" : "") +
+                     (g.trans_b ? " tB" : ""),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 class Einsum : public Primitive {
  public:
   explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false)
@@ -72,24 +81,20 @@ class Einsum : public Primitive {
       auto t0 = std::chrono::steady_clock::now();
       if (nb * m * n > 0)
         kernels::cpu::gemm(gs, DType::bf16, DType::bf16, a.data<bfloat16>(), b.data<bfloat16>(), cb.data<bfloat16>());
-      if (op_profile_enabled())
-        op_profile_add("  gemm bf16 b" + std::to_string(nb) + " m" + std::to_string(m) + " n" + std::to_string(n) +
-                           " k" + std::to_string(k) + (ta ? " tA" : "") + (tb ? " tB" : ""),
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      profile_gemm("bf16", gs, t0);
       return {transpose(cb, out_)};
     }
     Array c = make_output(cshape, DType::f32, {x, y}, /*zero=*/k == 0);
     if (nb * m * n > 0 && k > 0) {
       if (x.dtype() == DType::bf16) {
+        auto t0 = std::chrono::steady_clock::now();
         kernels::cpu::gemm(gs, DType::bf16, DType::f32, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
+        profile_gemm("bf16->f32", gs, t0);
       } else {
         Array af = cast(a, DType::f32), bf = cast(b, DType::f32);
         auto t0 = std::chrono::steady_clock::now();
         kernels::cpu::gemm(gs, DType::f32, DType::f32, af.data<float>(), bf.data<float>(), c.data<float>());
-        if (op_profile_enabled())
-          op_profile_add("  gemm f32 b" + std::to_string(nb) + " m" + std::to_string(m) + " n" + std::to_string(n) +
-                             " k" + std::to_string(k) + (ta ? " tA" : "") + (tb ? " tB" : ""),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        profile_gemm("f32", gs, t0);
       }
     }
     return {transpose(cast(c, result_dtype(x, widen_)), out_)};
