@@ -1,5 +1,9 @@
 #include "backend/cpu/malloc_tuning.h"
 
+// <cstdlib> brings in <features.h>, which defines __GLIBC__: without a C
+// library header first, the test below was always false and the settings
+// were never made (every large buffer of a step was mmapped and faulted in).
+#include <cstdlib>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
