@@ -2,7 +2,8 @@
 markdown table per (mode, model, batch): each implementation's ms per step
 (median / min over the timed steps of all its runs), tokens/s, achieved
 GFLOP/s, MFU against the fp32 peak, peak RSS, the 1-minute load average, and
-t5x.cpp's speed-up over it (tokens/s ratio, median and best)."""
+the speed-up over it of the first t5x.cpp row (tokens/s ratio, median and
+best), also over other t5x.cpp dtypes when several ran."""
 import json
 import statistics
 import sys
@@ -27,17 +28,19 @@ def main(path):
                             naive=runs[0].get("naive_gflop_per_step", 0), peak=runs[0]["peak_gflops_fp32"],
                             rss=max(r["peak_rss_mib"] for r in runs), load=[r["loadavg_1min"] for r in runs],
                             threads=runs[0]["threads"])
-        base = next((v for (impl, _), v in agg.items() if impl == "t5x.cpp"), None)
+        base_key = next((k for k in agg if k[0] == "t5x.cpp"), None)
+        base = agg[base_key] if base_key else None
         what = "training step" if mode == "train" else f"greedy decode of {lt} tokens"
         a0 = next(iter(agg.values()))
         print(f"\n### {model} {what}, batch {batch}, inputs {li}, targets {lt} "
               f"({a0['gf']:.2f} GFLOP per step counted; naive 6·N·D {a0['naive']:.2f}; "
               f"peak {a0['peak']:.1f} GFLOP/s fp32, {a0['threads']} threads)\n")
         print("| impl | dtype | ms/step median / min | tokens/s median / best | GFLOP/s median / best "
-              "| MFU median / best | peak RSS MiB | load (1 min) | t5x.cpp speed-up median / best |")
+              "| MFU median / best | peak RSS MiB | load (1 min) | t5x.cpp "
+              f"{base_key[1] if base_key else ''} speed-up median / best |")
         print("|---|---|---|---|---|---|---|---|---|")
         for (impl, dt), v in agg.items():
-            sp = "" if base is None or impl == "t5x.cpp" else \
+            sp = "" if base is None or (impl, dt) == base_key else \
                 f"{v['med'] / base['med']:.2f}x / {v['min'] / base['min']:.2f}x"
             print(f"| {impl} | {dt} | {v['med']:.1f} / {v['min']:.1f} | {v['tok'] / v['med'] * 1e3:.1f} / "
                   f"{v['tok'] / v['min'] * 1e3:.1f} | {v['gf'] / v['med'] * 1e3:.1f} / {v['gf'] / v['min'] * 1e3:.1f} | "

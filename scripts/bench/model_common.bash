@@ -67,7 +67,8 @@ run_impl() {
 }
 
 # Parses the options the train and decode suites share into MODELS, STEPS,
-# WARMUP, REPEATS, PEERS, PEER_DTYPES and OUT_JSONL (the caller sets defaults).
+# WARMUP, REPEATS, PEERS, PEER_DTYPES, T5X_DTYPES and OUT_JSONL (the caller
+# sets defaults; T5X_DTYPES empty: t5x.cpp runs its configured dtype only).
 parse_suite_args() {
   local suite=$1
   shift
@@ -79,9 +80,10 @@ parse_suite_args() {
       --repeats) REPEATS=$2; shift 2 ;;
       --peers) PEERS=$2; shift 2 ;;
       --peer-dtypes) PEER_DTYPES=$2; shift 2 ;;
+      --t5x-dtypes) T5X_DTYPES=$2; shift 2 ;;
       --out) OUT_JSONL=$2; shift 2 ;;
       --isa) apply_isa_cap "$2"; ISA=$2; shift 2 ;;
-      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--isa native|avx2] [--out FILE]" >&2
+      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--t5x-dtypes D] [--isa native|avx2] [--out FILE]" >&2
          exit 2 ;;
     esac
   done
