@@ -144,7 +144,7 @@ void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64
          float beta, TC* c, int64_t ldc) {
   // Columns split over threads in ranges of 64 (whole cache lines of B and C),
   // each thread given at least kMinPerThread elements of B. A decode step's
-  // layer kernels (128K to 512K elements) are read at one core's bandwidth on
+  // layer kernels (192K to 512K elements) are read at one core's bandwidth on
   // one thread; on two, libgomp's default (spinning) policy, T5.1.1 small at
   // AVX2, the batch-1 greedy decode took 290-339 ms against 365-481 ms with
   // only the logits kernel split (3 interleaved runs, 5 decodes each).
