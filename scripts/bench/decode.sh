@@ -32,11 +32,7 @@ echo "# $(date -u +%FT%TZ) isa=${ISA:-native} $("$BUILD_DIR/bin/t5x" cpu 2>/dev/
 for model in $MODELS; do
   for b in ${BATCHES:-1 8}; do
     for r in $(seq "$REPEATS"); do
-      if [ -z "$T5X_DTYPES" ]; then
-        run_impl t5x --mode decode --model "$model" --batch "$b" "${SHAPE[@]}"
-      else
-        for dt in $T5X_DTYPES; do run_impl t5x --mode decode --model "$model" --batch "$b" --dtype "$dt" "${SHAPE[@]}"; done
-      fi
+      run_t5x --mode decode --model "$model" --batch "$b" "${SHAPE[@]}"
       for g in ${KV_HEADS:-}; do
         run_impl t5x --mode decode --model "$model" --batch "$b" --num_kv_heads "$g" "${SHAPE[@]}"
       done

@@ -66,6 +66,16 @@ run_impl() {
   echo "$line" >&2
 }
 
+# t5x.cpp with ARGS, once in its configured dtype, or once per T5X_DTYPES.
+run_t5x() {
+  if [ -z "${T5X_DTYPES:-}" ]; then
+    run_impl t5x "$@"
+  else
+    local dt
+    for dt in $T5X_DTYPES; do run_impl t5x "$@" --dtype "$dt"; done
+  fi
+}
+
 # Parses the options the train and decode suites share into MODELS, STEPS,
 # WARMUP, REPEATS, PEERS, PEER_DTYPES, T5X_DTYPES and OUT_JSONL (the caller
 # sets defaults; T5X_DTYPES empty: t5x.cpp runs its configured dtype only).

@@ -28,11 +28,7 @@ SHAPE=(--batch "${BATCH:-8}" --inputs "${INPUTS:-128}" --targets "${TARGETS:-32}
 echo "# $(date -u +%FT%TZ) isa=${ISA:-native} $("$BUILD_DIR/bin/t5x" cpu 2>/dev/null || true) $(uptime)" >&2
 for model in $MODELS; do
   for r in $(seq "$REPEATS"); do
-    if [ -z "$T5X_DTYPES" ]; then
-      run_impl t5x --mode train --model "$model" "${SHAPE[@]}"
-    else
-      for dt in $T5X_DTYPES; do run_impl t5x --mode train --model "$model" --dtype "$dt" "${SHAPE[@]}"; done
-    fi
+    run_t5x --mode train --model "$model" "${SHAPE[@]}"
     for peer in $PEERS; do
       for dt in $PEER_DTYPES; do run_impl "$peer" --mode train --model "$model" --dtype "$dt" "${SHAPE[@]}"; done
     done
