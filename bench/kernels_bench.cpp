@@ -138,11 +138,12 @@ struct AttnData {
   AttentionShape s;
   std::vector<float> q, k, v, bias, out, lse, dout, dq, dk, dv, db;
   AttentionParams p;
-  AttnData(int64_t b, int64_t len, bool causal) {
-    s = AttentionShape{b, len, len, 6, 6, 64};
-    size_t n = size_t(b * len * 6 * 64);
-    q = rnd(n, 1); k = rnd(n, 2); v = rnd(n, 3); dout = rnd(n, 4);
-    bias = rnd(size_t(6 * len * len), 5);
+  AttnData(int64_t b, int64_t len, bool causal, int64_t kv_len = 0) {
+    if (kv_len == 0) kv_len = len;
+    s = AttentionShape{b, len, kv_len, 6, 6, 64};
+    size_t n = size_t(b * len * 6 * 64), nkv = size_t(b * kv_len * 6 * 64);
+    q = rnd(n, 1); k = rnd(nkv, 2); v = rnd(nkv, 3); dout = rnd(n, 4);
+    bias = rnd(size_t(6 * len * kv_len), 5);
     out.resize(n); dq.resize(n); dk.resize(n); dv.resize(n); db.resize(bias.size());
     lse.resize(size_t(b * 6 * len));
     p.bias = bias.data();
@@ -160,6 +161,37 @@ void BM_AttentionForward(benchmark::State& st) {
                                             benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AttentionForward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime()->ComputeStatistics("min", min_of);
+
+// One decode step's attention: a single query per row against the cache.
+// Args: batch, kv_length (T5.1.1 small: 128 encoder positions for the
+// cross-attention, 32 target positions for the self-attention).
+// Keys and values as a decode step finds them: bf16 (the cache's dtype), and
+// with cold=1 out of cache (a 64 MiB buffer is streamed between calls, as the
+// layer weights are in a step).
+void BM_AttentionDecode(benchmark::State& st) {
+  AttnData d(st.range(0), 1, false, st.range(1));
+  const std::vector<t5x::bfloat16> k(d.k.begin(), d.k.end()), v(d.v.begin(), d.v.end());
+  const bool cold = st.range(2) != 0;
+  std::vector<float> flush(cold ? size_t(16) << 20 : 0);
+  for (auto _ : st) {
+    if (cold) {
+      st.PauseTiming();
+      for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.f;
+      benchmark::ClobberMemory();
+      st.ResumeTiming();
+    }
+    attention_forward(d.s, d.p, d.q.data(), k.data(), v.data(), d.out.data(), nullptr);
+  }
+  st.counters["flops"] = benchmark::Counter(d.flops() * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionDecode)
+    ->Args({1, 128, 0})
+    ->Args({8, 128, 0})
+    ->Args({8, 128, 1})
+    ->Args({8, 32, 0})
+    ->Args({8, 32, 1})
+    ->UseRealTime()
+    ->ComputeStatistics("min", min_of);
 
 void BM_AttentionBackward(benchmark::State& st) {
   AttnData d(st.range(0), st.range(1), st.range(2) != 0);

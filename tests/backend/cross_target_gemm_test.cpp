@@ -158,8 +158,12 @@ Bytes run_attention(const AttnCase& c) {
   std::vector<float> dq(nq), dk(nk), dv(nk), dbias(p.bias ? nbias : 0);
   attention_backward(s, p, q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(), dk.data(),
                      dv.data(), p.bias ? dbias.data() : nullptr);
+  // The forward on bf16 keys / values (a decode cache), widened in the tiles.
+  std::vector<bfloat16> k16(k.begin(), k.end()), v16(v.begin(), v.end());
+  std::vector<float> out16(nq), lse16(lse.size());
+  attention_forward(s, p, q.data(), k16.data(), v16.data(), out16.data(), lse16.data());
   Bytes r;
-  for (const auto* x : {&out, &lse, &dq, &dk, &dv, &dbias}) append(r, *x);
+  for (const auto* x : {&out, &lse, &dq, &dk, &dv, &dbias, &out16, &lse16}) append(r, *x);
   return r;
 }
 

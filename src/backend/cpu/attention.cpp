@@ -45,10 +45,9 @@ void check(const AttentionShape& s, const AttentionParams& p) {
     throw std::invalid_argument("[attention] q_segment_ids and kv_segment_ids must be given together");
 }
 
-}  // namespace
-
-void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const float* k, const float* v, float* out, float* lse) {
+template <typename TK>
+void forward(const AttentionShape& s, const AttentionParams& p, const float* q, const TK* k, const TK* v, float* out,
+             float* lse) {
   check(s, p);
   simd_init();  // before the threads: an unknown T5X_CPU_ISA throws here
   Problem pr(s, p);
@@ -60,6 +59,18 @@ void attention_forward(const AttentionShape& s, const AttentionParams& p, const 
     TileScratch& ts = attention_detail::scratch(s.head_dim);
     attention_detail::forward_tile(pr, q, k, v, b, h, qt * kBq, out, lse, ts);
   });
+}
+
+}  // namespace
+
+void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
+                       const float* k, const float* v, float* out, float* lse) {
+  forward(s, p, q, k, v, out, lse);
+}
+
+void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
+                       const bfloat16* k, const bfloat16* v, float* out, float* lse) {
+  forward(s, p, q, k, v, out, lse);
 }
 
 void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,

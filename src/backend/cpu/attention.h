@@ -48,6 +48,7 @@
 #include <cstdint>
 
 #include "backend/kernels.h"
+#include "core/dtype_bf16.h"
 
 namespace t5x::cpu {
 
@@ -60,9 +61,13 @@ using AttentionBiasLayout = kernels::AttentionBias;  // kNone, kHeads, kBatchHea
 using AttentionShape = kernels::AttentionDims;        // head_dim is the `kv` dim
 using AttentionParams = kernels::AttentionArgs;
 
-// lse may be null when no backward pass follows.
+// lse may be null when no backward pass follows. k and v may be bf16 (a decode
+// cache in the activation dtype): widened exactly as the tiles load them, so
+// the results are the bits of the f32 call on the widened values.
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
                        const float* k, const float* v, float* out, float* lse);
+void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
+                       const bfloat16* k, const bfloat16* v, float* out, float* lse);
 
 // out and lse from attention_forward. dq, dk, dv are overwritten; dbias (same
 // layout as p.bias, may be null) is overwritten too.

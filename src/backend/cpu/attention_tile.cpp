@@ -8,6 +8,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/attention_tile.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "backend/cpu/simd-inl.h"
@@ -99,14 +100,16 @@ HWY_INLINE void TransposeSquare(D d, hn::Vec<D>* r) {
 #endif
 }
 
-// dst[d * kBk + j] = x[b, j0 + j, h, d]; columns j >= n are zero.
-HWY_INLINE void LoadTransposed(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t j0,
+// dst[d * kBk + j] = x[b, j0 + j, h, d] (f32 or bf16 x, widened exactly);
+// columns j >= n are zero.
+template <typename T>
+HWY_INLINE void LoadTransposed(const T* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t j0,
                                int64_t n, float* dst) {
   const DF d;
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
   static_assert(kBk % N == 0, "key tiles are whole vectors");
   const int64_t row_stride = H * D;
-  const float* base = x + ((b * L + j0) * H + h) * D;
+  const T* base = x + ((b * L + j0) * H + h) * D;
   for (int64_t jb = 0; jb < kBk; jb += N)
     for (int64_t db = 0; db < D; db += N) {
       const size_t dn = size_t(std::min(N, D - db));
@@ -187,8 +190,21 @@ bool RowsHaveAllowedKey(const float* lse_row, int64_t nq) {
 
 }  // namespace
 
-void AttnForwardTile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
-                     int64_t i0, float* out, float* lse, TileScratch& ts) {
+// Rows [j0, j0 + n) of head hk of x [batch, kv_length, kv_heads, D] into cache.
+template <typename T>
+HWY_INLINE void PrefetchRows(const T* x, const AttentionShape& s, int64_t D, int64_t b, int64_t hk, int64_t j0,
+                             int64_t n) {
+  const T* base = x + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
+  const int64_t stride = s.kv_heads * D, line = 64 / int64_t(sizeof(T));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t d = 0; d < D; d += line) hwy::Prefetch(base + j * stride + d);
+}
+
+// K and V in f32, or in bf16 (a decode cache kept in the activation dtype:
+// half the bytes read per step; widened exactly as loaded, so the same bits).
+template <typename TK>
+HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, const TK* v, int64_t b, int64_t h,
+                            int64_t i0, float* out, float* lse, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
   float* S = ts.s.data();
@@ -196,6 +212,10 @@ void AttnForwardTile(const Problem& pr, const float* q, const float* k, const fl
   float* m = ts.m.data();
   float* l = ts.l.data();
   LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
+  // A decode step's few queries do little work per key: the tiles wait on the
+  // strided cache rows (one head's D values per row), so they are prefetched
+  // a tile ahead.
+  const bool few_queries = nq <= 4;
   for (bool allow_skip : {true, false}) {
     std::fill(m, m + nq, kNegInf);
     std::fill(l, l + nq, 0.f);
@@ -208,6 +228,13 @@ void AttnForwardTile(const Problem& pr, const float* q, const float* k, const fl
         break;
       }
       LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+      if (few_queries) {
+        PrefetchRows(v, s, D, b, hk, j0, nk);
+        if (j0 + kBk < s.kv_length)
+          PrefetchRows(k, s, D, b, hk, j0 + kBk, std::min(kBk, s.kv_length - j0 - kBk));
+        else if (h + 1 < s.heads)  // the next task's (b, h + 1) first keys
+          PrefetchRows(k, s, D, b, (h + 1) / pr.group, 0, std::min(kBk, s.kv_length));
+      }
       LogitsTile(pr, ts, b, h, i0, nq, j0, nk);
       for (int64_t i = 0; i < nq; ++i) {
         float* row = S + i * kBk;
@@ -221,7 +248,7 @@ void AttnForwardTile(const Problem& pr, const float* q, const float* k, const fl
           for (int64_t d = 0; d < D; ++d) ar[d] *= corr;
         }
       }
-      const float* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
+      const TK* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
       SmallGemm<true>(nq, D, nk, S, kBk, 1, vrows, s.kv_heads * D, acc, D);
     }
     bool redo = false;
@@ -235,6 +262,15 @@ void AttnForwardTile(const Problem& pr, const float* q, const float* k, const fl
     for (int64_t d = 0; d < D; ++d) o[d] = acc[i * D + d] * inv;
     if (lse) lse[(b * s.heads + h) * s.q_length + i0 + i] = m[i] + std::log(l[i]);
   }
+}
+
+void AttnForwardTile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
+                     int64_t i0, float* out, float* lse, TileScratch& ts) {
+  ForwardTile(pr, q, k, v, b, h, i0, out, lse, ts);
+}
+void AttnForwardTileBf16Kv(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
+                           int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts) {
+  ForwardTile(pr, q, k, v, b, h, i0, out, lse, ts);
 }
 
 void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
@@ -331,6 +367,7 @@ HWY_AFTER_NAMESPACE();
 namespace t5x::cpu {
 
 HWY_EXPORT(AttnForwardTile);
+HWY_EXPORT(AttnForwardTileBf16Kv);
 HWY_EXPORT(AttnBackwardKvTile);
 HWY_EXPORT(AttnBackwardQTile);
 HWY_EXPORT(AttnDeltaRows);
@@ -391,6 +428,11 @@ TileScratch& scratch(int64_t head_dim) {
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
                   int64_t i0, float* out, float* lse, TileScratch& ts) {
   T5X_DISPATCH(AttnForwardTile)(pr, q, k, v, b, h, i0, out, lse, ts);
+}
+
+void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b, int64_t h,
+                  int64_t i0, float* out, float* lse, TileScratch& ts) {
+  T5X_DISPATCH(AttnForwardTileBf16Kv)(pr, q, k, v, b, h, i0, out, lse, ts);
 }
 
 void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,

@@ -42,8 +42,10 @@ struct TileScratch {
 // Thread-local scratch sized for head_dim.
 TileScratch& scratch(int64_t head_dim);
 
-// out/lse rows of queries [i0, i0 + kBq) of (b, h).
+// out/lse rows of queries [i0, i0 + kBq) of (b, h); k, v in f32 or bf16.
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b,
+                  int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts);
+void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
                   int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts);
 
 // The backward recomputes P = exp((logit - lse) - logl) with logl = 0, except

@@ -1,6 +1,9 @@
 // The fused kernels of kernels::cpu (backend/kernels.h): dtype dispatch and
 // descriptor conversion in front of the Highway kernels of rms_norm.cpp,
 // gated_gelu.cpp, cross_entropy.cpp and attention.cpp.
+#include <stdexcept>
+#include <string>
+
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cross_entropy.h"
 #include "backend/cpu/gated_gelu.h"
@@ -74,6 +77,20 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, co
 void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k, const float* v,
                        float* out, float* lse) {
   t5x::cpu::attention_forward(s, p, q, k, v, out, lse);
+}
+
+void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, DType kv_dtype, const void* k,
+                       const void* v, float* out, float* lse) {
+  switch (kv_dtype) {
+    case DType::f32:
+      return t5x::cpu::attention_forward(s, p, q, static_cast<const float*>(k), static_cast<const float*>(v), out, lse);
+    case DType::bf16:
+      return t5x::cpu::attention_forward(s, p, q, static_cast<const bfloat16*>(k), static_cast<const bfloat16*>(v),
+                                         out, lse);
+    default:
+      throw std::invalid_argument(std::string("[attention] k / v must be float32 or bfloat16, got ") +
+                                  dtype_name(kv_dtype));
+  }
 }
 
 void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,

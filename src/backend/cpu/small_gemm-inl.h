@@ -52,10 +52,16 @@ HWY_INLINE VF LoadFirst(const float* p, size_t valid) {
 #endif
 }
 
+// B's values widened on load: f32, or bf16 (exact, e.g. a bf16 decode cache).
+HWY_INLINE VF LoadFirst(const bfloat16* p, size_t valid) {
+  const DF d;
+  return valid ? LoadPart(d, p, valid) : hn::Zero(d);
+}
+
 // MR rows x up to kSmallGemmVecs vectors (ncols columns) of C.
-template <int MR, bool kAccumulate>
+template <int MR, bool kAccumulate, typename TB = float>
 HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t a_row, int64_t a_col,
-                              const float* b, int64_t ldb, float* c, int64_t ldc) {
+                              const TB* b, int64_t ldb, float* c, int64_t ldc) {
   constexpr size_t NV = kSmallGemmVecs;
   const DF d;
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
@@ -66,9 +72,9 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
   for (size_t v = 0; v < NV; ++v) valid[v] = size_t(std::clamp<int64_t>(ncols - int64_t(v) * N, 0, N));
   if (ncols == int64_t(NV) * N) {
     for (int64_t p = 0; p < k; ++p) {
-      const float* bp = b + p * ldb;
+      const TB* bp = b + p * ldb;
       VF bv[NV];
-      for (size_t v = 0; v < NV; ++v) bv[v] = hn::LoadU(d, bp + v * N);
+      for (size_t v = 0; v < NV; ++v) bv[v] = LoadF(d, bp + v * N);
       for (int r = 0; r < MR; ++r) {
         const VF av = hn::Set(d, a[r * a_row + p * a_col]);
         for (size_t v = 0; v < NV; ++v) acc[r][v] = Fma(d, av, bv[v], acc[r][v]);
@@ -76,7 +82,7 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
     }
   } else {
     for (int64_t p = 0; p < k; ++p) {
-      const float* bp = b + p * ldb;
+      const TB* bp = b + p * ldb;
       VF bv[NV];
       for (size_t v = 0; v < NV; ++v) bv[v] = LoadFirst(bp + v * N, valid[v]);
       for (int r = 0; r < MR; ++r) {
@@ -100,23 +106,24 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
 }
 
 // C[i * ldc + c] (+)= sum_p A[i * a_row + p * a_col] * B[p * ldb + c] for
-// i < m, c < n, p < k: += when kAccumulate, else C is overwritten.
-template <bool kAccumulate>
+// i < m, c < n, p < k: += when kAccumulate, else C is overwritten. B is f32
+// or bf16 (widened exactly as it is read: the same bits as a widened copy).
+template <bool kAccumulate, typename TB = float>
 HWY_INLINE void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col,
-                          const float* b, int64_t ldb, float* c, int64_t ldc) {
+                          const TB* b, int64_t ldb, float* c, int64_t ldc) {
   constexpr int64_t W = int64_t(kSmallGemmVecs * hn::MaxLanes(DF()));
   constexpr int64_t MR = kSmallGemmRows;
   for (int64_t c0 = 0; c0 < n; c0 += W) {
     const int64_t nc = std::min(W, n - c0);
     int64_t i = 0;
     for (; i + MR <= m; i += MR)
-      SmallGemmTile<MR, kAccumulate>(nc, k, a + i * a_row, a_row, a_col, b + c0, ldb, c + i * ldc + c0, ldc);
+      SmallGemmTile<MR, kAccumulate, TB>(nc, k, a + i * a_row, a_row, a_col, b + c0, ldb, c + i * ldc + c0, ldc);
     const float* ai = a + i * a_row;
     float* ci = c + i * ldc + c0;
     switch (m - i) {
-      case 3: SmallGemmTile<3, kAccumulate>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
-      case 2: SmallGemmTile<2, kAccumulate>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
-      case 1: SmallGemmTile<1, kAccumulate>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
+      case 3: SmallGemmTile<3, kAccumulate, TB>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
+      case 2: SmallGemmTile<2, kAccumulate, TB>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
+      case 1: SmallGemmTile<1, kAccumulate, TB>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
       default: break;
     }
   }
