@@ -1,5 +1,6 @@
 // dot_product_attention (ops/fused.h): fused kernel path and reference.
 #include "backend/kernels.h"
+#include "ops/autodiff.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/einsum.h"
@@ -110,12 +111,14 @@ class Attention : public Primitive {
     Array out = make_output(in[0].shape(), DType::f32, {in[0]});
     lse_ = Array(Shape{{"rows", s_.batch * s_.heads * s_.q_length}}, DType::f32, {}, {}, false);
     kernels::AttentionArgs p = params(in);
-    kernels::cpu::attention_forward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
+    kernels::cpu::attention_forward(s_, p, in[0].data<float>(), in[1].dtype(), in[1].raw_data(), in[2].raw_data(),
                                     out.data<float>(), lse_.data<float>());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
+    if (in[1].dtype() != DType::f32 || in[2].dtype() != DType::f32)
+      throw_invalid(kOp, "internal: bf16 k / v are a no-tape path, the backward needs f32");
     Array dq = make_output(in[0].shape(), DType::f32, {in[0]});
     Array dk = make_output(in[1].shape(), DType::f32, {in[1]});
     Array dv = make_output(in[2].shape(), DType::f32, {in[2]});
@@ -162,7 +165,12 @@ Array attention_local(const Array& q, const Array& k, const Array& v, const Atte
   s.heads = q.dim(o.heads);
   s.kv_heads = c.grouped ? c.k.dim(o.kv_heads) : s.heads;
   s.head_dim = q.dim(o.depth);
-  std::vector<Array> in = {cast(c.q, DType::f32), cast(c.k, DType::f32), cast(c.v, DType::f32)};
+  // With no tape recording, bf16 k / v reach the kernel as they are (a decode
+  // cache kept in the activation dtype: half the bytes read per step); the
+  // backward takes f32 copies.
+  const bool narrow_kv = !is_recording() && c.k.dtype() == DType::bf16 && c.v.dtype() == DType::bf16;
+  auto kv = [&](const Array& x) { return narrow_kv ? x : cast(x, DType::f32); };
+  std::vector<Array> in = {cast(c.q, DType::f32), kv(c.k), kv(c.v)};
   if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
   Array out = apply1(std::make_shared<Attention>(s, c, o.scale, o.causal), in);
   return transpose(cast(out, q.dtype()), q.names());

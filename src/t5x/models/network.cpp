@@ -197,12 +197,12 @@ DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length)
   const char* hn = att.grouped() ? "kv_heads" : "heads";
   Shape s{{"batch", batch}, {"kv_length", max_length}, {hn, att.kv_heads()}, {"kv", cfg.head_dim}};
   // On a mesh the cache takes its logical layout (batch -> 'data', heads -> 'model').
-  // It holds the keys and values widened to f32 (exact, as the cross keys and
-  // values): the attention kernel runs in f32 and would otherwise widen the
-  // whole cache of every layer at every step.
+  // It holds the keys and values in the activation dtype, as t5x's cache: the
+  // attention kernel reads bf16 keys / values as they are (widening them as it
+  // loads its tiles), so a step reads half the bytes of an f32 copy.
   for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
-    c.self_key.push_back(nn::constrain(Array::zeros(s, DType::f32)));
-    c.self_value.push_back(nn::constrain(Array::zeros(s, DType::f32)));
+    c.self_key.push_back(nn::constrain(Array::zeros(s, cfg.dtype)));
+    c.self_value.push_back(nn::constrain(Array::zeros(s, cfg.dtype)));
   }
   c.index = Array::zeros(Shape{{"batch", batch}}, DType::i32);
   return c;
@@ -307,10 +307,8 @@ DecoderCache t5_init_decoder_cache(const T5Config& cfg, const ParamTree& p, cons
   auto att = cfg.attention();
   for (int64_t i = 0; i < cfg.num_decoder_layers; ++i) {
     auto [k, v] = nn::project_key_value(p, layer_name("decoder", i) + "/encoder_decoder_attention", encoded, att);
-    // Widened to f32 once (exact): the attention kernel runs in f32 and would
-    // otherwise widen these [batch, enc length, heads, kv] arrays every step.
-    c.cross_key.push_back(cast(k, DType::f32));
-    c.cross_value.push_back(cast(v, DType::f32));
+    c.cross_key.push_back(k);  // activation dtype, as the self-attention cache
+    c.cross_value.push_back(v);
   }
   c.encoder_mask = rename(positive(enc_tokens), {{"length", "kv_length"}});
   return c;
@@ -333,8 +331,8 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& p, const
   stack(cfg, p, "decoder", x, a, &kv, none);
   for (size_t i = 0; i < kv.size(); ++i) {
     auto order = c.self_key[i].names();
-    c.self_key[i] = transpose(pad(cast(kv[i].self_key, DType::f32), "kv_length", 0, max_length - len), order);
-    c.self_value[i] = transpose(pad(cast(kv[i].self_value, DType::f32), "kv_length", 0, max_length - len), order);
+    c.self_key[i] = transpose(pad(cast(kv[i].self_key, cfg.dtype), "kv_length", 0, max_length - len), order);
+    c.self_value[i] = transpose(pad(cast(kv[i].self_value, cfg.dtype), "kv_length", 0, max_length - len), order);
   }
   c.index = cast(start_index, DType::i32);
   return c;
