@@ -158,8 +158,6 @@ void cross_entropy_forward(int64_t rows, int64_t vocab, const float* logits, con
 void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets,
                             const float* lse, const float* dloss, float z_loss, float label_smoothing,
                             float* dlogits);
-void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k, const float* v,
-                       float* out, float* lse);
 // k and v in kv_dtype (f32 or bf16: a bf16 decode cache is read as is and
 // widened exactly in the tiles, the same bits as widening it first).
 void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, DType kv_dtype, const void* k,

@@ -74,11 +74,6 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, co
                                    dlogits);
 }
 
-void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k, const float* v,
-                       float* out, float* lse) {
-  t5x::cpu::attention_forward(s, p, q, k, v, out, lse);
-}
-
 void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, DType kv_dtype, const void* k,
                        const void* v, float* out, float* lse) {
   switch (kv_dtype) {
