@@ -97,23 +97,34 @@ void BM_CrossEntropyBackward(benchmark::State& st) {
 BENCHMARK(BM_CrossEntropyBackward)->Arg(256)->UseRealTime()->ComputeStatistics("min", min_of);
 
 // Decode-step products C[m, n] = A[m, k] B[k, n] (skinny_gemm.h). Args: m, k,
-// n: m = 1 or 8 rows (batch of one token), k = embed 512, n = mlp 1024,
-// 2048 (the two halves of a gated MLP) or vocab 32128 (the logits).
+// n, cold: m = 1 or 8 rows (batch of one token), k = embed 512, n = mlp 1024,
+// 2048 (the two halves of a gated MLP) or vocab 32128 (the logits, 64 MiB:
+// out of cache by itself); cold=1 streams 64 MiB between calls, as a decode
+// step's other layers do.
 template <typename T, typename TC>
 void BM_SkinnyGemm(benchmark::State& st) {
   const int64_t m = st.range(0), k = st.range(1), n = st.range(2);
   const auto fa = rnd(size_t(m * k), 1), fb = rnd(size_t(k * n), 2);
   const std::vector<T> a(fa.begin(), fa.end()), b(fb.begin(), fb.end());
   std::vector<TC> c(size_t(m * n));
+  std::vector<float> flush(st.range(3) != 0 ? size_t(16) << 20 : 0);
   for (auto _ : st) {
+    if (!flush.empty()) {
+      st.PauseTiming();
+      for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.f;
+      benchmark::ClobberMemory();
+      st.ResumeTiming();
+    }
     skinny_gemm<T, T, TC>(m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
     benchmark::ClobberMemory();
   }
   st.SetBytesProcessed(st.iterations() * k * n * int64_t(sizeof(T)));
 }
 void skinny_shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 8})
-    for (int64_t n : {1024, 2048, 32128}) b->Args({m, 512, n});
+  for (int64_t m : {1, 8}) {
+    for (int64_t n : {1024, 2048}) b->Args({m, 512, n, 0})->Args({m, 512, n, 1});
+    b->Args({m, 512, 32128, 0});
+  }
 }
 BENCHMARK(BM_SkinnyGemm<float, float>)->Name("BM_SkinnyGemmF32")->Apply(skinny_shapes)->UseRealTime()->ComputeStatistics("min", min_of);
 BENCHMARK(BM_SkinnyGemm<t5x::bfloat16, float>)->Name("BM_SkinnyGemmBf16")->Apply(skinny_shapes)->UseRealTime()->ComputeStatistics("min", min_of);

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -120,6 +121,34 @@ TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
       else
         ASSERT_EQ(outs[0][i].bits, bfloat16(c0[i]).bits) << "padding past n is not written";
     }
+  }
+}
+
+TEST(SkinnyGemm, FiveToEightRowsGiveTheBitsOfRowGroupsOfAtMostFour) {
+  // 5 to 8 rows read B once, in two row groups per chunk of k (a loop of its
+  // own); each output must still be the in-order sum of the 1-4-row loop, so
+  // one call gives the bits of separate calls on rows [0, 4) and [4, m).
+  // k = 300 is not a multiple of the chunk, n = 1000 ends in a partial block.
+  const int64_t k = 300, n = 1000, lda = k + 3, ldc = n + 5;
+  for (int64_t m = 5; m <= kSkinnyMaxRows; ++m) {
+    auto af = testing::random_vec(size_t(m * lda), uint32_t(20 + m)), bf = testing::random_vec(size_t(k * n), 21);
+    auto c0 = testing::random_vec(size_t(m * ldc), 22);
+    const std::vector<bfloat16> a(af.begin(), af.end()), b(bf.begin(), bf.end()), c16(c0.begin(), c0.end());
+    std::vector<float> whole = c0, parts = c0;
+    skinny_gemm<float, float, float>(m, n, k, 0.75f, af.data(), lda, bf.data(), n, 0.5f, whole.data(), ldc);
+    skinny_gemm<float, float, float>(4, n, k, 0.75f, af.data(), lda, bf.data(), n, 0.5f, parts.data(), ldc);
+    skinny_gemm<float, float, float>(m - 4, n, k, 0.75f, af.data() + 4 * lda, lda, bf.data(), n, 0.5f,
+                                     parts.data() + 4 * ldc, ldc);
+    ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float))) << "f32 m=" << m;
+    std::vector<bfloat16> whole16 = c16, parts16 = c16;
+    skinny_gemm<bfloat16, bfloat16, bfloat16>(m, n, k, 0.75f, a.data(), lda, b.data(), n, 0.5f, whole16.data(), ldc);
+    skinny_gemm<bfloat16, bfloat16, bfloat16>(4, n, k, 0.75f, a.data(), lda, b.data(), n, 0.5f, parts16.data(), ldc);
+    skinny_gemm<bfloat16, bfloat16, bfloat16>(m - 4, n, k, 0.75f, a.data() + 4 * lda, lda, b.data(), n, 0.5f,
+                                              parts16.data() + 4 * ldc, ldc);
+    ASSERT_EQ(0, std::memcmp(whole16.data(), parts16.data(), whole16.size() * sizeof(bfloat16))) << "bf16 m=" << m;
+    // And not trivially: the outputs moved from C's old values.
+    EXPECT_NE(whole[0], c0[0]);
+    EXPECT_NE(whole[size_t((m - 1) * ldc + n - 1)], c0[size_t((m - 1) * ldc + n - 1)]);
   }
 }
 

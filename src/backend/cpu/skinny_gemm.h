@@ -2,7 +2,8 @@
 // against a row-major, non-transposed B: C[m, n] = alpha * A[m, k] B[k, n]
 // + beta * C. These are memory-bound (every B element is used m times), and
 // oneDNN 2.6's f32 / bf16 matmul reaches only 2-5 GB/s on them; this kernel
-// streams B once per 4 rows of A at close to the memory bandwidth.
+// streams B from memory once for up to kSkinnyMaxRows rows of A, at close to
+// the memory bandwidth.
 //
 // Sums run over k in order for each output, one fused multiply-add per step
 // from zero, then alpha * sum (+ beta * C, fused): deterministic for any
