@@ -124,6 +124,15 @@ TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
   }
 }
 
+// One m-row call, then the calls on rows [0, 4) and [4, m), on copies of c.
+template <typename T, typename TC>
+void whole_and_parts(int64_t m, int64_t n, int64_t k, const std::vector<T>& a, int64_t lda, const std::vector<T>& b,
+                     std::vector<TC>& whole, std::vector<TC>& parts, int64_t ldc) {
+  skinny_gemm<T, T, TC>(m, n, k, 0.75f, a.data(), lda, b.data(), n, 0.5f, whole.data(), ldc);
+  skinny_gemm<T, T, TC>(4, n, k, 0.75f, a.data(), lda, b.data(), n, 0.5f, parts.data(), ldc);
+  skinny_gemm<T, T, TC>(m - 4, n, k, 0.75f, a.data() + 4 * lda, lda, b.data(), n, 0.5f, parts.data() + 4 * ldc, ldc);
+}
+
 TEST(SkinnyGemm, FiveToEightRowsGiveTheBitsOfRowGroupsOfAtMostFour) {
   // 5 to 8 rows read B once, in two row groups per chunk of k (a loop of its
   // own); each output must still be the in-order sum of the 1-4-row loop, so
@@ -133,18 +142,12 @@ TEST(SkinnyGemm, FiveToEightRowsGiveTheBitsOfRowGroupsOfAtMostFour) {
   for (int64_t m = 5; m <= kSkinnyMaxRows; ++m) {
     auto af = testing::random_vec(size_t(m * lda), uint32_t(20 + m)), bf = testing::random_vec(size_t(k * n), 21);
     auto c0 = testing::random_vec(size_t(m * ldc), 22);
-    const std::vector<bfloat16> a(af.begin(), af.end()), b(bf.begin(), bf.end()), c16(c0.begin(), c0.end());
     std::vector<float> whole = c0, parts = c0;
-    skinny_gemm<float, float, float>(m, n, k, 0.75f, af.data(), lda, bf.data(), n, 0.5f, whole.data(), ldc);
-    skinny_gemm<float, float, float>(4, n, k, 0.75f, af.data(), lda, bf.data(), n, 0.5f, parts.data(), ldc);
-    skinny_gemm<float, float, float>(m - 4, n, k, 0.75f, af.data() + 4 * lda, lda, bf.data(), n, 0.5f,
-                                     parts.data() + 4 * ldc, ldc);
+    whole_and_parts(m, n, k, af, lda, bf, whole, parts, ldc);
     ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float))) << "f32 m=" << m;
+    const std::vector<bfloat16> a(af.begin(), af.end()), b(bf.begin(), bf.end()), c16(c0.begin(), c0.end());
     std::vector<bfloat16> whole16 = c16, parts16 = c16;
-    skinny_gemm<bfloat16, bfloat16, bfloat16>(m, n, k, 0.75f, a.data(), lda, b.data(), n, 0.5f, whole16.data(), ldc);
-    skinny_gemm<bfloat16, bfloat16, bfloat16>(4, n, k, 0.75f, a.data(), lda, b.data(), n, 0.5f, parts16.data(), ldc);
-    skinny_gemm<bfloat16, bfloat16, bfloat16>(m - 4, n, k, 0.75f, a.data() + 4 * lda, lda, b.data(), n, 0.5f,
-                                              parts16.data() + 4 * ldc, ldc);
+    whole_and_parts(m, n, k, a, lda, b, whole16, parts16, ldc);
     ASSERT_EQ(0, std::memcmp(whole16.data(), parts16.data(), whole16.size() * sizeof(bfloat16))) << "bf16 m=" << m;
     // And not trivially: the outputs moved from C's old values.
     EXPECT_NE(whole[0], c0[0]);
