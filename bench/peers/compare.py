@@ -1,7 +1,8 @@
 """Reads the JSON lines of scripts/bench.sh train|decode and prints a
 markdown table per (mode, model, batch): each implementation's ms per step
 (median / min over the timed steps of all its runs), tokens/s, achieved
-GFLOP/s, MFU against the fp32 peak, peak RSS, the 1-minute load average, and
+GFLOP/s, MFU against the nominal fp32 peak and against the FMA peak t5x.cpp's
+bench measured in the same run (the same for every row), peak RSS, the 1-minute load average, and
 the speed-up over it of the first t5x.cpp row (tokens/s ratio, median and
 best), also over other t5x.cpp dtypes when several ran."""
 import json
@@ -32,20 +33,23 @@ def main(path):
         base = agg[base_key] if base_key else None
         what = "training step" if mode == "train" else f"greedy decode of {lt} tokens"
         a0 = next(iter(agg.values()))
+        fma = next((r["fma_gflops_measured"] for r in rs if r.get("fma_gflops_measured")), None)
         print(f"\n### {model} {what}, batch {batch}, inputs {li}, targets {lt} "
               f"({a0['gf']:.2f} GFLOP per step counted; naive 6·N·D {a0['naive']:.2f}; "
-              f"peak {a0['peak']:.1f} GFLOP/s fp32, {a0['threads']} threads)\n")
+              f"peak {a0['peak']:.1f} GFLOP/s fp32 nominal"
+              + (f", {fma:.1f} measured FMA" if fma else "") + f", {a0['threads']} threads)\n")
         print("| impl | dtype | ms/step median / min | tokens/s median / best | GFLOP/s median / best "
-              "| MFU median / best | peak RSS MiB | load (1 min) | t5x.cpp "
+              "| MFU median / best | MFU of measured FMA peak | peak RSS MiB | load (1 min) | t5x.cpp "
               f"{base_key[1] if base_key else ''} speed-up median / best |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for (impl, dt), v in agg.items():
             sp = "" if base is None or (impl, dt) == base_key else \
                 f"{v['med'] / base['med']:.2f}x / {v['min'] / base['min']:.2f}x"
             print(f"| {impl} | {dt} | {v['med']:.1f} / {v['min']:.1f} | {v['tok'] / v['med'] * 1e3:.1f} / "
                   f"{v['tok'] / v['min'] * 1e3:.1f} | {v['gf'] / v['med'] * 1e3:.1f} / {v['gf'] / v['min'] * 1e3:.1f} | "
                   f"{v['gf'] / v['med'] * 1e3 / v['peak']:.3f} / {v['gf'] / v['min'] * 1e3 / v['peak']:.3f} | "
-                  f"{v['rss']:.0f} | {', '.join(f'{x:.1f}' for x in v['load'])} | {sp} |")
+                  + (f"{v['gf'] / v['med'] * 1e3 / fma:.3f} / {v['gf'] / v['min'] * 1e3 / fma:.3f} | " if fma else "| ")
+                  + f"{v['rss']:.0f} | {', '.join(f'{x:.1f}' for x in v['load'])} | {sp} |")
 
 
 if __name__ == "__main__":
