@@ -262,6 +262,44 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(a, b);
 }
 
+// The dq pass reads the dlogit tiles the dk/dv pass kept, or recomputes them
+// (large problems): the same bits, with causal skips, GQA, segments, both bias
+// layouts and rows with no allowed key.
+TEST(Attention, KeptAndRecomputedDlogitTilesGiveTheSameBits) {
+  std::vector<Config> cases = {cfg("causal_bias_gqa", 2, 100, 100, 4, 2, 16),
+                               cfg("segments_batch_bias", 2, 70, 130, 3, 1, 20),
+                               cfg("no_allowed_key", 1, 100, 70, 2, 2, 8)};
+  cases[0].causal = cases[0].bias = true;
+  cases[1].segments = cases[1].bias = cases[1].batch_bias = true;
+  cases[2].causal = cases[2].bias = true;
+  for (const Config& c : cases) {
+    Inputs in = make_inputs(c, 23);
+    const AttentionShape& s = c.s;
+    std::vector<float> out(in.q.size()), lse(size_t(s.batch * s.heads * s.q_length));
+    attention_forward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data());
+    auto grads = [&] {
+      std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), db(in.bias.size());
+      attention_backward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
+                         in.dout.data(), dq.data(), dk.data(), dv.data(), db.data());
+      dq.insert(dq.end(), dk.begin(), dk.end());
+      dq.insert(dq.end(), dv.begin(), dv.end());
+      dq.insert(dq.end(), db.begin(), db.end());
+      return dq;
+    };
+    const std::vector<float> kept = grads();
+    std::vector<float> recomputed;
+    {
+      ScopedAttentionStashLimit none(0);
+      recomputed = grads();
+    }
+    ASSERT_EQ(kept.size(), recomputed.size());
+    EXPECT_EQ(0, std::memcmp(kept.data(), recomputed.data(), kept.size() * sizeof(float))) << c.name;
+    double mag = 0;  // not vacuous: the gradients are not all zero
+    for (float x : kept) mag = std::max(mag, double(std::fabs(x)));
+    EXPECT_GT(mag, 1e-3) << c.name;
+  }
+}
+
 // bf16 keys / values (a decode cache in the activation dtype) are widened as
 // the tiles load them: the bits of the f32 kernel on the widened copies.
 TEST(Attention, Bf16KeysAndValuesGiveTheBitsOfTheirWidenedCopies) {

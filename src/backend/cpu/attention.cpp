@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ using attention_detail::kBk;
 using attention_detail::kBq;
 using attention_detail::Problem;
 using attention_detail::TileScratch;
+
+// Largest dS stash of the backward (floats): 64 MiB; tests lower it.
+int64_t g_max_stash_floats = int64_t(16) << 20;
 
 void check(const AttentionShape& s, const AttentionParams& p) {
   auto str = [](int64_t v) { return std::to_string(v); };
@@ -96,26 +100,36 @@ void attention_backward(const AttentionShape& s, const AttentionParams& p, const
                                          &row_lse[size_t(r)], &row_logl[size_t(r)]);
     }
   });
-  // Pass A: dk, dv; one task per (batch, kv head, kv tile).
+  // Pass A: dk, dv; one task per (batch, kv head, kv tile). It stashes each
+  // dS tile for pass B when the stash is small (T5 lengths: 3 MiB for batch 8,
+  // 6 heads, 128 x 128), sparing pass B the logits, exp and dout v^T again.
   int64_t kv_tiles = (s.kv_length + kBk - 1) / kBk;
+  const int64_t q_tiles = (s.q_length + kBq - 1) / kBq;
+  const int64_t stash_floats = s.batch * s.heads * q_tiles * kv_tiles * kBq * kBk;
+  std::unique_ptr<float[]> stash;
+  if (stash_floats <= g_max_stash_floats) stash.reset(new float[size_t(stash_floats)]);
   parallel_for_chunks(s.batch * s.kv_heads * kv_tiles, 1, [&](int64_t t, int64_t, int64_t) {
     int64_t jt = t % kv_tiles, bk = t / kv_tiles;
     int64_t hk = bk % s.kv_heads, b = bk / s.kv_heads;
     TileScratch& ts = attention_detail::scratch(s.head_dim);
     attention_detail::backward_kv_tile(pr, q, k, v, row_lse.data(), row_logl.data(),
                                        delta.data(), dout, b, hk, jt * kBk, dk,
-                                       dv, ts);
+                                       dv, stash.get(), ts);
   });
   // Pass B: dq and dbias; one task per (head, q tile), looping over batch so
   // a broadcast dbias is summed over batch in order.
-  int64_t q_tiles = (s.q_length + kBq - 1) / kBq;
   parallel_for_chunks(s.heads * q_tiles, 1, [&](int64_t t, int64_t, int64_t) {
     int64_t qt = t % q_tiles, h = t / q_tiles;
     TileScratch& ts = attention_detail::scratch(s.head_dim);
     attention_detail::backward_q_tile(pr, q, k, v, row_lse.data(), row_logl.data(),
                                       delta.data(), dout, h, qt * kBq, dq,
-                                      dbias, ts);
+                                      dbias, stash.get(), ts);
   });
 }
+
+ScopedAttentionStashLimit::ScopedAttentionStashLimit(int64_t floats) : saved_(g_max_stash_floats) {
+  g_max_stash_floats = floats;
+}
+ScopedAttentionStashLimit::~ScopedAttentionStashLimit() { g_max_stash_floats = saved_; }
 
 }  // namespace t5x::cpu

@@ -70,9 +70,26 @@ void attention_forward(const AttentionShape& s, const AttentionParams& p, const 
                        const bfloat16* k, const bfloat16* v, float* out, float* lse);
 
 // out and lse from attention_forward. dq, dk, dv are overwritten; dbias (same
-// layout as p.bias, may be null) is overwritten too.
+// layout as p.bias, may be null) is overwritten too. The dk/dv pass keeps each
+// dlogit tile for the dq pass when all of them fit in 64 MiB (else the dq pass
+// recomputes them): the same bits either way, one pass of logits, exp and
+// dout v^T fewer.
 void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
                         const float* dout, float* dq, float* dk, float* dv, float* dbias);
+
+// For tests: the backward keeps its dlogit tiles only when they take at most
+// `floats` (0: always recomputes them), for the scope's lifetime. Not
+// thread-safe: create it where no attention runs concurrently.
+class ScopedAttentionStashLimit {
+ public:
+  explicit ScopedAttentionStashLimit(int64_t floats);
+  ~ScopedAttentionStashLimit();
+  ScopedAttentionStashLimit(const ScopedAttentionStashLimit&) = delete;
+  ScopedAttentionStashLimit& operator=(const ScopedAttentionStashLimit&) = delete;
+
+ private:
+  int64_t saved_;
+};
 
 }  // namespace t5x::cpu

@@ -275,7 +275,7 @@ void AttnForwardTileBf16Kv(const Problem& pr, const float* q, const bfloat16* k,
 
 void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
                         const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
-                        float* dk, float* dv, TileScratch& ts) {
+                        float* dk, float* dv, float* ds_stash, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nk = std::min(kBk, s.kv_length - j0);
   LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
@@ -293,6 +293,7 @@ void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const
       LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
       LoadRows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
       ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
+      if (ds_stash) std::copy(ts.dp.begin(), ts.dp.begin() + nq * kBk, ds_stash + pr.stash_tile(b, h, i0, j0));
       // dv += P^T dout; dk += dS^T (scale q).
       SmallGemm<true>(nk, D, nq, ts.pm.data(), 1, kBk, ts.doc.data(), D, ts.dv.data(), D);
       SmallGemm<true>(nk, D, nq, ts.dp.data(), 1, kBk, ts.qc.data(), D, ts.dk.data(), D);
@@ -307,7 +308,7 @@ void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const
 
 void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
                        const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
-                       float* dbias, TileScratch& ts) {
+                       float* dbias, const float* ds_stash, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
   const bool broadcast_bias = pr.p.bias_layout == AttentionBiasLayout::kHeads;
@@ -326,15 +327,21 @@ void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const 
     for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
       int64_t nk = std::min(kBk, s.kv_length - j0);
       if (may_skip && pr.causally_masked(i0, nq, j0)) break;
-      LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
-      LoadTransposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
-      ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
+      // dS of this tile: as pass A stashed it (it skips exactly the tiles
+      // skipped here), else recomputed, the same bits either way.
+      const float* ds = ds_stash + (ds_stash ? pr.stash_tile(b, h, i0, j0) : 0);
+      if (!ds_stash) {
+        LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
+        LoadTransposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
+        ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
+        ds = ts.dp.data();
+      }
       const float* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
-      SmallGemm<true>(nq, D, nk, ts.dp.data(), kBk, 1, krows, s.kv_heads * D, acc, D);
+      SmallGemm<true>(nq, D, nk, ds, kBk, 1, krows, s.kv_heads * D, acc, D);
       if (dbias)
         for (int64_t i = 0; i < nq; ++i) {
           float* brow = dbias + pr.bias_row(b, h, i0 + i) + j0;
-          const float* drow = ts.dp.data() + i * kBk;
+          const float* drow = ds + i * kBk;
           for (int64_t j = 0; j < nk; ++j) brow[j] += drow[j];
         }
     }
@@ -437,14 +444,14 @@ void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bf
 
 void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
                       const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
-                      float* dk, float* dv, TileScratch& ts) {
-  T5X_DISPATCH(AttnBackwardKvTile)(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ts);
+                      float* dk, float* dv, float* ds_stash, TileScratch& ts) {
+  T5X_DISPATCH(AttnBackwardKvTile)(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ds_stash, ts);
 }
 
 void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
                      const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
-                     float* dbias, TileScratch& ts) {
-  T5X_DISPATCH(AttnBackwardQTile)(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ts);
+                     float* dbias, const float* ds_stash, TileScratch& ts) {
+  T5X_DISPATCH(AttnBackwardQTile)(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ds_stash, ts);
 }
 
 void delta_rows(const AttentionShape& s, const float* out, const float* dout, int64_t r0, int64_t r1,

@@ -29,6 +29,12 @@ struct Problem {
     int64_t hb = p.bias_layout == AttentionBiasLayout::kBatchHeads ? b * s.heads + h : h;
     return (hb * s.q_length + i) * s.kv_length;
   }
+  // Offset of the [kBq, kBk] dS tile of (b, h, queries from i0, keys from j0)
+  // in the backward's stash (tiles of one (b, h) adjacent).
+  int64_t stash_tile(int64_t b, int64_t h, int64_t i0, int64_t j0) const {
+    const int64_t q_tiles = (s.q_length + kBq - 1) / kBq, kv_tiles = (s.kv_length + kBk - 1) / kBk;
+    return (((b * s.heads + h) * q_tiles + i0 / kBq) * kv_tiles + j0 / kBk) * kBq * kBk;
+  }
   // True when tile [i0, i0+nq) x [j0, ...) is entirely above the causal diagonal.
   bool causally_masked(int64_t i0, int64_t nq, int64_t j0) const {
     return p.causal && j0 > i0 + nq - 1 + causal_off;
@@ -54,21 +60,24 @@ void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bf
 void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h,
                       int64_t i, float* m, float* logl);
 
-// dk/dv rows [j0, j0 + kBk) of (b, hk).
+// dk/dv rows [j0, j0 + kBk) of (b, hk). With ds_stash (non-null), each dS
+// tile computed is also stored there at pr.stash_tile(...).
 void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v,
                       const float* lse, const float* logl, const float* delta,
                       const float* dout, int64_t b,
-                      int64_t hk, int64_t j0, float* dk, float* dv, TileScratch& ts);
+                      int64_t hk, int64_t j0, float* dk, float* dv, float* ds_stash, TileScratch& ts);
 
 // delta[b, h, i] = dout[b, i, h, :] . out[b, i, h, :] (a row sum in the fixed
 // 16-lane order) for the (b, i) rows [r0, r1) (r = b * q_length + i), all heads.
 void delta_rows(const AttentionShape& s, const float* out, const float* dout, int64_t r0, int64_t r1,
                 float* delta);
 
-// dq rows [i0, i0 + kBq) of head h for every batch, and the matching dbias rows.
+// dq rows [i0, i0 + kBq) of head h for every batch, and the matching dbias
+// rows; dS from ds_stash when non-null (filled by backward_kv_tile), else
+// recomputed.
 void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v,
                      const float* lse, const float* logl, const float* delta,
                      const float* dout, int64_t h,
-                     int64_t i0, float* dq, float* dbias, TileScratch& ts);
+                     int64_t i0, float* dq, float* dbias, const float* ds_stash, TileScratch& ts);
 
 }  // namespace t5x::cpu::attention_detail
