@@ -122,6 +122,10 @@ class Array {
   // For ops/ and backends: the shared descriptor.
   ArrayImpl& impl() const;
   bool same_buffer(const Array& o) const { return impl().buffer == o.impl().buffer; }
+  // True when this handle is the only one to its descriptor and no other
+  // descriptor (alias, view) shares its buffer: an op may then write its
+  // result over it (donation; the backward's gradient sums do).
+  bool is_sole_owner() const { return impl_ && impl_.use_count() == 1 && impl_->buffer.use_count() == 1; }
 
  private:
   template <typename T> void check_type() const;

@@ -156,7 +156,7 @@ void accumulate(Array& c, const Array& g) {
     c = g;
     return;
   }
-  if (c.dtype() == g.dtype()) c = add(c, g);
+  if (c.dtype() == g.dtype()) add_into(c, g);
   else c = add(cast(c, DType::f32), cast(g, DType::f32));
 }
 

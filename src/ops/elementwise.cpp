@@ -238,7 +238,37 @@ Array relu(const Array& x) { return unary(U::Relu, x, false); }
 Array gelu(const Array& x) { return unary(U::Gelu, x, true); }
 Array logical_not(const Array& x) { return unary(U::Not, x, false); }
 
+// acc + g written over acc's buffer (add_into).
+class AddInto : public Primitive {
+ public:
+  const char* name() const override { return "add"; }
+  bool saves_inputs() const override { return false; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    Array out = in[0].alias();
+    if (!kernels::cpu::binary_dense(B::Add, out.dtype(), out.local_size(), in[0].raw_data(), in[1].raw_data(),
+                                    out.raw_data()))
+      throw_invalid("add", "internal: no dense kernel for " + describe(in[0]));
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    throw_invalid("add", "internal: add_into is not differentiable");
+  }
+};
+
 Array add(const Array& a, const Array& b) { return binary(B::Add, a, b); }
+void add_into(Array& acc, const Array& g) {
+  const bool donate = acc.is_sole_owner() && acc.valid() && g.valid() && acc.dtype() == g.dtype() &&
+                      (acc.dtype() == DType::f32 || acc.dtype() == DType::bf16) && acc.shape() == g.shape() &&
+                      !acc.sharding().mesh && !g.sharding().mesh && acc.device() == g.device() &&
+                      acc.device() == Device{};
+  if (!donate) {
+    acc = add(acc, g);
+    return;
+  }
+  Array a = std::move(acc);
+  acc = apply1(std::make_shared<AddInto>(), {a, g});
+}
 Array sub(const Array& a, const Array& b) { return binary(B::Sub, a, b); }
 Array mul(const Array& a, const Array& b) { return binary(B::Mul, a, b); }
 Array div(const Array& a, const Array& b) { return binary(B::Div, a, b); }

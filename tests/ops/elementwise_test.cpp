@@ -98,6 +98,35 @@ TEST(Elementwise, BinaryValuesAndGradients) {
   }
 }
 
+// The backward's gradient sums: over the sum's own buffer when nothing else
+// holds it, else a new one; the values of add either way.
+TEST(Elementwise, AddIntoWritesOverASoleOwnerOnly) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Array g = cast(rand_array(kBLE, 12, -1, 1), dt);
+    const std::vector<float> want = add(cast(rand_array(kBLE, 13, -1, 1), dt), g).to_floats();
+    Array acc = cast(rand_array(kBLE, 13, -1, 1), dt);  // sole owner
+    const void* where = acc.raw_data();
+    add_into(acc, g);
+    EXPECT_EQ(acc.raw_data(), where);
+    EXPECT_EQ(acc.to_floats(), want);
+    Array shared = cast(rand_array(kBLE, 13, -1, 1), dt);
+    const Array keep = shared;  // a second handle: must not change
+    add_into(shared, g);
+    EXPECT_FALSE(shared.same_buffer(keep));
+    EXPECT_EQ(shared.to_floats(), want);
+    EXPECT_EQ(keep.to_floats(), cast(rand_array(kBLE, 13, -1, 1), dt).to_floats());
+    Array viewed = cast(rand_array(kBLE, 13, -1, 1), dt);
+    const Array view = viewed.view_as(Shape{{"flat", 24}});  // shares the buffer
+    add_into(viewed, g);
+    EXPECT_FALSE(viewed.same_buffer(view));
+    EXPECT_EQ(view.to_floats(), cast(rand_array(kBLE, 13, -1, 1), dt).to_floats());
+    Array other_order = cast(rand_array(Shape{{"embed", 4}, {"batch", 2}, {"length", 3}}, 14, -1, 1), dt);
+    add_into(other_order, g);  // dims in another order: broadcast add, new buffer
+    EXPECT_EQ(other_order.names(), (std::vector<std::string>{"embed", "batch", "length"}));
+  }
+}
+
 TEST(Elementwise, MaximumSplitsGradientOnTies) {
   Array a = Array::from_vector<float>(Shape{{"n", 3}}, {1, 2, 3});
   Array b = Array::from_vector<float>(Shape{{"n", 3}}, {1, 5, 0});
