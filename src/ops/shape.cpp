@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/kernels.h"
+#include "ops/autodiff.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/elementwise.h"
@@ -489,7 +490,8 @@ Array dynamic_slice(const Array& x, const std::map<std::string, int64_t>& starts
                 {x});
 }
 
-Array dynamic_update_slice(const Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
+namespace {
+void check_update(const Array& operand, const Array& update) {
   check_same_dtype("dynamic_update_slice", operand, update, "operand", "update");
   const Shape &a = operand.shape(), &u = update.shape();
   bool ok = a.rank() == u.rank();
@@ -497,8 +499,49 @@ Array dynamic_update_slice(const Array& operand, const Array& update, const std:
   if (!ok)
     throw_invalid("dynamic_update_slice", "update " + describe(update) + " must have the dims of operand " +
                                               describe(operand) + " in the same order, each no larger");
-  return apply1(std::make_shared<DynamicUpdate>(clamp_starts("dynamic_update_slice", a, u, starts), starts),
+}
+
+// `update` written over the operand's own buffer (dynamic_update_slice_into).
+class DynamicUpdateSliceInto : public Primitive {
+ public:
+  explicit DynamicUpdateSliceInto(std::vector<int64_t> start) : start_(std::move(start)) {}
+  const char* name() const override { return "dynamic_update_slice"; }
+  bool saves_inputs() const override { return false; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    Array out = in[0].alias();
+    write_block(in[1], out, start_);
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    throw_invalid("dynamic_update_slice", "internal: the in-place update is not differentiable");
+  }
+
+ private:
+  std::vector<int64_t> start_;
+};
+}  // namespace
+
+Array dynamic_update_slice(const Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
+  check_update(operand, update);
+  return apply1(std::make_shared<DynamicUpdate>(clamp_starts("dynamic_update_slice", operand.shape(), update.shape(),
+                                                             starts),
+                                                starts),
                 {operand, update});
+}
+
+void dynamic_update_slice_into(Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
+  check_update(operand, update);
+  const bool donate = operand.is_sole_owner() && !is_recording() && !operand.sharding().mesh &&
+                      !update.sharding().mesh && operand.device() == Device{} && update.device() == Device{};
+  if (!donate) {
+    operand = dynamic_update_slice(operand, update, starts);
+    return;
+  }
+  Array a = std::move(operand);
+  operand = apply1(std::make_shared<DynamicUpdateSliceInto>(clamp_starts("dynamic_update_slice", a.shape(),
+                                                                          update.shape(), starts)),
+                   {a, update});
 }
 
 }  // namespace t5x

@@ -61,5 +61,10 @@ Array dynamic_slice(const Array& x, const std::map<std::string, int64_t>& starts
 // 0); update must have the operand's dim names in the same order, each no
 // larger. Starts are clamped as in lax.dynamic_update_slice (KV-cache writes).
 Array dynamic_update_slice(const Array& operand, const Array& update, const std::map<std::string, int64_t>& starts);
+// operand = dynamic_update_slice(operand, update, starts), written over the
+// operand's buffer when it is the sole owner (Array::is_sole_owner), on one
+// CPU device, with no tape recording (a decode step's cache write: XLA's
+// buffer donation); else the copy above.
+void dynamic_update_slice_into(Array& operand, const Array& update, const std::map<std::string, int64_t>& starts);
 
 }  // namespace t5x

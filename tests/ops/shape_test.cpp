@@ -80,6 +80,27 @@ TEST(ShapeOps, DynamicSliceAndUpdateForKvCache) {
   check_grad([&](const std::vector<Array>& v) { return dynamic_slice(v[0], {{"length", 3}, {"kv", 1}}, {{"length", 2}, {"kv", 2}}); }, {big});
 }
 
+// A decode step's cache write: over the cache's own buffer when the caller
+// holds its only handle, else a copy that leaves the other handle's values.
+TEST(ShapeOps, DynamicUpdateSliceIntoWritesOverASoleOwnerOnly) {
+  const Array step = rand_array(Shape{{"batch", 2}, {"length", 1}, {"kv", 3}}, 6);
+  const Array base = rand_array(Shape{{"batch", 2}, {"length", 5}, {"kv", 3}}, 8);
+  const std::vector<float> want = dynamic_update_slice(base, step, {{"length", 99}}).to_floats();
+  Array cache = base.copy();
+  const void* where = cache.raw_data();
+  dynamic_update_slice_into(cache, step, {{"length", 99}});  // clamped to 4, as the copy
+  EXPECT_EQ(cache.raw_data(), where);
+  EXPECT_EQ(cache.to_floats(), want);
+  Array shared = base.copy();
+  const Array keep = shared;
+  dynamic_update_slice_into(shared, step, {{"length", 99}});
+  EXPECT_FALSE(shared.same_buffer(keep));
+  EXPECT_EQ(shared.to_floats(), want);
+  EXPECT_EQ(keep.to_floats(), base.to_floats());
+  EXPECT_THROW(dynamic_update_slice_into(cache, Array::zeros(Shape{{"batch", 2}, {"length", 6}, {"kv", 3}}), {}),
+               std::invalid_argument);
+}
+
 TEST(ShapeOps, Misuse) {
   Array x = rand_array(kS, 1);
   expect_invalid([&] { transpose(x, {"batch", "embed"}); }, {"[transpose]", "permutation"});

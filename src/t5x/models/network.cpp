@@ -38,16 +38,17 @@ Array logits_from(const T5Config& cfg, const ParamTree& p, const std::string& em
 // Self-attention cache write: cache [batch, kv_length, heads, kv] gets
 // new_kv [batch, kv_length=1, heads, kv] at position index[b]. When every
 // row writes the same position (`pos`: encoder-decoder decoding, prompts of
-// one length) it is one dynamic_update_slice, a copy of the cache; rows at
-// different positions take the masked select over the whole cache.
-Array write_cache(const Array& cache, const Array& new_kv, const Array& at, std::optional<int64_t> pos) {
-  if (pos) return dynamic_update_slice(cache, transpose(new_kv, cache.names()), {{"kv_length", *pos}});
+// one length) it is one dynamic_update_slice, in the cache's buffer when the
+// step holds the only handle (the decode step moves it in), else a copy; rows
+// at different positions take the masked select over the whole cache.
+void write_cache(Array& cache, const Array& new_kv, const Array& at, std::optional<int64_t> pos) {
+  if (pos) return dynamic_update_slice_into(cache, transpose(new_kv, cache.names()), {{"kv_length", *pos}});
   std::vector<Dim> d;
   for (const auto& dim : new_kv.shape().dims())
     if (dim.name != "kv_length") d.push_back(dim);
   Array row = reshape(new_kv, Shape(d));
   Array upd = where(at, row, cache);
-  return transpose(upd, cache.names());
+  cache = transpose(upd, cache.names());
 }
 
 // What a stack's layers share: the encoder's names and masks, or the
@@ -92,8 +93,8 @@ Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, con
     Array q = nn::project_query(p, sa, h, att);
     auto [k, v] = nn::project_key_value(p, sa, h, att);
     if (a.cache_at.valid()) {
-      kv.self_key = write_cache(kv.self_key, cast(k, kv.self_key.dtype()), a.cache_at, a.cache_pos);
-      kv.self_value = write_cache(kv.self_value, cast(v, kv.self_value.dtype()), a.cache_at, a.cache_pos);
+      write_cache(kv.self_key, cast(k, kv.self_key.dtype()), a.cache_at, a.cache_pos);
+      write_cache(kv.self_value, cast(v, kv.self_value.dtype()), a.cache_at, a.cache_pos);
     } else {
       kv.self_key = k;
       kv.self_value = v;
@@ -178,12 +179,13 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
   if (cross) a.cross_mask.kv_mask = c.encoder_mask;
   std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
   for (size_t i = 0; i < kv.size(); ++i)
-    kv[i] = {c.self_key[i], c.self_value[i], cross ? c.cross_key[i] : Array(), cross ? c.cross_value[i] : Array()};
+    kv[i] = {std::move(c.self_key[i]), std::move(c.self_value[i]), cross ? c.cross_key[i] : Array(),
+             cross ? c.cross_value[i] : Array()};
   nn::Dropout none;
   x = stack(cfg, p, "decoder", x, a, &kv, none);
   for (size_t i = 0; i < kv.size(); ++i) {
-    c.self_key[i] = kv[i].self_key;
-    c.self_value[i] = kv[i].self_value;
+    c.self_key[i] = std::move(kv[i].self_key);
+    c.self_value[i] = std::move(kv[i].self_value);
   }
   Array logits = logits_from(cfg, p, embedding_name, x);
   c.index = add(c.index, 1.0);
