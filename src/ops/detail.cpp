@@ -1,6 +1,7 @@
 #include "ops/detail.h"
 
 #include "backend/device.h"
+#include "ops/autodiff.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
@@ -29,6 +30,13 @@ void no_cuda_kernel(const char* op, const std::vector<Array>& inputs) {
 void require_cpu(const char* op, const std::vector<Array>& inputs) {
   for (const Array& in : inputs)
     if (in.valid() && in.device().kind != DeviceKind::cpu) no_cuda_kernel(op, inputs);
+}
+
+bool can_write_over(const Array& x, const std::vector<Array>& others) {
+  if (!x.valid() || !x.is_sole_owner() || is_recording() || x.sharding().mesh || x.device() != Device{}) return false;
+  for (const Array& o : others)
+    if (o.valid() && (o.sharding().mesh || o.device() != Device{})) return false;
+  return true;
 }
 
 Array make_output(const Shape& shape, DType dtype, const std::vector<Array>& inputs, bool zero) {

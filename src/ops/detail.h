@@ -30,6 +30,11 @@ void require_cpu(const char* op, const std::vector<Array>& inputs);
 // apply_composite (ops/primitive.h) of a one-output op.
 Array composite1(const char* name, const std::vector<Array>& inputs, std::function<Array(const std::vector<Array>&)> expand,
                  std::function<Array(const ShardedLowering&, const std::vector<Array>&)> lower);
+// True when an op may write its result over x's buffer (donation): x is its
+// buffer's sole owner (Array::is_sole_owner), no tape is recording, and x and
+// `others` are single-device CPU arrays. The callers (add_into,
+// dynamic_update_slice_into) then hand x to an in-place primitive.
+bool can_write_over(const Array& x, const std::vector<Array>& others);
 // Output of an op over `inputs`: uninitialised (or zeroed), on the same mesh
 // (replicated) as the first input that has one.
 Array make_output(const Shape& shape, DType dtype, const std::vector<Array>& inputs, bool zero = false);

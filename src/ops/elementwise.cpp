@@ -258,10 +258,9 @@ class AddInto : public Primitive {
 
 Array add(const Array& a, const Array& b) { return binary(B::Add, a, b); }
 void add_into(Array& acc, const Array& g) {
-  const bool donate = acc.is_sole_owner() && acc.valid() && g.valid() && acc.dtype() == g.dtype() &&
+  const bool donate = acc.valid() && g.valid() && acc.dtype() == g.dtype() &&
                       (acc.dtype() == DType::f32 || acc.dtype() == DType::bf16) && acc.shape() == g.shape() &&
-                      !acc.sharding().mesh && !g.sharding().mesh && acc.device() == g.device() &&
-                      acc.device() == Device{};
+                      can_write_over(acc, {g});
   if (!donate) {
     acc = add(acc, g);
     return;

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "backend/kernels.h"
-#include "ops/autodiff.h"
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/elementwise.h"
@@ -175,19 +174,23 @@ class Concat : public Primitive {
   std::vector<Shape> shapes_;
 };
 
+// in_place: the update is written over in[0]'s buffer (dynamic_update_slice_into
+// donates it), and the op is not differentiable.
 class DynamicUpdateSlice : public Primitive {
  public:
-  explicit DynamicUpdateSlice(std::vector<int64_t> start) : start_(std::move(start)) {}
+  explicit DynamicUpdateSlice(std::vector<int64_t> start, bool in_place = false)
+      : start_(std::move(start)), in_place_(in_place) {}
   const char* name() const override { return "dynamic_update_slice"; }
   bool saves_inputs() const override { return false; }
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     upd_ = in[1].shape();
-    Array out = in[0].copy();
+    Array out = in_place_ ? in[0].alias() : in[0].copy();
     write_block(in[1], out, start_);
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
+    if (in_place_) throw_invalid("dynamic_update_slice", "internal: the in-place update is not differentiable");
     Array go, gu;
     if (needs[0]) go = apply1(std::make_shared<DynamicUpdateSlice>(start_), {cot[0], Array::zeros(upd_, cot[0].dtype())});
     if (needs[1]) gu = apply1(std::make_shared<SliceBlock>(upd_, start_), {cot[0]});
@@ -196,6 +199,7 @@ class DynamicUpdateSlice : public Primitive {
 
  private:
   std::vector<int64_t> start_;
+  bool in_place_;
   Shape upd_;
 };
 
@@ -501,25 +505,6 @@ void check_update(const Array& operand, const Array& update) {
                                               describe(operand) + " in the same order, each no larger");
 }
 
-// `update` written over the operand's own buffer (dynamic_update_slice_into).
-class DynamicUpdateSliceInto : public Primitive {
- public:
-  explicit DynamicUpdateSliceInto(std::vector<int64_t> start) : start_(std::move(start)) {}
-  const char* name() const override { return "dynamic_update_slice"; }
-  bool saves_inputs() const override { return false; }
-  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
-    Array out = in[0].alias();
-    write_block(in[1], out, start_);
-    return {out};
-  }
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<bool>&) override {
-    throw_invalid("dynamic_update_slice", "internal: the in-place update is not differentiable");
-  }
-
- private:
-  std::vector<int64_t> start_;
-};
 }  // namespace
 
 Array dynamic_update_slice(const Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
@@ -532,16 +517,15 @@ Array dynamic_update_slice(const Array& operand, const Array& update, const std:
 
 void dynamic_update_slice_into(Array& operand, const Array& update, const std::map<std::string, int64_t>& starts) {
   check_update(operand, update);
-  const bool donate = operand.is_sole_owner() && !is_recording() && !operand.sharding().mesh &&
-                      !update.sharding().mesh && operand.device() == Device{} && update.device() == Device{};
-  if (!donate) {
+  if (!can_write_over(operand, {update})) {
     operand = dynamic_update_slice(operand, update, starts);
     return;
   }
   Array a = std::move(operand);
-  operand = apply1(std::make_shared<DynamicUpdateSliceInto>(clamp_starts("dynamic_update_slice", a.shape(),
-                                                                          update.shape(), starts)),
-                   {a, update});
+  operand = apply1(
+      std::make_shared<DynamicUpdateSlice>(clamp_starts("dynamic_update_slice", a.shape(), update.shape(), starts),
+                                           true),
+      {a, update});
 }
 
 }  // namespace t5x
