@@ -52,10 +52,10 @@ Array div(const Array& a, const Array& b);  // integer division truncates toward
 Array maximum(const Array& a, const Array& b);
 Array minimum(const Array& a, const Array& b);
 Array add(const Array& a, double b);
-// acc = acc + g (the backward's gradient sums). When acc is its buffer's sole
-// owner (Array::is_sole_owner) with g's shape, dims order and dtype, on one
-// device, the sum is written over acc's buffer (no new buffer; the bits of
-// add). Not differentiable: the backward runs it with recording paused.
+// acc = acc + g (the backward's gradient sums). When acc has g's shape, dims
+// order and float dtype and may be written over (its buffer's sole owner, one
+// CPU device, no tape recording: detail::can_write_over), the sum goes into
+// acc's buffer (no new buffer; the bits of add); else acc = add(acc, g).
 void add_into(Array& acc, const Array& g);
 Array sub(const Array& a, double b);
 Array mul(const Array& a, double b);
