@@ -329,8 +329,8 @@ void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const 
       if (may_skip && pr.causally_masked(i0, nq, j0)) break;
       // dS of this tile: as pass A stashed it (it skips exactly the tiles
       // skipped here), else recomputed, the same bits either way.
-      const float* ds = ds_stash + (ds_stash ? pr.stash_tile(b, h, i0, j0) : 0);
-      if (!ds_stash) {
+      const float* ds = ds_stash ? ds_stash + pr.stash_tile(b, h, i0, j0) : nullptr;
+      if (!ds) {
         LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
         LoadTransposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
         ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
