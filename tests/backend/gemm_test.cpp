@@ -189,10 +189,12 @@ TEST(GemmBatched, Bf16OutputIsRoundedF32Result) {
   EXPECT_EQ(float(c2[0]), 1.5f);
 }
 
-// Where oneDNN has no bf16 matmul (AVX2; ctest also runs this binary with
-// T5X_BF16_GEMM=f32), a bf16 product is the f32 product of the widened
-// operands, bit for bit: strides, padding, transposes, broadcast, alpha, beta.
-// Natively it agrees within f32 summation-order differences.
+// Where bf16 and f32 products take the same implementation (AVX2: both the
+// packed GEMM; SSE4: oneDNN, bf16 widened first), a bf16 product is the f32
+// product of the widened operands, bit for bit: strides, padding, transposes,
+// broadcast, alpha, beta. Elsewhere (natively; ctest also runs this binary
+// with T5X_BF16_GEMM=f32, bf16 on the packed GEMM and f32 on oneDNN) they
+// agree within f32 summation-order differences.
 TEST(GemmBatched, Bf16IsTheF32ProductOfTheWidenedOperands) {
   const int64_t batch = 3, m = 33, n = 300, k = 70, lda = 40;  // A stored [k, m] with padded rows
   GemmShape s{m, n, k, true, false};
@@ -212,7 +214,8 @@ TEST(GemmBatched, Bf16IsTheF32ProductOfTheWidenedOperands) {
     gemm_batched_f32(s, batch, k * lda, 0, m * n, 0.75f, wa.data(), wb.data(), 0.f, t.data());
     for (size_t i = 0; i < t.size(); ++i) refb[i] = bfloat16(t[i] + 0.5f * float(refb[i]));
   }
-  if (!gemm_bf16_native()) {
+  const std::string kf32 = gemm_kernel(false), kbf16 = gemm_kernel(true);
+  if ((kf32 == "packed" && kbf16 == "packed") || (kf32 == "oneDNN" && kbf16 == "oneDNN via f32")) {
     for (size_t i = 0; i < c.size(); ++i) {
       ASSERT_EQ(c[i], ref[i]) << i;
       ASSERT_EQ(cb[i].bits, refb[i].bits) << i;
@@ -225,21 +228,29 @@ TEST(GemmBatched, Bf16IsTheF32ProductOfTheWidenedOperands) {
   }
 }
 
-// The AVX2 leg of CI (scripts/avx2.sh) caps oneDNN with ONEDNN_MAX_CPU_ISA;
-// this checks that the cap took hold and that bf16 then takes the widening
-// path (oneDNN 2.6 has no bf16 matmul below AVX-512).
-TEST(GemmBatched, Avx2CapTakesTheWideningPath) {
+// The AVX2 leg of CI (scripts/avx2.sh) caps oneDNN with ONEDNN_MAX_CPU_ISA
+// and our kernels with T5X_CPU_ISA; this checks that the caps took hold and
+// that f32 and bf16 products then run on the packed GEMM (oneDNN 2.6 has no
+// bf16 matmul below AVX-512), as the CPU line says.
+TEST(GemmBatched, Avx2CapTakesThePackedGemm) {
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
-  if (!cap || std::strcmp(cap, "AVX2") != 0) {
-    // Without the cap: widening only when forced or when oneDNN lacks bf16.
+  const char* simd = std::getenv("T5X_CPU_ISA");
+  if (!cap || std::strcmp(cap, "AVX2") != 0 || !simd || std::strcmp(simd, "avx2") != 0) {
+    // Without the caps: bf16 leaves oneDNN only when it has no bf16 matmul
+    // or when told so.
     const char* e = std::getenv("T5X_BF16_GEMM");
     if (e && std::strcmp(e, "f32") == 0) { EXPECT_FALSE(gemm_bf16_native()); }
+    if (gemm_bf16_native()) { EXPECT_STREQ(gemm_kernel(true), "oneDNN"); }
     return;
   }
   EXPECT_FALSE(gemm_bf16_native());
   EXPECT_EQ(cpu_info().onednn_isa, "avx2");
   EXPECT_EQ(cpu_info().gemm_vector, "avx2");
-  EXPECT_NE(describe_cpu().find("bf16 products via f32"), std::string::npos) << describe_cpu();
+  EXPECT_STREQ(gemm_kernel(false), "packed");
+  EXPECT_STREQ(gemm_kernel(true), "packed");
+  EXPECT_TRUE(gemm_block_invariant());
+  EXPECT_NE(describe_cpu().find("products f32 packed, bf16 packed"), std::string::npos) << describe_cpu();
+  EXPECT_EQ(describe_cpu().find("not block-invariant"), std::string::npos) << describe_cpu();
 }
 
 TEST(Gemm, RepeatedCallsReuseAndAgree) {

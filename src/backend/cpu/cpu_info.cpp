@@ -50,6 +50,8 @@ const CpuInfo& cpu_info() {
     i.onednn_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                        std::to_string(v->patch);
     i.bf16_native = gemm_bf16_native();
+    i.f32_kernel = gemm_kernel(false);
+    i.bf16_kernel = gemm_kernel(true);
     i.block_invariant = gemm_block_invariant();
     return i;
   }();
@@ -60,7 +62,7 @@ std::string describe_cpu() {
   const CpuInfo& i = cpu_info();
   const std::string cap = i.kernels_cap.empty() ? "" : " (cap T5X_CPU_ISA=" + i.kernels_cap + ")";
   return "cpu: kernels " + i.kernels + cap + ", oneDNN " + i.onednn_version + " at " + i.onednn_isa +
-         "; bf16 products " + (i.bf16_native ? "native" : "via f32") +
+         "; products f32 " + i.f32_kernel + ", bf16 " + i.bf16_kernel +
          (i.block_invariant ? ""
                             : "; products not block-invariant (mesh-invariant runs match one process to "
                               "rounding, not bitwise)");

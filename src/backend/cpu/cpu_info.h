@@ -5,7 +5,8 @@
 //   - the SIMD target the project's own kernels run on: the best the CPU
 //     has, chosen at run time, capped by T5X_CPU_ISA (backend/cpu/simd.h),
 //   - oneDNN's effective ISA: what the CPU has, capped by ONEDNN_MAX_CPU_ISA,
-//   - whether bf16 products run natively in oneDNN or widen to f32 (gemm.h).
+//   - which GEMM runs f32 and bf16 products: oneDNN (natively for bf16), our
+//     packed GEMM, or oneDNN on bf16 widened to f32 (gemm.h).
 #pragma once
 #include <string>
 
@@ -20,14 +21,17 @@ struct CpuInfo {
   std::string onednn_version;  // "2.6.3"
   std::string gemm_vector;     // "avx512" | "avx2" | "sse": the fp32 FMA width of oneDNN's products
   bool bf16_native = false;    // gemm_bf16_native()
+  std::string f32_kernel;      // gemm_kernel(false): "packed" | "oneDNN"
+  std::string bf16_kernel;     // gemm_kernel(true): "packed" | "oneDNN" | "oneDNN via f32"
   bool block_invariant = false;  // gemm_block_invariant()
 };
 
 const CpuInfo& cpu_info();
 
-// One line, e.g. "cpu: kernels AVX2 (cap T5X_CPU_ISA=avx2), oneDNN 2.6.3 at avx2; bf16 products
-// via f32; products not block-invariant (mesh-invariant runs match one
-// process to rounding, not bitwise)". Queries oneDNN on first use (creates
+// One line, e.g. "cpu: kernels AVX2 (cap T5X_CPU_ISA=avx2), oneDNN 2.6.3 at avx2; products f32
+// packed, bf16 packed" (natively on an AVX512-BF16 CPU: "products f32 oneDNN, bf16 oneDNN"),
+// with "; products not block-invariant (mesh-invariant runs match one process
+// to rounding, not bitwise)" where gemm_block_invariant() is false. Queries oneDNN on first use (creates
 // its engine and runs the probes of gemm.h, a few milliseconds).
 std::string describe_cpu();
 

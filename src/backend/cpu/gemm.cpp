@@ -1,4 +1,6 @@
-// oneDNN matmul behind the gemm interface (see gemm.h).
+// The gemm interface (gemm.h): the skinny kernel for few rows, our packed
+// GEMM or oneDNN's matmul by the choice below (impl_for), and oneDNN on
+// widened operands for bf16 where neither serves it.
 //
 // One engine for the process; one stream and one scratchpad buffer per calling
 // thread (oneDNN 2.6 built without DNNL_ENABLE_CONCURRENT_EXEC shares a
@@ -7,11 +9,13 @@
 // beta) and kept in a mutex-guarded map; creating one costs ~0.1-1 ms (JIT).
 //
 // bf16 products where oneDNN has no bf16 matmul (oneDNN 2.6 needs AVX-512 for
-// one; AVX2 CPUs, or ONEDNN_MAX_CPU_ISA=AVX2) widen their operands to f32 and
-// run the f32 product: the same contract (f32 accumulation, one rounding of a
-// bf16 output), since bf16 -> f32 is exact.
+// one) run on the packed GEMM, or, without FMA in the SIMD target (SSE4),
+// widen their operands to f32 and run oneDNN's f32 product: the same contract
+// (f32 accumulation, one rounding of a bf16 output), since bf16 -> f32 is
+// exact.
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/convert.h"
+#include "backend/cpu/packed_gemm.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/skinny_gemm.h"
@@ -203,6 +207,44 @@ bool probe_native_bf16() {
 void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
          int64_t sc, float alpha, const void* a, const void* b, float beta, void* c);
 
+// Which implementation runs products of a dtype (0: f32, else bf16), chosen
+// once per process (see gemm.h's gemm_kernel).
+enum class Impl { onednn, packed };
+
+bool onednn_at_avx512() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+    case dnnl::cpu_isa::avx512_mic:
+    case dnnl::cpu_isa::avx512_mic_4ops: return true;
+    default: return false;
+  }
+}
+
+Impl choose_impl(bool bf16) {
+  simd_init();  // applies T5X_CPU_ISA's cap to oneDNN before it is queried
+  const char* e = std::getenv("T5X_GEMM_KERNEL");
+  const std::string forced = e ? e : "";
+  if (forced == "packed") return Impl::packed;
+  if (forced == "onednn") return Impl::onednn;
+  if (!forced.empty() && forced != "auto")
+    throw std::invalid_argument("[gemm] T5X_GEMM_KERNEL='" + forced + "': expected auto, packed or onednn");
+  if (!packed_gemm_fast()) return Impl::onednn;
+  // oneDNN's AVX-512 f32 and native bf16 products are the faster ones; its
+  // AVX2 f32 products ran at or below ours on the training step's shapes
+  // and far below on transposed-A ones (docs/performance.md).
+  if (!bf16) return onednn_at_avx512() ? Impl::onednn : Impl::packed;
+  return gemm_bf16_native() ? Impl::onednn : Impl::packed;
+}
+
+Impl impl_for(int dtype) {
+  static const Impl f32 = choose_impl(false);
+  static const Impl bf16 = choose_impl(true);
+  return dtype == 0 ? f32 : bf16;
+}
+
 // Stored operand of `batch` matrices of `rows` x `cols` (leading dim `ld`,
 // `stride` apart, 0 = broadcast), widened into `out` densely packed.
 const float* widen(const bfloat16* x, int64_t batch, int64_t stride, int64_t rows,
@@ -286,6 +328,19 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
                        ldb, beta, static_cast<bfloat16*>(c), ldc);
   }
 
+  if (impl_for(dtype) == Impl::packed) {
+    GemmShape ps = s;
+    ps.lda = lda; ps.ldb = ldb; ps.ldc = ldc;
+    const int threads = gemm_threads_for(s, batch);
+    if (dtype == 0)
+      return packed_gemm(ps, batch, sa, sb, sc, alpha, static_cast<const float*>(a), static_cast<const float*>(b),
+                         beta, static_cast<float*>(c), threads);
+    if (dtype == 1)
+      return packed_gemm(ps, batch, sa, sb, sc, alpha, static_cast<const bfloat16*>(a),
+                         static_cast<const bfloat16*>(b), beta, static_cast<float*>(c), threads);
+    return packed_gemm(ps, batch, sa, sb, sc, alpha, static_cast<const bfloat16*>(a), static_cast<const bfloat16*>(b),
+                       beta, static_cast<bfloat16*>(c), threads);
+  }
   if (dtype != 0 && !gemm_bf16_native())
     return run_bf16_via_f32(dtype, s, batch, sa, sb, sc, lda, ldb, ldc, alpha,
                             static_cast<const bfloat16*>(a), static_cast<const bfloat16*>(b), beta, c);
@@ -401,6 +456,12 @@ bool probe_block_invariant() {
 bool gemm_block_invariant() {
   static const bool invariant = probe_block_invariant();
   return invariant;
+}
+
+const char* gemm_kernel(bool bf16) {
+  if (impl_for(bf16 ? 1 : 0) == Impl::packed) return "packed";
+  if (!bf16) return "oneDNN";
+  return gemm_bf16_native() ? "oneDNN" : "oneDNN via f32";
 }
 
 int gemm_threads_for(const GemmShape& s, int64_t batch) {

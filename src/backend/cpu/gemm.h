@@ -1,4 +1,5 @@
-// Dense matrix products on the CPU, through oneDNN's matmul primitive.
+// Dense matrix products on the CPU: oneDNN's matmul primitive, or our own
+// packed GEMM (packed_gemm.h) where oneDNN has no fast kernel.
 //
 // All matrices are row-major. For one problem:
 //   C[m, n] = alpha * sum_k op(A)[m, k] * op(B)[k, n] + beta * C[m, n]
@@ -8,24 +9,31 @@
 // stride_b of 0 broadcasts that operand over the batch; C needs its own
 // slice per problem).
 //
+// Which implementation (gemm_kernel): oneDNN where it runs AVX-512 (f32) or
+// has a native bf16 matmul (AVX512-BF16 / AMX, ~4x f32 here); the packed
+// GEMM for f32 where oneDNN runs AVX2 (there ours measured level with it on
+// the training step's products, and ~1.5x on transposed-A ones) and for bf16
+// where oneDNN has none (AVX2: oneDNN 2.6 needs AVX-512), widening bf16 as it
+// packs. Without FMA in the SIMD target (SSE4) oneDNN runs everything, bf16
+// widened to f32 first. T5X_GEMM_KERNEL=packed|onednn forces one (tests,
+// benchmarks); rows up to kSkinnyMaxRows take the streaming kernel
+// (skinny_gemm.h) either way.
+//
 // Threads: uses every OpenMP thread, except products under 16 MFLOP (decode
 // steps), which run on the calling thread (env T5X_GEMM_SMALL_FLOPS sets the
 // cut-off; 0 disables it). Results are deterministic for a given thread count
-// and shape (oneDNN fixes the reduction order per shape). For small k an
-// output element's value does not depend on the rows and columns computed
-// with it nor on the threads (tests GemmBlocks.*: k <= 512); with k >= 1024
-// (A transposed) or k >= 2048 oneDNN's order over k changes with the row
-// count, and with the threads, measured on 256 x {256, 1024} products; rows
-// up to kSkinnyMaxRows take the streaming kernel (skinny_gemm.h). Callable from
-// several threads at once. Primitives are cached per (dtype, shape,
-// transposes, leading dims, batch strides, alpha, beta, threads).
-// bf16 goes through AVX512-BF16 / AMX when the CPU has them (~4x f32 here);
-// where oneDNN has no bf16 matmul (AVX2 CPUs: oneDNN 2.6 needs AVX-512) the
-// operands are widened to f32 and the f32 product runs, with the same
-// contract and the same block/thread invariance as the f32 product.
+// and shape. The packed GEMM's sums do not depend on the threads nor on the
+// rows and columns computed alongside (its fixed k blocks: packed_gemm.h), so
+// its products are block-invariant. oneDNN 2.6's AVX-512 products are so for
+// small k (tests GemmBlocks.*: k <= 512); with k >= 1024 (A transposed) or
+// k >= 2048 its order over k changes with the row count and the threads,
+// measured on 256 x {256, 1024} products. Callable from several threads at
+// once. oneDNN primitives are cached per (dtype, shape, transposes, leading
+// dims, batch strides, alpha, beta, threads).
 // Errors: throws std::invalid_argument("[gemm] ...") for negative sizes,
-// leading dims smaller than the row length, stride_c == 0 with batch > 1, or
-// a problem oneDNN rejects. k == 0 gives C = beta * C.
+// leading dims smaller than the row length, stride_c == 0 with batch > 1, a
+// problem oneDNN rejects, or an unknown T5X_GEMM_KERNEL. k == 0 gives
+// C = beta * C.
 #pragma once
 #include <cstdint>
 
@@ -46,7 +54,7 @@ void gemm_batched_f32(const GemmShape& s, int64_t batch, int64_t stride_a,
                       int64_t stride_b, int64_t stride_c, float alpha,
                       const float* a, const float* b, float beta, float* c);
 
-// bf16 operands, f32 accumulation and f32 output (AVX512-BF16 / AMX paths).
+// bf16 operands, f32 accumulation and f32 output.
 void gemm_batched_bf16(const GemmShape& s, int64_t batch, int64_t stride_a,
                        int64_t stride_b, int64_t stride_c, float alpha,
                        const bfloat16* a, const bfloat16* b, float beta,
@@ -59,17 +67,23 @@ void gemm_batched_bf16_out_bf16(const GemmShape& s, int64_t batch, int64_t strid
                                 const bfloat16* a, const bfloat16* b, float beta,
                                 bfloat16* c);
 
-// True when oneDNN runs bf16 products natively here; false when they widen
-// to f32 (no bf16 matmul at oneDNN's effective ISA, or T5X_BF16_GEMM=f32).
+// True when oneDNN runs bf16 products natively here; false when it has no
+// bf16 matmul at its effective ISA (or T5X_BF16_GEMM=f32 says to act so):
+// then the packed GEMM runs them, or oneDNN on widened operands (gemm_kernel).
 bool gemm_bf16_native();
+
+// The implementation products of this dtype run on here: "packed" (our own,
+// packed_gemm.h), "oneDNN", or "oneDNN via f32" (bf16 widened first).
+const char* gemm_kernel(bool bf16);
 
 // Whether an output element's bits here do not depend on the rows and
 // columns computed with it nor on the thread count, as probed once on a few
 // small f32 and bf16 products (row and column halves, 1 and all threads).
 // Mesh-invariant lowering (spmd/context.h) is bitwise one process's only where
-// this holds: oneDNN 2.6's AVX-512 products keep it on the shapes of
-// GemmBlocks.*; its AVX2 products do not (their order over k follows the block
-// shape), so there the same runs agree to rounding, not bit for bit.
+// this holds: the packed GEMM's products keep it always, oneDNN 2.6's AVX-512
+// products on the shapes of GemmBlocks.*; its AVX2 and SSE products do not
+// (their order over k follows the block shape), so there the same runs agree
+// to rounding, not bit for bit.
 bool gemm_block_invariant();
 
 // OpenMP threads a call with this shape and batch would use (1 below the

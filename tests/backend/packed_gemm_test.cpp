@@ -1,0 +1,251 @@
+// The packed GEMM (backend/cpu/packed_gemm.h): its summation contract bit for
+// bit against a scalar model of it, the same bits on every SIMD target, for
+// every thread count and for row and column blocks of a product, and the
+// accuracy of its results against a double-precision product.
+#include "backend/cpu/packed_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "core/dtype_bf16.h"
+#include "cross_target.h"
+#include "test_util.h"
+
+namespace t5x::cpu {
+namespace {
+
+using testing::random_vec;
+
+struct Problem {
+  int64_t batch, m, n, k;
+  bool ta, tb;
+  int64_t pad;    // extra elements per stored row of A, B and C
+  bool bcast_a;   // A broadcast over the batch (stride 0)
+  float alpha, beta;
+  std::string name() const {
+    return "batch=" + std::to_string(batch) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+           " k=" + std::to_string(k) + (ta ? " tA" : "") + (tb ? " tB" : "") + " pad=" + std::to_string(pad) +
+           (bcast_a ? " bcastA" : "") + " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta);
+  }
+  GemmShape shape() const {
+    GemmShape s{m, n, k, ta, tb};
+    s.lda = (ta ? m : k) + pad;
+    s.ldb = (tb ? k : n) + pad;
+    s.ldc = n + pad;
+    return s;
+  }
+  int64_t a_size() const { return (ta ? k : m) * shape().lda; }
+  int64_t b_size() const { return (tb ? n : k) * shape().ldb; }
+  int64_t c_size() const { return m * shape().ldc; }
+  int64_t sa() const { return bcast_a ? 0 : a_size(); }
+};
+
+// Ragged edges (rows not a multiple of 6, columns not of 16 or 32), k over
+// one, two and three k blocks, every transpose, padding, a broadcast A.
+const Problem kProblems[] = {
+    {1, 13, 37, 600, false, false, 0, false, 1.0f, 0.0f},
+    {1, 13, 37, 600, true, false, 3, false, 0.5f, 0.75f},
+    {1, 29, 70, 257, false, true, 1, false, 1.0f, 0.75f},
+    {1, 7, 33, 256, true, true, 0, false, 1.25f, 0.0f},
+    {2, 50, 100, 70, false, false, 2, true, 1.0f, 0.5f},
+    {3, 6, 32, 513, false, true, 0, false, 1.0f, 0.0f},
+    {1, 61, 530, 40, false, false, 0, false, 1.0f, 0.0f},  // n over one 512-column B block
+    {1, 1, 1, 1, false, false, 0, false, 2.0f, 0.0f},
+};
+
+// The contract of packed_gemm.h written as scalar code: per k block of
+// kPackedGemmKc, acc = fma(a, b, acc) over p in order from 0; the first block
+// writes alpha * acc (+ beta * C), later blocks add alpha * acc.
+template <typename T>
+std::vector<float> model_f32(const Problem& pr, const std::vector<T>& a, const std::vector<T>& b,
+                             std::vector<float> c) {
+  const GemmShape s = pr.shape();
+  for (int64_t bi = 0; bi < pr.batch; ++bi)
+    for (int64_t i = 0; i < pr.m; ++i)
+      for (int64_t j = 0; j < pr.n; ++j) {
+        float& out = c[size_t(bi * pr.c_size() + i * s.ldc + j)];
+        for (int64_t p0 = 0; p0 < pr.k; p0 += kPackedGemmKc) {
+          float acc = 0.0f;
+          for (int64_t p = p0; p < std::min(pr.k, p0 + kPackedGemmKc); ++p) {
+            const float av = float(pr.ta ? a[size_t(bi * pr.sa() + p * s.lda + i)] : a[size_t(bi * pr.sa() + i * s.lda + p)]);
+            const float bv = float(pr.tb ? b[size_t(bi * pr.b_size() + j * s.ldb + p)]
+                                         : b[size_t(bi * pr.b_size() + p * s.ldb + j)]);
+            acc = std::fma(av, bv, acc);
+          }
+          const float v = pr.alpha == 1.0f ? acc : pr.alpha * acc;
+          if (p0 > 0) out = out + v;
+          else out = pr.beta != 0.0f ? v + pr.beta * out : v;
+        }
+      }
+  return c;
+}
+
+struct Operands {
+  std::vector<float> a, b, c;
+};
+Operands operands(const Problem& pr, uint32_t seed) {
+  // bf16-representable values, so that f32 and bf16 runs share their inputs.
+  auto round = [](std::vector<float> v) {
+    for (float& x : v) x = float(bfloat16(x));
+    return v;
+  };
+  return {round(random_vec(size_t(pr.sa() == 0 ? pr.a_size() : pr.batch * pr.a_size()), seed)),
+          round(random_vec(size_t(pr.batch * pr.b_size()), seed + 1)),
+          random_vec(size_t(pr.batch * pr.c_size()), seed + 2)};
+}
+
+std::vector<float> run_f32(const Problem& pr, const Operands& o, int threads) {
+  std::vector<float> c = o.c;
+  packed_gemm(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, o.a.data(), o.b.data(), pr.beta,
+              c.data(), threads);
+  return c;
+}
+std::vector<float> run_bf16(const Problem& pr, const Operands& o, int threads) {
+  std::vector<bfloat16> a(o.a.begin(), o.a.end()), b(o.b.begin(), o.b.end());
+  std::vector<float> c = o.c;
+  packed_gemm(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, a.data(), b.data(), pr.beta,
+              c.data(), threads);
+  return c;
+}
+std::vector<bfloat16> run_bf16_out(const Problem& pr, const Operands& o, int threads) {
+  std::vector<bfloat16> a(o.a.begin(), o.a.end()), b(o.b.begin(), o.b.end()), c(o.c.begin(), o.c.end());
+  packed_gemm(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, a.data(), b.data(), pr.beta,
+              c.data(), threads);
+  return c;
+}
+
+void expect_bitwise(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << what << " at " << i << ": " << got[i] << " vs " << want[i];
+}
+
+TEST(PackedGemm, FollowsItsSummationContractBitwise) {
+  for (const Problem& pr : kProblems) {
+    const Operands o = operands(pr, 7);
+    const auto want = model_f32(pr, o.a, o.b, o.c);
+    for (int threads : {1, 2, 3}) {
+      expect_bitwise(run_f32(pr, o, threads), want, "f32 " + pr.name() + " threads " + std::to_string(threads));
+      // bf16 operands widen exactly: the same bits as the f32 product.
+      expect_bitwise(run_bf16(pr, o, threads), want, "bf16 " + pr.name() + " threads " + std::to_string(threads));
+    }
+    // bf16 output: the f32 sums (beta 0) plus beta * C, rounded once.
+    Problem p0 = pr;
+    p0.beta = 0.0f;
+    const std::vector<bfloat16> c16(o.c.begin(), o.c.end());
+    std::vector<float> c16f(c16.begin(), c16.end());
+    const auto sums = model_f32(p0, o.a, o.b, c16f);
+    for (int threads : {1, 2}) {
+      const auto got = run_bf16_out(pr, o, threads);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const int64_t col = int64_t(i) % pr.shape().ldc, row = (int64_t(i) / pr.shape().ldc) % pr.m;
+        (void)row;
+        const bool inside = col < pr.n;
+        const bfloat16 want16 = inside ? bfloat16(pr.beta != 0.0f ? sums[i] + pr.beta * float(c16[i]) : sums[i])
+                                       : c16[i];  // padding untouched
+        ASSERT_EQ(got[i].bits, want16.bits) << "bf16 out " << pr.name() << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(PackedGemm, KnownAnswer) {
+  // [[1, 2, 3], [4, 5, 6]] x [[1, 0], [0, 1], [1, 1]] = [[4, 5], [10, 11]].
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1, 1, 1};
+  std::vector<float> c(4, 100.0f);
+  GemmShape s{2, 2, 3};
+  s.lda = 3; s.ldb = 2; s.ldc = 2;
+  packed_gemm(s, 1, 0, 0, 0, 1.0f, a.data(), b.data(), 0.5f, c.data(), 2);
+  EXPECT_EQ(c, (std::vector<float>{54, 55, 60, 61}));
+}
+
+TEST(PackedGemm, CloseToTheDoubleProduct) {
+  // Larger than the caches' blocks in every dimension: 2 x 2 A blocks, 2 B
+  // blocks, 3 k blocks.
+  const Problem pr{1, 100, 1100, 700, false, true, 0, false, 1.0f, 0.0f};
+  const Operands o = operands(pr, 3);
+  const auto got = run_f32(pr, o, 2);
+  const GemmShape s = pr.shape();
+  for (int64_t i = 0; i < pr.m; i += 7)
+    for (int64_t j = 0; j < pr.n; j += 5) {
+      double ref = 0, mag = 0;
+      for (int64_t p = 0; p < pr.k; ++p) {
+        const double t = double(o.a[size_t(i * s.lda + p)]) * double(o.b[size_t(j * s.ldb + p)]);
+        ref += t;
+        mag += std::fabs(t);
+      }
+      ASSERT_NEAR(got[size_t(i * s.ldc + j)], ref, mag * 1e-6) << i << ", " << j;
+    }
+}
+
+TEST(PackedGemm, RowAndColumnBlocksGiveTheWholeProductsBits) {
+  // What mesh-invariant lowering needs (gemm.h: gemm_block_invariant).
+  const Problem pr{1, 96, 200, 700, true, false, 0, false, 1.0f, 0.0f};
+  const Operands o = operands(pr, 11);
+  const auto whole = run_f32(pr, o, 2);
+  for (int half = 0; half < 2; ++half) {
+    // Rows [48 half, 48 half + 48): A stored [k, m], so the block is a column range.
+    Problem rows = pr;
+    rows.m = 48;
+    Operands ro = o;
+    ro.a.assign(size_t(pr.k * 48), 0.0f);
+    for (int64_t p = 0; p < pr.k; ++p)
+      for (int64_t i = 0; i < 48; ++i) ro.a[size_t(p * 48 + i)] = o.a[size_t(p * pr.m + half * 48 + i)];
+    ro.c.assign(size_t(48 * pr.n), 0.0f);
+    const auto got = run_f32(rows, ro, 1);
+    for (int64_t i = 0; i < 48; ++i)
+      for (int64_t j = 0; j < pr.n; ++j)
+        ASSERT_EQ(got[size_t(i * pr.n + j)], whole[size_t((half * 48 + i) * pr.n + j)]) << "rows " << half;
+    Problem cols = pr;
+    cols.n = 100;
+    Operands co = o;
+    co.b.assign(size_t(pr.k * 100), 0.0f);
+    for (int64_t p = 0; p < pr.k; ++p)
+      for (int64_t j = 0; j < 100; ++j) co.b[size_t(p * 100 + j)] = o.b[size_t(p * pr.n + half * 100 + j)];
+    co.c.assign(size_t(pr.m * 100), 0.0f);
+    const auto gotc = run_f32(cols, co, 3);
+    for (int64_t i = 0; i < pr.m; ++i)
+      for (int64_t j = 0; j < 100; ++j)
+        ASSERT_EQ(gotc[size_t(i * 100 + j)], whole[size_t(i * pr.n + half * 100 + j)]) << "cols " << half;
+  }
+}
+
+TEST(PackedGemm, SameBitsOnEveryTarget) {
+  for (const Problem& pr : kProblems) {
+    const Operands o = operands(pr, 5);
+    testing::expect_same_on_every_target("packed f32 " + pr.name(), [&] { return run_f32(pr, o, 2); });
+    testing::expect_same_on_every_target("packed bf16 out " + pr.name(), [&] {
+      const auto c = run_bf16_out(pr, o, 2);
+      return std::vector<float>(c.begin(), c.end());
+    });
+  }
+}
+
+// gemm.h routes to the packed GEMM where it says so; either way the public
+// entry points agree with it to rounding, and bitwise when it is the route.
+TEST(PackedGemm, GemmEntryPointsUseItWhereTheyReportIt) {
+  const Problem pr{1, 40, 300, 520, false, true, 0, false, 1.0f, 0.0f};
+  const Operands o = operands(pr, 13);
+  const auto packed = run_f32(pr, o, 2);
+  std::vector<float> c = o.c;
+  gemm_batched_f32(pr.shape(), 1, 0, 0, 0, 1.0f, o.a.data(), o.b.data(), 0.0f, c.data());
+  std::vector<bfloat16> a16(o.a.begin(), o.a.end()), b16(o.b.begin(), o.b.end());
+  std::vector<float> c16 = o.c;
+  gemm_batched_bf16(pr.shape(), 1, 0, 0, 0, 1.0f, a16.data(), b16.data(), 0.0f, c16.data());
+  const bool f32_packed = std::string(gemm_kernel(false)) == "packed";
+  const bool bf16_packed = std::string(gemm_kernel(true)) == "packed";
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (f32_packed) ASSERT_EQ(c[i], packed[i]) << i;
+    else ASSERT_NEAR(c[i], packed[i], 1e-4f) << i;
+    if (bf16_packed) ASSERT_EQ(c16[i], packed[i]) << i;
+    else ASSERT_NEAR(c16[i], packed[i], 1e-4f) << i;
+  }
+}
+
+}  // namespace
+}  // namespace t5x::cpu
