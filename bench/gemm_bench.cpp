@@ -58,6 +58,13 @@ const Case kCases[] = {
     {"train_wi", "bf16", 1, 1024, 512, 1024, false, false, -1},
     {"train_q", "f32", 1, 1024, 512, 384, false, false, -1},
     {"train_q", "bf16", 1, 1024, 512, 384, false, false, -1},
+    // T5.1.1-small training step (batch 8 x 128 tokens): the backward's
+    // transposed products, which dominate the step.
+    {"train_wi_dgrad", "f32", 1, 1024, 1024, 512, false, true, -1},
+    {"train_wi_dgrad", "bf16", 1, 1024, 1024, 512, false, true, -1},
+    {"train_q_wgrad", "f32", 1, 512, 1024, 384, true, false, -1},
+    {"train_q_wgrad", "bf16", 1, 512, 1024, 384, true, false, -1},
+    {"train_logits_dgrad", "f32", 1, 256, 32128, 512, false, true, -1},
     {"logits", "bf16", 1, 4096, 512, 32128, false, false, -1},
     {"decode_ffn", "bf16", 1, 1, 512, 1024, false, false, -1},
     {"attn_qk", "bf16", 48, 128, 64, 128, false, true, -1},

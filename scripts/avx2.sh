@@ -3,7 +3,7 @@
 # instructions; e.g. AMD Zen 3, Intel before Skylake-SP), on any x86-64 CPU
 # with AVX2 and FMA: the same portable build, with our SIMD kernels capped at
 # their AVX2 target (T5X_CPU_ISA, src/backend/cpu/simd.h) and oneDNN at AVX2.
-# bf16 products then take the widening path (src/backend/cpu/gemm.h).
+# f32 and bf16 products then run on the packed GEMM (src/backend/cpu/gemm.h).
 #
 #   scripts/avx2.sh scripts/test.sh
 #   scripts/avx2.sh scripts/demo.sh runs/demo_avx2
