@@ -1,6 +1,14 @@
 // GEMM throughput on T5-shaped products; one JSON object per case per line.
 //
 //   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]
+//   t5x_gemm_bench --step-products [--rounds N] [--threads N]
+//
+// --step-products: every product of a T5.1.1-small training step (batch 8,
+// 128 + 32 tokens: the shapes and per-step counts of its op profile), on
+// oneDNN and on the packed GEMM, f32 and bf16 (bf16 output), taken round-robin
+// (each round runs every shape on every implementation, so slow spells of a
+// shared machine hit all alike); per shape the best of N rounds, and per
+// implementation the step's product time, sum over shapes of count x best.
 //
 // --cold: B cycles through copies filling 256 MiB (more than the caches), so
 // each call reads B from memory, as a decode step reads each layer's kernel.
@@ -17,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -25,6 +34,7 @@
 #include <time.h>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/packed_gemm.h"
 #include "backend/cpu/cpu_info.h"
 #include "cpu_peak.h"
 
@@ -79,6 +89,82 @@ std::vector<T> random_buffer(size_t n, uint32_t seed) {
   return v;
 }
 
+// A T5.1.1-small training-step product: op(A) [m, k], op(B) [k, n], and how
+// many times a step runs it (T5X_OP_PROFILE of t5x_model_bench --mode train).
+struct StepProduct {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  int per_step;
+};
+const StepProduct kStepProducts[] = {
+    {512, 384, 1024, true, false, 40}, {512, 1024, 1024, true, false, 16}, {1024, 1024, 512, false, false, 16},
+    {1024, 512, 1024, false, true, 16}, {1024, 512, 384, false, true, 40}, {1024, 384, 512, false, false, 40},
+    {256, 32128, 512, false, false, 1}, {1024, 512, 1024, true, false, 8},  {256, 1024, 512, false, false, 16},
+    {1024, 1024, 512, false, true, 8},  {256, 512, 32128, false, true, 1}, {1024, 512, 1024, false, false, 8},
+    {512, 32128, 256, true, false, 1},  {256, 512, 1024, false, true, 16}, {512, 1024, 256, true, false, 16},
+    {512, 384, 256, true, false, 32},   {384, 512, 1024, true, false, 8},  {256, 512, 384, false, true, 32},
+    {1024, 512, 384, false, false, 8},  {256, 384, 512, false, false, 32}, {256, 512, 1024, false, false, 8},
+    {1024, 384, 512, false, true, 8},   {256, 512, 384, false, false, 16}, {384, 512, 256, true, false, 16},
+    {1024, 512, 256, true, false, 8},   {256, 1024, 512, false, true, 8},  {256, 384, 512, false, true, 16},
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed) { return random_buffer<float>(n, seed); }
+
+int run_step_products(int threads, int rounds) {
+  using t5x::cpu::packed_gemm;
+  const char* names[4] = {"oneDNN f32", "packed f32", "oneDNN bf16", "packed bf16"};
+  struct Bufs {
+    std::vector<float> a, b, c;
+    std::vector<bfloat16> ah, bh, ch;
+    GemmShape s;
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
+  };
+  std::vector<Bufs> bufs;
+  uint32_t seed = 1;
+  for (const StepProduct& p : kStepProducts) {
+    Bufs u;
+    u.a = random_floats(size_t(p.m * p.k), seed++);
+    u.b = random_floats(size_t(p.k * p.n), seed++);
+    u.c.resize(size_t(p.m * p.n));
+    u.ah = std::vector<bfloat16>(u.a.begin(), u.a.end());
+    u.bh = std::vector<bfloat16>(u.b.begin(), u.b.end());
+    u.ch.resize(u.c.size());
+    u.s = GemmShape{p.m, p.n, p.k, p.trans_a, p.trans_b, p.trans_a ? p.m : p.k, p.trans_b ? p.k : p.n, p.n};
+    bufs.push_back(std::move(u));
+  }
+  for (int r = 0; r <= rounds; ++r)  // round 0 warms up (oneDNN's JIT, packing buffers)
+    for (Bufs& u : bufs)
+      for (int v = 0; v < 4; ++v) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (v == 0) t5x::cpu::gemm_f32(u.s, 1.f, u.a.data(), u.b.data(), 0.f, u.c.data());
+        if (v == 1) packed_gemm(u.s, 1, 0, 0, 0, 1.f, u.a.data(), u.b.data(), 0.f, u.c.data(), threads);
+        if (v == 2)
+          t5x::cpu::gemm_batched_bf16_out_bf16(u.s, 1, 0, 0, 0, 1.f, u.ah.data(), u.bh.data(), 0.f, u.ch.data());
+        if (v == 3) packed_gemm(u.s, 1, 0, 0, 0, 1.f, u.ah.data(), u.bh.data(), 0.f, u.ch.data(), threads);
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) u.best[v] = std::min(u.best[v], dt);
+      }
+  double step[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const StepProduct& p = kStepProducts[i];
+    const double flop = 2.0 * double(p.m) * double(p.n) * double(p.k);
+    std::printf("{\"suite\":\"gemm_step\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"trans_a\":%s,\"trans_b\":%s,"
+                "\"per_step\":%d",
+                (long long)p.m, (long long)p.n, (long long)p.k, p.trans_a ? "true" : "false",
+                p.trans_b ? "true" : "false", p.per_step);
+    for (int v = 0; v < 4; ++v) {
+      step[v] += bufs[i].best[v] * p.per_step;
+      std::printf(",\"%s gflops_best\":%.1f", names[v], flop / bufs[i].best[v] / 1e9);
+    }
+    std::printf("}\n");
+  }
+  std::printf("{\"suite\":\"gemm_step\",\"rounds\":%d,\"threads\":%d", rounds, threads);
+  for (int v = 0; v < 4; ++v) std::printf(",\"%s ms_per_step\":%.1f", names[v], step[v] * 1e3);
+  std::printf(",\"packed over oneDNN f32\":%.3f,\"packed over oneDNN bf16\":%.3f}\n", step[0] / step[1],
+              step[2] / step[3]);
+  return 0;
+}
+
 double cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -93,6 +179,8 @@ int main(int argc, char** argv) {
   std::string filter;
   bool fma_check = true;
   bool cold = false;
+  bool step_products = false;
+  int rounds = 10;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
@@ -100,12 +188,19 @@ int main(int argc, char** argv) {
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--no-fma-check") fma_check = false;
     else if (a == "--cold") cold = true;
+    else if (a == "--step-products") step_products = true;
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]\n",
-                   argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]\n"
+                   "       %s --step-products [--rounds N] [--threads N]\n",
+                   argv[0], argv[0]);
       return 2;
     }
   }
+  // The oneDNN legs of --step-products need gemm_f32 etc. on oneDNN (set
+  // before the first product decides; the packed legs call it directly).
+  if (step_products) setenv("T5X_GEMM_KERNEL", "onednn", 1);
   omp_set_num_threads(threads);
   t5x::bench::CpuPeak peak = t5x::bench::detect_cpu_peak(threads);
   t5x::bench::FmaRate fma;
@@ -125,6 +220,7 @@ int main(int argc, char** argv) {
       peak.gflops(), fma.gflops, fma.gflops_per_cpu_s, peak.gflops() / threads,
       t5x::cpu::describe_cpu().c_str());
   std::fflush(stdout);
+  if (step_products) return run_step_products(threads, rounds);
 
   for (const Case& c : kCases) {
     std::string label = std::string(c.name) + "_" + c.dtype;

@@ -29,7 +29,7 @@ inline constexpr int64_t kNr = kNv * kLanes;
 // block (kc x kNc floats, 512 KiB) both stay in a 1 MiB L2; larger blocks
 // (144 x 3072, BLIS's usual L2 / L3 split) ran 5-10% slower here.
 inline constexpr int64_t kMc = 8 * kMr;
-inline constexpr int64_t kNc = 512;
+inline constexpr int64_t kNc = kPackedGemmNc;
 static_assert(kNc % 32 == 0, "kNc must hold whole panels on every target");
 
 // A growable 64-byte aligned float buffer.
@@ -241,18 +241,21 @@ HWY_NOINLINE void Tile(int64_t kc, const float* HWY_RESTRICT ap, const float* HW
 
 // C[m, n] = alpha * op(A) op(B) + beta * C on the calling thread: f32 C at c
 // (row stride ldc), or bf16 C at c16 (row stride ld16) with c a scratch of
-// [m, n] floats (row stride ldc) used only when k spans several k blocks.
+// [m, min(n, kNc)] floats (row stride ldc), the f32 sums of one B block's
+// columns, used only when k spans several k blocks.
 template <typename T>
 void Region(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b, float alpha, float beta, float* c,
             int64_t ldc, bfloat16* c16 = nullptr, int64_t ld16 = 0) {
-  // Cache-line aligned, so that no vector load of a panel splits a line.
+  // Cache-line aligned, so that no vector load of a panel splits a line;
+  // allocated once per thread at their largest (560 KiB in all), so that
+  // products of changing shapes do not churn the heap.
   thread_local AlignedFloats apack, bpack;
-  const int64_t kc_max = std::min(kPackedGemmKc, k);
-  apack.reserve(size_t(kMc * kc_max));
-  bpack.reserve(size_t(std::min(kNc, (n + kNr - 1) / kNr * kNr) * kc_max));
+  apack.reserve(size_t(kMc * kPackedGemmKc));
+  bpack.reserve(size_t(kNc * kPackedGemmKc));
   const bool a_rows = a.cs == 1;
   for (int64_t jc = 0; jc < n; jc += kNc) {
     const int64_t nc = std::min(kNc, n - jc);
+    float* cj = c == nullptr ? nullptr : c16 != nullptr ? c : c + jc;  // the scratch holds one B block
     for (int64_t pc = 0; pc < k; pc += kPackedGemmKc) {
       const int64_t kc = std::min(kPackedGemmKc, k - pc);
       const bool first = pc == 0, last = pc + kc == k;
@@ -265,7 +268,7 @@ void Region(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b, float a
             const float* ap = apack.data() + ir * kc;
             const float* bp = bpack.data() + jr * kc;
             const int64_t i = ic + ir, j = jc + jr;
-            const TileOut o{c ? c + i * ldc + j : nullptr, ldc, c16 ? c16 + i * ld16 + j : nullptr, ld16};
+            const TileOut o{cj ? cj + i * ldc + jr : nullptr, ldc, c16 ? c16 + i * ld16 + j : nullptr, ld16};
             const int64_t mr = std::min(kMr, mc - ir), nr = std::min(kNr, nc - jr);
             if (a_rows) Tile<true>(kc, ap, bp, o, mr, nr, alpha, beta, first, last);
             else Tile<false>(kc, ap, bp, o, mr, nr, alpha, beta, first, last);
@@ -287,7 +290,7 @@ void RegionBf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs
 void RegionBf16Out(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs, int64_t a_cs,
                    const bfloat16* b, int64_t b_rs, int64_t b_cs, float alpha, float beta, float* scratch,
                    bfloat16* c, int64_t ldc) {
-  Region<bfloat16>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, scratch, n, c, ldc);
+  Region<bfloat16>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, scratch, std::min(n, kNc), c, ldc);
 }
 
 bool NativeFma() { return HWY_NATIVE_FMA != 0; }
@@ -367,7 +370,8 @@ void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, 
       const int64_t mt = r1 - r0, nt = c1 - c0;
       float* scratch = nullptr;
       if (s.k > kPackedGemmKc) {
-        acc.resize(size_t(mt * nt));
+        const size_t need = size_t(mt * std::min<int64_t>(nt, kPackedGemmNc));
+        if (acc.size() < need) acc.resize(std::max(need, 2 * acc.size()));
         scratch = acc.data();
       }
       T5X_DISPATCH(RegionBf16Out)(mt, nt, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, scratch, cp, s.ldc);

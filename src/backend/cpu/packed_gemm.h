@@ -37,6 +37,8 @@ namespace t5x::cpu {
 
 // The k block: part of the numeric contract above (changing it changes bits).
 inline constexpr int64_t kPackedGemmKc = 256;
+// The column block (B's block is kPackedGemmKc x this); speed only.
+inline constexpr int64_t kPackedGemmNc = 512;
 
 // Whether the SIMD target in use has fused multiply-add (AVX2, AVX-512,
 // NEON): without it (SSE4, the portable fallback) each FMA is emulated
