@@ -73,6 +73,14 @@ void PackA(Strided<T> a, int64_t mc, int64_t kc, float* dst) {
         if (r < mr) CopyWiden(a.p + (i0 + r) * a.rs, dst + r * kc, kc);
         else std::fill(dst + r * kc, dst + (r + 1) * kc, 0.0f);
       }
+    } else if (a.rs == 1 && kLanes >= kMr && i0 + kLanes <= mc) {
+      // A stored transposed, a panel with a full vector of its block's rows
+      // from i0 (not the block's last): one widening load per k, stored
+      // whole; the lanes past kMr land in the next group, which the next k
+      // overwrites (the panel's last k spills into the next panel's start,
+      // packed after it).
+      const DF d;
+      for (int64_t p = 0; p < kc; ++p) hn::StoreU(LoadF(d, a.p + p * a.cs + i0), d, dst + p * kMr);
     } else {
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = a.p + p * a.cs + i0 * a.rs;
