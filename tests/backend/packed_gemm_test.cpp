@@ -183,6 +183,14 @@ TEST(PackedGemm, CloseToTheDoubleProduct) {
     }
 }
 
+// Columns [c0, c0 + count) of a dense [rows, width] matrix.
+std::vector<float> columns(const std::vector<float>& x, int64_t rows, int64_t width, int64_t c0, int64_t count) {
+  std::vector<float> out(size_t(rows * count));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < count; ++j) out[size_t(r * count + j)] = x[size_t(r * width + c0 + j)];
+  return out;
+}
+
 TEST(PackedGemm, RowAndColumnBlocksGiveTheWholeProductsBits) {
   // What mesh-invariant lowering needs (gemm.h: gemm_block_invariant).
   const Problem pr{1, 96, 200, 700, true, false, 0, false, 1.0f, 0.0f};
@@ -193,9 +201,7 @@ TEST(PackedGemm, RowAndColumnBlocksGiveTheWholeProductsBits) {
     Problem rows = pr;
     rows.m = 48;
     Operands ro = o;
-    ro.a.assign(size_t(pr.k * 48), 0.0f);
-    for (int64_t p = 0; p < pr.k; ++p)
-      for (int64_t i = 0; i < 48; ++i) ro.a[size_t(p * 48 + i)] = o.a[size_t(p * pr.m + half * 48 + i)];
+    ro.a = columns(o.a, pr.k, pr.m, half * 48, 48);
     ro.c.assign(size_t(48 * pr.n), 0.0f);
     const auto got = run_f32(rows, ro, 1);
     for (int64_t i = 0; i < 48; ++i)
@@ -204,9 +210,7 @@ TEST(PackedGemm, RowAndColumnBlocksGiveTheWholeProductsBits) {
     Problem cols = pr;
     cols.n = 100;
     Operands co = o;
-    co.b.assign(size_t(pr.k * 100), 0.0f);
-    for (int64_t p = 0; p < pr.k; ++p)
-      for (int64_t j = 0; j < 100; ++j) co.b[size_t(p * 100 + j)] = o.b[size_t(p * pr.n + half * 100 + j)];
+    co.b = columns(o.b, pr.k, pr.n, half * 100, 100);
     co.c.assign(size_t(pr.m * 100), 0.0f);
     const auto gotc = run_f32(cols, co, 3);
     for (int64_t i = 0; i < pr.m; ++i)
