@@ -10,6 +10,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/simd-inl.h"
@@ -185,15 +186,15 @@ HWY_INLINE void WriteTile(const VF (&acc)[kMr][kNv], const TileOut& o, float alp
   const bool to16 = o.c16 != nullptr && last;
   for (int64_t r = 0; r < kMr; ++r)
     for (int64_t v = 0; v < kNv; ++v) {
-      float* cp = o.c + r * o.ldc + v * kLanes;
       VF x = alpha == 1.0f ? acc[r][v] : hn::Mul(va, acc[r][v]);
-      if (!first) x = hn::Add(hn::LoadU(d, cp), x);
-      if (to16) {
+      if (!first) x = hn::Add(hn::LoadU(d, o.c + r * o.ldc + v * kLanes), x);
+      if (to16) {  // o.c is null here when k is one block
         bfloat16* cp16 = o.c16 + r * o.ld16 + v * kLanes;
         if (beta != 0.0f) x = hn::Add(x, hn::Mul(vb, LoadF(d, cp16)));
         StoreF(d, x, cp16);
         continue;
       }
+      float* cp = o.c + r * o.ldc + v * kLanes;
       if (first && beta != 0.0f && o.c16 == nullptr) x = hn::Add(x, hn::Mul(vb, hn::LoadU(d, cp)));
       hn::StoreU(x, d, cp);
     }
