@@ -129,14 +129,19 @@ void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_
   float* S = ts.s.data();
   SmallGemm<false>(nq, kBk, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
   const AttentionParams& p = pr.p;
-  // Per-column facts of this key tile, then a branch-free pass per row.
-  int32_t kv_seg[kBk];
-  uint8_t kv_ok[kBk];
+  // Per-column facts of this key tile as int32 lanes, so that a row's mask is
+  // a few vector compares rather than a branchy scalar loop per logit.
+  HWY_ALIGN int32_t kv_seg[kBk];
+  HWY_ALIGN int32_t kv_ok[kBk];
   if (pr.any_mask)
     for (int64_t j = 0; j < nk; ++j) {
       kv_ok[j] = p.kv_mask ? p.kv_mask[b * pr.s.kv_length + j0 + j] != 0 : 1;
       kv_seg[j] = p.kv_segment_ids ? p.kv_segment_ids[b * pr.s.kv_length + j0 + j] : 0;
     }
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  const VF masked = hn::Set(d, kAttentionMaskedLogit);
   for (int64_t i = 0; i < nq; ++i) {
     float* row = S + i * kBk;
     const float* brow = p.bias ? p.bias + pr.bias_row(b, h, i0 + i) + j0 : nullptr;
@@ -148,7 +153,22 @@ void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_
       // Last allowed key index (relative to j0) under the causal rule.
       int64_t last = p.causal ? i0 + i + pr.causal_off - j0 : kBk;
       bool use_seg = p.q_segment_ids != nullptr;
-      for (int64_t j = 0; j < nk; ++j) {
+      // row[j] += mask_bias (+ bias), mask_bias = 0 where allowed, else
+      // kAttentionMaskedLogit: the same additions, a vector at a time.
+      const auto end = hn::Set(di, int32_t(std::clamp<int64_t>(last, -1, kBk) + 1));
+      const auto seg = hn::Set(di, qs);
+      int64_t j = 0;
+      for (; j + N <= nk; j += N) {
+        VF mb = masked;
+        if (q_ok) {
+          auto ok = hn::And(hn::Ne(hn::Load(di, kv_ok + j), hn::Zero(di)), hn::Lt(hn::Iota(di, int32_t(j)), end));
+          if (use_seg) ok = hn::And(ok, hn::Eq(hn::Load(di, kv_seg + j), seg));
+          mb = hn::IfThenZeroElse(hn::RebindMask(d, ok), masked);
+        }
+        const VF x = hn::LoadU(d, row + j);
+        hn::StoreU(hn::Add(x, brow ? hn::Add(mb, hn::LoadU(d, brow + j)) : mb), d, row + j);
+      }
+      for (; j < nk; ++j) {
         bool ok = q_ok && kv_ok[j] && j <= last && (!use_seg || kv_seg[j] == qs);
         float mb = ok ? 0.f : kAttentionMaskedLogit;
         row[j] += brow ? mb + brow[j] : mb;
