@@ -29,8 +29,7 @@ inline constexpr int64_t kNr = kNv * kLanes;
 // AVX2, docs/performance.md): an A block (kMc x kc floats, 48 KiB) and a B
 // block (kc x kNc floats, 512 KiB) both stay in a 1 MiB L2; larger blocks
 // (144 x 3072, BLIS's usual L2 / L3 split) ran 5-10% slower here.
-inline constexpr int64_t kMc = kPackedGemmMc;
-static_assert(kMc % kMr == 0, "kMc must hold whole register tiles");
+inline constexpr int64_t kMc = 8 * kMr;
 inline constexpr int64_t kNc = kPackedGemmNc;
 static_assert(kNc % 32 == 0, "kNc must hold whole panels on every target");
 
@@ -249,40 +248,6 @@ HWY_NOINLINE void Tile(int64_t kc, const float* HWY_RESTRICT ap, const float* HW
   }
 }
 
-// The panels of op(B)'s block [kc, nc] that hold columns [j0, j1) (j0 and j1
-// multiples of 32, a whole number of panels on every target; j1 may pass nc),
-// written where PackB of the whole block would put them.
-template <typename T>
-void PackBColumns(Strided<T> b, int64_t kc, int64_t nc, int64_t j0, int64_t j1, float* dst) {
-  j1 = std::min(j1, nc);
-  if (j0 >= j1) return;
-  PackB(Strided<T>{b.p + j0 * b.cs, b.rs, b.cs}, kc, j1 - j0, dst + j0 * kc);
-}
-
-// One row block of C against one packed B block: op(A)'s rows [0, mc) over
-// the k block (a at the block's first row and k), packed here into this
-// thread's buffer, times the B block at bpack ([kc, nc]). c: f32 C (or a bf16
-// C's f32 sums) at the block's first row and column; c16: bf16 C there.
-template <typename T>
-void RowBlock(Strided<T> a, int64_t mc, int64_t nc, int64_t kc, const float* bpack, float alpha, float beta,
-              bool first, bool last, float* c, int64_t ldc, bfloat16* c16, int64_t ld16) {
-  // Cache-line aligned, so that no vector load of a panel splits a line;
-  // allocated once per thread at its largest (48 KiB).
-  thread_local AlignedFloats apack;
-  apack.reserve(size_t(kMc * kPackedGemmKc));
-  PackA(a, mc, kc, apack.data());
-  const bool a_rows = a.cs == 1;
-  for (int64_t jr = 0; jr < nc; jr += kNr)
-    for (int64_t ir = 0; ir < mc; ir += kMr) {
-      const float* ap = apack.data() + ir * kc;
-      const float* bp = bpack + jr * kc;
-      const TileOut o{c ? c + ir * ldc + jr : nullptr, ldc, c16 ? c16 + ir * ld16 + jr : nullptr, ld16};
-      const int64_t mr = std::min(kMr, mc - ir), nr = std::min(kNr, nc - jr);
-      if (a_rows) Tile<true>(kc, ap, bp, o, mr, nr, alpha, beta, first, last);
-      else Tile<false>(kc, ap, bp, o, mr, nr, alpha, beta, first, last);
-    }
-}
-
 // C[m, n] = alpha * op(A) op(B) + beta * C on the calling thread: f32 C at c
 // (row stride ldc), or bf16 C at c16 (row stride ld16) with c a scratch of
 // [m, min(n, kNc)] floats (row stride ldc), the f32 sums of one B block's
@@ -290,18 +255,34 @@ void RowBlock(Strided<T> a, int64_t mc, int64_t nc, int64_t kc, const float* bpa
 template <typename T>
 void Region(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b, float alpha, float beta, float* c,
             int64_t ldc, bfloat16* c16 = nullptr, int64_t ld16 = 0) {
-  thread_local AlignedFloats bpack;  // 512 KiB, once per thread
+  // Cache-line aligned, so that no vector load of a panel splits a line;
+  // allocated once per thread at their largest (560 KiB in all), so that
+  // products of changing shapes do not churn the heap.
+  thread_local AlignedFloats apack, bpack;
+  apack.reserve(size_t(kMc * kPackedGemmKc));
   bpack.reserve(size_t(kNc * kPackedGemmKc));
+  const bool a_rows = a.cs == 1;
   for (int64_t jc = 0; jc < n; jc += kNc) {
     const int64_t nc = std::min(kNc, n - jc);
     float* cj = c == nullptr ? nullptr : c16 != nullptr ? c : c + jc;  // the scratch holds one B block
     for (int64_t pc = 0; pc < k; pc += kPackedGemmKc) {
       const int64_t kc = std::min(kPackedGemmKc, k - pc);
+      const bool first = pc == 0, last = pc + kc == k;
       PackB(Strided<T>{b.p + pc * b.rs + jc * b.cs, b.rs, b.cs}, kc, nc, bpack.data());
-      for (int64_t ic = 0; ic < m; ic += kMc)
-        RowBlock(Strided<T>{a.p + ic * a.rs + pc * a.cs, a.rs, a.cs}, std::min(kMc, m - ic), nc, kc, bpack.data(),
-                 alpha, beta, pc == 0, pc + kc == k, cj ? cj + ic * ldc : nullptr, ldc,
-                 c16 ? c16 + ic * ld16 + jc : nullptr, ld16);
+      for (int64_t ic = 0; ic < m; ic += kMc) {
+        const int64_t mc = std::min(kMc, m - ic);
+        PackA(Strided<T>{a.p + ic * a.rs + pc * a.cs, a.rs, a.cs}, mc, kc, apack.data());
+        for (int64_t jr = 0; jr < nc; jr += kNr)
+          for (int64_t ir = 0; ir < mc; ir += kMr) {
+            const float* ap = apack.data() + ir * kc;
+            const float* bp = bpack.data() + jr * kc;
+            const int64_t i = ic + ir, j = jc + jr;
+            const TileOut o{cj ? cj + i * ldc + jr : nullptr, ldc, c16 ? c16 + i * ld16 + j : nullptr, ld16};
+            const int64_t mr = std::min(kMr, mc - ir), nr = std::min(kNr, nc - jr);
+            if (a_rows) Tile<true>(kc, ap, bp, o, mr, nr, alpha, beta, first, last);
+            else Tile<false>(kc, ap, bp, o, mr, nr, alpha, beta, first, last);
+          }
+      }
     }
   }
 }
@@ -321,25 +302,6 @@ void RegionBf16Out(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a
   Region<bfloat16>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, scratch, std::min(n, kNc), c, ldc);
 }
 
-// The pieces of a product shared by a thread team (packed_gemm's run_shared).
-void PackBColumnsF32(const float* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t nc, int64_t j0, int64_t j1,
-                     float* dst) {
-  PackBColumns<float>({b, b_rs, b_cs}, kc, nc, j0, j1, dst);
-}
-void PackBColumnsBf16(const bfloat16* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t nc, int64_t j0,
-                      int64_t j1, float* dst) {
-  PackBColumns<bfloat16>({b, b_rs, b_cs}, kc, nc, j0, j1, dst);
-}
-void RowBlockF32(const float* a, int64_t a_rs, int64_t a_cs, int64_t mc, int64_t nc, int64_t kc, const float* bpack,
-                 float alpha, float beta, bool first, bool last, float* c, int64_t ldc) {
-  RowBlock<float>({a, a_rs, a_cs}, mc, nc, kc, bpack, alpha, beta, first, last, c, ldc, nullptr, 0);
-}
-void RowBlockBf16(const bfloat16* a, int64_t a_rs, int64_t a_cs, int64_t mc, int64_t nc, int64_t kc,
-                  const float* bpack, float alpha, float beta, bool first, bool last, float* c, int64_t ldc,
-                  bfloat16* c16, int64_t ld16) {
-  RowBlock<bfloat16>({a, a_rs, a_cs}, mc, nc, kc, bpack, alpha, beta, first, last, c, ldc, c16, ld16);
-}
-
 bool NativeFma() { return HWY_NATIVE_FMA != 0; }
 
 }  // namespace HWY_NAMESPACE
@@ -356,10 +318,6 @@ namespace t5x::cpu {
 HWY_EXPORT(RegionF32);
 HWY_EXPORT(RegionBf16);
 HWY_EXPORT(RegionBf16Out);
-HWY_EXPORT(PackBColumnsF32);
-HWY_EXPORT(PackBColumnsBf16);
-HWY_EXPORT(RowBlockF32);
-HWY_EXPORT(RowBlockBf16);
 HWY_EXPORT(NativeFma);
 
 bool packed_gemm_fast() { return T5X_DISPATCH(NativeFma)(); }
@@ -375,140 +333,66 @@ void region(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs, in
   T5X_DISPATCH(RegionBf16)(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, alpha, beta, c, ldc);
 }
 
-void pack_b(const float* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t nc, int64_t j0, int64_t j1, float* dst) {
-  T5X_DISPATCH(PackBColumnsF32)(b, b_rs, b_cs, kc, nc, j0, j1, dst);
-}
-void pack_b(const bfloat16* b, int64_t b_rs, int64_t b_cs, int64_t kc, int64_t nc, int64_t j0, int64_t j1,
-            float* dst) {
-  T5X_DISPATCH(PackBColumnsBf16)(b, b_rs, b_cs, kc, nc, j0, j1, dst);
+// A task is one batch item's rows [r0, r1) x columns [c0, c1) of C.
+struct Split {
+  int64_t parts;   // per batch item
+  bool rows;       // split m (else n)
+  int64_t unit;    // boundaries are multiples of this
+};
+
+Split plan(const GemmShape& s, int64_t batch, int threads) {
+  if (threads <= 1 || batch >= threads) return {1, true, 1};
+  const int64_t parts = (threads + batch - 1) / batch;
+  // Row parts in multiples of 6 (the register tile), columns of 32 (a whole
+  // panel on every target), so that no part ends in a partial tile early.
+  if (s.m >= s.n) return {std::min<int64_t>(parts, std::max<int64_t>(1, s.m / 6)), true, 6};
+  return {std::min<int64_t>(parts, std::max<int64_t>(1, s.n / 32)), false, 32};
 }
 
-// A row block into an f32 C.
-void row_block(const float* a, int64_t a_rs, int64_t a_cs, int64_t mc, int64_t nc, int64_t kc, const float* bpack,
-               float alpha, float beta, bool first, bool last, float* c, int64_t ldc) {
-  T5X_DISPATCH(RowBlockF32)(a, a_rs, a_cs, mc, nc, kc, bpack, alpha, beta, first, last, c, ldc);
-}
-void row_block(const bfloat16* a, int64_t a_rs, int64_t a_cs, int64_t mc, int64_t nc, int64_t kc,
-               const float* bpack, float alpha, float beta, bool first, bool last, float* c, int64_t ldc) {
-  T5X_DISPATCH(RowBlockBf16)(a, a_rs, a_cs, mc, nc, kc, bpack, alpha, beta, first, last, c, ldc, nullptr, 0);
-}
-
-// Columns per unit of shared B packing: a whole number of panels on every
-// target (16 columns at AVX2, 32 at AVX-512).
-constexpr int64_t kPackUnit = 32;
-
-// One batch item's product by a team of `threads`, sharing each packed B
-// block: for every (column block, k block) step the team packs the B block
-// into one of two buffers, then takes its A row blocks one at a time
-// (dynamic schedule). The packing of the next step's B block is queued after
-// the row blocks, into the other buffer, so a thread that runs out of row
-// blocks packs instead of waiting; the end of each step is the team's only
-// barrier. Step s + 1 starts on a row after step s has finished it, so C sums
-// its k blocks in order, as the single-thread loop does: the same bits.
-template <typename T, typename TC>
-void run_shared(const GemmShape& s, const T* a, int64_t a_rs, int64_t a_cs, const T* b, int64_t b_rs,
-                int64_t b_cs, float alpha, float beta, TC* c, int threads) {
-  constexpr int64_t kc_max = kPackedGemmKc, nc_max = kPackedGemmNc, mc_max = kPackedGemmMc;
-  thread_local hwy::AlignedFreeUniquePtr<float[]> bbuf;  // two B blocks, 1 MiB, once per calling thread
-  if (!bbuf) bbuf = hwy::AllocateAligned<float>(size_t(2 * kc_max * nc_max));
-  float* const bufs[2] = {bbuf.get(), bbuf.get() + kc_max * nc_max};
-  // A bf16 C with several k blocks sums in f32 first: one B block's columns.
-  float* sums = nullptr;
-  const int64_t lsum = std::min(s.n, nc_max);
-  if constexpr (!std::is_same_v<TC, float>) {
-    thread_local std::vector<float> acc;
-    if (s.k > kc_max) {
-      const size_t need = size_t(s.m * lsum);
-      if (acc.size() < need) acc.resize(std::max(need, 2 * acc.size()));
-      sums = acc.data();
-    }
-  }
-  struct Step {
-    int64_t jc, pc, nc, kc;
-  };
-  // Reused (no allocation per product); a local reference, since a
-  // thread_local named inside the team would be each thread's own.
-  thread_local std::vector<Step> steps_of_caller;
-  std::vector<Step>& steps = steps_of_caller;
-  steps.clear();
-  for (int64_t jc = 0; jc < s.n; jc += nc_max)
-    for (int64_t pc = 0; pc < s.k; pc += kc_max)
-      steps.push_back({jc, pc, std::min(nc_max, s.n - jc), std::min(kc_max, s.k - pc)});
-  const int64_t nsteps = int64_t(steps.size());
-  const int64_t row_blocks = (s.m + mc_max - 1) / mc_max;
-  auto pack_units = [&](int64_t st) { return (steps[size_t(st)].nc + kPackUnit - 1) / kPackUnit; };
-  auto pack = [&](int64_t st, int64_t u) {
-    const Step& p = steps[size_t(st)];
-    pack_b(b + p.pc * b_rs + p.jc * b_cs, b_rs, b_cs, p.kc, p.nc, u * kPackUnit, (u + 1) * kPackUnit,
-           bufs[st & 1]);
-  };
-  auto rows = [&](int64_t st, int64_t ib) {
-    const Step& p = steps[size_t(st)];
-    const int64_t ic = ib * mc_max, mc = std::min(mc_max, s.m - ic);
-    const T* ap = a + ic * a_rs + p.pc * a_cs;
-    const bool first = p.pc == 0, last = p.pc + p.kc == s.k;
-    if constexpr (std::is_same_v<TC, float>) {
-      row_block(ap, a_rs, a_cs, mc, p.nc, p.kc, bufs[st & 1], alpha, beta, first, last, c + ic * s.ldc + p.jc,
-                s.ldc);
-    } else {
-      T5X_DISPATCH(RowBlockBf16)(ap, a_rs, a_cs, mc, p.nc, p.kc, bufs[st & 1], alpha, beta, first, last,
-                                 sums ? sums + ic * lsum : nullptr, lsum, c + ic * s.ldc + p.jc, s.ldc);
-    }
-  };
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t u0 = pack_units(0);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t u = 0; u < u0; ++u) pack(0, u);
-    for (int64_t st = 0; st < nsteps; ++st) {
-      const int64_t next = st + 1 < nsteps ? pack_units(st + 1) : 0;
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < row_blocks + next; ++i) {
-        if (i < row_blocks) rows(st, i);
-        else pack(st + 1, i - row_blocks);
-      }
-    }
-  }
-}
-
-// Each batch item on one thread (the team, when there are at least as many
-// items as threads, takes them one at a time).
 template <typename T, typename TC>
 void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, const T* a,
          const T* b, float beta, TC* c, int threads) {
   const int64_t a_rs = s.trans_a ? 1 : s.lda, a_cs = s.trans_a ? s.lda : 1;
   const int64_t b_rs = s.trans_b ? 1 : s.ldb, b_cs = s.trans_b ? s.ldb : 1;
-  const bool team = threads > 1 && !omp_in_parallel();
-  if (team && batch < threads) {
-    for (int64_t bi = 0; bi < batch; ++bi)
-      run_shared(s, a + bi * sa, a_rs, a_cs, b + bi * sb, b_rs, b_cs, alpha, beta, c + bi * sc, threads);
-    return;
-  }
-  auto item = [&](int64_t bi) {
-    const T* ap = a + bi * sa;
-    const T* bp = b + bi * sb;
-    TC* cp = c + bi * sc;
+  const Split sp = plan(s, batch, threads);
+  const int64_t span = sp.rows ? s.m : s.n;
+  auto bound = [&](int64_t q) {
+    if (q >= sp.parts) return span;
+    return std::min(span, (span * q / sp.parts + sp.unit - 1) / sp.unit * sp.unit);
+  };
+  const int64_t tasks = batch * sp.parts;
+  auto task = [&](int64_t t) {
+    const int64_t bi = t / sp.parts, q = t % sp.parts;
+    const int64_t lo = bound(q), hi = bound(q + 1);
+    if (lo >= hi) return;
+    const int64_t r0 = sp.rows ? lo : 0, r1 = sp.rows ? hi : s.m;
+    const int64_t c0 = sp.rows ? 0 : lo, c1 = sp.rows ? s.n : hi;
+    const T* ap = a + bi * sa + r0 * a_rs;
+    const T* bp = b + bi * sb + c0 * b_cs;
+    TC* cp = c + bi * sc + r0 * s.ldc + c0;
     if constexpr (std::is_same_v<TC, float>) {
-      region(s.m, s.n, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, cp, s.ldc);
+      region(r1 - r0, c1 - c0, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, cp, s.ldc);
     } else {
       // f32 sums over the k blocks (a scratch when there are several), then
       // one rounding.
       thread_local std::vector<float> acc;
+      const int64_t mt = r1 - r0, nt = c1 - c0;
       float* scratch = nullptr;
       if (s.k > kPackedGemmKc) {
-        const size_t need = size_t(s.m * std::min<int64_t>(s.n, kPackedGemmNc));
+        const size_t need = size_t(mt * std::min<int64_t>(nt, kPackedGemmNc));
         if (acc.size() < need) acc.resize(std::max(need, 2 * acc.size()));
         scratch = acc.data();
       }
-      T5X_DISPATCH(RegionBf16Out)(s.m, s.n, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, scratch, cp, s.ldc);
+      T5X_DISPATCH(RegionBf16Out)(mt, nt, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, scratch, cp, s.ldc);
     }
   };
-  if (!team) {
-    for (int64_t bi = 0; bi < batch; ++bi) item(bi);
+  const int used = int(std::min<int64_t>(threads, tasks));
+  if (used <= 1 || omp_in_parallel()) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
     return;
   }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t bi = 0; bi < batch; ++bi) item(bi);
+#pragma omp parallel for schedule(static) num_threads(used)
+  for (int64_t t = 0; t < tasks; ++t) task(t);
 }
 
 }  // namespace

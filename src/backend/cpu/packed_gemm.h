@@ -23,12 +23,10 @@
 // thread count. So every target gives the same bits, and a product's row or
 // column block gives the same bits as the whole product (mesh invariance).
 //
-// Threads (threads = 1 inside a parallel region): with at least as many batch
-// items as threads, each item is one thread's; otherwise the team shares each
-// packed B block and takes A's row blocks of kPackedGemmMc rows dynamically,
-// so a thread slowed by the machine holds the others up by at most one block.
-// No allocation after the first calls (scratch per thread). Errors: none
-// beyond gemm.h's checks, which its callers make.
+// Threads: the batch, or else the longer of m and n, is split over the
+// OpenMP threads (threads = 1 inside a parallel region); each thread packs
+// what its part of C reads. No allocation after the first calls (scratch per
+// thread). Errors: none beyond gemm.h's checks, which its callers make.
 #pragma once
 #include <cstdint>
 
@@ -41,9 +39,6 @@ namespace t5x::cpu {
 inline constexpr int64_t kPackedGemmKc = 256;
 // The column block (B's block is kPackedGemmKc x this); speed only.
 inline constexpr int64_t kPackedGemmNc = 512;
-// The row block (A's block is this x kPackedGemmKc: 8 register tiles of 6
-// rows); speed only.
-inline constexpr int64_t kPackedGemmMc = 48;
 
 // Whether the SIMD target in use has fused multiply-add (AVX2, AVX-512,
 // NEON): without it (SSE4, the portable fallback) each FMA is emulated
