@@ -47,7 +47,7 @@ struct Problem {
 
 // Ragged edges (rows not a multiple of 6, columns not of 16 or 32), k over
 // one, two and three k blocks, every transpose, padding, a broadcast A, and
-// enough rows and columns for a team of threads to share the work.
+// several row, column and k blocks at once.
 const Problem kProblems[] = {
     {1, 13, 37, 600, false, false, 0, false, 1.0f, 0.0f},
     {1, 13, 37, 600, true, false, 3, false, 0.5f, 0.75f},
@@ -56,8 +56,8 @@ const Problem kProblems[] = {
     {2, 50, 100, 70, false, false, 2, true, 1.0f, 0.5f},
     {3, 6, 32, 513, false, true, 0, false, 1.0f, 0.0f},
     {1, 61, 530, 40, false, false, 0, false, 1.0f, 0.0f},  // n over one 512-column B block
-    // Several row blocks, column blocks and k blocks: a thread team shares
-    // each packed B block and takes row blocks in turn (the last ragged).
+    // Several 48-row, 512-column and k blocks (the last of each ragged),
+    // the columns split over the threads.
     {1, 150, 600, 700, false, true, 1, false, 1.0f, 0.5f},
     {1, 100, 1100, 300, true, false, 0, false, 1.0f, 0.0f},
     {1, 1, 1, 1, false, false, 0, false, 2.0f, 0.0f},
