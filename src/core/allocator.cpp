@@ -1,36 +1,183 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <list>
+#include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace t5x {
 namespace {
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 
-// Host memory: 64-byte aligned blocks.
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// The size class of a cached request: 8 classes per power of two, and whole
+// pages (whole 2 MiB pages from 2 MiB up, so a huge page never spans two
+// blocks).
+size_t size_class(size_t bytes) {
+  const int top = std::bit_width(bytes) - 1;  // bytes >= kCachedMinBytes
+  const size_t step = std::max<size_t>(size_t(1) << (top - 3), bytes >= kHugePage ? kHugePage : 4096);
+  return (bytes + step - 1) / step * step;
+}
+
+size_t default_cache_limit() {
+  if (const char* e = std::getenv("T5X_CPU_BUFFER_CACHE_MIB")) {
+    char* end = nullptr;
+    const long long mib = std::strtoll(e, &end, 10);
+    if (end == e || *end != '\0' || mib < 0)
+      throw std::invalid_argument(std::string("[Buffer] T5X_CPU_BUFFER_CACHE_MIB=") + e +
+                                  " is not a number of MiB (use 0 to turn the CPU buffer cache off)");
+    return size_t(mib) << 20;
+  }
+#if defined(__SANITIZE_ADDRESS__)
+#define T5X_ALLOCATOR_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T5X_ALLOCATOR_UNDER_ASAN 1
+#endif
+#endif
+#ifdef T5X_ALLOCATOR_UNDER_ASAN
+  return 0;  // every freed block unmapped at once: a use after free faults
+#else
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) / 4 : size_t(1) << 30;
+#endif
+}
+
+// Host memory: 64-byte aligned; blocks of kCachedMinBytes and more are
+// mappings of their size class, kept in a cache when freed (allocator.h).
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() : limit_(default_cache_limit()) {}
+
   void* allocate(size_t bytes, bool zero) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64;
-    void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
-    if (zero) std::memset(p, 0, rounded);
+    if (bytes < kCachedMinBytes) {
+      void* p = heap_alloc(bytes);
+      if (zero) std::memset(p, 0, bytes);
+      return p;
+    }
+    auto [p, fresh] = take_or_map(size_class(bytes));
+    if (zero && !fresh) std::memset(p, 0, bytes);  // a new mapping reads as zeros already
     return p;
   }
-  void deallocate(void* ptr) override { std::free(ptr); }
+  void deallocate(void* ptr, size_t bytes) override {
+    if (bytes < kCachedMinBytes) return std::free(ptr);
+    const size_t cls = size_class(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cls > limit_) return unmap(ptr, cls);
+    lru_.push_back({cls, ptr});
+    by_class_[cls].push_back(std::prev(lru_.end()));
+    cached_ += cls;
+    while (cached_ > limit_) evict_oldest();
+  }
   void copy_to_host(const void* src, void* dst, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
+  size_t cached_bytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+  size_t cache_limit() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return limit_;
+  }
+  void set_cache_limit(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+    while (cached_ > limit_) evict_oldest();
+  }
+  void clear_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!lru_.empty()) evict_oldest();
+  }
+
+ private:
+  struct Block {
+    size_t bytes;
+    void* ptr;
+  };
+  using Lru = std::list<Block>;
+
+  static void* heap_alloc(size_t bytes) {
+    void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+
+  // The most recently cached block of class `cls` (likeliest still in the
+  // CPU's caches), else a new mapping (fresh: all zeros).
+  std::pair<void*, bool> take_or_map(size_t cls) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = by_class_.find(cls);
+      if (it != by_class_.end() && !it->second.empty()) {
+        Lru::iterator b = it->second.back();
+        it->second.pop_back();
+        void* p = b->ptr;
+        lru_.erase(b);
+        cached_ -= cls;
+        return {p, false};
+      }
+    }
+    if (void* p = map(cls)) return {p, true};
+    clear_cache();  // out of address space or memory: give the cache back, then retry once
+    if (void* p = map(cls)) return {p, true};
+    throw std::bad_alloc();
+  }
+
+  // A mapping of `cls` bytes; from 2 MiB up, 2 MiB aligned and advised for
+  // huge pages (fewer faults and TLB misses on the large activations).
+  static void* map(size_t cls) {
+    const size_t align = cls >= kHugePage ? kHugePage : 0;
+    void* raw = mmap(nullptr, cls + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    if (!align) return raw;
+    const uintptr_t start = uintptr_t(raw), aligned = (start + align - 1) / align * align;
+    if (aligned > start) munmap(raw, aligned - start);
+    if (const size_t tail = start + align - aligned) munmap(reinterpret_cast<void*>(aligned + cls), tail);
+#ifdef MADV_HUGEPAGE
+    madvise(reinterpret_cast<void*>(aligned), cls, MADV_HUGEPAGE);
+#endif
+    return reinterpret_cast<void*>(aligned);
+  }
+  static void unmap(void* p, size_t cls) { munmap(p, cls); }
+
+  // Releases the least recently cached block (the oldest of its class).
+  void evict_oldest() {
+    const Block b = lru_.front();
+    auto& v = by_class_[b.bytes];
+    v.erase(v.begin());
+    lru_.pop_front();
+    cached_ -= b.bytes;
+    unmap(b.ptr, b.bytes);
+  }
+
+  mutable std::mutex mu_;
+  Lru lru_;                                                   // oldest first
+  std::unordered_map<size_t, std::vector<Lru::iterator>> by_class_;  // per class, oldest first
+  size_t cached_ = 0;
+  size_t limit_;
 };
 }  // namespace
 
 Allocator& cpu_allocator() {
-  static CpuAllocator a;
-  return a;
+  // Never destroyed: arrays held by other statics may be freed after it.
+  static CpuAllocator* a = new CpuAllocator;
+  return *a;
 }
 
 Allocator& allocator_for(const Device& device) {
@@ -46,7 +193,7 @@ Buffer::Buffer(size_t bytes, bool zero, Device device) : bytes_(bytes), device_(
 }
 
 Buffer::~Buffer() {
-  alloc_->deallocate(ptr_);
+  alloc_->deallocate(ptr_, bytes_);
   g_live.fetch_sub(int64_t(bytes_));
 }
 

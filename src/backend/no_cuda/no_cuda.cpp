@@ -22,7 +22,7 @@ class NoCudaAllocator final : public Allocator {
   void* allocate(size_t, bool) override {
     throw std::invalid_argument("[Buffer] cannot allocate on a CUDA device: this build has no CUDA backend");
   }
-  void deallocate(void*) override {}
+  void deallocate(void*, size_t) override {}
   void copy_to_host(const void*, void*, size_t) override {
     throw std::invalid_argument("[Buffer] no CUDA device memory in this build");
   }
