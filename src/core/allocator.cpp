@@ -167,9 +167,9 @@ class CpuAllocator final : public Allocator {
   }
 
   mutable std::mutex mu_;
-  Lru lru_;                                                   // oldest first
-  std::unordered_map<size_t, std::vector<Lru::iterator>> by_class_;  // per class, oldest first
-  size_t cached_ = 0;
+  Lru lru_;  // every cached block, oldest first
+  std::unordered_map<size_t, std::vector<Lru::iterator>> by_class_;  // the same per class, oldest first
+  size_t cached_ = 0;  // bytes in lru_
   size_t limit_;
 };
 }  // namespace
