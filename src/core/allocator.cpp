@@ -91,6 +91,7 @@ class CpuAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     return cached_;
   }
+  size_t mapped_blocks() const override { return mapped_.load(); }
   size_t cache_limit() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return limit_;
@@ -133,10 +134,14 @@ class CpuAllocator final : public Allocator {
         return {p, false};
       }
     }
-    if (void* p = map(cls)) return {p, true};
-    clear_cache();  // out of address space or memory: give the cache back, then retry once
-    if (void* p = map(cls)) return {p, true};
-    throw std::bad_alloc();
+    void* p = map(cls);
+    if (!p) {
+      clear_cache();  // out of address space or memory: give the cache back, then retry once
+      p = map(cls);
+    }
+    if (!p) throw std::bad_alloc();
+    mapped_.fetch_add(1);
+    return {p, true};
   }
 
   // A mapping of `cls` bytes; from 2 MiB up, 2 MiB aligned and advised for
@@ -170,6 +175,7 @@ class CpuAllocator final : public Allocator {
   Lru lru_;  // every cached block, oldest first
   std::unordered_map<size_t, std::vector<Lru::iterator>> by_class_;  // the same per class, oldest first
   size_t cached_ = 0;  // bytes in lru_
+  std::atomic<size_t> mapped_{0};
   size_t limit_;
 };
 }  // namespace

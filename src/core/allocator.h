@@ -46,6 +46,8 @@ class Allocator {
   // Bytes of freed blocks kept for reuse, the cap on them (0: no cache), and
   // their release. An allocator without a cache keeps the defaults.
   virtual size_t cached_bytes() const { return 0; }
+  // Blocks taken from the OS so far (new mappings); a cache hit is not one.
+  virtual size_t mapped_blocks() const { return 0; }
   virtual size_t cache_limit() const { return 0; }
   virtual void set_cache_limit(size_t /*bytes*/) {}
   virtual void clear_cache() {}

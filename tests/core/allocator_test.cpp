@@ -43,9 +43,12 @@ TEST(CpuBufferCache, FreedBlockIsReusedForItsSizeClassAndZeroFilled) {
   }
   const size_t cached = a.cached_bytes();
   EXPECT_GE(cached, 3 * kMiB + 12345);
-  // A different request of the same class takes the block back, zeroed.
+  // A different request of the same class takes the block back, zeroed,
+  // without a new mapping.
+  const size_t mapped = a.mapped_blocks();
   Buffer again(3 * kMiB + 4096, /*zero=*/true);
   EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(a.mapped_blocks(), mapped);
   EXPECT_EQ(a.cached_bytes(), 0u);
   EXPECT_TRUE(all_zero(again));
   // Without zero it keeps the old contents (no wasted memset).
@@ -99,15 +102,19 @@ TEST(CpuBufferCache, LimitEvictsTheLeastRecentlyCached) {
     p[0] = b0.data(), p[1] = b1.data(), p[2] = b2.data(), p[3] = b3.data();
   }  // freed b3, b2, b1, b0 in that order: b3 is the oldest, evicted
   EXPECT_EQ(a.cached_bytes(), 3 * kMiB);
-  // The most recently cached comes back first.
+  // The most recently cached comes back first; the evicted one is mapped anew.
   Buffer x(kMiB, false), y(kMiB, false), z(kMiB, false);
   EXPECT_EQ(x.data(), p[0]);
   EXPECT_EQ(y.data(), p[1]);
   EXPECT_EQ(z.data(), p[2]);
   EXPECT_EQ(a.cached_bytes(), 0u);
+  const size_t mapped = a.mapped_blocks();
+  { Buffer w(kMiB, false); }
+  EXPECT_EQ(a.mapped_blocks(), mapped + 1);
+  EXPECT_EQ(a.cached_bytes(), kMiB);  // w, cached
   // A block larger than the limit is released, and limit 0 keeps nothing.
   { Buffer big(8 * kMiB, false); }
-  EXPECT_EQ(a.cached_bytes(), 0u);
+  EXPECT_EQ(a.cached_bytes(), kMiB);
   a.set_cache_limit(0);
   { Buffer b(kMiB, false); }
   EXPECT_EQ(a.cached_bytes(), 0u);

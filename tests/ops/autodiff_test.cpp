@@ -1,5 +1,7 @@
 // Autodiff: value_and_grad over a param tree, stop_gradient, microbatch
-// accumulation, activation release during backward, remat equality.
+// accumulation, activation release during backward, buffer reuse across
+// steps, remat equality.
+#include "core/allocator.h"
 #include "harness.h"
 #include "ops/fused.h"
 #include "ops/primitive.h"
@@ -165,6 +167,30 @@ TEST(Autodiff, ActivationsAreReleasedDuringBackward) {
   // the cotangent in flight and a few buffers remain.
   EXPECT_LT(probe - base, 4 * mib);
   EXPECT_EQ(vg.grads.at("x").shape(), s);
+}
+
+// A training loop repeats its shapes from step to step: after the first step
+// every buffer of kCachedMinBytes or more comes back from the CPU allocator's
+// cache (core/allocator.h), none from a new mapping, so no step after the
+// first faults in fresh pages.
+TEST(Autodiff, StepsAfterTheFirstMapNoNewBuffers) {
+  Allocator& a = cpu_allocator();
+  const size_t saved_limit = a.cache_limit();
+  a.set_cache_limit(size_t(1) << 30);
+  ParamTree p = {{"layers_0/wi/kernel", rand_array(Shape{{"embed", 256}, {"mlp", 512}}, 11)},
+                 {"layers_0/wo/kernel", rand_array(Shape{{"mlp", 512}, {"embed", 256}}, 12)},
+                 {"scale", rand_array(Shape{{"embed", 256}}, 13, 0.5, 1.5)}};
+  const Array x = rand_array(Shape{{"batch", 512}, {"embed", 256}}, 14);  // 512 KiB; the hidden layer 1 MiB
+  std::vector<size_t> mapped;
+  for (int step = 0; step < 4; ++step) {
+    ValueAndGrad vg = value_and_grad([&](const ParamTree& q) { return mlp_loss(q, x); }, p);
+    for (auto& [path, w] : p) w = sub(w, mul(vg.grads.at(path), 0.01));  // new params, as an optimizer makes
+    mapped.push_back(a.mapped_blocks());
+  }
+  a.set_cache_limit(saved_limit);
+  EXPECT_EQ(mapped[1], mapped[2]) << "the third step mapped new buffers";
+  EXPECT_EQ(mapped[2], mapped[3]) << "the fourth step mapped new buffers";
+  EXPECT_GT(mapped[0], 0u) << "no buffer of the first step was large enough to be cached; the test proves nothing";
 }
 
 TEST(Autodiff, RematGivesSameGradsAndStoresLess) {
