@@ -20,7 +20,7 @@
 # and never for our code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SANITIZE_TESTS=${SANITIZE_TESTS:-"core_test core_allocator_test core_random_test t5x_gin_test t5x_checkpoints_test
+SANITIZE_TESTS=${SANITIZE_TESTS:-"core_test core_random_test t5x_gin_test t5x_checkpoints_test
   t5x_tf_bundle_test t5x_tf_bundle_errors_test seqio_vocab_test seqio_sources_test seqio_pipeline_test
   seqio_mixture_test seqio_cache_test seqio_evaluation_test seqio_registration_test seqio_batching_test
   seqio_preprocessors_test seqio_feature_converters_test seqio_metrics_test seqio_task_file_test t5x_summaries_test

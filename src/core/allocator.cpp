@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -24,6 +25,21 @@ std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 
 constexpr size_t kHugePage = size_t(2) << 20;
+
+// Under AddressSanitizer every block comes from the C library's heap, which
+// ASan watches (an overflow into a size class's spare bytes, a use after free),
+// and nothing is cached.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCache = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCache = false;
+#else
+constexpr bool kCache = true;
+#endif
+#else
+constexpr bool kCache = true;
+#endif
 
 // The size class of a cached request: 8 classes per power of two, and whole
 // pages (whole 2 MiB pages from 2 MiB up, so a huge page never spans two
@@ -43,29 +59,29 @@ size_t default_cache_limit() {
                                   " is not a number of MiB (use 0 to turn the CPU buffer cache off)");
     return size_t(mib) << 20;
   }
-#if defined(__SANITIZE_ADDRESS__)
-#define T5X_ALLOCATOR_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define T5X_ALLOCATOR_UNDER_ASAN 1
-#endif
-#endif
-#ifdef T5X_ALLOCATOR_UNDER_ASAN
-  return 0;  // every freed block unmapped at once: a use after free faults
-#else
+  // A quarter of the memory this process may use: physical memory, or a
+  // smaller cgroup (v2) limit, as in a container.
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) / 4 : size_t(1) << 30;
-#endif
+  size_t mem = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(4) << 30;
+  if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
+    unsigned long long cap = 0;
+    if (std::fscanf(f, "%llu", &cap) == 1 && cap > 0 && cap < mem) mem = size_t(cap);  // "max": no limit
+    std::fclose(f);
+  }
+  return mem / 4;
 }
 
 // Host memory: 64-byte aligned; blocks of kCachedMinBytes and more are
 // mappings of their size class, kept in a cache when freed (allocator.h).
 class CpuAllocator final : public Allocator {
  public:
-  CpuAllocator() : limit_(default_cache_limit()) {}
+  // The variable is checked in every build, used only where kCache.
+  CpuAllocator() : limit_(default_cache_limit()) {
+    if (!kCache) limit_ = 0;
+  }
 
   void* allocate(size_t bytes, bool zero) override {
-    if (bytes < kCachedMinBytes) {
+    if (!kCache || bytes < kCachedMinBytes) {
       void* p = heap_alloc(bytes);
       if (zero) std::memset(p, 0, bytes);
       return p;
@@ -74,15 +90,28 @@ class CpuAllocator final : public Allocator {
     if (zero && !fresh) std::memset(p, 0, bytes);  // a new mapping reads as zeros already
     return p;
   }
+  // Called from ~Buffer (noexcept): a block the cache cannot take (past the
+  // limit, or no memory for its bookkeeping) goes back to the OS instead.
   void deallocate(void* ptr, size_t bytes) override {
-    if (bytes < kCachedMinBytes) return std::free(ptr);
+    if (!kCache || bytes < kCachedMinBytes) return std::free(ptr);
     const size_t cls = size_class(bytes);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cls > limit_) return unmap(ptr, cls);
-    lru_.push_back({cls, ptr});
-    by_class_[cls].push_back(std::prev(lru_.end()));
-    cached_ += cls;
-    while (cached_ > limit_) evict_oldest();
+    std::vector<Block> released;
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cls > limit_) {
+        released.push_back({cls, ptr});
+      } else {
+        std::vector<Lru::iterator>& v = by_class_[cls];
+        v.reserve(v.size() + 1);  // the only step that can throw, before anything changes
+        lru_.push_back({cls, ptr});
+        v.push_back(std::prev(lru_.end()));
+        cached_ += cls;
+        while (cached_ > limit_) released.push_back(pop_oldest());
+      }
+    } catch (...) {
+      released.push_back({cls, ptr});
+    }
+    for (const Block& b : released) unmap(b.ptr, b.bytes);  // outside the lock
   }
   void copy_to_host(const void* src, void* dst, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
@@ -96,15 +125,8 @@ class CpuAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     return limit_;
   }
-  void set_cache_limit(size_t bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    limit_ = bytes;
-    while (cached_ > limit_) evict_oldest();
-  }
-  void clear_cache() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!lru_.empty()) evict_oldest();
-  }
+  void set_cache_limit(size_t bytes) override { shrink_to(kCache ? bytes : 0, true); }
+  void clear_cache() override { shrink_to(0, false); }
 
  private:
   struct Block {
@@ -161,14 +183,27 @@ class CpuAllocator final : public Allocator {
   }
   static void unmap(void* p, size_t cls) { munmap(p, cls); }
 
-  // Releases the least recently cached block (the oldest of its class).
-  void evict_oldest() {
+  // Takes the least recently cached block (the oldest of its class) out of
+  // the cache; mu_ held.
+  Block pop_oldest() {
     const Block b = lru_.front();
-    auto& v = by_class_[b.bytes];
+    std::vector<Lru::iterator>& v = by_class_[b.bytes];
     v.erase(v.begin());
     lru_.pop_front();
     cached_ -= b.bytes;
-    unmap(b.ptr, b.bytes);
+    return b;
+  }
+
+  // Releases the least recently cached blocks down to `bytes` (and makes that
+  // the limit when `set_limit`); unmaps outside the lock.
+  void shrink_to(size_t bytes, bool set_limit) {
+    std::vector<Block> released;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (set_limit) limit_ = bytes;
+      while (cached_ > bytes) released.push_back(pop_oldest());
+    }
+    for (const Block& b : released) unmap(b.ptr, b.bytes);
   }
 
   mutable std::mutex mu_;

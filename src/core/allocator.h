@@ -1,8 +1,8 @@
 // Device memory for array buffers, per device, with a live-bytes counter.
 //
 // Every Buffer comes from the Allocator of its Device: the CPU's is 64-byte
-// aligned host memory with a buffer cache (below); the CUDA one is the CUDA backend's
-// (src/backend/no_cuda in a build without CUDA, whose allocate() throws
+// aligned host memory with a buffer cache (below); the CUDA one is the CUDA
+// backend's (src/backend/no_cuda in a build without CUDA, whose allocate() throws
 // std::invalid_argument("[Buffer] cannot allocate on cuda:0: this build has
 // no CUDA backend")). Host reads go through Buffer::copy_to_host (a memcpy on
 // the CPU, a device-to-host copy on a GPU); Array::to_host() is built on it.
@@ -16,11 +16,13 @@
 // 64 MiB embedding gradient freshly mapped: 76-126 ms; reused: 2-3 ms).
 // Cached blocks are their own mappings (mmap), 2 MiB aligned and marked for
 // transparent huge pages from 2 MiB up, so an evicted block goes back to the
-// OS at once. Size classes: 8 per power of two (at most 12.5% unused).
+// OS at once. Size classes: 8 per power of two, whole 2 MiB pages from
+// 2 MiB up (at most 12.5% unused, but up to 2 MiB between 2 and 16 MiB).
 // Limit: T5X_CPU_BUFFER_CACHE_MIB (0 turns the cache off), by default a
-// quarter of physical memory (0 under AddressSanitizer, so that a use after
-// free of a large block faults); past it the least recently cached blocks are
-// released. Smaller blocks come from the C library's heap.
+// quarter of physical memory or of a smaller cgroup (v2) limit; past it the
+// least recently cached blocks are released. Smaller blocks come from the C
+// library's heap, and so does every block under AddressSanitizer (which then
+// watches them all; nothing is cached).
 //
 // The counter lets tests prove that autodiff frees activations during the
 // backward pass and that remat stores less (tests/ops/autodiff_test.cpp).
