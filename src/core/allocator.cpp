@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <new>
@@ -95,23 +96,23 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* ptr, size_t bytes) override {
     if (!kCache || bytes < kCachedMinBytes) return std::free(ptr);
     const size_t cls = size_class(bytes);
-    std::vector<Block> released;
-    try {
+    bool cached = false;
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      if (cls > limit_) {
-        released.push_back({cls, ptr});
-      } else {
-        std::vector<Lru::iterator>& v = by_class_[cls];
-        v.reserve(v.size() + 1);  // the only step that can throw, before anything changes
-        lru_.push_back({cls, ptr});
-        v.push_back(std::prev(lru_.end()));
-        cached_ += cls;
-        while (cached_ > limit_) released.push_back(pop_oldest());
+      if (cls <= limit_) {
+        try {  // the allocations first: a throw leaves the cache as it was
+          std::vector<Lru::iterator>& v = by_class_[cls];
+          v.reserve(v.size() + 1);
+          lru_.push_back({cls, ptr});
+          v.push_back(std::prev(lru_.end()));
+          cached_ += cls;
+          cached = true;
+        } catch (...) {
+        }
       }
-    } catch (...) {
-      released.push_back({cls, ptr});
     }
-    for (const Block& b : released) unmap(b.ptr, b.bytes);  // outside the lock
+    if (!cached) return unmap(ptr, cls);
+    trim_to(std::numeric_limits<size_t>::max());
   }
   void copy_to_host(const void* src, void* dst, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
@@ -125,8 +126,14 @@ class CpuAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     return limit_;
   }
-  void set_cache_limit(size_t bytes) override { shrink_to(kCache ? bytes : 0, true); }
-  void clear_cache() override { shrink_to(0, false); }
+  void set_cache_limit(size_t bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      limit_ = kCache ? bytes : 0;
+    }
+    trim_to(std::numeric_limits<size_t>::max());
+  }
+  void clear_cache() override { trim_to(0); }
 
  private:
   struct Block {
@@ -183,27 +190,23 @@ class CpuAllocator final : public Allocator {
   }
   static void unmap(void* p, size_t cls) { munmap(p, cls); }
 
-  // Takes the least recently cached block (the oldest of its class) out of
-  // the cache; mu_ held.
-  Block pop_oldest() {
-    const Block b = lru_.front();
-    std::vector<Lru::iterator>& v = by_class_[b.bytes];
-    v.erase(v.begin());
-    lru_.pop_front();
-    cached_ -= b.bytes;
-    return b;
-  }
-
-  // Releases the least recently cached blocks down to `bytes` (and makes that
-  // the limit when `set_limit`); unmaps outside the lock.
-  void shrink_to(size_t bytes, bool set_limit) {
-    std::vector<Block> released;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (set_limit) limit_ = bytes;
-      while (cached_ > bytes) released.push_back(pop_oldest());
+  // Releases the least recently cached blocks (the oldest of their class)
+  // until the cache holds at most min(bytes, limit) bytes; each is unmapped
+  // outside the lock.
+  void trim_to(size_t bytes) {
+    for (;;) {
+      Block b;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (cached_ <= std::min(bytes, limit_)) return;
+        b = lru_.front();
+        std::vector<Lru::iterator>& v = by_class_.find(b.bytes)->second;
+        v.erase(v.begin());
+        lru_.pop_front();
+        cached_ -= b.bytes;
+      }
+      unmap(b.ptr, b.bytes);
     }
-    for (const Block& b : released) unmap(b.ptr, b.bytes);
   }
 
   mutable std::mutex mu_;
