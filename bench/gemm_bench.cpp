@@ -77,6 +77,17 @@ const Case kCases[] = {
     {"train_logits_dgrad", "f32", 1, 256, 32128, 512, false, true, -1},
     {"logits", "bf16", 1, 4096, 512, 32128, false, false, -1},
     {"decode_ffn", "bf16", 1, 1, 512, 1024, false, false, -1},
+    // A decode step's products on weights in the decode layout
+    // (BaseTransformerModel::decode_params: kernels stored [out, in]).
+    {"decode_ffn_tB", "bf16", 1, 1, 512, 1024, false, true, -1},
+    {"decode_q", "bf16", 1, 1, 512, 384, false, false, -1},
+    {"decode_q_tB", "bf16", 1, 1, 512, 384, false, true, -1},
+    {"decode_wo", "bf16", 1, 1, 1024, 512, false, false, -1},
+    {"decode_wo_tB", "bf16", 1, 1, 1024, 512, false, true, -1},
+    {"decode_ffn_b8", "bf16", 1, 8, 512, 1024, false, false, -1},
+    {"decode_ffn_b8_tB", "bf16", 1, 8, 512, 1024, false, true, -1},
+    {"decode_logits_tB", "f32", 1, 1, 512, 32128, false, true, -1},
+    {"decode_logits_b8_tB", "f32", 1, 8, 512, 32128, false, true, -1},
     {"attn_qk", "bf16", 48, 128, 64, 128, false, true, -1},
 };
 

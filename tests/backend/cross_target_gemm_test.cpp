@@ -49,8 +49,15 @@ Bytes run_skinny(const SkinnyShape& sh, float alpha, float beta, int64_t pad) {
   std::vector<T> ta(a.begin(), a.end()), tb(b.begin(), b.end());
   std::vector<TC> c(c0.begin(), c0.end());
   skinny_gemm<T, T, TC>(sh.m, sh.n, sh.k, alpha, ta.data(), lda, tb.data(), ldb, beta, c.data(), ldc);
+  // And with B stored transposed (skinny_gemm_bt).
+  std::vector<T> bt(size_t(sh.n * lda));
+  for (int64_t p = 0; p < sh.k; ++p)
+    for (int64_t j = 0; j < sh.n; ++j) bt[size_t(j * lda + p)] = tb[size_t(p * ldb + j)];
+  std::vector<TC> ct(c0.begin(), c0.end());
+  skinny_gemm_bt<T, T, TC>(sh.m, sh.n, sh.k, alpha, ta.data(), lda, bt.data(), lda, beta, ct.data(), ldc);
   Bytes out;
   append(out, c);
+  append(out, ct);
   return out;
 }
 

@@ -155,5 +155,37 @@ TEST(SkinnyGemm, FiveToEightRowsGiveTheBitsOfRowGroupsOfAtMostFour) {
   }
 }
 
+// B stored transposed (skinny_gemm_bt: bt [n, k], a decode's weight kept
+// [out, in] and read as one stream) gives the bits of skinny_gemm on B, for
+// every row count, k not a multiple of the vector width, leading dims, alpha
+// and beta, f32 and bf16 inputs, f32 and bf16 outputs.
+template <typename T, typename TC>
+void expect_bt_bits(int64_t m, int64_t n, int64_t k, float beta) {
+  const int64_t lda = k + 1, ldb = n + 2, ldbt = k + 3, ldc = n + 5;
+  const auto af = testing::random_vec(size_t(m * lda), uint32_t(30 + m)), bf = testing::random_vec(size_t(k * ldb), 31);
+  const auto cf = testing::random_vec(size_t(m * ldc), 32);
+  const std::vector<T> a(af.begin(), af.end()), b(bf.begin(), bf.end());
+  std::vector<T> bt(size_t(n * ldbt));
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) bt[size_t(j * ldbt + p)] = b[size_t(p * ldb + j)];
+  std::vector<TC> want(cf.begin(), cf.end()), got = want;
+  skinny_gemm<T, T, TC>(m, n, k, 1.25f, a.data(), lda, b.data(), ldb, beta, want.data(), ldc);
+  skinny_gemm_bt<T, T, TC>(m, n, k, 1.25f, a.data(), lda, bt.data(), ldbt, beta, got.data(), ldc);
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(TC)))
+      << "m=" << m << " n=" << n << " k=" << k << " beta=" << beta;
+  EXPECT_NE(float(got[0]), float(TC(cf[0])));  // the outputs were written
+}
+
+TEST(SkinnyGemm, TransposedBGivesTheBitsOfB) {
+  for (int64_t m = 1; m <= kSkinnyMaxRows; ++m)
+    for (int64_t n : {1, 37, 300, 1100})
+      for (int64_t k : {1, 19, 64, 515})
+        for (float beta : {0.f, 0.75f}) {
+          expect_bt_bits<float, float>(m, n, k, beta);
+          expect_bt_bits<bfloat16, float>(m, n, k, beta);
+          expect_bt_bits<bfloat16, bfloat16>(m, n, k, beta);
+        }
+}
+
 }  // namespace
 }  // namespace t5x::cpu

@@ -328,6 +328,19 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
                        ldb, beta, static_cast<bfloat16*>(c), ldc);
   }
 
+  // The same with B stored transposed ([n, k]: a decode's weight kept
+  // [out, in], read as one stream).
+  if (batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && s.trans_b && s.n >= 256) {
+    if (dtype == 0)
+      return skinny_gemm_bt(s.m, s.n, s.k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b),
+                            ldb, beta, static_cast<float*>(c), ldc);
+    if (dtype == 1)
+      return skinny_gemm_bt(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda,
+                            static_cast<const bfloat16*>(b), ldb, beta, static_cast<float*>(c), ldc);
+    return skinny_gemm_bt(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda,
+                          static_cast<const bfloat16*>(b), ldb, beta, static_cast<bfloat16*>(c), ldc);
+  }
+
   if (impl_for(dtype) == Impl::packed) {
     GemmShape ps = s;
     ps.lda = lda; ps.ldb = ldb; ps.ldc = ldc;

@@ -238,6 +238,56 @@ HWY_INLINE void StorePart(D d, hn::Vec<D> v, T* p, size_t valid) {
   std::memcpy(p, buf, valid * sizeof(T));
 }
 
+// In-register transpose of N rows of N floats, N = the vector's lanes (4, 8
+// or 16; 1 on HWY_SCALAR): 4 x 4 within each 128-bit block (as SSE's
+// _MM_TRANSPOSE4_PS), then the blocks: halves for N = 8, adjacent blocks and
+// halves for N = 16.
+template <class D>
+HWY_INLINE void TransposeSquare(D d, hn::Vec<D>* r) {
+  constexpr size_t N = hn::MaxLanes(D());
+  static_assert(N == 1 || N == 4 || N == 8 || N == 16, "square transpose of 1, 4, 8 or 16 lanes");
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  (void)r;
+#else
+  const hn::Repartition<double, D> dd;
+  hn::Vec<D> t[N];
+  for (size_t i = 0; i < N; i += 2) {
+    t[i] = hn::InterleaveLower(d, r[i], r[i + 1]);
+    t[i + 1] = hn::InterleaveUpper(d, r[i], r[i + 1]);
+  }
+  // r[4g + k]: in each block B, column 4B + k of rows 4g .. 4g + 3.
+  for (size_t i = 0; i < N; i += 4) {
+    const auto a = hn::BitCast(dd, t[i]), b = hn::BitCast(dd, t[i + 1]);
+    const auto c = hn::BitCast(dd, t[i + 2]), e = hn::BitCast(dd, t[i + 3]);
+    r[i + 0] = hn::BitCast(d, hn::InterleaveLower(dd, a, c));
+    r[i + 1] = hn::BitCast(d, hn::InterleaveUpper(dd, a, c));
+    r[i + 2] = hn::BitCast(d, hn::InterleaveLower(dd, b, e));
+    r[i + 3] = hn::BitCast(d, hn::InterleaveUpper(dd, b, e));
+  }
+  if constexpr (N == 8) {
+    for (size_t k = 0; k < 4; ++k) {
+      const auto lo = r[k], hi = r[4 + k];
+      r[k] = hn::ConcatLowerLower(d, hi, lo);
+      r[4 + k] = hn::ConcatUpperUpper(d, hi, lo);
+    }
+  } else if constexpr (N == 16) {
+    for (size_t k = 0; k < 4; ++k) {
+      const auto g0 = r[k], g1 = r[4 + k], g2 = r[8 + k], g3 = r[12 + k];
+      // u0 = [g0.b0 g1.b0 g0.b2 g1.b2], u1 = [g0.b1 g1.b1 g0.b3 g1.b3]; u2, u3 alike.
+      const auto u0 = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(g1), g0);
+      const auto u1 = hn::OddEvenBlocks(g1, hn::SwapAdjacentBlocks(g0));
+      const auto u2 = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(g3), g2);
+      const auto u3 = hn::OddEvenBlocks(g3, hn::SwapAdjacentBlocks(g2));
+      r[k] = hn::ConcatLowerLower(d, u2, u0);
+      r[4 + k] = hn::ConcatLowerLower(d, u3, u1);
+      r[8 + k] = hn::ConcatUpperUpper(d, u2, u0);
+      r[12 + k] = hn::ConcatUpperUpper(d, u3, u1);
+    }
+  }
+#endif
+}
+
 // f(i, valid) for the vectors of [0, n): i = 0, N, 2N, ..., valid = lanes in
 // range (N but for the last).
 template <class F>

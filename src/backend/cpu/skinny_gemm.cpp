@@ -171,6 +171,81 @@ HWY_INLINE void SkinnyBlocks(int64_t j0, int64_t j1, int64_t m, int64_t k, float
   }
 }
 
+// B stored transposed (bt [n, k] row-major, ldbt apart): columns [j0, j1)
+// of C, N at a time (N = the vector's lanes). Each N x N block of bt is
+// transposed in registers, so vector u holds B[p + u, j .. j + N) and the
+// sums run over k in order from zero, as in SkinnySteps: the same bits as the
+// product on B itself. The thread's columns are N consecutive rows of bt at a
+// time, one sequential stream, where a wide row-major B is read in strips one
+// row stride apart.
+constexpr int64_t kAhead = 32;  // columns (rows of bt) prefetched ahead
+
+template <int MR, typename TA, typename TB, typename TC>
+HWY_INLINE void SkinnyPanelBt(int64_t j, int64_t cols, int64_t k, float alpha, const TA* a, int64_t lda,
+                              const TB* bt, int64_t ldbt, float beta, TC* c, int64_t ldc) {
+  const DF d;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  VF acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = hn::Zero(d);
+  constexpr int64_t kLine = 64 / int64_t(sizeof(TB));
+  for (int64_t p = 0; p < k; p += N) {
+    const size_t kn = size_t(std::min(N, k - p));
+    if (p % kLine == 0)  // the same line of the next panel's rows
+      for (int64_t jj = 0; jj < N; ++jj) hwy::Prefetch(bt + (j + kAhead + jj) * ldbt + p);
+    VF r[N];
+    for (int64_t jj = 0; jj < N; ++jj)
+      r[jj] = jj < cols ? LoadPart(d, bt + (j + jj) * ldbt + p, kn) : hn::Zero(d);
+    TransposeSquare(d, r);
+    for (size_t u = 0; u < kn; ++u)
+      for (int i = 0; i < MR; ++i) acc[i] = Fma(d, hn::Set(d, float(a[i * lda + p + int64_t(u)])), r[u], acc[i]);
+  }
+  const VF al = hn::Set(d, alpha), be = hn::Set(d, beta);
+  for (int i = 0; i < MR; ++i) {
+    TC* ci = c + i * ldc + j;
+    VF out = hn::Mul(al, acc[i]);
+    if (beta != 0.0f) out = Fma(d, be, LoadPart(d, ci, size_t(cols)), out);
+    StorePart(d, out, ci, size_t(cols));
+  }
+}
+
+template <typename TA, typename TB, typename TC>
+HWY_INLINE void SkinnyBlocksBt(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const TA* a, int64_t lda,
+                               const TB* bt, int64_t ldbt, float beta, TC* c, int64_t ldc) {
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  for (int64_t j = j0; j < j1; j += N) {
+    const int64_t cols = std::min(N, j1 - j);
+    // Up to 8 rows per pass (all of a decode's): each block of bt is loaded
+    // and transposed once for all of them.
+    for (int64_t i = 0; i < m; i += 8) {
+      const TA* ai = a + i * lda;
+      TC* ci = c + i * ldc;
+      switch (std::min<int64_t>(8, m - i)) {
+        case 8: SkinnyPanelBt<8>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        case 7: SkinnyPanelBt<7>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        case 6: SkinnyPanelBt<6>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        case 5: SkinnyPanelBt<5>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        case 4: SkinnyPanelBt<4>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        case 3: SkinnyPanelBt<3>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        case 2: SkinnyPanelBt<2>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+        default: SkinnyPanelBt<1>(j, cols, k, alpha, ai, lda, bt, ldbt, beta, ci, ldc); break;
+      }
+    }
+  }
+}
+
+void SkinnyBtF32(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SkinnyBlocksBt(j0, j1, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void SkinnyBtBf16F32(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                     const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SkinnyBlocksBt(j0, j1, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void SkinnyBtBf16(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                  const bfloat16* b, int64_t ldb, float beta, bfloat16* c, int64_t ldc) {
+  SkinnyBlocksBt(j0, j1, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 void SkinnyF32(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   SkinnyBlocks(j0, j1, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -215,11 +290,17 @@ void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64
 HWY_EXPORT(SkinnyF32);
 HWY_EXPORT(SkinnyBf16F32);
 HWY_EXPORT(SkinnyBf16);
+HWY_EXPORT(SkinnyBtF32);
+HWY_EXPORT(SkinnyBtBf16F32);
+HWY_EXPORT(SkinnyBtBf16);
 
 // The per-target kernel of each type combination.
 auto kernel(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyF32); }
 auto kernel(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBf16F32); }
 auto kernel(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBf16); }
+auto kernel_bt(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyBtF32); }
+auto kernel_bt(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBtBf16F32); }
+auto kernel_bt(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBtBf16); }
 
 }  // namespace
 
@@ -228,6 +309,20 @@ void skinny_gemm(int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int6
                  float beta, TC* c, int64_t ldc) {
   run(kernel(a, b, c), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+template <typename TA, typename TB, typename TC>
+void skinny_gemm_bt(int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* bt,
+                    int64_t ldbt, float beta, TC* c, int64_t ldc) {
+  run(kernel_bt(a, bt, c), m, n, k, alpha, a, lda, bt, ldbt, beta, c, ldc);
+}
+
+template void skinny_gemm_bt<float, float, float>(int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                                  const float*, int64_t, float, float*, int64_t);
+template void skinny_gemm_bt<bfloat16, bfloat16, float>(int64_t, int64_t, int64_t, float, const bfloat16*, int64_t,
+                                                        const bfloat16*, int64_t, float, float*, int64_t);
+template void skinny_gemm_bt<bfloat16, bfloat16, bfloat16>(int64_t, int64_t, int64_t, float, const bfloat16*,
+                                                           int64_t, const bfloat16*, int64_t, float, bfloat16*,
+                                                           int64_t);
 
 template void skinny_gemm<float, float, float>(int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
                                                int64_t, float, float*, int64_t);
