@@ -47,15 +47,24 @@ Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
   return take(a, Array::from_ints(Shape{{"batch", int64_t(rows.size())}}, rows), "batch");
 }
 
-// The kernels a decode step uses, cast to the activation dtype once per decode
-// instead of at every step (kernel_as then finds them in that dtype). The
-// values are the ones the per-step cast produced, so results do not change.
-// Only the decoder layers' kernels: the encoder and the cross-attention
-// key / value projections ran before the first step (in T5.1.1 they hold half
-// of the layer kernels' values).
-ParamTree precast_decoder_kernels(const T5Config& cfg, const ParamTree& p) {
+// BaseTransformerModel::decode_params (models.h). Idempotent: what is
+// already in the decode layout is kept as it is (the same buffers), so a
+// decode on prepared parameters copies nothing.
+ParamTree decode_layout(const T5Config& cfg, const ParamTree& p) {
   ParamTree out = p;
+  // The logits kernel [vocab, embed]: a few-row logits product then reads it
+  // as one stream (skinny_gemm_bt) instead of 512 strided strips per column
+  // block; the same sums in the same order.
+  if (auto it = out.find("decoder/logits_dense/kernel"); it != out.end()) {
+    Array& k = it->second;
+    if (k.rank() == 2 && k.has_dim("vocab") && k.has_dim("embed") && k.names().front() != "vocab")
+      k = transpose(k, {"vocab", "embed"});
+  }
   if (cfg.dtype == DType::f32) return out;
+  // The decoder layers' kernels in the activation dtype (kernel_as then finds
+  // them cast; the values the per-step cast gives). Not the cross-attention
+  // key / value projections: they run once, before the first step (in T5.1.1
+  // they hold half of the layer kernels' values).
   for (auto& [name, a] : out) {
     const bool step_kernel = name.starts_with("decoder/layers_") && name.ends_with("/kernel") &&
                              name.find("/encoder_decoder_attention/key/") == std::string::npos &&
@@ -68,7 +77,7 @@ ParamTree precast_decoder_kernels(const T5Config& cfg, const ParamTree& p) {
 class CachedStep : public DecodeStepFn {
  public:
   CachedStep(const T5Config& cfg, const ParamTree& p, DecoderCache cache, bool enc_dec)
-      : cfg_(cfg), p_(precast_decoder_kernels(cfg, p)), cache_(std::move(cache)), enc_dec_(enc_dec) {}
+      : cfg_(cfg), p_(decode_layout(cfg, p)), cache_(std::move(cache)), enc_dec_(enc_dec) {}
   Array logits(const Array& dec_inputs, const std::vector<int64_t>& index) override {
     NoGradGuard ng;
     Array tok = current_tokens(dec_inputs, index);
@@ -176,6 +185,11 @@ Array add_expert_losses(const Array& loss, const std::vector<nn::MoeMetrics>& la
   metrics["cross_ent_loss"] = {ce, 1.0};
   metrics["cross_ent_loss_per_all_target_tokens"] = {ce, tokens};
   return total;
+}
+
+ParamTree BaseTransformerModel::decode_params(const ParamTree& params) const {
+  NoGradGuard ng;
+  return decode_layout(cfg_, params);
 }
 
 std::pair<Array, Metrics> BaseTransformerModel::loss_fn(const ParamTree& params, const Batch& batch,

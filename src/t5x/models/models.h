@@ -68,6 +68,17 @@ class BaseTransformerModel {
   Array score_batch(const ParamTree& params, const Batch& batch) const;
   virtual PredictOutput predict_batch(const ParamTree& params, const Batch& batch,
                                       const DecodeOptions& opts = {}) const = 0;
+  // The parameters laid out for decoding, made once per parameter set when
+  // many batches are decoded with one (infer, the inference evaluator, a
+  // benchmark); predict_batch and cached_step_fn otherwise make the layout at
+  // every call. decoder/logits_dense/kernel is kept [vocab, embed] (the
+  // decode step's widest product then streams it in read order) and, with a
+  // bf16 model, the decoder layers' step kernels are cast to bf16 (they are
+  // cast to the activation dtype at every use anyway). Same names, same
+  // values as they are used, so every method of the model takes the result
+  // and decodes to the same bits; not for training (the optimizer needs the
+  // f32 kernels). Idempotent; the caller keeps `params` unchanged.
+  ParamTree decode_params(const ParamTree& params) const;
 
  protected:
   // The forward pass; each MoE layer appends its metrics to *moe_metrics

@@ -170,6 +170,8 @@ std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
   seqio::SequenceLengths conv_lengths;
   for (const auto& f : conv->task_features()) conv_lengths[f] = std::max(1, lengths.count(f) ? lengths.at(f) : 1);
 
+  // The decode layout once for all the batches, not per batch.
+  const ParamTree decode_params = model.decode_params(params);
   auto predict = [&](const seqio::IndexedBatch& batch) {
     std::vector<seqio::Example> feats;
     for (const auto& [i, ex] : batch) {
@@ -181,7 +183,7 @@ std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
       }
       feats.push_back(std::move(f));
     }
-    auto rows = predict_rows(model, mcfg_, params, examples_to_batch((*conv)(feats, conv_lengths)), dist);
+    auto rows = predict_rows(model, mcfg_, decode_params, examples_to_batch((*conv)(feats, conv_lengths)), dist);
     std::vector<std::pair<int64_t, seqio::Tokens>> out;
     for (size_t r = 0; r < batch.size(); ++r) out.emplace_back(batch[r].first, std::move(rows[r]));
     report(int64_t(batch.size()));

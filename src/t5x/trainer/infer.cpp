@@ -70,6 +70,8 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
   // batches of shard shard_id, each split over 'data', and process 0 writes
   // the file one process writes (t5x infer.py writes on process 0).
   MeshScope on_mesh(dist, rules);
+  // The decode layout once for the whole run (predict mode), not per batch.
+  const ParamTree decode_params = cfg.mode == "score" ? ParamTree{} : lm.model->decode_params(lm.state.params);
   const bool writer = dist.is_chief();
   const int64_t num_shards = cfg.num_shards, shard = cfg.shard_id;
   const int64_t chunk_examples = std::max<int64_t>(1, cfg.checkpoint_period) * cfg.dataset.batch_size;
@@ -107,7 +109,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
         if (cfg.mode == "score") {
           scores = score_rows(*lm.model, lm.state.params, b, dist);
         } else {
-          for (const auto& t : predict_rows(*lm.model, cfg.model, lm.state.params, b, dist))
+          for (const auto& t : predict_rows(*lm.model, cfg.model, decode_params, b, dist))
             preds.push_back(vocab->decode(t));
         }
         for (size_t r = 0; writer && r < raw.size(); ++r) {

@@ -165,6 +165,51 @@ TEST(Decoding, MaxDecodeSteps) {
   EXPECT_GT(nonzero_tail, 0);  // the limit, not EOS, stopped decoding
 }
 
+// decode_params: the logits kernel [vocab, embed] (a vocabulary of 300, so
+// the few-row logits product takes the transposed-B streaming path), a bf16
+// model's decoder step kernels in bf16; the same decodes, bit for bit, as the
+// raw parameters, and the same as the full-forward oracle.
+TEST(Decoding, DecodeParamsDecodeTheSameBits) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    T5Config c = small_test_config();
+    c.vocab_size = 300;
+    c.dtype = dt;
+    EncoderDecoderModel m(c);
+    const ParamTree p = m.init(prng_key(5));
+    const ParamTree d = m.decode_params(p);
+    SCOPED_TRACE(dtype_name(dt));
+    ASSERT_EQ(d.size(), p.size());
+    const Array& lk = d.at("decoder/logits_dense/kernel");
+    EXPECT_EQ(lk.names(), (std::vector<std::string>{"vocab", "embed"}));
+    EXPECT_TRUE(array_equal(lk, transpose(p.at("decoder/logits_dense/kernel"), {"vocab", "embed"})));
+    EXPECT_EQ(p.at("decoder/logits_dense/kernel").names(), (std::vector<std::string>{"embed", "vocab"}));
+    EXPECT_EQ(d.at("decoder/layers_0/mlp/wi_0/kernel").dtype(), dt);
+    EXPECT_EQ(d.at("decoder/layers_0/encoder_decoder_attention/key/kernel").dtype(), DType::f32);
+    EXPECT_EQ(d.at("encoder/layers_0/mlp/wi_0/kernel").dtype(), DType::f32);
+    // Idempotent: a second call keeps every buffer.
+    const ParamTree d2 = m.decode_params(d);
+    for (const auto& [k, a] : d) EXPECT_TRUE(d2.at(k).same_buffer(a)) << k;
+    for (int64_t batch : {1, 2}) {
+      std::vector<int64_t> e(size_t(batch * 5));
+      for (size_t i = 0; i < e.size(); ++i) e[i] = int64_t(3 + (i * 37) % 290);
+      Batch b{{"encoder_input_tokens", tokens(batch, 5, e)},
+              {"decoder_input_tokens", Array::zeros(Shape{{"batch", batch}, {"length", 6}}, DType::i32)}};
+      DecodeOptions o;
+      o.method = DecodeOptions::Method::temperature_sample;
+      o.sampling.temperature = 0.0;
+      o.sampling.eos_id = -1;
+      PredictOutput raw = m.predict_batch(p, b, o), prep = m.predict_batch(d, b, o);
+      EXPECT_TRUE(array_equal(raw.tokens, prep.tokens)) << batch;
+      EXPECT_EQ(raw.scores.to_floats(), prep.scores.to_floats()) << batch;
+      if (dt != DType::f32) continue;
+      auto full = m.full_forward_step_fn(p, b.at("encoder_input_tokens"));
+      DecodeResult f = temperature_sample(b.at("decoder_input_tokens"), {}, *full, o.sampling);
+      EXPECT_TRUE(array_equal(reshape(f.sequences, prep.tokens.shape()), prep.tokens)) << batch;
+      EXPECT_LT(max_abs_diff(reshape(f.scores, prep.scores.shape()), prep.scores), 1e-4) << batch;
+    }
+  }
+}
+
 TEST(Decoding, DecoderOnlyPrefillEqualsFullForward) {
   for (bool mqa : {false, true}) {
     T5Config c = small_test_config();
