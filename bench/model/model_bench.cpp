@@ -3,9 +3,10 @@
 // update, as the trainer's train_step does) or greedy decoding with the KV
 // cache, on the parameters in their decode layout made once before the
 // timed decodes (BaseTransformerModel::decode_params, as `t5x infer` makes it
-// for all its batches; its time is ms_decode_params). Prints one JSON object (scripts/bench/train.sh, decode.sh compare it
-// with bench/peers/*.py, which print the same fields; scripts/bench/moe.sh
-// pairs a Mixture-of-Experts model with its dense twin).
+// for all its batches; its time is ms_decode_params). Prints one JSON
+// object (scripts/bench/train.sh, decode.sh compare it with
+// bench/peers/*.py, which print the same fields; scripts/bench/moe.sh pairs
+// a Mixture-of-Experts model with its dense twin).
 //
 //   t5x_model_bench --mode train|decode [--model small|tiny] [--batch 8]
 //                   [--inputs 128] [--targets 32] [--steps 5] [--warmup 2]
