@@ -316,29 +316,17 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
     return scale_c(s, batch, sc, ldc, beta, static_cast<float*>(c));
   }
 
-  // Few rows against a plain row-major B (decode steps): a streaming kernel.
-  if (batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && !s.trans_b && s.n >= 256) {
-    if (dtype == 0)
-      return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
-                         beta, static_cast<float*>(c), ldc);
-    if (dtype == 1)
-      return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda, static_cast<const bfloat16*>(b),
-                         ldb, beta, static_cast<float*>(c), ldc);
-    return skinny_gemm(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda, static_cast<const bfloat16*>(b),
-                       ldb, beta, static_cast<bfloat16*>(c), ldc);
-  }
-
-  // The same with B stored transposed ([n, k]: a decode's weight kept
-  // [out, in], read as one stream).
-  if (batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && s.trans_b && s.n >= 256) {
-    if (dtype == 0)
-      return skinny_gemm_bt(s.m, s.n, s.k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b),
-                            ldb, beta, static_cast<float*>(c), ldc);
-    if (dtype == 1)
-      return skinny_gemm_bt(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda,
-                            static_cast<const bfloat16*>(b), ldb, beta, static_cast<float*>(c), ldc);
-    return skinny_gemm_bt(s.m, s.n, s.k, alpha, static_cast<const bfloat16*>(a), lda,
-                          static_cast<const bfloat16*>(b), ldb, beta, static_cast<bfloat16*>(c), ldc);
+  // Few rows (decode steps): a streaming kernel, on B as it is or stored
+  // transposed ([n, k]: a decode's weight kept [out, in], read as one stream).
+  if (batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && s.n >= 256) {
+    auto skinny = [&](const auto* ta, auto* tc) {
+      const auto* tb = static_cast<decltype(ta)>(b);
+      if (s.trans_b) return skinny_gemm_bt(s.m, s.n, s.k, alpha, ta, lda, tb, ldb, beta, tc, ldc);
+      return skinny_gemm(s.m, s.n, s.k, alpha, ta, lda, tb, ldb, beta, tc, ldc);
+    };
+    if (dtype == 0) return skinny(static_cast<const float*>(a), static_cast<float*>(c));
+    if (dtype == 1) return skinny(static_cast<const bfloat16*>(a), static_cast<float*>(c));
+    return skinny(static_cast<const bfloat16*>(a), static_cast<bfloat16*>(c));
   }
 
   if (impl_for(dtype) == Impl::packed) {
