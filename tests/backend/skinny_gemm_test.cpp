@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -185,6 +187,62 @@ TEST(SkinnyGemm, TransposedBGivesTheBitsOfB) {
           expect_bt_bits<bfloat16, float>(m, n, k, beta);
           expect_bt_bits<bfloat16, bfloat16>(m, n, k, beta);
         }
+}
+
+// The summation contract, bit for bit: each block of kSkinnyKBlock steps over
+// k summed from zero with one FMA per step, the block sums added in k order,
+// then alpha * sum (+ fma(beta, C, .)). k = 700 ends in a partial block; B as
+// it is (1 and 2 threads: the kernel's own blocks, then the k split) and
+// transposed. A model with one in-order sum over all of k gives other bits.
+template <typename T, typename TC>
+void expect_k_block_contract(int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+  const auto af = testing::random_vec(size_t(m * k), uint32_t(40 + m)), bf = testing::random_vec(size_t(k * n), 41);
+  const std::vector<T> a(af.begin(), af.end()), b(bf.begin(), bf.end());
+  const auto c0 = testing::random_vec(size_t(m * n), 42);
+  std::vector<T> bt(size_t(n * k));
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) bt[size_t(j * k + p)] = b[size_t(p * n + j)];
+  auto model = [&](int64_t block) {
+    std::vector<TC> want(c0.begin(), c0.end());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (int64_t q0 = 0; q0 < k; q0 += block) {
+          float s = 0.0f;
+          for (int64_t p = q0; p < std::min(k, q0 + block); ++p)
+            s = std::fma(float(a[size_t(i * k + p)]), float(b[size_t(p * n + j)]), s);
+          sum = q0 == 0 ? s : sum + s;
+        }
+        float r = alpha * sum;
+        if (beta != 0.0f) r = std::fma(beta, float(want[size_t(i * n + j)]), r);
+        want[size_t(i * n + j)] = TC(r);
+      }
+    return want;
+  };
+  const std::vector<TC> want = model(kSkinnyKBlock), in_order = model(k);
+  if (std::is_same_v<TC, float>)  // (rounded to bf16, the two orders' sums mostly agree)
+    ASSERT_NE(0, std::memcmp(want.data(), in_order.data(), want.size() * sizeof(TC))) << "k too small to tell";
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<TC> got(c0.begin(), c0.end()), got_bt = got;
+    skinny_gemm<T, T, TC>(m, n, k, alpha, a.data(), k, b.data(), n, beta, got.data(), n);
+    skinny_gemm_bt<T, T, TC>(m, n, k, alpha, a.data(), k, bt.data(), k, beta, got_bt.data(), n);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(TC)))
+        << "B, m=" << m << " threads=" << threads;
+    EXPECT_EQ(0, std::memcmp(want.data(), got_bt.data(), want.size() * sizeof(TC)))
+        << "bt, m=" << m << " threads=" << threads;
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(SkinnyGemm, FollowsItsKBlockContractBitwise) {
+  for (int64_t m : {1, 3, 4, 5, 8}) {
+    expect_k_block_contract<float, float>(m, 1100, 700, 0.75f, 0.0f);
+    expect_k_block_contract<float, float>(m, 300, 700, 1.25f, 0.5f);
+    expect_k_block_contract<bfloat16, float>(m, 300, 700, 1.25f, 0.5f);
+    expect_k_block_contract<bfloat16, bfloat16>(m, 1100, 700, 0.75f, 0.5f);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "backend/cpu/skinny_gemm.h"
 
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/skinny_gemm.cpp"
@@ -14,7 +16,34 @@ HWY_BEFORE_NAMESPACE();
 namespace t5x::cpu {
 namespace HWY_NAMESPACE {
 
-constexpr int64_t kCols = kSkinnyBlockCols;
+// Columns of B per block for MR rows of A: the accumulators (MR x cols f32,
+// kSkinnyAccBytes) stay in L1 while each step over k reads one strip of a B
+// row. One row of A takes up to 2048 columns, so a batch-1 decode step reads
+// its layer kernels (n <= 1024) whole rows at a time, one sequential stream
+// (in blocks of 512 columns the [512, 1024] kernels were read as 1 KiB strips
+// 2 KiB apart: one token's layer products 4.8 against 3.6 ms, one thread).
+template <int MR>
+constexpr int64_t BlockCols() {
+  return kSkinnyAccBytes / int64_t(sizeof(float)) / MR / 64 * 64;
+}
+
+// tot += acc (a k block's sums) for MR rows x cols.
+template <int MR, int64_t AC>
+HWY_INLINE void AddBlock(int64_t cols, const float (*acc)[AC], float (*tot)[AC]) {
+  const DF d;
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  for (int i = 0; i < MR; ++i)
+    for (int64_t j = 0; j < cols; j += N) {
+      hn::StoreU(hn::Add(hn::LoadU(d, tot[i] + j), hn::LoadU(d, acc[i] + j)), d, tot[i] + j);
+    }
+}
+
+template <int MR, int64_t AC>
+HWY_INLINE void ZeroRows(int64_t cols, float (*acc)[AC]) {
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  const int64_t padded = (cols + N - 1) / N * N;
+  for (int i = 0; i < MR; ++i) std::fill(acc[i], acc[i] + padded, 0.0f);
+}
 
 // Each step prefetches its strip of the B row this many rows ahead, one
 // prefetch per cache line. The strips of a block lie ldb apart, one per page
@@ -36,9 +65,9 @@ inline constexpr int kSkinnyUnroll = 4;
 
 // acc[i][j] = fma(a[i, p + u], b[p + u, j], acc[i][j]) for u < KU, i < MR,
 // j < cols, in that order over u.
-template <int MR, int KU, bool kPrefetch = true, typename TA, typename TB>
+template <int MR, int KU, bool kPrefetch = true, typename TA, typename TB, int64_t AC>
 HWY_INLINE void SkinnySteps(int64_t p, int64_t k, int64_t cols, const TA* a, int64_t lda, const TB* b, int64_t ldb,
-                            float (*acc)[kCols]) {
+                            float (*acc)[AC]) {
   const DF d;
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
   VF av[KU][MR];
@@ -73,9 +102,9 @@ HWY_INLINE void SkinnySteps(int64_t p, int64_t k, int64_t cols, const TA* a, int
 }
 
 // Sums over [p0, p1) for MR rows, KU steps at a time, in order over k.
-template <int MR, bool kPrefetch, typename TA, typename TB>
+template <int MR, bool kPrefetch, typename TA, typename TB, int64_t AC>
 HWY_INLINE void SkinnyRange(int64_t p0, int64_t p1, int64_t k, int64_t cols, const TA* a, int64_t lda, const TB* b,
-                            int64_t ldb, float (*acc)[kCols]) {
+                            int64_t ldb, float (*acc)[AC]) {
   constexpr int KU = kSkinnyUnroll;
   int64_t p = p0;
   for (; p + KU <= p1; p += KU) SkinnySteps<MR, KU, kPrefetch>(p, k, cols, a, lda, b, ldb, acc);
@@ -83,8 +112,8 @@ HWY_INLINE void SkinnyRange(int64_t p0, int64_t p1, int64_t k, int64_t cols, con
 }
 
 // C = alpha * acc + beta * C for MR rows x cols.
-template <int MR, typename TC>
-HWY_INLINE void SkinnyStore(int64_t cols, const float (*acc)[kCols], float alpha, float beta, TC* c, int64_t ldc) {
+template <int MR, typename TC, int64_t AC>
+HWY_INLINE void SkinnyStore(int64_t cols, const float (*acc)[AC], float alpha, float beta, TC* c, int64_t ldc) {
   const DF d;
   const VF al = hn::Set(d, alpha), be = hn::Set(d, beta);
   for (int i = 0; i < MR; ++i) {
@@ -97,16 +126,22 @@ HWY_INLINE void SkinnyStore(int64_t cols, const float (*acc)[kCols], float alpha
   }
 }
 
-// MR rows of A x cols (<= kCols) columns of B: C = alpha * acc + beta * C.
+// MR rows of A x cols (<= BlockCols<MR>()) columns of B: each k block of
+// kSkinnyKBlock summed from zero, the block sums added in k order, then
+// C = alpha * sum + beta * C.
 template <int MR, typename TA, typename TB, typename TC>
 HWY_INLINE void SkinnyBlock(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const TB* b,
                             int64_t ldb, float beta, TC* c, int64_t ldc) {
-  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
-  HWY_ALIGN float acc[MR][kCols];
-  const int64_t padded = (cols + N - 1) / N * N;
-  for (int i = 0; i < MR; ++i) std::fill(acc[i], acc[i] + padded, 0.0f);
-  SkinnyRange<MR, true>(0, k, k, cols, a, lda, b, ldb, acc);
-  SkinnyStore<MR>(cols, acc, alpha, beta, c, ldc);
+  constexpr int64_t BC = BlockCols<MR>();
+  HWY_ALIGN float tot[MR][BC];
+  HWY_ALIGN float acc[MR][BC];
+  for (int64_t q0 = 0; q0 < k; q0 += kSkinnyKBlock) {
+    float(*dst)[BC] = q0 == 0 ? tot : acc;
+    ZeroRows<MR>(cols, dst);
+    SkinnyRange<MR, true>(q0, std::min(k, q0 + kSkinnyKBlock), k, cols, a, lda, b, ldb, dst);
+    if (q0 > 0) AddBlock<MR>(cols, acc, tot);
+  }
+  SkinnyStore<MR>(cols, tot, alpha, beta, c, ldc);
 }
 
 // 4 + MR2 rows (5 to 8) x cols (<= kEightRowCols) columns of B, which is read
@@ -126,21 +161,25 @@ constexpr int64_t kEightRowCols = 256, kEightRowSteps = 16;
 template <int MR2, typename TA, typename TB, typename TC>
 HWY_INLINE void SkinnyBlockTwoGroups(int64_t k, int64_t cols, float alpha, const TA* a, int64_t lda, const TB* b,
                                      int64_t ldb, float beta, TC* c, int64_t ldc) {
-  constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
-  HWY_ALIGN float acc[4 + MR2][kCols];
-  const int64_t padded = (cols + N - 1) / N * N;
-  for (int i = 0; i < 4 + MR2; ++i) std::fill(acc[i], acc[i] + padded, 0.0f);
-  for (int64_t p0 = 0; p0 < k; p0 += kEightRowSteps) {
-    const int64_t p1 = std::min(k, p0 + kEightRowSteps);
-    SkinnyRange<4, true>(p0, p1, k, cols, a, lda, b, ldb, acc);
-    SkinnyRange<MR2, false>(p0, p1, k, cols, a + 4 * lda, lda, b, ldb, acc + 4);
+  HWY_ALIGN float tot[4 + MR2][kEightRowCols];
+  HWY_ALIGN float acc[4 + MR2][kEightRowCols];
+  for (int64_t q0 = 0; q0 < k; q0 += kSkinnyKBlock) {
+    const int64_t q1 = std::min(k, q0 + kSkinnyKBlock);
+    float(*dst)[kEightRowCols] = q0 == 0 ? tot : acc;
+    ZeroRows<4 + MR2>(cols, dst);
+    for (int64_t p0 = q0; p0 < q1; p0 += kEightRowSteps) {
+      const int64_t p1 = std::min(q1, p0 + kEightRowSteps);
+      SkinnyRange<4, true>(p0, p1, k, cols, a, lda, b, ldb, dst);
+      SkinnyRange<MR2, false>(p0, p1, k, cols, a + 4 * lda, lda, b, ldb, dst + 4);
+    }
+    if (q0 > 0) AddBlock<4 + MR2>(cols, acc, tot);
   }
-  SkinnyStore<4>(cols, acc, alpha, beta, c, ldc);
-  SkinnyStore<MR2>(cols, acc + 4, alpha, beta, c + 4 * ldc, ldc);
+  SkinnyStore<4>(cols, tot, alpha, beta, c, ldc);
+  SkinnyStore<MR2>(cols, tot + 4, alpha, beta, c + 4 * ldc, ldc);
 }
 
-// Columns [j0, j1) in blocks of up to kCols, all m rows (4 at a time; 5 to 8
-// rows in narrower blocks that read B once).
+// Columns [j0, j1): up to 4 rows in blocks as wide as their accumulators
+// allow; 5 to 8 rows in narrower blocks that read B once.
 template <typename TA, typename TB, typename TC>
 HWY_INLINE void SkinnyBlocks(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const TA* a, int64_t lda,
                              const TB* b, int64_t ldb, float beta, TC* c, int64_t ldc) {
@@ -156,18 +195,18 @@ HWY_INLINE void SkinnyBlocks(int64_t j0, int64_t j1, int64_t m, int64_t k, float
     }
     return;
   }
-  for (int64_t j = j0; j < j1; j += kCols) {
-    const int64_t cols = std::min(kCols, j1 - j);
-    for (int64_t i = 0; i < m; i += 4) {
-      const TA* ai = a + i * lda;
-      TC* ci = c + i * ldc + j;
-      switch (std::min<int64_t>(4, m - i)) {
-        case 4: SkinnyBlock<4>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-        case 3: SkinnyBlock<3>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-        case 2: SkinnyBlock<2>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-        default: SkinnyBlock<1>(k, cols, alpha, ai, lda, b + j, ldb, beta, ci, ldc); break;
-      }
+  auto blocks = [&](auto mr) {
+    constexpr int MR = decltype(mr)::value;
+    for (int64_t j = j0; j < j1; j += BlockCols<MR>()) {
+      const int64_t cols = std::min(BlockCols<MR>(), j1 - j);
+      SkinnyBlock<MR>(k, cols, alpha, a, lda, b + j, ldb, beta, c + j, ldc);
     }
+  };
+  switch (m) {
+    case 4: blocks(std::integral_constant<int, 4>()); break;
+    case 3: blocks(std::integral_constant<int, 3>()); break;
+    case 2: blocks(std::integral_constant<int, 2>()); break;
+    default: blocks(std::integral_constant<int, 1>()); break;
   }
 }
 
@@ -187,8 +226,14 @@ HWY_INLINE void SkinnyPanelBt(int64_t j, int64_t cols, int64_t k, float alpha, c
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
   VF acc[MR];
   for (int i = 0; i < MR; ++i) acc[i] = hn::Zero(d);
+  HWY_ALIGN float tot[MR][N];  // the k blocks' sums so far (skinny_gemm's order)
   constexpr int64_t kLine = 64 / int64_t(sizeof(TB));
   for (int64_t p = 0; p < k; p += N) {
+    if (p > 0 && p % kSkinnyKBlock == 0)
+      for (int i = 0; i < MR; ++i) {
+        hn::Store(p == kSkinnyKBlock ? acc[i] : hn::Add(hn::Load(d, tot[i]), acc[i]), d, tot[i]);
+        acc[i] = hn::Zero(d);
+      }
     const size_t kn = size_t(std::min(N, k - p));
     if (p % kLine == 0)  // the same line of the next panel's rows
       for (int64_t jj = 0; jj < N; ++jj) hwy::Prefetch(bt + (j + kAhead + jj) * ldbt + p);
@@ -199,6 +244,8 @@ HWY_INLINE void SkinnyPanelBt(int64_t j, int64_t cols, int64_t k, float alpha, c
     for (size_t u = 0; u < kn; ++u)
       for (int i = 0; i < MR; ++i) acc[i] = Fma(d, hn::Set(d, float(a[i * lda + p + int64_t(u)])), r[u], acc[i]);
   }
+  if (k > kSkinnyKBlock)
+    for (int i = 0; i < MR; ++i) acc[i] = hn::Add(hn::Load(d, tot[i]), acc[i]);
   const VF al = hn::Set(d, alpha), be = hn::Set(d, beta);
   for (int i = 0; i < MR; ++i) {
     TC* ci = c + i * ldc + j;
@@ -264,27 +311,57 @@ void SkinnyBf16(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <cmath>
+
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
 namespace {
 
+// Columns split over threads in ranges of 64 (whole cache lines of B and C),
+// each thread given at least kMinPerThread elements of B.
 template <typename TA, typename TB, typename TC, typename Fn>
 void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
          float beta, TC* c, int64_t ldc) {
-  // Columns split over threads in ranges of 64 (whole cache lines of B and C),
-  // each thread given at least kMinPerThread elements of B. A decode step's
-  // layer kernels (192K to 512K elements) are read at one core's bandwidth on
-  // one thread; on two, libgomp's default (spinning) policy, T5.1.1 small at
-  // AVX2, the batch-1 greedy decode took 290-339 ms against 365-481 ms with
-  // only the logits kernel split (3 interleaved runs, 5 decodes each).
   constexpr int64_t kAlign = 64, kMinPerThread = int64_t(1) << 17;
   const int64_t units = (n + kAlign - 1) / kAlign;
   const int64_t grain = std::max<int64_t>(1, kMinPerThread / std::max<int64_t>(1, k * kAlign));
   parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
     fn(u0 * kAlign, std::min(n, u1 * kAlign), m, k, alpha, a, lda, b, ldb, beta, c, ldc);
   });
+}
+
+// B as it is, over threads: split by columns, each thread reads every row of
+// B in part (strips one row stride apart); split by k blocks, each reads a
+// contiguous stretch of whole rows. So with two or more k blocks the threads
+// take whole blocks: each block's sums (from zero, all columns) go to a
+// buffer of their own, then are added in k order, alpha and beta applied as
+// the kernel's store does: the kernel's bits on one thread. One token's bf16
+// layer products of T5.1.1 small (B cold, AVX2, two threads, one process):
+// 2.9 against 4.0 ms split by columns.
+template <typename TA, typename TB, typename TC, typename Fn, typename FnF32>
+void run_b(Fn fn, FnF32 fn_f32, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b,
+           int64_t ldb, float beta, TC* c, int64_t ldc) {
+  const int64_t blocks = (k + kSkinnyKBlock - 1) / kSkinnyKBlock;
+  if (blocks < 2 || m > 4 || num_threads() < 2) return run(fn, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  thread_local std::vector<float> buffer;  // the caller's; the workers get its data pointer
+  buffer.resize(size_t(blocks * m * n));
+  float* const part = buffer.data();
+  parallel_for_chunks(blocks, 1, [&](int64_t q, int64_t, int64_t) {
+    const int64_t p0 = q * kSkinnyKBlock, kq = std::min(kSkinnyKBlock, k - p0);
+    fn_f32(0, n, m, kq, 1.0f, a + p0, lda, b + p0 * ldb, ldb, 0.0f, part + q * m * n, n);
+  });
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float* pj = part + i * n + j;
+      float sum = pj[0];
+      for (int64_t q = 1; q < blocks; ++q) sum = sum + pj[q * m * n];
+      float r = alpha * sum;
+      TC& out = c[i * ldc + j];
+      if (beta != 0.0f) r = std::fma(beta, float(out), r);
+      out = TC(r);
+    }
 }
 
 HWY_EXPORT(SkinnyF32);
@@ -307,7 +384,7 @@ auto kernel_bt(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATC
 template <typename TA, typename TB, typename TC>
 void skinny_gemm(int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
                  float beta, TC* c, int64_t ldc) {
-  run(kernel(a, b, c), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  run_b(kernel(a, b, c), kernel(a, b, static_cast<float*>(nullptr)), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <typename TA, typename TB, typename TC>

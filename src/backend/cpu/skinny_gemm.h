@@ -5,11 +5,14 @@
 // streams B from memory once for up to kSkinnyMaxRows rows of A, at close to
 // the memory bandwidth.
 //
-// Sums run over k in order for each output, one fused multiply-add per step
-// from zero, then alpha * sum (+ beta * C, fused): deterministic for any
-// thread count (columns are split over threads) and bitwise the same on every
-// SIMD target (Highway, vectorised across columns; backend/cpu/simd.h). A and B are f32 or bf16, with f32
-// accumulation; C is f32 or bf16 (rounded once at the end).
+// Sums run over k in blocks of kSkinnyKBlock steps: within a block in order,
+// one fused multiply-add per step from zero; the block sums added in k order
+// (the packed GEMM's order, packed_gemm.h); then alpha * sum (+ beta * C,
+// fused). The blocks let threads split k (each streams a contiguous stretch
+// of whole rows of B) as well as columns; the bits depend on neither the
+// split nor the thread count, and are the same on every SIMD target
+// (Highway, vectorised across columns; backend/cpu/simd.h). A and B are f32
+// or bf16, with f32 accumulation; C is f32 or bf16 (rounded once at the end).
 #pragma once
 #include <cstdint>
 
@@ -21,10 +24,12 @@ namespace t5x::cpu {
 // or transposed to skinny_gemm_bt).
 constexpr int64_t kSkinnyMaxRows = 8;
 
-// Columns of B per block: the accumulators (up to 4
-// rows x 512 f32, 8 KiB) stay in L1 while each step over k streams one
-// contiguous strip of a B row.
-constexpr int64_t kSkinnyBlockCols = 512;
+// Bytes of f32 accumulators per block of B's columns (2048 columns for one
+// row of A, 512 for four); they stay in L1 while B streams past.
+constexpr int64_t kSkinnyAccBytes = 8192;
+
+// The sums over k run in blocks of this many steps (see above).
+constexpr int64_t kSkinnyKBlock = 256;
 
 template <typename TA, typename TB, typename TC>
 void skinny_gemm(int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b, int64_t ldb,
