@@ -338,8 +338,11 @@ void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64
 // take whole blocks: each block's sums (from zero, all columns) go to a
 // buffer of their own, then are added in k order, alpha and beta applied as
 // the kernel's store does: the kernel's bits on one thread. One token's bf16
-// layer products of T5.1.1 small (B cold, AVX2, two threads, one process):
-// 2.9 against 4.0 ms split by columns.
+// layer products of T5.1.1 small (B cold, AVX2, two threads, one process; a
+// harness row kernel split either way): 2.9 against 4.0 ms split by columns;
+// in profiled batch-1 decodes the layer products' medians went from 501-709
+// to 485-499 ms per 5 decodes (docs/performance.md, session 42). 5 to 8 rows
+// keep the column split: split by k, batch-8 decodes were slower.
 template <typename TA, typename TB, typename TC, typename Fn, typename FnF32>
 void run_b(Fn fn, FnF32 fn_f32, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b,
            int64_t ldb, float beta, TC* c, int64_t ldc) {
