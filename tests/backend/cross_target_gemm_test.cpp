@@ -5,6 +5,7 @@
 // forward and backward with every mask kind, on shapes whose columns, rows
 // and head dims fill whole vectors of every width and shapes that leave tails.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -100,9 +101,12 @@ TEST(CrossTargetGemm, SmallGemm) {
   struct S {
     int64_t m, n, k;
   };
-  // The attention tiles' shapes (32 x 64 x 64, 64 x 64 x 32) and ragged ones.
-  for (const S& sh : {S{32, 64, 64}, S{64, 64, 32}, S{31, 50, 64}, S{5, 13, 3}, S{1, 1, 1}, S{7, 100, 17},
-                      S{4, 33, 0}, S{3, 129, 70}})
+  // The attention tiles' shapes (32 x 64 x 64, 64 x 64 x 32; a decode
+  // step's 1 x 64 x 64) and ragged ones: 1 to 3 rows left over take wider
+  // tiles, then narrower ones for the columns left (1 x 300: 64-column
+  // tiles on AVX2, then 32, 8 and a part).
+  for (const S& sh : {S{32, 64, 64}, S{64, 64, 32}, S{1, 64, 64}, S{31, 50, 64}, S{5, 13, 3}, S{1, 1, 1},
+                      S{7, 100, 17}, S{4, 33, 0}, S{3, 129, 70}, S{2, 150, 9}, S{1, 300, 33}, S{6, 70, 5}})
     for (bool transposed_a : {false, true}) {
       const int64_t a_row = transposed_a ? 1 : sh.k, a_col = transposed_a ? sh.m : 1, ldb = sh.n + 2,
                     ldc = sh.n + 1;
@@ -110,7 +114,17 @@ TEST(CrossTargetGemm, SmallGemm) {
         const auto a = mixed(size_t(std::max<int64_t>(1, sh.m * sh.k)), 6),
                    b = mixed(size_t(std::max<int64_t>(1, sh.k * ldb)), 7);
         auto c = mixed(size_t(sh.m * ldc), 8);
+        // The contract, one element at a time: a sum over p in order with
+        // fused multiply-adds from zero, then added to C.
+        std::vector<float> want = c;
+        for (int64_t i = 0; i < sh.m; ++i)
+          for (int64_t j = 0; j < sh.n; ++j) {
+            float acc = 0.f;
+            for (int64_t p = 0; p < sh.k; ++p) acc = std::fma(a[size_t(i * a_row + p * a_col)], b[size_t(p * ldb + j)], acc);
+            want[size_t(i * ldc + j)] += acc;
+          }
         small_gemm_acc(sh.m, sh.n, sh.k, a.data(), a_row, a_col, b.data(), ldb, c.data(), ldc);
+        EXPECT_EQ(0, std::memcmp(c.data(), want.data(), c.size() * sizeof(float))) << shape_name(sh.m, sh.n, sh.k);
         Bytes out;
         append(out, c);
         return out;

@@ -160,15 +160,26 @@ bool RowsHaveAllowedKey(const float* lse_row, int64_t nq) {
 
 }  // namespace
 
-// Rows [j0, j0 + n) of head hk of x [batch, kv_length, kv_heads, D] into cache.
-template <typename T>
+// Rows [j0, j0 + n) of head hk of x [batch, kv_length, kv_heads, D] into
+// L1 (kToL2: into L2), rows past kv_length left out.
+template <bool kToL2 = false, typename T>
 HWY_INLINE void PrefetchRows(const T* x, const AttentionShape& s, int64_t D, int64_t b, int64_t hk, int64_t j0,
                              int64_t n) {
+  n = std::min(n, s.kv_length - j0);
   const T* base = x + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
   const int64_t stride = s.kv_heads * D, line = 64 / int64_t(sizeof(T));
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t d = 0; d < D; d += line) hwy::Prefetch(base + j * stride + d);
+    for (int64_t d = 0; d < D; d += line) {
+      if constexpr (kToL2) __builtin_prefetch(base + j * stride + d, 0, 2);
+      else hwy::Prefetch(base + j * stride + d);
+    }
 }
+
+// A decode step's K / V rows come from memory (the layer kernels streamed
+// in between evict them): the first this many rows of a head are requested
+// into L2 when its task starts, and each tile requests the rows this far
+// ahead of it, besides the L1 prefetch one tile ahead.
+constexpr int64_t kL2AheadRows = 4 * kBk;
 
 // K and V in f32, or in bf16 (a decode cache kept in the activation dtype:
 // half the bytes read per step; widened exactly as loaded, so the same bits).
@@ -186,6 +197,10 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
   // strided cache rows (one head's D values per row), so they are prefetched
   // a tile ahead.
   const bool few_queries = nq <= 4;
+  if (few_queries) {
+    PrefetchRows<true>(k, s, D, b, hk, 0, kL2AheadRows);
+    PrefetchRows<true>(v, s, D, b, hk, 0, kL2AheadRows);
+  }
   for (bool allow_skip : {true, false}) {
     std::fill(m, m + nq, kNegInf);
     std::fill(l, l + nq, 0.f);
@@ -199,6 +214,8 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
       }
       LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
       if (few_queries) {
+        PrefetchRows<true>(k, s, D, b, hk, j0 + kL2AheadRows, kBk);
+        PrefetchRows<true>(v, s, D, b, hk, j0 + kL2AheadRows, kBk);
         PrefetchRows(v, s, D, b, hk, j0, nk);
         if (j0 + kBk < s.kv_length)
           PrefetchRows(k, s, D, b, hk, j0 + kBk, std::min(kBk, s.kv_length - j0 - kBk));

@@ -50,8 +50,11 @@ HWY_INLINE void ZeroRows(int64_t cols, float (*acc)[AC]) {
 // for wide B, where the hardware prefetcher restarts every row. Measured on
 // decode-step products with B cold in cache (AVX2, one thread): 1.36x on
 // [1x512]x[512x1024] bf16, 1.23x on [1x512]x[512x384], 1.03x on the f32
-// logits product; 2 to 8 rows ahead were equal, 16 slower.
-constexpr int64_t kPrefetchRows = 4;
+// logits product; 2 to 8 rows ahead were equal, 16 slower. With k split over
+// two threads (whole rows), one token's batch-1 layer products took 2.43-2.46
+// ms 3 rows ahead against 2.56-2.61 ms 4 rows ahead (alternating in one
+// process, AVX2; 2 rows 2.47-2.55); batch 8 was the same 3 or 4 rows ahead.
+constexpr int64_t kPrefetchRows = 3;
 
 // Steps over k unrolled per pass over the accumulators: KU rows of B are read
 // side by side and each accumulator is loaded and stored once per KU steps

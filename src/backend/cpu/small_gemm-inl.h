@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include <hwy/highway.h>
 
@@ -58,11 +59,17 @@ HWY_INLINE VF LoadFirst(const bfloat16* p, size_t valid) {
   return valid ? LoadPart(d, p, valid) : hn::Zero(d);
 }
 
-// MR rows x up to kSmallGemmVecs vectors (ncols columns) of C.
-template <int MR, bool kAccumulate, typename TB = float>
+// Rows under kSmallGemmRows (a decode step's one query) take tiles as many
+// vectors wide as the register budget allows: each accumulator is a chain of
+// dependent FMAs, and one row x kSmallGemmVecs vectors kept too few of them
+// in flight to cover the FMA latency.
+template <int MR>
+inline constexpr size_t kSmallGemmVecsFor = kSmallGemmRows * kSmallGemmVecs / MR;
+
+// MR rows x up to NV vectors (ncols columns) of C.
+template <int MR, bool kAccumulate, typename TB = float, size_t NV = kSmallGemmVecsFor<MR>>
 HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t a_row, int64_t a_col,
                               const TB* b, int64_t ldb, float* c, int64_t ldc) {
-  constexpr size_t NV = kSmallGemmVecs;
   const DF d;
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
   VF acc[MR][NV];
@@ -105,27 +112,50 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
     }
 }
 
+// MR rows x columns [c0, n): tiles of NV vectors while they are full, then
+// the rest in tiles of NV / 2, NV / 4, ... vectors (a tile's vectors past n
+// would be multiply-adds of zeros).
+template <int MR, size_t NV, bool kAccumulate, typename TB>
+HWY_INLINE void SmallGemmRowTiles(int64_t c0, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col,
+                                  const TB* b, int64_t ldb, float* c, int64_t ldc) {
+  constexpr int64_t N = int64_t(hn::MaxLanes(DF())), W = int64_t(NV) * N;
+  if constexpr (NV > 1) {
+    for (; c0 + W <= n; c0 += W)
+      SmallGemmTile<MR, kAccumulate, TB, NV>(W, k, a, a_row, a_col, b + c0, ldb, c + c0, ldc);
+    if (c0 < n) SmallGemmRowTiles<MR, NV / 2, kAccumulate, TB>(c0, n, k, a, a_row, a_col, b, ldb, c, ldc);
+  } else {
+    for (; c0 < n; c0 += N)
+      SmallGemmTile<MR, kAccumulate, TB, 1>(std::min(N, n - c0), k, a, a_row, a_col, b + c0, ldb, c + c0, ldc);
+  }
+}
+
 // C[i * ldc + c] (+)= sum_p A[i * a_row + p * a_col] * B[p * ldb + c] for
 // i < m, c < n, p < k: += when kAccumulate, else C is overwritten. B is f32
 // or bf16 (widened exactly as it is read: the same bits as a widened copy).
 template <bool kAccumulate, typename TB = float>
 HWY_INLINE void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col,
                           const TB* b, int64_t ldb, float* c, int64_t ldc) {
-  constexpr int64_t W = int64_t(kSmallGemmVecs * hn::MaxLanes(DF()));
   constexpr int64_t MR = kSmallGemmRows;
-  for (int64_t c0 = 0; c0 < n; c0 += W) {
-    const int64_t nc = std::min(W, n - c0);
-    int64_t i = 0;
-    for (; i + MR <= m; i += MR)
-      SmallGemmTile<MR, kAccumulate, TB>(nc, k, a + i * a_row, a_row, a_col, b + c0, ldb, c + i * ldc + c0, ldc);
-    const float* ai = a + i * a_row;
-    float* ci = c + i * ldc + c0;
-    switch (m - i) {
-      case 3: SmallGemmTile<3, kAccumulate, TB>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
-      case 2: SmallGemmTile<2, kAccumulate, TB>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
-      case 1: SmallGemmTile<1, kAccumulate, TB>(nc, k, ai, a_row, a_col, b + c0, ldb, ci, ldc); break;
-      default: break;
+  // The last m % MR rows over all columns.
+  auto rest = [&](auto rows, int64_t i) {
+    constexpr int R = decltype(rows)::value;
+    SmallGemmRowTiles<R, kSmallGemmVecsFor<R>, kAccumulate, TB>(0, n, k, a + i * a_row, a_row, a_col, b, ldb,
+                                                                c + i * ldc, ldc);
+  };
+  const int64_t full = m / MR * MR;
+  if (full > 0) {
+    constexpr int64_t W = int64_t(kSmallGemmVecs * hn::MaxLanes(DF()));
+    for (int64_t c0 = 0; c0 < n; c0 += W) {
+      const int64_t nc = std::min(W, n - c0);
+      for (int64_t i = 0; i < full; i += MR)
+        SmallGemmTile<MR, kAccumulate, TB>(nc, k, a + i * a_row, a_row, a_col, b + c0, ldb, c + i * ldc + c0, ldc);
     }
+  }
+  switch (m - full) {
+    case 3: rest(std::integral_constant<int, 3>(), full); break;
+    case 2: rest(std::integral_constant<int, 2>(), full); break;
+    case 1: rest(std::integral_constant<int, 1>(), full); break;
+    default: break;
   }
 }
 

@@ -167,7 +167,7 @@ TEST(Decoding, MaxDecodeSteps) {
 
 // decode_params: the logits kernel [vocab, embed] (a vocabulary of 300, so
 // the few-row logits product takes the transposed-B streaming path), a bf16
-// model's decoder step kernels in bf16; the same decodes, bit for bit, as the
+// model's layer kernels (encoder and decoder) in bf16, the logits kernel f32; the same decodes, bit for bit, as the
 // raw parameters, and the same as the full-forward oracle.
 TEST(Decoding, DecodeParamsDecodeTheSameBits) {
   for (DType dt : {DType::f32, DType::bf16}) {
@@ -184,8 +184,19 @@ TEST(Decoding, DecodeParamsDecodeTheSameBits) {
     EXPECT_TRUE(array_equal(lk, transpose(p.at("decoder/logits_dense/kernel"), {"vocab", "embed"})));
     EXPECT_EQ(p.at("decoder/logits_dense/kernel").names(), (std::vector<std::string>{"embed", "vocab"}));
     EXPECT_EQ(d.at("decoder/layers_0/mlp/wi_0/kernel").dtype(), dt);
-    EXPECT_EQ(d.at("decoder/layers_0/encoder_decoder_attention/key/kernel").dtype(), DType::f32);
-    EXPECT_EQ(d.at("encoder/layers_0/mlp/wi_0/kernel").dtype(), DType::f32);
+    EXPECT_EQ(d.at("decoder/layers_0/encoder_decoder_attention/key/kernel").dtype(), dt);
+    EXPECT_EQ(d.at("encoder/layers_0/mlp/wi_0/kernel").dtype(), dt);
+    EXPECT_EQ(d.at("encoder/layers_0/attention/query/kernel").dtype(), dt);
+    EXPECT_EQ(d.at("decoder/logits_dense/kernel").dtype(), DType::f32);
+    // Kernels used in f32 or as they are stay as they are: an MoE router's,
+    // a linear mixing layer's.
+    ParamTree extra = p;
+    for (const char* n : {"decoder/layers_0/mlp/router/router_weights/w/kernel", "encoder/layers_1/mixing/seq/kernel"})
+      extra[n] = Array::ones(Shape{{"embed", 4}, {"unmodeled", 3}}, DType::f32);
+    const ParamTree de = m.decode_params(extra);
+    EXPECT_EQ(de.at("decoder/layers_0/mlp/router/router_weights/w/kernel").dtype(), DType::f32);
+    EXPECT_EQ(de.at("encoder/layers_1/mixing/seq/kernel").dtype(), DType::f32);
+    EXPECT_EQ(de.at("encoder/layers_1/mlp/wo/kernel").dtype(), dt);
     // Idempotent: a second call keeps every buffer.
     const ParamTree d2 = m.decode_params(d);
     for (const auto& [k, a] : d) EXPECT_TRUE(d2.at(k).same_buffer(a)) << k;
