@@ -51,9 +51,10 @@ HWY_INLINE void ZeroRows(int64_t cols, float (*acc)[AC]) {
 // decode-step products with B cold in cache (AVX2, one thread): 1.36x on
 // [1x512]x[512x1024] bf16, 1.23x on [1x512]x[512x384], 1.03x on the f32
 // logits product; 2 to 8 rows ahead were equal, 16 slower. With k split over
-// two threads (whole rows), one token's batch-1 layer products took 2.43-2.46
-// ms 3 rows ahead against 2.56-2.61 ms 4 rows ahead (alternating in one
-// process, AVX2; 2 rows 2.47-2.55); batch 8 was the same 3 or 4 rows ahead.
+// two threads (whole rows), one token's batch-1 layer products took 2.43 and
+// 2.46 ms 3 rows ahead against 2.56 and 2.59 4 rows ahead (two runs, the
+// variants alternating in one process, AVX2; 2 rows 2.50 and 2.55); batch 8
+// was the same 3 or 4 rows ahead and 4% slower 2 rows ahead.
 constexpr int64_t kPrefetchRows = 3;
 
 // Steps over k unrolled per pass over the accumulators: KU rows of B are read

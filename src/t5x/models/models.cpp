@@ -85,8 +85,9 @@ ParamTree decode_layout(const T5Config& cfg, const ParamTree& p) {
 
 class CachedStep : public DecodeStepFn {
  public:
-  CachedStep(const T5Config& cfg, const ParamTree& p, DecoderCache cache, bool enc_dec)
-      : cfg_(cfg), p_(decode_layout(cfg, p)), cache_(std::move(cache)), enc_dec_(enc_dec) {}
+  // p: in the decode layout (decode_layout), as the cache was made with.
+  CachedStep(const T5Config& cfg, ParamTree p, DecoderCache cache, bool enc_dec)
+      : cfg_(cfg), p_(std::move(p)), cache_(std::move(cache)), enc_dec_(enc_dec) {}
   Array logits(const Array& dec_inputs, const std::vector<int64_t>& index) override {
     NoGradGuard ng;
     Array tok = current_tokens(dec_inputs, index);
@@ -236,8 +237,10 @@ std::unique_ptr<DecodeStepFn> EncoderDecoderModel::cached_step_fn(const ParamTre
                                                                   int64_t max_length) const {
   NoGradGuard ng;
   nn::Dropout none;
-  Array encoded = t5_encode(cfg_, p, enc_tokens, Array(), none);
-  return std::make_unique<CachedStep>(cfg_, p, t5_init_decoder_cache(cfg_, p, encoded, enc_tokens, max_length), true);
+  const ParamTree lp = decode_layout(cfg_, p);  // one layout for the encoder, the cache and the steps
+  Array encoded = t5_encode(cfg_, lp, enc_tokens, Array(), none);
+  return std::make_unique<CachedStep>(cfg_, lp, t5_init_decoder_cache(cfg_, lp, encoded, enc_tokens, max_length),
+                                      true);
 }
 
 std::unique_ptr<DecodeStepFn> EncoderDecoderModel::full_forward_step_fn(const ParamTree& p,
@@ -270,8 +273,9 @@ std::unique_ptr<DecodeStepFn> DecoderOnlyModel::cached_step_fn(const ParamTree& 
                                                                const std::vector<int64_t>& start) const {
   NoGradGuard ng;
   Array idx = Array::from_ints(Shape{{"batch", int64_t(start.size())}}, start);
+  const ParamTree lp = decode_layout(cfg_, p);  // one layout for the prefill and the steps
   return std::make_unique<CachedStep>(
-      cfg_, p, decoder_only_prefill(cfg_, p, prompt, causal_attention, idx, prompt.dim("length")), false);
+      cfg_, lp, decoder_only_prefill(cfg_, lp, prompt, causal_attention, idx, prompt.dim("length")), false);
 }
 
 std::unique_ptr<DecodeStepFn> DecoderOnlyModel::full_forward_step_fn(const ParamTree& p,

@@ -73,8 +73,10 @@ class BaseTransformerModel {
   // benchmark); predict_batch and cached_step_fn otherwise make the layout at
   // every call. decoder/logits_dense/kernel is kept [vocab, embed] (the
   // decode step's widest product then streams it in read order) and, with a
-  // bf16 model, the decoder layers' step kernels are cast to bf16 (they are
-  // cast to the activation dtype at every use anyway). Same names, same
+  // bf16 model, the encoder's and decoder's layer kernels that are cast to
+  // the activation dtype at every use (attention projections, MLP wi / wo) are
+  // cast to bf16 once; the logits kernel, MoE routers and mixing kernels stay
+  // as they are. Same names, same
   // values as they are used, so every method of the model takes the result
   // and decodes to the same bits; not for training (the optimizer needs the
   // f32 kernels). Idempotent; the caller keeps `params` unchanged.
