@@ -8,9 +8,10 @@
 // Register tiles of 4 rows x 4 vectors of C (AVX-512: 64 columns in 16 zmm
 // accumulators) or 4 x 2 vectors on 16-register targets (AVX2, SSE4); the 1
 // to 3 rows left over (a decode step's one query) in tiles as many vectors
-// wide as the same registers hold; on the CPU's SIMD target (backend/cpu/simd.h). Each element's sum runs over p in
-// order with fused multiply-adds from zero and is then added to C, so the
-// result is bitwise the same on every target. No allocation, no threading.
+// wide as the same registers hold; on the CPU's SIMD target
+// (backend/cpu/simd.h). Each element's sum runs over p in order with fused
+// multiply-adds from zero and is then added to C, so the result is bitwise
+// the same on every target. No allocation, no threading.
 #pragma once
 #include <cstdint>
 

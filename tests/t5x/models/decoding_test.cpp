@@ -166,9 +166,10 @@ TEST(Decoding, MaxDecodeSteps) {
 }
 
 // decode_params: the logits kernel [vocab, embed] (a vocabulary of 300, so
-// the few-row logits product takes the transposed-B streaming path), a bf16
-// model's layer kernels (encoder and decoder) in bf16, the logits kernel f32; the same decodes, bit for bit, as the
-// raw parameters, and the same as the full-forward oracle.
+// the few-row logits product takes the transposed-B streaming path) and f32,
+// a bf16 model's layer kernels (encoder and decoder) in bf16; the same
+// decodes, bit for bit, as the raw parameters, and the same as the
+// full-forward oracle.
 TEST(Decoding, DecodeParamsDecodeTheSameBits) {
   for (DType dt : {DType::f32, DType::bf16}) {
     T5Config c = small_test_config();
