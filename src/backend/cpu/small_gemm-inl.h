@@ -77,7 +77,8 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
     for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Zero(d);
   size_t valid[NV];
   for (size_t v = 0; v < NV; ++v) valid[v] = size_t(std::clamp<int64_t>(ncols - int64_t(v) * N, 0, N));
-  if (ncols == int64_t(NV) * N) {
+  const bool full = ncols == int64_t(NV) * N;
+  if (full) {
     for (int64_t p = 0; p < k; ++p) {
       const TB* bp = b + p * ldb;
       VF bv[NV];
@@ -103,6 +104,11 @@ HWY_INLINE void SmallGemmTile(int64_t ncols, int64_t k, const float* a, int64_t 
       if (!valid[v]) continue;
       float* cp = c + r * ldc + int64_t(v) * N;
       VF x = acc[r][v];
+      if (full) {  // plain loads and stores: masked stores (vmaskmovps) are slow on AMD CPUs
+        if (kAccumulate) x = hn::Add(hn::LoadU(d, cp), x);
+        hn::StoreU(x, d, cp);
+        continue;
+      }
       if (kAccumulate) x = hn::Add(LoadFirst(cp, valid[v]), x);
 #if !T5X_SMALL_GEMM_MASKED
       StorePart(d, x, cp, valid[v]);
