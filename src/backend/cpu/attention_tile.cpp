@@ -8,7 +8,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/attention_tile.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "backend/cpu/simd-inl.h"
@@ -161,27 +160,24 @@ bool RowsHaveAllowedKey(const float* lse_row, int64_t nq) {
 }  // namespace
 
 // Rows [j0, j0 + n) of head hk of x [batch, kv_length, kv_heads, D] into
-// L1 (kToL2: into L2), rows past kv_length left out.
-template <bool kToL2 = false, typename T>
+// the caches kTo names, rows past kv_length left out.
+template <PrefetchTo kTo = PrefetchTo::kL1, typename T>
 HWY_INLINE void PrefetchRows(const T* x, const AttentionShape& s, int64_t D, int64_t b, int64_t hk, int64_t j0,
                              int64_t n) {
   n = std::min(n, s.kv_length - j0);
   const T* base = x + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
   const int64_t stride = s.kv_heads * D, line = 64 / int64_t(sizeof(T));
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t d = 0; d < D; d += line) {
-      if constexpr (kToL2) __builtin_prefetch(base + j * stride + d, 0, 2);
-      else hwy::Prefetch(base + j * stride + d);
-    }
+    for (int64_t d = 0; d < D; d += line) PrefetchLine<kTo>(base + j * stride + d);
 }
 
 // A decode step's K / V rows come from memory (the layer kernels streamed
 // in between evict them): the first this many rows of a head are requested
-// into L2 when its task starts, and each tile requests the rows this far
-// ahead of it, besides the L1 prefetch one tile ahead. Cold, AVX2, 2 threads,
+// into the outer caches when its task starts, and each tile requests the rows
+// this far ahead of it, besides the L1 prefetch one tile ahead. Cold, AVX2, 2 threads,
 // batch 8 x 128 keys: 176-215 against 203-262 us per call (docs/performance.md,
 // session 43).
-constexpr int64_t kL2AheadRows = 4 * kBk;
+constexpr int64_t kOuterAheadRows = 4 * kBk;
 
 // K and V in f32, or in bf16 (a decode cache kept in the activation dtype:
 // half the bytes read per step; widened exactly as loaded, so the same bits).
@@ -200,8 +196,8 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
   // a tile ahead.
   const bool few_queries = nq <= 4;
   if (few_queries) {
-    PrefetchRows<true>(k, s, D, b, hk, 0, kL2AheadRows);
-    PrefetchRows<true>(v, s, D, b, hk, 0, kL2AheadRows);
+    PrefetchRows<PrefetchTo::kOuter>(k, s, D, b, hk, 0, kOuterAheadRows);
+    PrefetchRows<PrefetchTo::kOuter>(v, s, D, b, hk, 0, kOuterAheadRows);
   }
   for (bool allow_skip : {true, false}) {
     std::fill(m, m + nq, kNegInf);
@@ -216,8 +212,8 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
       }
       LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
       if (few_queries) {
-        PrefetchRows<true>(k, s, D, b, hk, j0 + kL2AheadRows, kBk);
-        PrefetchRows<true>(v, s, D, b, hk, j0 + kL2AheadRows, kBk);
+        PrefetchRows<PrefetchTo::kOuter>(k, s, D, b, hk, j0 + kOuterAheadRows, kBk);
+        PrefetchRows<PrefetchTo::kOuter>(v, s, D, b, hk, j0 + kOuterAheadRows, kBk);
         PrefetchRows(v, s, D, b, hk, j0, nk);
         if (j0 + kBk < s.kv_length)
           PrefetchRows(k, s, D, b, hk, j0 + kBk, std::min(kBk, s.kv_length - j0 - kBk));

@@ -6,7 +6,6 @@
 #define HWY_TARGET_INCLUDE "backend/cpu/packed_gemm.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/aligned_allocator.h>
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -212,13 +211,13 @@ HWY_NOINLINE void Tile(int64_t kc, const float* HWY_RESTRICT ap, const float* HW
   // products at AVX2, every shape; docs/performance.md).
   if (o.c != nullptr && !(o.c16 != nullptr && first && last))  // f32 C, or a bf16 C's f32 sums
     for (int64_t r = 0; r < mr; ++r) {
-      hwy::Prefetch(o.c + r * o.ldc);
-      hwy::Prefetch(o.c + r * o.ldc + nr - 1);
+      PrefetchLine<PrefetchTo::kL1>(o.c + r * o.ldc);
+      PrefetchLine<PrefetchTo::kL1>(o.c + r * o.ldc + nr - 1);
     }
   if (o.c16 != nullptr && last)
     for (int64_t r = 0; r < mr; ++r) {
-      hwy::Prefetch(o.c16 + r * o.ld16);
-      hwy::Prefetch(o.c16 + r * o.ld16 + nr - 1);
+      PrefetchLine<PrefetchTo::kL1>(o.c16 + r * o.ld16);
+      PrefetchLine<PrefetchTo::kL1>(o.c16 + r * o.ld16 + nr - 1);
     }
   for (int64_t r = 0; r < kMr; ++r)
     for (int64_t v = 0; v < kNv; ++v) acc[r][v] = hn::Zero(d);

@@ -94,6 +94,19 @@ HWY_INLINE void StoreF(D d, hn::Vec<D> v, bfloat16* p) {
   hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, reinterpret_cast<uint16_t*>(p));
 }
 
+// ---- software prefetch ---------------------------------------------------
+// kL1 brings the line into every level (prefetcht0 on x86); kOuter into the
+// outer caches only (prefetcht2), for a stream whose lines are used once:
+// bringing them into L1 only crowds out the data that is reused there
+// (decode-step weights and keys / values: docs/performance.md, session 43).
+enum class PrefetchTo { kNone, kL1, kOuter };
+
+template <PrefetchTo kTo>
+HWY_INLINE void PrefetchLine(const void* p) {
+  if constexpr (kTo == PrefetchTo::kL1) __builtin_prefetch(p, 0, 3);
+  else if constexpr (kTo == PrefetchTo::kOuter) __builtin_prefetch(p, 0, 1);
+}
+
 // ---- exp, tanh, GELU: the one formula ------------------------------------
 // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 in two
 // parts, Cody & Waite 1980); exp(r) by its degree-6 Taylor polynomial on

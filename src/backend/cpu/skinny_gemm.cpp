@@ -7,7 +7,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/skinny_gemm.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "backend/cpu/simd-inl.h"
@@ -57,21 +56,13 @@ HWY_INLINE void ZeroRows(int64_t cols, float (*acc)[AC]) {
 // was the same 3 or 4 rows ahead and 4% slower 2 rows ahead.
 constexpr int64_t kPrefetchRows = 3;
 
-// Where the prefetches bring B. Up to 4 rows of A use each line of B once
-// and take the hint for the outer caches (prefetcht2 on x86): one token's
+// Where the prefetches bring B (PrefetchTo, simd-inl.h). Up to 4 rows of A
+// use each line of B once and take the outer-cache hint: one token's
 // batch-1 layer products took 1.97-2.48 ms against 2.79-3.21 ms with the L1
 // hint (2 threads, five runs alternating in one process, AVX2, AMD Zen 4;
 // one thread 3.50 against 4.66; native 2.23 against 2.80). The 5-to-8-row
 // blocks read each chunk of B twice, the second time from L1, and were 8-24%
 // slower with the outer hint (batch 8), so they keep the L1 one.
-enum class PrefetchTo { kNone, kL1, kL2 };
-
-template <PrefetchTo kTo>
-HWY_INLINE void PrefetchLine(const void* p) {
-  if constexpr (kTo == PrefetchTo::kL1) hwy::Prefetch(p);
-  else if constexpr (kTo == PrefetchTo::kL2) __builtin_prefetch(p, 0, 1);
-}
-
 // Steps over k unrolled per pass over the accumulators: KU rows of B are read
 // side by side and each accumulator is loaded and stored once per KU steps
 // (the sum still runs over k in order). Sized so that MR x KU broadcasts of A,
@@ -157,7 +148,7 @@ HWY_INLINE void SkinnyBlock(int64_t k, int64_t cols, float alpha, const TA* a, i
   for (int64_t q0 = 0; q0 < k; q0 += kSkinnyKBlock) {
     float(*dst)[BC] = q0 == 0 ? tot : acc;
     ZeroRows<MR>(cols, dst);
-    SkinnyRange<MR, PrefetchTo::kL2>(q0, std::min(k, q0 + kSkinnyKBlock), k, cols, a, lda, b, ldb, dst);
+    SkinnyRange<MR, PrefetchTo::kOuter>(q0, std::min(k, q0 + kSkinnyKBlock), k, cols, a, lda, b, ldb, dst);
     if (q0 > 0) AddBlock<MR>(cols, acc, tot);
   }
   SkinnyStore<MR>(cols, tot, alpha, beta, c, ldc);
@@ -255,7 +246,7 @@ HWY_INLINE void SkinnyPanelBt(int64_t j, int64_t cols, int64_t k, float alpha, c
       }
     const size_t kn = size_t(std::min(N, k - p));
     if (p % kLine == 0)  // the same line of the next panel's rows
-      for (int64_t jj = 0; jj < N; ++jj) hwy::Prefetch(bt + (j + kAhead + jj) * ldbt + p);
+      for (int64_t jj = 0; jj < N; ++jj) PrefetchLine<PrefetchTo::kL1>(bt + (j + kAhead + jj) * ldbt + p);
     VF r[N];
     for (int64_t jj = 0; jj < N; ++jj)
       r[jj] = jj < cols ? LoadPart(d, bt + (j + jj) * ldbt + p, kn) : hn::Zero(d);
