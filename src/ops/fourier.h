@@ -23,8 +23,8 @@
 
 namespace t5x {
 
-// The FFTW kernel (backend/cpu/fourier.cpp), or the reference when fused
-// kernels are disabled (ops/fused.h).
+// The FFTW kernel (the CPU backend's fourier family), or the reference when
+// fused kernels are disabled (ops/fused.h).
 Array fourier_mix(const Array& x, const std::string& length = "length", const std::string& embed = "embed");
 // Plain-op decomposition (two products with the cos / sin matrices each, in
 // float32): the kernel's oracle, and the matmul path of f_net's
