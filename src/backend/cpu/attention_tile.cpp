@@ -129,13 +129,14 @@ void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_
   }
 }
 
-// From qc, doc, kt, vt: pm = P = exp(S - lse), dp = dS = P * (dout v^T - delta).
+// From qc, doc, kt, vt: pm = P = exp(S - lse), and dS = P * (dout v^T - delta)
+// into dP ([nq, kBk] rows; ts.dp, or pass A's stash tile, which then needs no
+// copy).
 void ProbsAndDlogits(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
-                     int64_t nk, const float* lse_row, const float* logl_row, const float* delta_row) {
+                     int64_t nk, const float* lse_row, const float* logl_row, const float* delta_row, float* dP) {
   const int64_t D = pr.s.head_dim;
   LogitsTile(pr, ts, b, h, i0, nq, j0, nk);
   float* P = ts.pm.data();
-  float* dP = ts.dp.data();
   SmallGemm<false>(nq, kBk, D, ts.doc.data(), D, 1, ts.vt.data(), kBk, dP, kBk);
   for (int64_t i = 0; i < nq; ++i) {
     const float* srow = ts.s.data() + i * kBk;
@@ -277,11 +278,11 @@ void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const
       if (pr.causally_masked(i0, nq, j0) && RowsHaveAllowedKey(lse_row, nq)) continue;
       LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
       LoadRows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
-      ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
-      if (ds_stash) std::copy(ts.dp.begin(), ts.dp.begin() + nq * kBk, ds_stash + pr.stash_tile(b, h, i0, j0));
+      float* ds = ds_stash ? ds_stash + pr.stash_tile(b, h, i0, j0) : ts.dp.data();
+      ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row, ds);
       // dv += P^T dout; dk += dS^T (scale q).
       SmallGemm<true>(nk, D, nq, ts.pm.data(), 1, kBk, ts.doc.data(), D, ts.dv.data(), D);
-      SmallGemm<true>(nk, D, nq, ts.dp.data(), 1, kBk, ts.qc.data(), D, ts.dk.data(), D);
+      SmallGemm<true>(nk, D, nq, ds, 1, kBk, ts.qc.data(), D, ts.dk.data(), D);
     }
   }
   for (int64_t j = 0; j < nk; ++j) {
@@ -318,7 +319,7 @@ void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const 
       if (!ds) {
         LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
         LoadTransposed(v, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.vt.data());
-        ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row);
+        ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row, ts.dp.data());
         ds = ts.dp.data();
       }
       const float* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
