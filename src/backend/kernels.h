@@ -24,6 +24,8 @@
 //   backend/cpu/fused.cpp                rms_norm, gated_gelu, cross_entropy,
 //       attention (the Highway kernels of their own files)
 //   backend/cpu/fourier.cpp              fourier_mix (FFTW, libfftw3-dev)
+//   backend/cpu/adafactor.cpp            adafactor_factored_update,
+//       adafactor_unfactored_update (t5x/optim/adafactor.cpp's fast path)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -81,6 +83,32 @@ struct AttentionArgs {
   const uint8_t* q_mask = nullptr;
   const uint8_t* kv_mask = nullptr;
   float scale = 1.0f;
+};
+
+// Adafactor's per-step float32 hyper-parameters, as t5x/optim/adafactor.cpp
+// derives them from AdafactorConfig and the step (t5x/optim/adafactor.h has
+// the rule and its sources).
+struct AdafactorScalars {
+  float decay = 0, mixing = 0, eps1 = 0, eps2 = 0;
+  bool has_max_parameter_scale = false;
+  float max_parameter_scale = 0;
+  float lr = 0;
+  bool use_scale = true;  // multiply_by_parameter_scale
+  bool clip = false;      // clipping_threshold set
+  float clipping_threshold = 1;
+  float b1 = 0, one_minus_b1 = 0;  // momentum (used when m != nullptr)
+  float keep_w = 1;                // 1 - weight_decay_rate (1 when unset)
+  bool skip_nan = false;           // skip_nan_updates
+  float grad_scale = 1;            // global-norm clipping factor
+};
+
+// A factored param viewed as [nb, n_outer, n_inner] (row-major): nb = the
+// product of its leading BATCH dims, then one contiguous group of ROW dims
+// and one of COLUMN dims, in either order. v_row is [nb, rows], v_col
+// [nb, cols].
+struct FactoredLayout {
+  int64_t nb = 1, n_outer = 1, n_inner = 1;
+  bool row_outer = true;  // ROW dims come first (v_row indexed by the outer index)
 };
 
 namespace cpu {
@@ -172,6 +200,22 @@ void attention_backward(const AttentionDims& s, const AttentionArgs& p, const fl
 // run to run (FFTW_ESTIMATE plans), but, unlike the Highway kernels, not
 // bitwise the same on every CPU: FFTW picks its SIMD codelets for the CPU.
 void fourier_mix(int64_t batch, int64_t length, int64_t embed, const float* x, float* y);
+
+// One Adafactor step of one param, in place (backend/cpu/adafactor.cpp): the
+// rule of t5x/optim/adafactor.h on a whole, unsplit param, in the float32
+// expressions of its generic element walk, reading grad * s.grad_scale.
+// factored: param, grad, m [nb, n_outer, n_inner]; v_row [nb, rows], v_col
+// [nb, cols] (FactoredLayout). unfactored: param, grad, v, m [nb, n]; the
+// means run over n. m is nullptr without momentum.
+// The means' float64 sums add 8-lane partial sums over runs of <= 512 values
+// along a row and <= 32 rows down a column, combined in order, so they round
+// to the generic walk's float32 but where a sum straddles a rounding
+// boundary. Chunk boundaries depend on the shape only: the same bits on any
+// thread count and on every SIMD target. Empty params return at once.
+void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                               float* v_row, float* v_col, float* m);
+void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                                 float* v, float* m);
 
 }  // namespace cpu
 }  // namespace t5x::kernels

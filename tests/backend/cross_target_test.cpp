@@ -11,6 +11,7 @@
 #include "backend/cpu/rms_norm.h"
 #include "backend/cpu/unary.h"
 #include "backend/cpu/vec_math.h"
+#include "backend/kernels.h"
 #include "cross_target.h"
 #include "test_util.h"
 
@@ -114,6 +115,75 @@ TEST(CrossTarget, GatedGelu) {
       return b;
     });
   }
+}
+
+// Adafactor's fused update (backend/cpu/adafactor.cpp): every flag
+// combination, both factor orientations, batch dims, rows longer than one
+// 512-value sum block, lengths off the 8-lane grid, more than one 32-row
+// chunk, and a NaN gradient (kept out by skip_nan), over three steps.
+TEST(CrossTarget, AdafactorUpdate) {
+  struct Case {
+    int64_t nb, outer, inner;
+  };
+  for (const Case c : {Case{1, 7, 13}, Case{2, 45, 517}, Case{1, 70, 1030}, Case{3, 1, 9}})
+    for (int flags = 0; flags < 16; ++flags) {
+      kernels::AdafactorScalars s;
+      s.decay = 0.8f, s.mixing = 0.2f, s.eps1 = 1e-30f, s.eps2 = 1e-3f, s.lr = 0.01f;
+      s.use_scale = flags & 1, s.clip = flags & 2, s.clipping_threshold = 0.5f;
+      s.skip_nan = flags & 8, s.has_max_parameter_scale = flags & 8, s.max_parameter_scale = 0.3f;
+      s.b1 = 0.9f, s.one_minus_b1 = 0.1f, s.keep_w = (flags & 4) ? 0.999f : 1.0f, s.grad_scale = (flags & 2) ? 0.5f : 1.f;
+      const bool momentum = flags & 4;
+      const int64_t n = c.nb * c.outer * c.inner;
+      const std::string what = "adafactor " + std::to_string(c.nb) + "x" + std::to_string(c.outer) + "x" +
+                               std::to_string(c.inner) + " flags=" + std::to_string(flags);
+      expect_same_on_every_target(what, [&] {
+        Bytes b;
+        for (bool row_outer : {true, false}) {
+          kernels::FactoredLayout l;
+          l.nb = c.nb, l.n_outer = c.outer, l.n_inner = c.inner, l.row_outer = row_outer;
+          const int64_t rows = row_outer ? c.outer : c.inner, cols = row_outer ? c.inner : c.outer;
+          std::vector<float> p = random_vec(size_t(n), 1, -0.5f, 0.5f), m(size_t(n), 0.f), v(size_t(n), 0.f);
+          std::vector<float> p2 = p, m2 = m, vr(size_t(c.nb * rows), 0.f), vc(size_t(c.nb * cols), 0.f);
+          for (uint32_t t = 0; t < 3; ++t) {
+            std::vector<float> g = random_vec(size_t(n), 10 + t, -0.01f, 0.01f);
+            if (t == 1) g[size_t(n / 2)] = std::numeric_limits<float>::quiet_NaN();
+            kernels::cpu::adafactor_factored_update(l, s, p.data(), g.data(), vr.data(), vc.data(),
+                                                    momentum ? m.data() : nullptr);
+            kernels::cpu::adafactor_unfactored_update(c.nb, c.outer * c.inner, s, p2.data(), g.data(), v.data(),
+                                                      momentum ? m2.data() : nullptr);
+          }
+          append(b, p), append(b, vr), append(b, vc), append(b, m), append(b, p2), append(b, v), append(b, m2);
+        }
+        return b;
+      });
+    }
+}
+
+// Known answer for the order of the float64 sums (kernels.h: 8 logical
+// lanes, added in a fixed tree). One row of 16 values of g^2: lane 0 holds
+// 1 and 2^-24, lanes 1-7 hold 2^-54 and 0. The tree adds lanes 1-7 in pairs
+// first, so 2^-53 (two lanes) is lost against 1 + 2^-24 but 2^-52 (four) is
+// kept: row sum 1 + 2^-24 + 2^-52, whose mean rounds up to the float32
+// (1 + 2^-23) / 16. Added one by one, every 2^-54 would be lost and the
+// mean, exactly halfway, would round to even: 1/16. With decay 0 and
+// mixing 1, v_row is that float32 mean.
+TEST(CrossTarget, AdafactorSumsInTheEightLaneTree) {
+  expect_same_on_every_target("adafactor lane sums", [&] {
+    std::vector<float> g(16, 0.f);
+    g[0] = 1.f, g[8] = std::ldexp(1.f, -12);
+    for (int j = 1; j < 8; ++j) g[size_t(j)] = std::ldexp(1.f, -27);
+    kernels::AdafactorScalars s;
+    s.decay = 0.f, s.mixing = 1.f, s.eps1 = 0.f, s.eps2 = 1e-3f, s.lr = 0.01f;
+    kernels::FactoredLayout l;
+    l.n_outer = 1, l.n_inner = 16;
+    std::vector<float> p(16, 1.f), vr(1, 0.f), vc(16, 0.f);
+    kernels::cpu::adafactor_factored_update(l, s, p.data(), g.data(), vr.data(), vc.data(), nullptr);
+    EXPECT_EQ(vr[0], (1.f + std::ldexp(1.f, -23)) / 16.f) << simd_target();
+    EXPECT_NE(vr[0], 1.f / 16.f) << simd_target();
+    Bytes b;
+    append(b, vr), append(b, vc), append(b, p);
+    return b;
+  });
 }
 
 TEST(CrossTarget, RmsNorm) {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "backend/kernels.h"
 #include "t5x/optim/buffers.h"
-#include "t5x/optim/adafactor_kernels.h"
 #include "t5x/optim/grad_utils.h"
 #include "t5x/optim/reduce_walker.h"
 
@@ -44,12 +44,13 @@ std::string rule_to_string(const FactorRule& r) {
   return s + ")";
 }
 
-// Whether the param fits a fast-path layout (adafactor_kernels.h): leading
-// BATCH dims, then either only averaged dims (unfactored) or one contiguous
-// group of ROW dims and one of COLUMN dims (factored). Empty dims do not.
+// Whether the param fits a fast-path layout (kernels::cpu::adafactor_*_update
+// in backend/kernels.h): leading BATCH dims, then either only averaged dims
+// (unfactored) or one contiguous group of ROW dims and one of COLUMN dims
+// (factored). Empty dims do not.
 struct FastLayout {
   bool ok = false;
-  optim_detail::FactoredLayout f;  // factored: [nb, n_outer, n_inner]; unfactored: nb, n_outer
+  kernels::FactoredLayout f;  // factored: [nb, n_outer, n_inner]; unfactored: nb, n_outer
 };
 
 FastLayout fast_layout(const FactorPlan& fp, const std::vector<int64_t>& sizes) {
@@ -482,7 +483,7 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   auto grad_at = [&](int64_t i) { return grad_scale == 1.0f ? gp[i] : gp[i] * grad_scale; };
 
   if (const FastLayout fl = fast_path_ && !split ? fast_layout(fp, sizes) : FastLayout{}; fl.ok) {
-    optim_detail::AdafactorScalars sc;
+    kernels::AdafactorScalars sc;
     sc.decay = decay;
     sc.mixing = mixing;
     sc.eps1 = eps1;
@@ -509,14 +510,14 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
       FloatView vr(slot("v_row")), vc(slot("v_col"));
       if (vr.size() != walk.reduced_size(1) || vc.size() != walk.reduced_size(2))
         throw_invalid(kOp, "factored slots of '" + path + "' do not match the param " + param.shape().to_string());
-      optim_detail::adafactor_factored_update(fl.f, sc, p.data(), gp, vr.data(), vc.data(), m);
+      kernels::cpu::adafactor_factored_update(fl.f, sc, p.data(), gp, vr.data(), vc.data(), m);
       vr.commit();
       vc.commit();
     } else {
       FloatView vv(slot("v"));
       if (vv.size() != walk.size())
         throw_invalid(kOp, "slot '" + path + "/v' does not match the param " + param.shape().to_string());
-      optim_detail::adafactor_unfactored_update(fl.f.nb, fl.f.n_outer, sc, p.data(), gp, vv.data(), m);
+      kernels::cpu::adafactor_unfactored_update(fl.f.nb, fl.f.n_outer, sc, p.data(), gp, vv.data(), m);
       vv.commit();
     }
     p.commit();

@@ -139,7 +139,8 @@ class Adafactor : public Optimizer {
 
   // Params laid out as [BATCH..., ROW..., COLUMN...] / [BATCH..., COLUMN...,
   // ROW...] (factored) or [BATCH..., averaged...] (unfactored) take a fused,
-  // vectorised, OpenMP-parallel path (adafactor_kernels.h); others walk the
+  // vectorised, OpenMP-parallel path (the CPU backend's
+  // kernels::cpu::adafactor_*_update, backend/kernels.h); others walk the
   // elements generically. Both compute the same rule; false forces the
   // generic walk (tests compare the two); params split across processes
   // always take the generic walk. Threads split the elements of one param;

@@ -1,0 +1,427 @@
+// Adafactor's fused update (kernels::cpu::adafactor_*_update, backend/kernels.h
+// has the contract), written once in Google Highway and compiled per target.
+//
+// Bits on every target: each float32 expression is a chain of IEEE
+// operations (multiply, add, divide, sqrt; no FMA, no approximate
+// reciprocal), so a lane gives the same value at any width. The float64 sums
+// behind the means run over 8 logical lanes whatever the vector width: value
+// j of a run adds into lane j % 8, the runs' last n % 8 values add one by one
+// into a ninth scalar total, and total() adds them in one fixed tree. On
+// AVX-512 the 8 lanes are one vector of doubles, on AVX2 two, on SSE4 four,
+// on the scalar fallback eight. That is also the order the kernels used
+// before they moved here (GCC 8-lane vector extensions), so checkpoints
+// trained before train on to the same bits.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/parallel.h"
+#include "backend/kernels.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/adafactor.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "backend/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace t5x::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+using kernels::AdafactorScalars;
+using kernels::FactoredLayout;
+
+constexpr int64_t kBlock = 512;         // longest float64 lane sum along a row
+constexpr int64_t kChunkRows = 32;      // rows per parallel chunk: longest sum down a column
+constexpr int64_t kChunkElems = 16384;  // elements per parallel chunk of an unfactored param
+constexpr size_t kGroup = 8;            // logical lanes of the float64 sums
+
+// Doubles: 8 lanes at most (1, 2, 4 or 8 per vector). The float32 vectors
+// are as wide as two of them on SSE4 / AVX2 (4 / 8 floats) and as one on
+// AVX-512 (8 floats: one group) and the scalar fallback (1).
+using DD = hn::CappedTag<double, kGroup>;
+using VD = hn::Vec<DD>;
+constexpr size_t kLd = hn::MaxLanes(DD());
+using DH = hn::Rebind<float, DD>;
+constexpr bool kSplit = kLd == 2 || kLd == 4;
+using D8 = std::conditional_t<kSplit, hn::Twice<DH>, DH>;
+constexpr size_t kN8 = hn::MaxLanes(D8());
+static_assert(kGroup % kN8 == 0 && kN8 == (kSplit ? 2 : 1) * kLd, "float lanes must tile a group of 8");
+using D1 = hn::CappedTag<float, 1>;  // the tail, one value at a time
+
+using Vector = std::false_type;  // f(d, k, q, Vector{}): lanes q .. q + kN8 of a group
+using Tail = std::true_type;     // f(d, k, 0, Tail{}): one value after the last group
+
+// f over [0, n): the groups of 8 (kN8 values per call), then the tail.
+template <class F>
+HWY_INLINE void ForLanes(int64_t n, F&& f) {
+  int64_t k = 0;
+  for (; k + int64_t(kGroup) <= n; k += int64_t(kGroup))
+    for (size_t q = 0; q < kGroup; q += kN8) f(D8(), k + int64_t(q), q, Vector{});
+  for (; k < n; ++k) f(D1(), k, 0, Tail{});
+}
+
+// The float lanes of x (a Vec<D8>) widened exactly: Lo has them all or,
+// where kSplit, the lower half and Hi the upper.
+template <class V>
+HWY_INLINE VD Lo(V x) {
+  if constexpr (kSplit) return hn::PromoteTo(DD(), hn::LowerHalf(DH(), x));
+  else return hn::PromoteTo(DD(), x);
+}
+#if HWY_TARGET != HWY_SCALAR  // (no halves there; nor kSplit)
+template <class V>
+HWY_INLINE VD Hi(V x) {
+  return hn::PromoteTo(DD(), hn::UpperHalf(DH(), x));
+}
+#endif
+
+// A float64 sum of float32 values over the 8 logical lanes plus the tail.
+struct Acc {
+  VD lanes[kGroup / kLd];
+  double tail = 0;
+  HWY_INLINE Acc() {
+    for (auto& v : lanes) v = hn::Zero(DD());
+  }
+  template <class V>
+  HWY_INLINE void add(size_t q, V x, Vector) {
+    lanes[q / kLd] = hn::Add(lanes[q / kLd], Lo(x));
+    if constexpr (kSplit) lanes[q / kLd + 1] = hn::Add(lanes[q / kLd + 1], Hi(x));
+  }
+  template <class V>
+  HWY_INLINE void add(size_t, V x, Tail) {
+    tail += double(hn::GetLane(x));
+  }
+  HWY_INLINE double total() const {
+    HWY_ALIGN double l[kGroup];
+    for (size_t i = 0; i < kGroup / kLd; ++i) hn::Store(lanes[i], DD(), l + i * kLd);
+    return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + tail;
+  }
+};
+
+// acc[k ..] += x, elementwise in float64.
+template <class V>
+HWY_INLINE void AddTo(double* acc, V x, Vector) {
+  hn::StoreU(hn::Add(hn::LoadU(DD(), acc), Lo(x)), DD(), acc);
+  if constexpr (kSplit) hn::StoreU(hn::Add(hn::LoadU(DD(), acc + kLd), Hi(x)), DD(), acc + kLd);
+}
+template <class V>
+HWY_INLINE void AddTo(double* acc, V x, Tail) {
+  *acc += double(hn::GetLane(x));
+}
+
+// 1 / sqrt(v): IEEE division and square root on every target.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V RsqrtExact(D d, V v) {
+  return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(v));
+}
+// `fresh` where it is a number, else `old` (skip_nan_updates).
+template <class V>
+HWY_INLINE V KeepOldIfNan(V fresh, V old) {
+  return hn::IfThenElse(hn::IsNaN(fresh), old, fresh);
+}
+
+// jnp.maximum / jnp.minimum propagate NaN (std::max / std::min do not).
+float NanMax(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::max(a, b); }
+float NanMin(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::min(a, b); }
+
+// lr * clip(max(eps2, RMS(p)), max_parameter_scale), or lr.
+float ParamScale(const AdafactorScalars& s, double psum, double n_avg) {
+  if (!s.use_scale) return s.lr;
+  float ps = std::sqrt(float(psum / n_avg));
+  ps = NanMax(ps, s.eps2);
+  if (s.has_max_parameter_scale) ps = NanMin(ps, s.max_parameter_scale);
+  return s.lr * ps;
+}
+
+float ClipDenom(const AdafactorScalars& s, double ysum, double n_avg) {
+  return s.clip ? NanMax(1.0f, std::sqrt(float(ysum / n_avg)) / s.clipping_threshold) : 1.0f;
+}
+
+// Reused between calls (the optimizer updates one param at a time per
+// thread; thread_local keeps concurrent optimizers apart).
+struct Scratch {
+  std::vector<float> rf, cf;
+  std::vector<double> part, outer, inner, chunk;
+};
+Scratch& GetScratch() {
+  thread_local Scratch s;
+  return s;
+}
+template <typename T>
+T* Sized(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+  return v.data();
+}
+
+// The last pass over one contiguous run of n: y -> clip -> scale ->
+// momentum -> weight decay -> param, with y = y_of(d, k). Skipped NaNs keep
+// the old value.
+template <bool kMomentum, bool kSkip, class Y>
+HWY_INLINE void ApplyRun(int64_t n, const AdafactorScalars& s, float denom, float scale, float* p, float* m,
+                         Y&& y_of) {
+  ForLanes(n, [&](auto d, int64_t k, size_t, auto) {
+    auto y = y_of(d, k);
+    if (s.clip) y = hn::Div(y, hn::Set(d, denom));
+    auto u = hn::Mul(hn::Set(d, scale), y);
+    if constexpr (kMomentum) {
+      const auto old = hn::LoadU(d, m + k);
+      auto nm = hn::Add(hn::Mul(hn::Set(d, s.b1), old), hn::Mul(hn::Set(d, s.one_minus_b1), u));
+      u = nm;
+      if constexpr (kSkip) nm = KeepOldIfNan(nm, old);
+      hn::StoreU(nm, d, m + k);
+    }
+    const auto pv = hn::LoadU(d, p + k);
+    auto np = hn::Sub(hn::Mul(hn::Set(d, s.keep_w), pv), u);
+    if constexpr (kSkip) np = KeepOldIfNan(np, pv);
+    hn::StoreU(np, d, p + k);
+  });
+}
+
+template <bool kMomentum, bool kSkip, bool kRowOuter>
+void Factored(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad, float* v_row,
+              float* v_col, float* m) {
+  Scratch& sc = GetScratch();
+  const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
+  const int64_t nrows = kRowOuter ? no : ni, ncols = kRowOuter ? ni : no;
+  const int64_t nc = num_chunks(no, kChunkRows);
+  double* part = Sized(sc.part, nc * ni);
+  double* outer = Sized(sc.outer, no);
+  double* inner = Sized(sc.inner, ni);
+  double* chunk = Sized(sc.chunk, nc);
+  float* rf = Sized(sc.rf, nrows);
+  float* cf = Sized(sc.cf, ncols);
+  const float gs = s.grad_scale, eps1 = s.eps1;
+
+  for (int64_t b = 0; b < l.nb; ++b) {
+    float* pb = param + b * per_b;
+    const float* gb = grad + b * per_b;
+    float* mb = m ? m + b * per_b : nullptr;
+    float* vr = v_row + b * nrows;
+    float* vc = v_col + b * ncols;
+
+    // Pass 1: sum p^2, and g^2 + eps1 along rows (outer) and down columns (inner).
+    parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
+      double* ip = part + c * ni;
+      std::fill(ip, ip + ni, 0.0);
+      double ps = 0;
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* pr = pb + r * ni;
+        const float* gr = gb + r * ni;
+        double gsum = 0;
+        for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
+          Acc sp, sg;
+          ForLanes(std::min(ni - k0, kBlock), [&](auto d, int64_t j, size_t q, auto kind) {
+            const int64_t k = k0 + j;
+            const auto pv = hn::LoadU(d, pr + k);
+            sp.add(q, hn::Mul(pv, pv), kind);
+            const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
+            const auto g2 = hn::Add(hn::Mul(gv, gv), hn::Set(d, eps1));
+            sg.add(q, g2, kind);
+            AddTo(ip + k, g2, kind);
+          });
+          ps += sp.total();
+          gsum += sg.total();
+        }
+        outer[r] = gsum;
+      }
+      chunk[c] = ps;
+    });
+    std::fill(inner, inner + ni, 0.0);
+    double psum = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+      const double* ip = part + c * ni;
+      for (int64_t k = 0; k < ni; ++k) inner[k] += ip[k];
+      psum += chunk[c];
+    }
+    const double n_avg = double(per_b);
+    const float scale = ParamScale(s, psum, n_avg);
+
+    // v_row / v_col moving averages and the factors.
+    const double* rsum = kRowOuter ? outer : inner;
+    const double* csum = kRowOuter ? inner : outer;
+    auto ema = [&](float& v, double mean) {
+      const float nv = s.decay * v + s.mixing * float(mean);
+      if (!(kSkip && std::isnan(nv))) v = nv;
+    };
+    for (int64_t i = 0; i < nrows; ++i) ema(vr[i], rsum[i] / double(ncols));
+    for (int64_t j = 0; j < ncols; ++j) ema(vc[j], csum[j] / double(nrows));
+    double rcs = 0;
+    for (int64_t i = 0; i < nrows; ++i) rcs += double(vr[i]);
+    const float rc_mean = float(rcs / double(nrows));
+    for (int64_t i = 0; i < nrows; ++i) rf[i] = 1.0f / std::sqrt(vr[i] / rc_mean);
+    for (int64_t j = 0; j < ncols; ++j) cf[j] = 1.0f / std::sqrt(vc[j]);
+    // y = g * row_factor * col_factor, multiplied in that order.
+    const float* fo = kRowOuter ? rf : cf;  // factor of the outer index
+    const float* fi = kRowOuter ? cf : rf;  // of the inner index
+    auto y_at = [&](auto d, const float* gr, float a, int64_t k) {
+      const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
+      const auto f = hn::LoadU(d, fi + k);
+      return kRowOuter ? hn::Mul(hn::Mul(gv, hn::Set(d, a)), f) : hn::Mul(hn::Mul(gv, f), hn::Set(d, a));
+    };
+
+    // Pass 2: sum y^2 for update clipping.
+    double ysum = 0;
+    if (s.clip) {
+      parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
+        double ys = 0;
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* gr = gb + r * ni;
+          const float a = fo[r];
+          for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
+            Acc sy;
+            ForLanes(std::min(ni - k0, kBlock), [&](auto d, int64_t j, size_t q, auto kind) {
+              const auto y = y_at(d, gr, a, k0 + j);
+              sy.add(q, hn::Mul(y, y), kind);
+            });
+            ys += sy.total();
+          }
+        }
+        chunk[c] = ys;
+      });
+      for (int64_t c = 0; c < nc; ++c) ysum += chunk[c];
+    }
+    const float denom = ClipDenom(s, ysum, n_avg);
+
+    // Pass 3: apply.
+    parallel_for_chunks(no, kChunkRows, [&](int64_t, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* gr = gb + r * ni;
+        const float a = fo[r];
+        ApplyRun<kMomentum, kSkip>(ni, s, denom, scale, pb + r * ni, kMomentum ? mb + r * ni : nullptr,
+                                   [&](auto d, int64_t k) { return y_at(d, gr, a, k); });
+      }
+    });
+  }
+}
+
+template <bool kMomentum, bool kSkip>
+void Unfactored(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad, float* v,
+                float* m) {
+  Scratch& sc = GetScratch();
+  const int64_t nc = num_chunks(n, kChunkElems);
+  double* chunk = Sized(sc.chunk, 2 * nc);
+  const float gs = s.grad_scale, eps1 = s.eps1, decay = s.decay, mixing = s.mixing;
+  for (int64_t b = 0; b < nb; ++b) {
+    float* pb = param + b * n;
+    const float* gb = grad + b * n;
+    float* vb = v + b * n;
+    float* mb = m ? m + b * n : nullptr;
+    // Pass 1: sum p^2, update v, sum y^2 with y = g / sqrt(v).
+    parallel_for_chunks(n, kChunkElems, [&](int64_t c, int64_t i0, int64_t i1) {
+      double ps = 0, ys = 0;
+      for (int64_t k0 = i0; k0 < i1; k0 += kBlock) {
+        Acc ap, ay;
+        ForLanes(std::min(i1, k0 + kBlock) - k0, [&](auto d, int64_t j, size_t q, auto kind) {
+          const int64_t i = k0 + j;
+          const auto pv = hn::LoadU(d, pb + i);
+          ap.add(q, hn::Mul(pv, pv), kind);
+          const auto gv = hn::Mul(hn::LoadU(d, gb + i), hn::Set(d, gs));
+          const auto g2 = hn::Add(hn::Mul(gv, gv), hn::Set(d, eps1));
+          const auto old = hn::LoadU(d, vb + i);
+          auto nv = hn::Add(hn::Mul(hn::Set(d, decay), old), hn::Mul(hn::Set(d, mixing), g2));
+          if constexpr (kSkip) nv = KeepOldIfNan(nv, old);
+          hn::StoreU(nv, d, vb + i);
+          const auto y = hn::Mul(gv, RsqrtExact(d, nv));
+          ay.add(q, hn::Mul(y, y), kind);
+        });
+        ps += ap.total();
+        ys += ay.total();
+      }
+      chunk[2 * c] = ps;
+      chunk[2 * c + 1] = ys;
+    });
+    double psum = 0, ysum = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+      psum += chunk[2 * c];
+      ysum += chunk[2 * c + 1];
+    }
+    const double n_avg = double(n);
+    const float scale = ParamScale(s, psum, n_avg);
+    const float denom = ClipDenom(s, ysum, n_avg);
+    // Pass 2: apply.
+    parallel_for_chunks(n, kChunkElems, [&](int64_t, int64_t i0, int64_t i1) {
+      const float* gr = gb + i0;
+      const float* vr = vb + i0;
+      ApplyRun<kMomentum, kSkip>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
+                                 [&](auto d, int64_t k) {
+                                   const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
+                                   return hn::Mul(gv, RsqrtExact(d, hn::LoadU(d, vr + k)));
+                                 });
+    });
+  }
+}
+
+// run(momentum, skip_nan) with each flag as std::true_type / false_type, so
+// that the kernels are compiled once per combination.
+template <class Run>
+void WithFlags(bool momentum, bool skip_nan, Run&& run) {
+  using F = std::false_type;
+  using T = std::true_type;
+  if (momentum) {
+    skip_nan ? run(T{}, T{}) : run(T{}, F{});
+  } else {
+    skip_nan ? run(F{}, T{}) : run(F{}, F{});
+  }
+}
+
+}  // namespace
+
+void AdafactorFactored(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                       float* v_row, float* v_col, float* m) {
+  WithFlags(m != nullptr, s.skip_nan, [&](auto momentum, auto skip) {
+    constexpr bool kM = decltype(momentum)::value, kS = decltype(skip)::value;
+    l.row_outer ? Factored<kM, kS, true>(l, s, param, grad, v_row, v_col, m)
+                : Factored<kM, kS, false>(l, s, param, grad, v_row, v_col, m);
+  });
+}
+
+void AdafactorUnfactored(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                         float* v, float* m) {
+  WithFlags(m != nullptr, s.skip_nan, [&](auto momentum, auto skip) {
+    Unfactored<decltype(momentum)::value, decltype(skip)::value>(nb, n, s, param, grad, v, m);
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace t5x::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "backend/cpu/simd.h"
+
+namespace t5x::cpu {
+namespace {
+HWY_EXPORT(AdafactorFactored);
+HWY_EXPORT(AdafactorUnfactored);
+
+void adafactor_factored(const kernels::FactoredLayout& l, const kernels::AdafactorScalars& s, float* param,
+                        const float* grad, float* v_row, float* v_col, float* m) {
+  T5X_DISPATCH(AdafactorFactored)(l, s, param, grad, v_row, v_col, m);
+}
+void adafactor_unfactored(int64_t nb, int64_t n, const kernels::AdafactorScalars& s, float* param,
+                          const float* grad, float* v, float* m) {
+  T5X_DISPATCH(AdafactorUnfactored)(nb, n, s, param, grad, v, m);
+}
+}  // namespace
+}  // namespace t5x::cpu
+
+namespace t5x::kernels::cpu {
+
+void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                               float* v_row, float* v_col, float* m) {
+  if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
+  t5x::cpu::adafactor_factored(l, s, param, grad, v_row, v_col, m);
+}
+
+void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                                 float* v, float* m) {
+  if (nb <= 0 || n <= 0) return;
+  t5x::cpu::adafactor_unfactored(nb, n, s, param, grad, v, m);
+}
+
+}  // namespace t5x::kernels::cpu
+#endif  // HWY_ONCE
