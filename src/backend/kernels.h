@@ -26,6 +26,7 @@
 //   backend/cpu/fourier.cpp              fourier_mix (FFTW, libfftw3-dev)
 //   backend/cpu/adafactor.cpp            adafactor_factored_update,
 //       adafactor_unfactored_update (t5x/optim/adafactor.cpp's fast path)
+//   backend/cpu/adamw.cpp                adamw_update (t5x/optim/adamw.cpp)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -109,6 +110,14 @@ struct AdafactorScalars {
 struct FactoredLayout {
   int64_t nb = 1, n_outer = 1, n_inner = 1;
   bool row_outer = true;  // ROW dims come first (v_row indexed by the outer index)
+};
+
+// AdamW's per-step float32 constants, as t5x/optim/adamw.cpp derives them
+// (optax.adamw): bias_correction{1,2} = 1 - b{1,2}^count, step_size = -lr.
+struct AdamWScalars {
+  float b1 = 0.9f, b2 = 0.999f, one_minus_b1 = 0.1f, one_minus_b2 = 0.001f;
+  float bias_correction1 = 1, bias_correction2 = 1;
+  float eps = 1e-8f, eps_root = 0, weight_decay = 0, step_size = 0;
 };
 
 namespace cpu {
@@ -216,6 +225,14 @@ void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& 
                                float* v_row, float* v_col, float* m);
 void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
                                  float* v, float* m);
+
+// One AdamW step of n elements, in place (backend/cpu/adamw.cpp), in optax's
+// order (scale_by_adam, add_decayed_weights, scale_by_learning_rate):
+//   mu = (1-b1) g + b1 mu;  nu = (1-b2) g^2 + b2 nu
+//   u = (mu / bc1) / (sqrt(nu / bc2 + eps_root) + eps)  [+ weight_decay * param]
+//   param = param + u * step_size
+// float32, unfused; the same bits on every target and thread count.
+void adamw_update(int64_t n, const AdamWScalars& s, float* param, const float* grad, float* mu, float* nu);
 
 }  // namespace cpu
 }  // namespace t5x::kernels

@@ -159,6 +159,28 @@ TEST(CrossTarget, AdafactorUpdate) {
     }
 }
 
+// AdamW's update (backend/cpu/adamw.cpp), with and without weight decay,
+// on lengths with tails and on gradients with special values, over three steps.
+TEST(CrossTarget, AdamWUpdate) {
+  for (int64_t n : kLengths)
+    for (float wd : {0.0f, 0.01f}) {
+      const auto p0 = random_vec(size_t(n), uint32_t(n), -0.5f, 0.5f);
+      expect_same_on_every_target("adamw n=" + std::to_string(n) + " wd=" + std::to_string(wd), [&] {
+        kernels::AdamWScalars s;
+        s.weight_decay = wd, s.step_size = -0.01f, s.eps_root = 1e-12f;
+        std::vector<float> p = p0, mu(p.size(), 0.f), nu(p.size(), 0.f);
+        for (uint32_t t = 1; t <= 3; ++t) {
+          s.bias_correction1 = 1.0f - std::pow(s.b1, float(t)), s.bias_correction2 = 1.0f - std::pow(s.b2, float(t));
+          const std::vector<float> g = inputs(n, uint32_t(n) + t, -1.f, 1.f);
+          kernels::cpu::adamw_update(n, s, p.data(), g.data(), mu.data(), nu.data());
+        }
+        Bytes b;
+        append(b, p), append(b, mu), append(b, nu);
+        return b;
+      });
+    }
+}
+
 // Known answer for the order of the float64 sums (kernels.h: 8 logical
 // lanes, added in a fixed tree). One row of 16 values of g^2: lane 0 holds
 // 1 and 2^-24, lanes 1-7 hold 2^-54 and 0. The tree adds lanes 1-7 in pairs

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/kernels.h"
 #include "t5x/optim/buffers.h"
 #include "t5x/optim/grad_utils.h"
 
@@ -76,37 +77,23 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
   // Bias corrections as optax computes them: 1 - b^count in float32.
   bump(cit->second);
   const int count = cit->second.data<int32_t>()[0];
-  const float b1 = float(c.b1), b2 = float(c.b2);
-  const float bc1 = 1.0f - float(std::pow(double(b1), count));
-  const float bc2 = 1.0f - float(std::pow(double(b2), count));
-  const float one_minus_b1 = float(1.0 - c.b1), one_minus_b2 = float(1.0 - c.b2);
-  const float eps = float(c.eps), eps_root = float(c.eps_root), wd_all = float(c.weight_decay);
-  const float step_size = -float(learning_rate);
+  kernels::AdamWScalars s;
+  s.b1 = float(c.b1), s.b2 = float(c.b2);
+  s.bias_correction1 = 1.0f - float(std::pow(double(s.b1), count));
+  s.bias_correction2 = 1.0f - float(std::pow(double(s.b2), count));
+  s.one_minus_b1 = float(1.0 - c.b1), s.one_minus_b2 = float(1.0 - c.b2);
+  s.eps = float(c.eps), s.eps_root = float(c.eps_root), s.step_size = -float(learning_rate);
+  const float wd_all = float(c.weight_decay);
 
   for (auto& [path, param] : params) {
-    float wd = wd_all;
+    s.weight_decay = wd_all;
     if (c.weight_decay_mask) {
       const bool* m = c.weight_decay_mask->find(path);
-      if (m && !*m) wd = 0.0f;
+      if (m && !*m) s.weight_decay = 0.0f;
     }
     FloatView p(param), mu(state.slots.at(pre + "mu/" + path)), nu(state.slots.at(pre + "nu/" + path));
     ConstFloatView g(g_in->at(path));
-    float* pp = p.data();
-    float* mp = mu.data();
-    float* np = nu.data();
-    const float* gp = g.data();
-    const int64_t n = param.local_size();
-#pragma omp parallel for simd if (n > (1 << 18))
-    for (int64_t i = 0; i < n; ++i) {
-      const float gv = gp[i];
-      mp[i] = one_minus_b1 * gv + b1 * mp[i];
-      np[i] = one_minus_b2 * (gv * gv) + b2 * np[i];
-      const float mu_hat = mp[i] / bc1;
-      const float nu_hat = np[i] / bc2;
-      float u = mu_hat / (std::sqrt(nu_hat + eps_root) + eps);
-      if (wd != 0.0f) u = u + wd * pp[i];
-      pp[i] = pp[i] + u * step_size;
-    }
+    kernels::cpu::adamw_update(param.local_size(), s, p.data(), g.data(), mu.data(), nu.data());
     p.commit();
     mu.commit();
     nu.commit();
