@@ -63,7 +63,19 @@ void BM_GatedGeluForward(benchmark::State& st) {
   for (auto _ : st) gated_gelu_forward(n, h0.data(), h1.data(), out.data());
   st.SetBytesProcessed(st.iterations() * n * 12);
 }
-BENCHMARK(BM_GatedGeluForward)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_GatedGeluForward)->Arg(1024)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
+
+// The bf16 step's activations (widened on load, rounded on store). Arg: rows
+// of 1024 (1024 = a T5.1.1 small encoder's MLP input at batch 8 x 128).
+void BM_GatedGeluForwardBf16(benchmark::State& st) {
+  int64_t n = st.range(0) * 1024;
+  const auto f0 = rnd(n, 1), f1 = rnd(n, 2);
+  const std::vector<t5x::bfloat16> h0(f0.begin(), f0.end()), h1(f1.begin(), f1.end());
+  std::vector<t5x::bfloat16> out(n);
+  for (auto _ : st) gated_gelu_forward_bf16(n, h0.data(), h1.data(), out.data());
+  st.SetBytesProcessed(st.iterations() * n * 6);
+}
+BENCHMARK(BM_GatedGeluForwardBf16)->Arg(1024)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_GatedGeluBackward(benchmark::State& st) {
   int64_t n = st.range(0) * 1024;
