@@ -27,6 +27,8 @@
 //   backend/cpu/adafactor.cpp            adafactor_factored_update,
 //       adafactor_unfactored_update (t5x/optim/adafactor.cpp's fast path)
 //   backend/cpu/adamw.cpp                adamw_update (t5x/optim/adamw.cpp)
+//   backend/cpu/grad_utils.cpp           sum_of_squares, div_mul, accumulate_f32
+//       (t5x/optim/grad_utils.cpp)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -118,6 +120,10 @@ struct AdamWScalars {
   float b1 = 0.9f, b2 = 0.999f, one_minus_b1 = 0.1f, one_minus_b2 = 0.001f;
   float bias_correction1 = 1, bias_correction2 = 1;
   float eps = 1e-8f, eps_root = 0, weight_decay = 0, step_size = 0;
+  // optax.clip_by_global_norm before the update, when clip is set:
+  // g = (g / clip_norm) * clip_max_norm, in float32 (f32 gradients).
+  bool clip = false;
+  float clip_norm = 1, clip_max_norm = 1;
 };
 
 namespace cpu {
@@ -180,6 +186,12 @@ void gumbel_from_uniform(float* u, int64_t n);
 // `in` (f32 or bf16), f32 accumulation; c of `out` (f32, or bf16 for bf16
 // inputs: one rounding of the f32 accumulators).
 void gemm(const GemmDims& g, DType in, DType out, const void* a, const void* b, void* c);
+// Whether gemm sums an element of a row or column block of a product in the
+// order it sums the whole product, so that a product split into blocks equals
+// the whole one bitwise (probed once on this CPU; backend/cpu/gemm.h says
+// which products keep it). Mesh-invariant runs equal one process bitwise only
+// where it holds.
+bool gemm_block_invariant();
 
 // Fused kernels of ops/fused.h (backend/cpu/fused.cpp). x, y, dx, dy, h0,
 // h1, out of `dtype` (f32 or bf16); scale, rstd, dscale, logits, loss f32.
@@ -227,12 +239,26 @@ void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& 
                                  float* v, float* m);
 
 // One AdamW step of n elements, in place (backend/cpu/adamw.cpp), in optax's
-// order (scale_by_adam, add_decayed_weights, scale_by_learning_rate):
+// order ([clip_by_global_norm,] scale_by_adam, add_decayed_weights,
+// scale_by_learning_rate):
+//   [g = (g / clip_norm) * clip_max_norm]
 //   mu = (1-b1) g + b1 mu;  nu = (1-b2) g^2 + b2 nu
 //   u = (mu / bc1) / (sqrt(nu / bc2 + eps_root) + eps)  [+ weight_decay * param]
 //   param = param + u * step_size
 // float32, unfused; the same bits on every target and thread count.
 void adamw_update(int64_t n, const AdamWScalars& s, float* param, const float* grad, float* mu, float* nu);
+
+// Gradient utilities (backend/cpu/grad_utils.cpp), x of `dtype` (f32, bf16
+// or f16), n values:
+// sum_of_squares: sum of float64(x)^2 (each square exact), summed over 8
+//   lanes in chunks of 2^16 values, the chunks' totals added in order: the
+//   same bits on every target and thread count (the global norm's sum).
+// div_mul: out = (float(x) / divisor) * multiplier, rounded once to `dtype`
+//   (optax clip_by_global_norm's (t / g_norm) * max_norm).
+// accumulate_f32: acc += float(x) (microbatch gradient sums).
+double sum_of_squares(DType dtype, const void* x, int64_t n);
+void div_mul(DType dtype, const void* x, int64_t n, float divisor, float multiplier, void* out);
+void accumulate_f32(DType dtype, const void* x, int64_t n, float* acc);
 
 }  // namespace cpu
 }  // namespace t5x::kernels

@@ -51,11 +51,11 @@ class Context {
   // collectives). Every sum is then whole on one device, as on one process;
   // a device computes a block of each product with the same kernel, so the
   // results are bitwise one process's wherever the GEMM sums an element in
-  // the same order for a block as for the whole product (backend/cpu/gemm.h:
-  // for small k; otherwise they differ by float rounding, as one process
-  // with another thread count does). Costs more traffic than partial sums
-  // (gathers of activations and weights instead of one all-reduce per
-  // contraction).
+  // the same order for a block as for the whole product
+  // (kernels::cpu::gemm_block_invariant: for small k; otherwise they differ
+  // by float rounding, as one process with another thread count does).
+  // Costs more traffic than partial sums (gathers of activations and weights
+  // instead of one all-reduce per contraction).
   bool mesh_invariant() const { return mesh_invariant_; }
   void set_mesh_invariant(bool on) { mesh_invariant_ = on; }
 

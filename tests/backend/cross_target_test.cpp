@@ -2,6 +2,7 @@
 // (AVX-512, AVX2, SSE4, SSSE3, the 128-bit emulation on this kind of x86-64
 // machine), on lengths with and without tails and on special values.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/binary.h"
@@ -179,6 +180,59 @@ TEST(CrossTarget, AdamWUpdate) {
         return b;
       });
     }
+}
+
+// AdamW with optax's clip_by_global_norm folded in (s.clip): the clipped
+// gradient (g / norm) * max_norm, then the same update.
+TEST(CrossTarget, AdamWUpdateClipped) {
+  for (int64_t n : kLengths) {
+    const auto p0 = random_vec(size_t(n), uint32_t(n), -0.5f, 0.5f);
+    const std::vector<float> g = inputs(n, uint32_t(n) + 7, -1.f, 1.f);
+    expect_same_on_every_target("adamw clipped n=" + std::to_string(n), [&] {
+      kernels::AdamWScalars s;
+      s.step_size = -0.01f, s.bias_correction1 = 0.1f, s.bias_correction2 = 0.001f;
+      s.clip = true, s.clip_norm = 3.7f, s.clip_max_norm = 1.0f;
+      std::vector<float> p = p0, mu(p.size(), 0.f), nu(p.size(), 0.f);
+      kernels::cpu::adamw_update(n, s, p.data(), g.data(), mu.data(), nu.data());
+      Bytes b;
+      append(b, p), append(b, mu), append(b, nu);
+      return b;
+    });
+  }
+}
+
+// The gradient utilities (backend/cpu/grad_utils.cpp): the float64 sum of
+// squares (as four exact 16-bit pieces of its bits), div_mul and
+// accumulate_f32, f32 and bf16, on lengths around the 2^16 sum chunk.
+TEST(CrossTarget, GradUtils) {
+  auto pieces = [](Bytes& b, double v) {
+    uint64_t u;
+    std::memcpy(&u, &v, sizeof u);
+    for (int s = 0; s < 64; s += 16) b.push_back(float((u >> s) & 0xffffu));
+  };
+  std::vector<int64_t> lengths(std::begin(kLengths), std::end(kLengths));
+  for (int64_t n : {int64_t(65535), int64_t(65536) * 2 + 13}) lengths.push_back(n);
+  for (int64_t n : lengths) {
+    const std::vector<float> x = inputs(n, uint32_t(n) + 3, -2.f, 2.f);
+    const std::vector<bfloat16> xb = to_bf16(x);
+    // The sums on finite values (a NaN's payload is not a contract).
+    const std::vector<float> f = random_vec(size_t(n), uint32_t(n) + 5, -3.f, 3.f);
+    const std::vector<bfloat16> fb = to_bf16(f);
+    expect_same_on_every_target("grad utils n=" + std::to_string(n), [&] {
+      Bytes b;
+      pieces(b, kernels::cpu::sum_of_squares(DType::f32, f.data(), n));
+      pieces(b, kernels::cpu::sum_of_squares(DType::bf16, fb.data(), n));
+      std::vector<float> y(x.size());
+      std::vector<bfloat16> yb(x.size());
+      kernels::cpu::div_mul(DType::f32, x.data(), n, 3.3f, 0.7f, y.data());
+      kernels::cpu::div_mul(DType::bf16, xb.data(), n, 3.3f, 0.7f, yb.data());
+      std::vector<float> acc = inputs(n, uint32_t(n) + 4, -1.f, 1.f);
+      kernels::cpu::accumulate_f32(DType::f32, x.data(), n, acc.data());
+      kernels::cpu::accumulate_f32(DType::bf16, xb.data(), n, acc.data());
+      append(b, y), append(b, yb), append(b, acc);
+      return b;
+    });
+  }
 }
 
 // Known answer for the order of the float64 sums (kernels.h: 8 logical

@@ -4,16 +4,12 @@
 // Bits on every target: each float32 expression is a chain of IEEE
 // operations (multiply, add, divide, sqrt; no FMA, no approximate
 // reciprocal), so a lane gives the same value at any width. The float64 sums
-// behind the means run over 8 logical lanes whatever the vector width: value
-// j of a run adds into lane j % 8, the runs' last n % 8 values add one by one
-// into a ninth scalar total, and total() adds them in one fixed tree. On
-// AVX-512 the 8 lanes are one vector of doubles, on AVX2 two, on SSE4 four,
-// on the scalar fallback eight. That is also the order the kernels used
+// behind the means run in f64_sums-inl.h's fixed order (8 logical lanes plus
+// a tail, whatever the vector width). That is also the order the kernels used
 // before they moved here (GCC 8-lane vector extensions), so checkpoints
 // trained before train on to the same bits.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -25,6 +21,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "backend/cpu/f64_sums-inl.h"
 #include "backend/cpu/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -38,80 +35,8 @@ using kernels::FactoredLayout;
 constexpr int64_t kBlock = 512;         // longest float64 lane sum along a row
 constexpr int64_t kChunkRows = 32;      // rows per parallel chunk: longest sum down a column
 constexpr int64_t kChunkElems = 16384;  // elements per parallel chunk of an unfactored param
-constexpr size_t kGroup = 8;            // logical lanes of the float64 sums
 
-// Doubles: 8 lanes at most (1, 2, 4 or 8 per vector). The float32 vectors
-// are as wide as two of them on SSE4 / AVX2 (4 / 8 floats) and as one on
-// AVX-512 (8 floats: one group) and the scalar fallback (1).
-using DD = hn::CappedTag<double, kGroup>;
-using VD = hn::Vec<DD>;
-constexpr size_t kLd = hn::MaxLanes(DD());
-using DH = hn::Rebind<float, DD>;
-constexpr bool kSplit = kLd == 2 || kLd == 4;
-using D8 = std::conditional_t<kSplit, hn::Twice<DH>, DH>;
-constexpr size_t kN8 = hn::MaxLanes(D8());
-static_assert(kGroup % kN8 == 0 && kN8 == (kSplit ? 2 : 1) * kLd, "float lanes must tile a group of 8");
-using D1 = hn::CappedTag<float, 1>;  // the tail, one value at a time
-
-using Vector = std::false_type;  // f(d, k, q, Vector{}): lanes q .. q + kN8 of a group
-using Tail = std::true_type;     // f(d, k, 0, Tail{}): one value after the last group
-
-// f over [0, n): the groups of 8 (kN8 values per call), then the tail.
-template <class F>
-HWY_INLINE void ForLanes(int64_t n, F&& f) {
-  int64_t k = 0;
-  for (; k + int64_t(kGroup) <= n; k += int64_t(kGroup))
-    for (size_t q = 0; q < kGroup; q += kN8) f(D8(), k + int64_t(q), q, Vector{});
-  for (; k < n; ++k) f(D1(), k, 0, Tail{});
-}
-
-// The float lanes of x (a Vec<D8>) widened exactly: Lo has them all or,
-// where kSplit, the lower half and Hi the upper.
-template <class V>
-HWY_INLINE VD Lo(V x) {
-  if constexpr (kSplit) return hn::PromoteTo(DD(), hn::LowerHalf(DH(), x));
-  else return hn::PromoteTo(DD(), x);
-}
-#if HWY_TARGET != HWY_SCALAR  // (no halves there; nor kSplit)
-template <class V>
-HWY_INLINE VD Hi(V x) {
-  return hn::PromoteTo(DD(), hn::UpperHalf(DH(), x));
-}
-#endif
-
-// A float64 sum of float32 values over the 8 logical lanes plus the tail.
-struct Acc {
-  VD lanes[kGroup / kLd];
-  double tail = 0;
-  HWY_INLINE Acc() {
-    for (auto& v : lanes) v = hn::Zero(DD());
-  }
-  template <class V>
-  HWY_INLINE void add(size_t q, V x, Vector) {
-    lanes[q / kLd] = hn::Add(lanes[q / kLd], Lo(x));
-    if constexpr (kSplit) lanes[q / kLd + 1] = hn::Add(lanes[q / kLd + 1], Hi(x));
-  }
-  template <class V>
-  HWY_INLINE void add(size_t, V x, Tail) {
-    tail += double(hn::GetLane(x));
-  }
-  HWY_INLINE double total() const {
-    HWY_ALIGN double l[kGroup];
-    for (size_t i = 0; i < kGroup / kLd; ++i) hn::Store(lanes[i], DD(), l + i * kLd);
-    return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + tail;
-  }
-};
-
-// acc[k ..] += x, elementwise in float64.
-template <class V>
-HWY_INLINE void AddTo(double* acc, V x, Vector) {
-  hn::StoreU(hn::Add(hn::LoadU(DD(), acc), Lo(x)), DD(), acc);
-  if constexpr (kSplit) hn::StoreU(hn::Add(hn::LoadU(DD(), acc + kLd), Hi(x)), DD(), acc + kLd);
-}
-template <class V>
-HWY_INLINE void AddTo(double* acc, V x, Tail) {
-  *acc += double(hn::GetLane(x));
-}
+using namespace f64sums;  // NOLINT: Acc, ForLanes, AddTo, Vector, Tail
 
 // 1 / sqrt(v): IEEE division and square root on every target.
 template <class D, class V = hn::Vec<D>>

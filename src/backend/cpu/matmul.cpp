@@ -23,4 +23,6 @@ void gemm(const GemmDims& g, DType in, DType out, const void* a, const void* b, 
                                static_cast<const float*>(b), 0.0f, static_cast<float*>(c));
 }
 
+bool gemm_block_invariant() { return t5x::cpu::gemm_block_invariant(); }
+
 }  // namespace t5x::kernels::cpu

@@ -61,8 +61,12 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
   }
   auto cit = state.slots.find(pre + "count");
   if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + pre + "count'");
-  ParamTree clipped;
-  const ParamTree* g_in = &grads;
+  // optax.clip_by_global_norm: unchanged below max_norm, else
+  // (g / norm) * max_norm, in the gradient's dtype. The kernel applies it to
+  // f32 gradients as it reads them (the same float32 expression, no clipped
+  // copy); others are clipped into a copy first, rounded as optax rounds.
+  bool clip = false;
+  float clip_norm = 1.0f;
   if (c.clip_global_norm) {
     ParamTree g;  // the grads of `params`
     for (const auto& [path, p] : params) {
@@ -71,8 +75,8 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
         throw_invalid(kOp, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
                            "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
     }
-    clipped = clip_by_global_norm(grads, *c.clip_global_norm, global_norm(g, comm));
-    g_in = &clipped;
+    clip_norm = float(global_norm(g, comm));
+    clip = !(clip_norm < float(*c.clip_global_norm));
   }
   // Bias corrections as optax computes them: 1 - b^count in float32.
   bump(cit->second);
@@ -92,7 +96,11 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
       if (m && !*m) s.weight_decay = 0.0f;
     }
     FloatView p(param), mu(state.slots.at(pre + "mu/" + path)), nu(state.slots.at(pre + "nu/" + path));
-    ConstFloatView g(g_in->at(path));
+    const Array& grad = grads.at(path);
+    s.clip = clip && grad.dtype() == DType::f32;
+    s.clip_norm = clip_norm, s.clip_max_norm = clip ? float(*c.clip_global_norm) : 1.0f;
+    ConstFloatView g(clip && !s.clip ? clip_by_global_norm({{path, grad}}, *c.clip_global_norm, clip_norm).at(path)
+                                     : grad);
     kernels::cpu::adamw_update(param.local_size(), s, p.data(), g.data(), mu.data(), nu.data());
     p.commit();
     mu.commit();

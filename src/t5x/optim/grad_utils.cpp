@@ -4,26 +4,23 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/parallel.h"
+#include "backend/kernels.h"
 #include "ops/shape.h"
-#include "t5x/optim/buffers.h"
 
 namespace t5x {
 
-using optim_detail::ConstFloatView;
-
 namespace {
-// sum(g^2) of the local buffer in float64: fixed chunks added in order, the
-// same bits on any thread count.
-double local_sum_of_squares(const Array& g) {
-  ConstFloatView v(g);
-  const float* p = v.data();
-  return cpu::parallel_reduce_deterministic(g.local_size(), 1 << 16, 0.0, [&](int64_t b, int64_t e) {
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = b; i < e; ++i) s += double(p[i]) * double(p[i]);
-    return s;
-  });
+// The kernels read f32, bf16 and f16 gradients as they are.
+void check_float(const char* op, const std::string& key, const Array& g) {
+  if (g.dtype() != DType::f32 && g.dtype() != DType::bf16 && g.dtype() != DType::f16)
+    throw_invalid(op, "gradient '" + key + "' is " + dtype_name(g.dtype()) + "; expected float32, bfloat16 or float16");
+}
+
+// sum(g^2) of the local buffer in float64, in the kernel's fixed order: the
+// same bits on any thread count and CPU.
+double local_sum_of_squares(const std::string& key, const Array& g) {
+  check_float("global_norm", key, g);
+  return kernels::cpu::sum_of_squares(g.dtype(), g.raw_data(), g.local_size());
 }
 }  // namespace
 
@@ -39,11 +36,11 @@ double global_norm(const ParamTree& grads, const ShardComm* comm) {
   std::map<std::vector<std::string>, double> split;  // per set of mesh axes
   for (const auto& [k, g] : grads) {
     if (g.is_fully_local()) {
-      total += local_sum_of_squares(g);
+      total += local_sum_of_squares(k, g);
       continue;
     }
     if (!comm) throw_invalid("global_norm", "'" + k + "' is split across processes and no ShardComm was given");
-    split[split_axes(g)] += local_sum_of_squares(g);
+    split[split_axes(g)] += local_sum_of_squares(k, g);
   }
   // Every process holds the same keys, so the sums line up (map order).
   for (auto& [axes, s] : split) {
@@ -66,11 +63,9 @@ ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm, double gl
       out[k] = g;
       continue;
     }
+    check_float("clip_by_global_norm", k, g);
     Array r(g.shape(), g.dtype(), g.sharding());
-    ConstFloatView v(g);
-    optim_detail::FloatView o(r);
-    for (int64_t i = 0; i < g.local_size(); ++i) o.data()[i] = (v.data()[i] / norm) * float(max_norm);
-    o.commit();
+    kernels::cpu::div_mul(g.dtype(), g.raw_data(), g.local_size(), norm, float(max_norm), r.raw_data());
     out[k] = r;
   }
   return out;
@@ -107,9 +102,8 @@ void GradAccumulator::add(const ParamTree& grads) {
     if (it->second.local_shape() != acc.local_shape())
       throw_invalid("GradAccumulator", "gradient for '" + k + "' has shape " + it->second.shape().to_string() +
                                            ", expected " + acc.shape().to_string());
-    ConstFloatView v(it->second);
-    float* a = acc.data<float>();
-    for (int64_t i = 0; i < acc.local_size(); ++i) a[i] += v.data()[i];
+    check_float("GradAccumulator", k, it->second);
+    kernels::cpu::accumulate_f32(it->second.dtype(), it->second.raw_data(), acc.local_size(), acc.data<float>());
   }
   ++count_;
 }

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/cpu/gemm.h"
+#include "backend/kernels.h"
 #include "mesh/logical_axis_rules.h"
 #include "nn/params.h"
 #include "ops/elementwise.h"
@@ -134,10 +134,10 @@ std::string Trainer::layout() const {
     if (dist_.num_data_shards > 1 && (per_process & (per_process - 1)) == 0)
       os << "; gradient blocks and sums of one process with num_microbatches = " << blocks;
     // Bitwise only where the GEMM sums an element of a block as it sums
-    // the whole product (backend/cpu/gemm.h); not on AVX2 CPUs.
+    // the whole product (kernels::cpu::gemm_block_invariant); not on AVX2 CPUs.
     if (dist_.model_parallel()) {
       os << "; no sum split over 'model' (mesh_invariant)";
-      if (!cpu::gemm_block_invariant())
+      if (!kernels::cpu::gemm_block_invariant())
         os << ", equal to one process to rounding, not bitwise: this CPU's products are not block-invariant";
     }
   }

@@ -11,6 +11,7 @@
 #include "ops/ops.h"
 #include "shard_sim.h"
 #include "t5x/optim/adafactor.h"
+#include "t5x/optim/grad_utils.h"
 #include "t5x/optim/schedules.h"
 
 namespace t5x {
@@ -69,6 +70,34 @@ TEST(AdamW, StateNamesFollowOptaxWrapper) {
   EXPECT_EQ(chained.slots.size(), 5u);
   auto dict = state_dict(p, chained);
   EXPECT_TRUE(dict.count("state/param_states/1/0/nu/enc/mlp/wi"));
+}
+
+// clip_global_norm is applied inside the update for f32 gradients and by a
+// clipped copy for bf16 ones: both equal clip_by_global_norm, then AdamW
+// without clipping, bit for bit; below max_norm the gradients pass as they are.
+TEST(AdamW, ClipInsideTheUpdateEqualsClipThenUpdate) {
+  std::vector<float> pv(300), gv(300);
+  for (size_t i = 0; i < pv.size(); ++i) {
+    pv[i] = float(std::sin(double(i))) * 0.3f;
+    gv[i] = float(std::cos(0.7 * double(i))) * 2.f;
+  }
+  const Shape s{{"embed", 300}};
+  for (DType gdt : {DType::f32, DType::bf16})
+    for (double max_norm : {0.37, 1e6}) {
+      AdamWConfig clipped_cfg, plain_cfg;
+      clipped_cfg.clip_global_norm = max_norm;
+      clipped_cfg.weight_decay = plain_cfg.weight_decay = 0.01;
+      AdamW clipped(clipped_cfg), plain(plain_cfg);
+      const ParamTree g{{"w", Array::from_floats(s, gv, gdt)}};
+      ParamTree p1{{"w", Array::from_vector(s, pv)}}, p2{{"w", Array::from_vector(s, pv)}};
+      OptimizerState st1 = clipped.init(p1), st2 = plain.init(p2);
+      for (int step = 0; step < 2; ++step) {
+        clipped.apply_gradient(p1, st1, g, 0.1);
+        plain.apply_gradient(p2, st2, clip_by_global_norm(g, max_norm), 0.1);
+      }
+      EXPECT_EQ(p1.at("w").to_floats(), p2.at("w").to_floats()) << dtype_name(gdt) << " max_norm " << max_norm;
+      EXPECT_EQ(st1.slots.at("1/0/nu/w").to_floats(), st2.slots.at("0/nu/w").to_floats());
+    }
 }
 
 TEST(AdamW, WeightDecayMaskSkipsMatchedParams) {

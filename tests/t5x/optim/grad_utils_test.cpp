@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <omp.h>
+
 #include <gtest/gtest.h>
 
 #include "ops/ops.h"
@@ -21,6 +23,56 @@ TEST(GradUtils, GlobalNormAndClip) {
   EXPECT_FLOAT_EQ(c.at("b").to_floats()[0], -0.8f);
   EXPECT_NEAR(global_norm(c), 1.0, 1e-7);
   EXPECT_FLOAT_EQ(g.at("a").to_floats()[0], 3.0f);  // inputs unchanged
+}
+
+// Several of the kernel's 2^16-value sum chunks, against a long double sum;
+// the same bits on one thread and on all; bf16 and f16 gradients sum their
+// widened values in the f32 order, bit for bit.
+TEST(GradUtils, GlobalNormOverChunksThreadsAndDtypes) {
+  const int64_t n = 3 * 65536 + 5;
+  std::vector<float> v(static_cast<size_t>(n));
+  long double ref = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    v[size_t(i)] = float(std::sin(0.37 * double(i))) * (i % 3 == 0 ? 100.f : 0.01f);
+    ref += (long double)v[size_t(i)] * (long double)v[size_t(i)];
+  }
+  const Shape s{{"embed", n}};
+  const ParamTree g{{"a", Array::from_vector(s, v)}};
+  const double norm = global_norm(g);
+  EXPECT_NEAR(norm, double(std::sqrt(ref)), 1e-13 * double(std::sqrt(ref)));
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const double one = global_norm(g);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, norm);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const Array low = Array::from_floats(s, v, dt);
+    EXPECT_EQ(global_norm({{"a", low}}), global_norm({{"a", Array::from_vector(s, low.to_floats())}})) << dtype_name(dt);
+  }
+  EXPECT_THROW(global_norm({{"i", Array::from_ints(Shape{{"embed", 2}}, {1, 2})}}), std::invalid_argument);
+}
+
+// Clipping a bf16 or f16 gradient rounds (g / norm) * max_norm once to its
+// dtype; the microbatch sums add the widened values in float32.
+TEST(GradUtils, ClipAndAccumulateKeepTheGradientDtype) {
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(std::cos(double(i))) * 3.f;
+  const Shape s{{"embed", 1000}};
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const Array g = Array::from_floats(s, v, dt);
+    const ParamTree c = clip_by_global_norm({{"g", g}}, 0.5, 7.0);
+    ASSERT_EQ(c.at("g").dtype(), dt);
+    const std::vector<float> in = g.to_floats(), out = c.at("g").to_floats();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = (in[i] / 7.0f) * 0.5f;
+      EXPECT_EQ(out[i], dt == DType::bf16 ? float(bfloat16(want)) : float(float16(want))) << dtype_name(dt) << i;
+    }
+    GradAccumulator acc({{"g", Array::zeros(s)}});
+    acc.add({{"g", g}});
+    acc.add({{"g", g}});
+    const std::vector<float> sum = acc.sum().at("g").to_floats();
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(sum[i], in[i] + in[i]) << dtype_name(dt) << i;
+  }
 }
 
 TEST(GradUtils, GetMicrobatchSlicesTheBatchDim) {
