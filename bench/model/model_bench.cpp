@@ -11,6 +11,7 @@
 //   t5x_model_bench --mode train|decode [--model small|tiny] [--batch 8]
 //                   [--inputs 128] [--targets 32] [--steps 5] [--warmup 2]
 //                   [--dtype bfloat16|float32] [--threads N] [--num_kv_heads G]
+//                   [--optimizer adafactor|adamw]
 //                   [--gin_file F ... --gin.NAME=V ... --gin_search_paths P]
 // --gin_file: the model of a configs/models gin file (read_model_config, as
 // `t5x train` builds it; DROPOUT_RATE = 0.0 unless bound), instead of
@@ -25,6 +26,9 @@
 // the decoder (T5Config::num_kv_heads); the model is then named
 // t5_1_1_<model>_kv<G>, and its FLOP count still assumes multi-head K/V
 // projections (tokens/s is the figure to compare).
+// --optimizer adamw: optax.adamw(weight_decay=0.01) after
+// optax.clip_by_global_norm(1.0), the t5x recipe for AdamW, instead of
+// base.gin's Adafactor (training only).
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -33,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,6 +52,7 @@
 #include "t5x/models/gin_model.h"
 #include "t5x/models/models.h"
 #include "t5x/optim/adafactor.h"
+#include "t5x/optim/adamw.h"
 
 namespace {
 
@@ -60,13 +66,14 @@ struct Options {
   int threads = 0;
   int64_t num_kv_heads = 0;
   bool malloc_tuning = true;
+  std::string optimizer = "adafactor";
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --mode train|decode [--model small|tiny] [--batch N] [--inputs N] [--targets N]\n"
                "          [--steps N] [--warmup N] [--dtype bfloat16|float32] [--threads N]\n"
-               "          [--num_kv_heads G] [--no-malloc-tuning]\n"
+               "          [--num_kv_heads G] [--no-malloc-tuning] [--optimizer adafactor|adamw]\n"
                "          [--gin_file F ... [--gin.NAME=V ...] [--gin_search_paths P]] (instead of --model)\n",
                argv0);
   std::exit(2);
@@ -244,9 +251,11 @@ int main(int argc, char** argv) {
     else if (a == "--threads") o.threads = std::stoi(next());
     else if (a == "--num_kv_heads") o.num_kv_heads = std::stoll(next());
     else if (a == "--no-malloc-tuning") o.malloc_tuning = false;
+    else if (a == "--optimizer") o.optimizer = next();
     else usage(argv[0]);
   }
   if ((o.mode != "train" && o.mode != "decode") || o.steps < 1) usage(argv[0]);
+  if (o.optimizer != "adafactor" && o.optimizer != "adamw") usage(argv[0]);
   if (o.malloc_tuning) t5x::cpu::retain_freed_memory();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
@@ -304,8 +313,13 @@ int main(int argc, char** argv) {
     t5x::AdafactorConfig ac;  // adafactor.Adafactor of base.gin: decay 0.8, standard factor rules
     // moe.gin binds t5x contrib/moe's rules (expert kernels factored per expert).
     ac.logical_factor_rules = cfg.is_moe() ? t5x::moe_logical_factor_rules() : t5x::standard_logical_factor_rules();
-    t5x::Adafactor opt(ac);
-    t5x::OptimizerState st = opt.init(params);
+    t5x::AdamWConfig wc;
+    wc.weight_decay = 0.01;
+    wc.clip_global_norm = 1.0;
+    std::unique_ptr<t5x::Optimizer> opt;
+    if (o.optimizer == "adamw") opt = std::make_unique<t5x::AdamW>(wc);
+    else opt = std::make_unique<t5x::Adafactor>(ac);
+    t5x::OptimizerState st = opt->init(params);
     for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
       t5x::Batch b = synthetic_batch(rng, o, cfg.vocab_size);
       if (s == o.warmup) t5x::op_profile_reset();
@@ -316,7 +330,7 @@ int main(int argc, char** argv) {
       auto vg = t5x::value_and_grad([&](const t5x::ParamTree& p) { return model.loss_fn(p, b, key).first; }, params);
       final_loss = vg.value.item();
       auto t1 = Clock::now();
-      opt.apply_gradient(params, st, vg.grads, 0.01);
+      opt->apply_gradient(params, st, vg.grads, o.optimizer == "adamw" ? 1e-4 : 0.01);
       auto t2 = Clock::now();
       if (s >= o.warmup) {
         ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
@@ -388,7 +402,7 @@ int main(int argc, char** argv) {
       "\"fma_gflops_measured\":%.1f,\"mfu_fma_median\":%.3f,\"mfu_fma_max\":%.3f,"
       "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,"
       "\"loss\":%.4f,\"loadavg_1min\":%.2f,"
-      "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s,\"params\":%lld%s}\n",
+      "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s,\"optimizer\":\"%s\",\"params\":%lld%s}\n",
       o.mode.c_str(), model_name.c_str(), t5x::dtype_name(cfg.dtype), (long long)o.batch, (long long)o.inputs,
       (long long)o.targets, threads, (long long)o.steps, st.median, st.min, json_list(ms).c_str(),
       tokens / (st.median / 1e3), tokens / (st.min / 1e3), flops / 1e9, naive / 1e9,
@@ -398,6 +412,7 @@ int main(int argc, char** argv) {
       json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
       double(t5x::peak_bytes()) / (1024.0 * 1024.0), final_loss, loadavg1(),
       std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default", o.malloc_tuning ? "true" : "false",
+      o.mode == "train" ? o.optimizer.c_str() : "none",
       (long long)model.num_params(), extra_json.c_str());
   return 0;
 }
