@@ -1,20 +1,28 @@
 // Internal helpers: float views of an Array's local buffer (no copy for f32,
-// a converted copy for bf16 / f16 that commit() writes back, rounding to the
-// array's dtype as t5x's `.astype(param.dtype)`).
+// a converted copy for bf16 / f16 (the backend's cast kernels) that commit()
+// writes back, rounding to the array's dtype as t5x's `.astype(param.dtype)`).
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "backend/kernels.h"
 #include "core/array.h"
 #include "core/dtype.h"
 
 namespace t5x::optim_detail {
+
+// Whether the kernels convert this dtype to and from float32 (bf16, f16).
+inline bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
 
 class FloatView {
  public:
   explicit FloatView(Array a) : a_(std::move(a)) {
     if (a_.dtype() == DType::f32) {
       ptr_ = a_.data<float>();
+    } else if (is_half(a_.dtype())) {
+      tmp_.resize(size_t(a_.local_size()));
+      kernels::cpu::cast(a_.dtype(), DType::f32, a_.raw_data(), tmp_.data(), a_.local_size());
+      ptr_ = tmp_.data();
     } else {
       tmp_ = a_.to_floats();
       ptr_ = tmp_.data();
@@ -23,16 +31,10 @@ class FloatView {
   float* data() { return ptr_; }
   const float* data() const { return ptr_; }
   int64_t size() const { return a_.local_size(); }
-  // Writes the values back when the array is not f32.
+  // Writes the values back when the array is bf16 or f16, rounded once (as
+  // bfloat16 / float16 from float: nearest, ties to even).
   void commit() {
-    if (a_.dtype() == DType::f32) return;
-    dispatch_dtype(a_.dtype(), [&](auto t) {
-      using T = decltype(t);
-      if constexpr (std::is_floating_point_v<T> || std::is_class_v<T>) {
-        T* p = static_cast<T*>(a_.raw_data());
-        for (size_t i = 0; i < tmp_.size(); ++i) p[i] = T(tmp_[i]);
-      }
-    });
+    if (is_half(a_.dtype())) kernels::cpu::cast(DType::f32, a_.dtype(), tmp_.data(), a_.raw_data(), a_.local_size());
   }
 
  private:
@@ -47,6 +49,10 @@ class ConstFloatView {
   explicit ConstFloatView(const Array& a) {
     if (a.dtype() == DType::f32) {
       ptr_ = a.data<float>();
+    } else if (is_half(a.dtype())) {
+      tmp_.resize(size_t(a.local_size()));
+      kernels::cpu::cast(a.dtype(), DType::f32, a.raw_data(), tmp_.data(), a.local_size());
+      ptr_ = tmp_.data();
     } else {
       tmp_ = a.to_floats();
       ptr_ = tmp_.data();
