@@ -27,6 +27,10 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    # adamw: AdamW (lr 1e-4, weight decay 0.01) after clipping the global
+    # gradient norm to 1.0, t5x's recipe for AdamW; adafactor: each peer's
+    # t5x-like Adafactor (training only).
+    ap.add_argument("--optimizer", choices=["adafactor", "adamw"], default="adafactor")
     return ap.parse_args()
 
 

@@ -7,7 +7,8 @@ Parameters are f32 and cast to the activation dtype at use (t5x's
 ACTIVATION_DTYPE); RMSNorm and softmax statistics in f32.
 train: sum of token cross entropies + z-loss 1e-4 (t5x loss_fn with
 loss_normalizing_factor None), jax.value_and_grad, optax.adafactor (decay
-0.8, clipping 1.0, parameter scaling, lr 0.01); one jitted step with donated
+0.8, clipping 1.0, parameter scaling, lr 0.01; or --optimizer adamw:
+optax.chain(clip_by_global_norm(1.0), adamw(1e-4, weight_decay=0.01))); one jitted step with donated
 state. decode: encoder + cross K/V once, then a lax.fori_loop of greedy steps
 over a KV cache, all in one jitted function. Compile time is excluded
 (warm-up calls). Prints one JSON line (bench/peers/common.py).
@@ -174,8 +175,13 @@ def main():
     ms = []
     compile_s = 0.0
     if a.mode == "train":
-        opt = optax.adafactor(learning_rate=0.01, decay_rate=0.8, clipping_threshold=1.0,
-                              multiply_by_parameter_scale=True, min_dim_size_to_factor=128)
+        if a.optimizer == "adamw":
+            opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-4, weight_decay=0.01))
+            opt_name = "optax.clip_by_global_norm+adamw"
+        else:
+            opt = optax.adafactor(learning_rate=0.01, decay_rate=0.8, clipping_threshold=1.0,
+                                  multiply_by_parameter_scale=True, min_dim_size_to_factor=128)
+            opt_name = "optax.adafactor"
         state = opt.init(params)
 
         def step(params, state, enc, dec_in, tgt):
@@ -199,7 +205,7 @@ def main():
                 ms.append(dt_ms)
         flops, naive = common.train_flops(d, a.batch, a.inputs, a.targets)
         tokens = a.batch * (a.inputs + a.targets)
-        extra = {"loss": round(float(loss), 4)}
+        extra = {"optimizer": opt_name, "loss": round(float(loss), 4)}
     else:
         fn = jax.jit(lambda p, e: greedy(p, e, a.targets, d, dt))
         for s in range(a.warmup + a.steps):

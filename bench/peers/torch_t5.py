@@ -33,7 +33,9 @@ def build(model_name):
     return d, T5ForConditionalGeneration(cfg)
 
 
-def make_optimizer(params):
+def make_optimizer(params, kind):
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01), "torch.optim.AdamW+clip_grad_norm_"
     try:
         from transformers.optimization import Adafactor
         return Adafactor(params, lr=0.01, scale_parameter=True, relative_step=False, warmup_init=False,
@@ -51,7 +53,7 @@ def main():
     ms = []
     if a.mode == "train":
         model.train()
-        opt, opt_name = make_optimizer(model.parameters())
+        opt, opt_name = make_optimizer(model.parameters(), a.optimizer)
         for s in range(a.warmup + a.steps):
             enc = torch.randint(2, d["vocab"], (a.batch, a.inputs), generator=g)
             tgt = torch.randint(2, d["vocab"], (a.batch, a.targets), generator=g)
@@ -59,6 +61,8 @@ def main():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 out = model(input_ids=enc, labels=tgt)
             out.loss.backward()
+            if a.optimizer == "adamw":
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
             dt = (time.perf_counter() - t0) * 1e3

@@ -77,7 +77,7 @@ run_t5x() {
 }
 
 # Parses the options the train and decode suites share into MODELS, STEPS,
-# WARMUP, REPEATS, PEERS, PEER_DTYPES, T5X_DTYPES and OUT_JSONL (the caller
+# WARMUP, REPEATS, PEERS, PEER_DTYPES, T5X_DTYPES, OPTIMIZER and OUT_JSONL (the caller
 # sets defaults; T5X_DTYPES empty: t5x.cpp runs its configured dtype only).
 parse_suite_args() {
   local suite=$1
@@ -93,7 +93,8 @@ parse_suite_args() {
       --t5x-dtypes) T5X_DTYPES=$2; shift 2 ;;
       --out) OUT_JSONL=$2; shift 2 ;;
       --isa) apply_isa_cap "$2"; ISA=$2; shift 2 ;;
-      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--t5x-dtypes D] [--isa native|avx2] [--out FILE]" >&2
+      --optimizer) OPTIMIZER=$2; shift 2 ;;
+      *) echo "usage: scripts/bench.sh $suite [--models M] [--steps N] [--warmup N] [--repeats N] [--peers P] [--peer-dtypes D] [--t5x-dtypes D] [--isa native|avx2] [--optimizer adafactor|adamw] [--out FILE]" >&2
          exit 2 ;;
     esac
   done
