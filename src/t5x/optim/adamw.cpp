@@ -99,8 +99,9 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
     const Array& grad = grads.at(path);
     s.clip = clip && grad.dtype() == DType::f32;
     s.clip_norm = clip_norm, s.clip_max_norm = clip ? float(*c.clip_global_norm) : 1.0f;
-    ConstFloatView g(clip && !s.clip ? clip_by_global_norm({{path, grad}}, *c.clip_global_norm, clip_norm).at(path)
-                                     : grad);
+    const Array g_in =
+        clip && !s.clip ? clip_by_global_norm({{path, grad}}, *c.clip_global_norm, clip_norm).at(path) : grad;
+    ConstFloatView g(g_in);
     kernels::cpu::adamw_update(param.local_size(), s, p.data(), g.data(), mu.data(), nu.data());
     p.commit();
     mu.commit();
