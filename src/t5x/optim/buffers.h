@@ -11,20 +11,22 @@
 
 namespace t5x::optim_detail {
 
-// Whether the kernels convert this dtype to and from float32 (bf16, f16).
-inline bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
+// A float32 copy of a's local values: bf16 / f16 through the backend's cast
+// kernel, other dtypes through Array::to_floats.
+inline std::vector<float> float_copy(const Array& a) {
+  if (a.dtype() != DType::bf16 && a.dtype() != DType::f16) return a.to_floats();
+  std::vector<float> v(size_t(a.local_size()));
+  kernels::cpu::cast(a.dtype(), DType::f32, a.raw_data(), v.data(), a.local_size());
+  return v;
+}
 
 class FloatView {
  public:
   explicit FloatView(Array a) : a_(std::move(a)) {
     if (a_.dtype() == DType::f32) {
       ptr_ = a_.data<float>();
-    } else if (is_half(a_.dtype())) {
-      tmp_.resize(size_t(a_.local_size()));
-      kernels::cpu::cast(a_.dtype(), DType::f32, a_.raw_data(), tmp_.data(), a_.local_size());
-      ptr_ = tmp_.data();
     } else {
-      tmp_ = a_.to_floats();
+      tmp_ = float_copy(a_);
       ptr_ = tmp_.data();
     }
   }
@@ -34,7 +36,8 @@ class FloatView {
   // Writes the values back when the array is bf16 or f16, rounded once (as
   // bfloat16 / float16 from float: nearest, ties to even).
   void commit() {
-    if (is_half(a_.dtype())) kernels::cpu::cast(DType::f32, a_.dtype(), tmp_.data(), a_.raw_data(), a_.local_size());
+    if (a_.dtype() == DType::bf16 || a_.dtype() == DType::f16)
+      kernels::cpu::cast(DType::f32, a_.dtype(), tmp_.data(), a_.raw_data(), a_.local_size());
   }
 
  private:
@@ -49,12 +52,8 @@ class ConstFloatView {
   explicit ConstFloatView(const Array& a) {
     if (a.dtype() == DType::f32) {
       ptr_ = a.data<float>();
-    } else if (is_half(a.dtype())) {
-      tmp_.resize(size_t(a.local_size()));
-      kernels::cpu::cast(a.dtype(), DType::f32, a.raw_data(), tmp_.data(), a.local_size());
-      ptr_ = tmp_.data();
     } else {
-      tmp_ = a.to_floats();
+      tmp_ = float_copy(a);
       ptr_ = tmp_.data();
     }
   }
