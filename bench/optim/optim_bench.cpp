@@ -1,15 +1,16 @@
 // Optimizer-step microbenchmarks on T5.1.1-small-shaped parameters: the
 // shared embedding [vocab 32128, embed 512] and eight [embed 512, mlp 1024]
 // kernels (20.6M float32 values, 82 MB). What a step does besides the model:
-// AdamW with optax's clip_by_global_norm (the t5x recipe for AdamW), the
-// global norm alone, and the microbatch gradient sum (GradAccumulator),
-// through the public t5x/optim API. Bytes per second count each array read
+// Adafactor (t5x's default), AdamW with optax's clip_by_global_norm (the t5x
+// recipe for AdamW), the global norm alone, and the microbatch gradient sum
+// (GradAccumulator), through the public t5x/optim API. Bytes per second count each array read
 // or written once.
 #include <benchmark/benchmark.h>
 
 #include <string>
 
 #include "ops/ops.h"
+#include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
 #include "t5x/optim/grad_utils.h"
 
@@ -46,6 +47,22 @@ void BM_AdamWClipped(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * values(p) * 4 * 8);
 }
 
+// One Adafactor step with t5x's defaults (factored second moments, update
+// clipping at 1.0, parameter scale). Arg 1 runs the generic element walk
+// (set_fast_path(false)): what every param split across processes ran
+// before the backend's phases served them (kernels.h); the phases are the
+// fast path's passes with the statistics exchanged between them.
+void BM_AdafactorStep(benchmark::State& st) {
+  ParamTree p = t5_small_like(1, 0.05f);
+  const ParamTree g = t5_small_like(100, 1.0f);
+  Adafactor opt{AdafactorConfig{}};
+  opt.set_fast_path(st.range(0) == 0);
+  OptimizerState s = opt.init(p);
+  for (auto _ : st) opt.apply_gradient(p, s, g, 1e-3);
+  // Reads param twice and grad three times (one per pass), writes param.
+  st.SetBytesProcessed(st.iterations() * values(p) * 4 * 6);
+}
+
 void BM_GlobalNorm(benchmark::State& st) {
   const ParamTree g = t5_small_like(100, 1.0f);
   for (auto _ : st) benchmark::DoNotOptimize(global_norm(g));
@@ -62,6 +79,7 @@ void BM_GradAccumulatorAdd(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * values(g) * (4 * 2 + int64_t(dtype_size(dt))));
 }
 
+BENCHMARK(BM_AdafactorStep)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AdamWClipped)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GlobalNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GradAccumulatorAdd)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -25,7 +25,8 @@
 //       attention (the Highway kernels of their own files)
 //   backend/cpu/fourier.cpp              fourier_mix (FFTW, libfftw3-dev)
 //   backend/cpu/adafactor.cpp            adafactor_factored_update,
-//       adafactor_unfactored_update (t5x/optim/adafactor.cpp's fast path)
+//       adafactor_unfactored_update, and their phases for split params
+//       (t5x/optim/adafactor.cpp)
 //   backend/cpu/adamw.cpp                adamw_update (t5x/optim/adamw.cpp)
 //   backend/cpu/grad_utils.cpp           sum_of_squares, div_mul, accumulate_f32
 //       (t5x/optim/grad_utils.cpp)
@@ -237,6 +238,33 @@ void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& 
                                float* v_row, float* v_col, float* m);
 void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
                                  float* v, float* m);
+
+// The same update in phases, for a param split across processes
+// (t5x/optim/adafactor.cpp): each phase is one pass over this process's
+// shard, and the caller turns the local float64 sums into the global
+// statistics between them (all-reduce / all-gather). Shapes as above, of the
+// local shard; per-batch vectors are [nb].
+//  1. adafactor_factored_stats: psum[b] = sum p^2; row_sums [nb, rows] and
+//     col_sums [nb, cols] of (g * grad_scale)^2 + eps1.
+//     adafactor_unfactored_stats: updates v (the moving average) and gives
+//     psum[b] and ysum[b] = sum y^2, y = g / sqrt(v).
+//  2. adafactor_factored_clip_sums (when clipping): ysum[b] = sum y^2 with
+//     y = g * row_factor * col_factor ([nb, rows], [nb, cols]; the factors
+//     of the global v_row / v_col, this shard's slice).
+//  3. adafactor_*_apply: param (and m) from y, with the step size scale[b]
+//     (lr, times the param scale) and the clipping divisor denom[b].
+// Each element's float32 expressions are those of the whole-param update.
+void adafactor_factored_stats(const FactoredLayout& l, const AdafactorScalars& s, const float* param,
+                              const float* grad, double* psum, double* row_sums, double* col_sums);
+void adafactor_factored_clip_sums(const FactoredLayout& l, const AdafactorScalars& s, const float* grad,
+                                  const float* row_factor, const float* col_factor, double* ysum);
+void adafactor_factored_apply(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                              const float* row_factor, const float* col_factor, const float* scale,
+                              const float* denom, float* m);
+void adafactor_unfactored_stats(int64_t nb, int64_t n, const AdafactorScalars& s, const float* param,
+                                const float* grad, float* v, double* psum, double* ysum);
+void adafactor_unfactored_apply(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                                const float* v, const float* scale, const float* denom, float* m);
 
 // One AdamW step of n elements, in place (backend/cpu/adamw.cpp), in optax's
 // order ([clip_by_global_norm,] scale_by_adam, add_decayed_weights,

@@ -160,6 +160,55 @@ TEST(CrossTarget, AdafactorUpdate) {
     }
 }
 
+// Adafactor's phases for split params (kernels.h): the statistics, the
+// clipping sums and the apply, each on its own (the factors, step sizes and
+// divisors between them are inputs here), both orientations, batch dims,
+// momentum and NaN skipping.
+TEST(CrossTarget, AdafactorPhases) {
+  struct Case {
+    int64_t nb, outer, inner;
+  };
+  for (const Case c : {Case{1, 7, 13}, Case{2, 45, 517}, Case{1, 70, 1030}})
+    for (int flags = 0; flags < 4; ++flags) {
+      kernels::AdafactorScalars s;
+      s.decay = 0.8f, s.mixing = 0.2f, s.eps1 = 1e-30f, s.clip = true, s.grad_scale = 0.5f;
+      s.skip_nan = flags & 2, s.b1 = 0.9f, s.one_minus_b1 = 0.1f, s.keep_w = 0.999f;
+      const bool momentum = flags & 1;
+      const int64_t n = c.nb * c.outer * c.inner;
+      const std::string what = "adafactor phases " + std::to_string(c.nb) + "x" + std::to_string(c.outer) + "x" +
+                               std::to_string(c.inner) + " flags=" + std::to_string(flags);
+      expect_same_on_every_target(what, [&] {
+        Bytes b;
+        std::vector<float> g = random_vec(size_t(n), 10, -0.01f, 0.01f);
+        g[size_t(n / 2)] = std::numeric_limits<float>::quiet_NaN();
+        const std::vector<float> scale = random_vec(size_t(c.nb), 4, 0.001f, 0.01f);
+        const std::vector<float> denom = random_vec(size_t(c.nb), 5, 1.f, 2.f);
+        for (bool row_outer : {true, false}) {
+          kernels::FactoredLayout l;
+          l.nb = c.nb, l.n_outer = c.outer, l.n_inner = c.inner, l.row_outer = row_outer;
+          const int64_t rows = row_outer ? c.outer : c.inner, cols = row_outer ? c.inner : c.outer;
+          std::vector<float> p = random_vec(size_t(n), 1, -0.5f, 0.5f), m(size_t(n), 0.01f);
+          std::vector<float> p2 = p, m2 = m, v = random_vec(size_t(n), 2, 1e-6f, 1e-4f);
+          const std::vector<float> rf = random_vec(size_t(c.nb * rows), 6, 0.5f, 2.f);
+          const std::vector<float> cf = random_vec(size_t(c.nb * cols), 7, 10.f, 100.f);
+          std::vector<double> psum(size_t(c.nb)), ysum(size_t(c.nb)), rs(size_t(c.nb * rows)), cs(size_t(c.nb * cols));
+          std::vector<double> psum2(size_t(c.nb)), ysum2(size_t(c.nb));
+          kernels::cpu::adafactor_factored_stats(l, s, p.data(), g.data(), psum.data(), rs.data(), cs.data());
+          kernels::cpu::adafactor_factored_clip_sums(l, s, g.data(), rf.data(), cf.data(), ysum.data());
+          kernels::cpu::adafactor_factored_apply(l, s, p.data(), g.data(), rf.data(), cf.data(), scale.data(),
+                                                 denom.data(), momentum ? m.data() : nullptr);
+          kernels::cpu::adafactor_unfactored_stats(c.nb, c.outer * c.inner, s, p2.data(), g.data(), v.data(),
+                                                   psum2.data(), ysum2.data());
+          kernels::cpu::adafactor_unfactored_apply(c.nb, c.outer * c.inner, s, p2.data(), g.data(), v.data(),
+                                                   scale.data(), denom.data(), momentum ? m2.data() : nullptr);
+          append(b, psum), append(b, rs), append(b, cs), append(b, ysum), append(b, p), append(b, m);
+          append(b, psum2), append(b, ysum2), append(b, v), append(b, p2), append(b, m2);
+        }
+        return b;
+      });
+    }
+}
+
 // AdamW's update (backend/cpu/adamw.cpp), with and without weight decay,
 // on lengths with tails and on gradients with special values, over three steps.
 TEST(CrossTarget, AdamWUpdate) {

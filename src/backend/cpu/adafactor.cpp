@@ -106,20 +106,115 @@ HWY_INLINE void ApplyRun(int64_t n, const AdafactorScalars& s, float denom, floa
   });
 }
 
+// Pass 1 of a factored param over one [no, ni] batch slice: returns sum p^2;
+// outer[r] = sum along row r and inner[k] = sum down column k of
+// (g * grad_scale)^2 + eps1.
+double FactoredStatsSlice(int64_t no, int64_t ni, const AdafactorScalars& s, const float* pb, const float* gb,
+                          double* outer, double* inner) {
+  Scratch& sc = GetScratch();
+  const int64_t nc = num_chunks(no, kChunkRows);
+  double* part = Sized(sc.part, nc * ni);
+  double* chunk = Sized(sc.chunk, nc);
+  const float gs = s.grad_scale, eps1 = s.eps1;
+  parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
+    double* ip = part + c * ni;
+    std::fill(ip, ip + ni, 0.0);
+    double ps = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* pr = pb + r * ni;
+      const float* gr = gb + r * ni;
+      double gsum = 0;
+      for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
+        Acc sp, sg;
+        ForLanes(std::min(ni - k0, kBlock), [&](auto d, int64_t j, size_t q, auto kind) {
+          const int64_t k = k0 + j;
+          const auto pv = hn::LoadU(d, pr + k);
+          sp.add(q, hn::Mul(pv, pv), kind);
+          const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
+          const auto g2 = hn::Add(hn::Mul(gv, gv), hn::Set(d, eps1));
+          sg.add(q, g2, kind);
+          AddTo(ip + k, g2, kind);
+        });
+        ps += sp.total();
+        gsum += sg.total();
+      }
+      outer[r] = gsum;
+    }
+    chunk[c] = ps;
+  });
+  std::fill(inner, inner + ni, 0.0);
+  double psum = 0;
+  for (int64_t c = 0; c < nc; ++c) {
+    const double* ip = part + c * ni;
+    for (int64_t k = 0; k < ni; ++k) inner[k] += ip[k];
+    psum += chunk[c];
+  }
+  return psum;
+}
+
+// y = (g * grad_scale) * row_factor * col_factor, multiplied in that order;
+// fo is the factor of the outer index (a: its value at this row), fi of the
+// inner one.
+template <bool kRowOuter, class D>
+HWY_INLINE hn::Vec<D> FactoredY(D d, const AdafactorScalars& s, const float* gr, float a, const float* fi,
+                                int64_t k) {
+  const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, s.grad_scale));
+  const auto f = hn::LoadU(d, fi + k);
+  return kRowOuter ? hn::Mul(hn::Mul(gv, hn::Set(d, a)), f) : hn::Mul(hn::Mul(gv, f), hn::Set(d, a));
+}
+
+// Pass 2 (update clipping) over one batch slice: sum y^2.
+template <bool kRowOuter>
+double FactoredClipSumSlice(int64_t no, int64_t ni, const AdafactorScalars& s, const float* gb, const float* fo,
+                            const float* fi) {
+  Scratch& sc = GetScratch();
+  const int64_t nc = num_chunks(no, kChunkRows);
+  double* chunk = Sized(sc.chunk, nc);
+  parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
+    double ys = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = gb + r * ni;
+      const float a = fo[r];
+      for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
+        Acc sy;
+        ForLanes(std::min(ni - k0, kBlock), [&](auto d, int64_t j, size_t q, auto kind) {
+          const auto y = FactoredY<kRowOuter>(d, s, gr, a, fi, k0 + j);
+          sy.add(q, hn::Mul(y, y), kind);
+        });
+        ys += sy.total();
+      }
+    }
+    chunk[c] = ys;
+  });
+  double ysum = 0;
+  for (int64_t c = 0; c < nc; ++c) ysum += chunk[c];
+  return ysum;
+}
+
+// Pass 3 over one batch slice: apply.
+template <bool kMomentum, bool kSkip, bool kRowOuter>
+void FactoredApplySlice(int64_t no, int64_t ni, const AdafactorScalars& s, float denom, float scale, float* pb,
+                        const float* gb, float* mb, const float* fo, const float* fi) {
+  parallel_for_chunks(no, kChunkRows, [&](int64_t, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = gb + r * ni;
+      const float a = fo[r];
+      ApplyRun<kMomentum, kSkip>(ni, s, denom, scale, pb + r * ni, kMomentum ? mb + r * ni : nullptr,
+                                 [&](auto d, int64_t k) { return FactoredY<kRowOuter>(d, s, gr, a, fi, k); });
+    }
+  });
+}
+
 template <bool kMomentum, bool kSkip, bool kRowOuter>
 void Factored(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad, float* v_row,
               float* v_col, float* m) {
   Scratch& sc = GetScratch();
   const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
   const int64_t nrows = kRowOuter ? no : ni, ncols = kRowOuter ? ni : no;
-  const int64_t nc = num_chunks(no, kChunkRows);
-  double* part = Sized(sc.part, nc * ni);
   double* outer = Sized(sc.outer, no);
   double* inner = Sized(sc.inner, ni);
-  double* chunk = Sized(sc.chunk, nc);
   float* rf = Sized(sc.rf, nrows);
   float* cf = Sized(sc.cf, ncols);
-  const float gs = s.grad_scale, eps1 = s.eps1;
 
   for (int64_t b = 0; b < l.nb; ++b) {
     float* pb = param + b * per_b;
@@ -128,40 +223,7 @@ void Factored(const FactoredLayout& l, const AdafactorScalars& s, float* param, 
     float* vr = v_row + b * nrows;
     float* vc = v_col + b * ncols;
 
-    // Pass 1: sum p^2, and g^2 + eps1 along rows (outer) and down columns (inner).
-    parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
-      double* ip = part + c * ni;
-      std::fill(ip, ip + ni, 0.0);
-      double ps = 0;
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* pr = pb + r * ni;
-        const float* gr = gb + r * ni;
-        double gsum = 0;
-        for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
-          Acc sp, sg;
-          ForLanes(std::min(ni - k0, kBlock), [&](auto d, int64_t j, size_t q, auto kind) {
-            const int64_t k = k0 + j;
-            const auto pv = hn::LoadU(d, pr + k);
-            sp.add(q, hn::Mul(pv, pv), kind);
-            const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
-            const auto g2 = hn::Add(hn::Mul(gv, gv), hn::Set(d, eps1));
-            sg.add(q, g2, kind);
-            AddTo(ip + k, g2, kind);
-          });
-          ps += sp.total();
-          gsum += sg.total();
-        }
-        outer[r] = gsum;
-      }
-      chunk[c] = ps;
-    });
-    std::fill(inner, inner + ni, 0.0);
-    double psum = 0;
-    for (int64_t c = 0; c < nc; ++c) {
-      const double* ip = part + c * ni;
-      for (int64_t k = 0; k < ni; ++k) inner[k] += ip[k];
-      psum += chunk[c];
-    }
+    const double psum = FactoredStatsSlice(no, ni, s, pb, gb, outer, inner);
     const double n_avg = double(per_b);
     const float scale = ParamScale(s, psum, n_avg);
 
@@ -179,104 +241,79 @@ void Factored(const FactoredLayout& l, const AdafactorScalars& s, float* param, 
     const float rc_mean = float(rcs / double(nrows));
     for (int64_t i = 0; i < nrows; ++i) rf[i] = 1.0f / std::sqrt(vr[i] / rc_mean);
     for (int64_t j = 0; j < ncols; ++j) cf[j] = 1.0f / std::sqrt(vc[j]);
-    // y = g * row_factor * col_factor, multiplied in that order.
-    const float* fo = kRowOuter ? rf : cf;  // factor of the outer index
-    const float* fi = kRowOuter ? cf : rf;  // of the inner index
-    auto y_at = [&](auto d, const float* gr, float a, int64_t k) {
-      const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
-      const auto f = hn::LoadU(d, fi + k);
-      return kRowOuter ? hn::Mul(hn::Mul(gv, hn::Set(d, a)), f) : hn::Mul(hn::Mul(gv, f), hn::Set(d, a));
-    };
+    const float* fo = kRowOuter ? rf : cf;
+    const float* fi = kRowOuter ? cf : rf;
 
-    // Pass 2: sum y^2 for update clipping.
-    double ysum = 0;
-    if (s.clip) {
-      parallel_for_chunks(no, kChunkRows, [&](int64_t c, int64_t r0, int64_t r1) {
-        double ys = 0;
-        for (int64_t r = r0; r < r1; ++r) {
-          const float* gr = gb + r * ni;
-          const float a = fo[r];
-          for (int64_t k0 = 0; k0 < ni; k0 += kBlock) {
-            Acc sy;
-            ForLanes(std::min(ni - k0, kBlock), [&](auto d, int64_t j, size_t q, auto kind) {
-              const auto y = y_at(d, gr, a, k0 + j);
-              sy.add(q, hn::Mul(y, y), kind);
-            });
-            ys += sy.total();
-          }
-        }
-        chunk[c] = ys;
-      });
-      for (int64_t c = 0; c < nc; ++c) ysum += chunk[c];
-    }
+    const double ysum = s.clip ? FactoredClipSumSlice<kRowOuter>(no, ni, s, gb, fo, fi) : 0.0;
     const float denom = ClipDenom(s, ysum, n_avg);
-
-    // Pass 3: apply.
-    parallel_for_chunks(no, kChunkRows, [&](int64_t, int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* gr = gb + r * ni;
-        const float a = fo[r];
-        ApplyRun<kMomentum, kSkip>(ni, s, denom, scale, pb + r * ni, kMomentum ? mb + r * ni : nullptr,
-                                   [&](auto d, int64_t k) { return y_at(d, gr, a, k); });
-      }
-    });
+    FactoredApplySlice<kMomentum, kSkip, kRowOuter>(no, ni, s, denom, scale, pb, gb, mb, fo, fi);
   }
+}
+
+// Pass 1 of an unfactored param over one batch slice of n: updates v;
+// psum = sum p^2, ysum = sum y^2 with y = g / sqrt(v).
+template <bool kSkip>
+void UnfactoredStatsSlice(int64_t n, const AdafactorScalars& s, const float* pb, const float* gb, float* vb,
+                          double* psum, double* ysum) {
+  Scratch& sc = GetScratch();
+  const int64_t nc = num_chunks(n, kChunkElems);
+  double* chunk = Sized(sc.chunk, 2 * nc);
+  const float gs = s.grad_scale, eps1 = s.eps1, decay = s.decay, mixing = s.mixing;
+  parallel_for_chunks(n, kChunkElems, [&](int64_t c, int64_t i0, int64_t i1) {
+    double ps = 0, ys = 0;
+    for (int64_t k0 = i0; k0 < i1; k0 += kBlock) {
+      Acc ap, ay;
+      ForLanes(std::min(i1, k0 + kBlock) - k0, [&](auto d, int64_t j, size_t q, auto kind) {
+        const int64_t i = k0 + j;
+        const auto pv = hn::LoadU(d, pb + i);
+        ap.add(q, hn::Mul(pv, pv), kind);
+        const auto gv = hn::Mul(hn::LoadU(d, gb + i), hn::Set(d, gs));
+        const auto g2 = hn::Add(hn::Mul(gv, gv), hn::Set(d, eps1));
+        const auto old = hn::LoadU(d, vb + i);
+        auto nv = hn::Add(hn::Mul(hn::Set(d, decay), old), hn::Mul(hn::Set(d, mixing), g2));
+        if constexpr (kSkip) nv = KeepOldIfNan(nv, old);
+        hn::StoreU(nv, d, vb + i);
+        const auto y = hn::Mul(gv, RsqrtExact(d, nv));
+        ay.add(q, hn::Mul(y, y), kind);
+      });
+      ps += ap.total();
+      ys += ay.total();
+    }
+    chunk[2 * c] = ps;
+    chunk[2 * c + 1] = ys;
+  });
+  *psum = 0;
+  *ysum = 0;
+  for (int64_t c = 0; c < nc; ++c) {
+    *psum += chunk[2 * c];
+    *ysum += chunk[2 * c + 1];
+  }
+}
+
+// Pass 2 of an unfactored param over one batch slice: apply.
+template <bool kMomentum, bool kSkip>
+void UnfactoredApplySlice(int64_t n, const AdafactorScalars& s, float denom, float scale, float* pb,
+                          const float* gb, const float* vb, float* mb) {
+  parallel_for_chunks(n, kChunkElems, [&](int64_t, int64_t i0, int64_t i1) {
+    const float* gr = gb + i0;
+    const float* vr = vb + i0;
+    ApplyRun<kMomentum, kSkip>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
+                               [&](auto d, int64_t k) {
+                                 const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, s.grad_scale));
+                                 return hn::Mul(gv, RsqrtExact(d, hn::LoadU(d, vr + k)));
+                               });
+  });
 }
 
 template <bool kMomentum, bool kSkip>
 void Unfactored(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad, float* v,
                 float* m) {
-  Scratch& sc = GetScratch();
-  const int64_t nc = num_chunks(n, kChunkElems);
-  double* chunk = Sized(sc.chunk, 2 * nc);
-  const float gs = s.grad_scale, eps1 = s.eps1, decay = s.decay, mixing = s.mixing;
   for (int64_t b = 0; b < nb; ++b) {
-    float* pb = param + b * n;
-    const float* gb = grad + b * n;
-    float* vb = v + b * n;
-    float* mb = m ? m + b * n : nullptr;
-    // Pass 1: sum p^2, update v, sum y^2 with y = g / sqrt(v).
-    parallel_for_chunks(n, kChunkElems, [&](int64_t c, int64_t i0, int64_t i1) {
-      double ps = 0, ys = 0;
-      for (int64_t k0 = i0; k0 < i1; k0 += kBlock) {
-        Acc ap, ay;
-        ForLanes(std::min(i1, k0 + kBlock) - k0, [&](auto d, int64_t j, size_t q, auto kind) {
-          const int64_t i = k0 + j;
-          const auto pv = hn::LoadU(d, pb + i);
-          ap.add(q, hn::Mul(pv, pv), kind);
-          const auto gv = hn::Mul(hn::LoadU(d, gb + i), hn::Set(d, gs));
-          const auto g2 = hn::Add(hn::Mul(gv, gv), hn::Set(d, eps1));
-          const auto old = hn::LoadU(d, vb + i);
-          auto nv = hn::Add(hn::Mul(hn::Set(d, decay), old), hn::Mul(hn::Set(d, mixing), g2));
-          if constexpr (kSkip) nv = KeepOldIfNan(nv, old);
-          hn::StoreU(nv, d, vb + i);
-          const auto y = hn::Mul(gv, RsqrtExact(d, nv));
-          ay.add(q, hn::Mul(y, y), kind);
-        });
-        ps += ap.total();
-        ys += ay.total();
-      }
-      chunk[2 * c] = ps;
-      chunk[2 * c + 1] = ys;
-    });
     double psum = 0, ysum = 0;
-    for (int64_t c = 0; c < nc; ++c) {
-      psum += chunk[2 * c];
-      ysum += chunk[2 * c + 1];
-    }
+    UnfactoredStatsSlice<kSkip>(n, s, param + b * n, grad + b * n, v + b * n, &psum, &ysum);
     const double n_avg = double(n);
-    const float scale = ParamScale(s, psum, n_avg);
-    const float denom = ClipDenom(s, ysum, n_avg);
-    // Pass 2: apply.
-    parallel_for_chunks(n, kChunkElems, [&](int64_t, int64_t i0, int64_t i1) {
-      const float* gr = gb + i0;
-      const float* vr = vb + i0;
-      ApplyRun<kMomentum, kSkip>(i1 - i0, s, denom, scale, pb + i0, kMomentum ? mb + i0 : nullptr,
-                                 [&](auto d, int64_t k) {
-                                   const auto gv = hn::Mul(hn::LoadU(d, gr + k), hn::Set(d, gs));
-                                   return hn::Mul(gv, RsqrtExact(d, hn::LoadU(d, vr + k)));
-                                 });
-    });
+    UnfactoredApplySlice<kMomentum, kSkip>(n, s, ClipDenom(s, ysum, n_avg), ParamScale(s, psum, n_avg),
+                                           param + b * n, grad + b * n, v + b * n, m ? m + b * n : nullptr);
   }
 }
 
@@ -311,6 +348,68 @@ void AdafactorUnfactored(int64_t nb, int64_t n, const AdafactorScalars& s, float
   });
 }
 
+// The phases of a param split across processes (kernels.h): the same slice
+// passes, the statistics exchanged between them by the caller.
+void AdafactorFactoredStats(const FactoredLayout& l, const AdafactorScalars& s, const float* param,
+                            const float* grad, double* psum, double* row_sums, double* col_sums) {
+  const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
+  for (int64_t b = 0; b < l.nb; ++b) {
+    double* rs = row_sums + b * (l.row_outer ? no : ni);
+    double* cs = col_sums + b * (l.row_outer ? ni : no);
+    psum[b] = FactoredStatsSlice(no, ni, s, param + b * per_b, grad + b * per_b, l.row_outer ? rs : cs,
+                                 l.row_outer ? cs : rs);
+  }
+}
+
+void AdafactorFactoredClipSums(const FactoredLayout& l, const AdafactorScalars& s, const float* grad,
+                               const float* row_factor, const float* col_factor, double* ysum) {
+  const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
+  const int64_t nrows = l.row_outer ? no : ni, ncols = l.row_outer ? ni : no;
+  for (int64_t b = 0; b < l.nb; ++b) {
+    const float* rf = row_factor + b * nrows;
+    const float* cf = col_factor + b * ncols;
+    ysum[b] = l.row_outer ? FactoredClipSumSlice<true>(no, ni, s, grad + b * per_b, rf, cf)
+                          : FactoredClipSumSlice<false>(no, ni, s, grad + b * per_b, cf, rf);
+  }
+}
+
+void AdafactorFactoredApply(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                            const float* row_factor, const float* col_factor, const float* scale,
+                            const float* denom, float* m) {
+  const int64_t no = l.n_outer, ni = l.n_inner, per_b = no * ni;
+  const int64_t nrows = l.row_outer ? no : ni, ncols = l.row_outer ? ni : no;
+  WithFlags(m != nullptr, s.skip_nan, [&](auto momentum, auto skip) {
+    constexpr bool kM = decltype(momentum)::value, kS = decltype(skip)::value;
+    for (int64_t b = 0; b < l.nb; ++b) {
+      const float* rf = row_factor + b * nrows;
+      const float* cf = col_factor + b * ncols;
+      float* pb = param + b * per_b;
+      const float* gb = grad + b * per_b;
+      float* mb = m ? m + b * per_b : nullptr;
+      if (l.row_outer) FactoredApplySlice<kM, kS, true>(no, ni, s, denom[b], scale[b], pb, gb, mb, rf, cf);
+      else FactoredApplySlice<kM, kS, false>(no, ni, s, denom[b], scale[b], pb, gb, mb, cf, rf);
+    }
+  });
+}
+
+void AdafactorUnfactoredStats(int64_t nb, int64_t n, const AdafactorScalars& s, const float* param,
+                              const float* grad, float* v, double* psum, double* ysum) {
+  for (int64_t b = 0; b < nb; ++b) {
+    if (s.skip_nan) UnfactoredStatsSlice<true>(n, s, param + b * n, grad + b * n, v + b * n, psum + b, ysum + b);
+    else UnfactoredStatsSlice<false>(n, s, param + b * n, grad + b * n, v + b * n, psum + b, ysum + b);
+  }
+}
+
+void AdafactorUnfactoredApply(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                              const float* v, const float* scale, const float* denom, float* m) {
+  WithFlags(m != nullptr, s.skip_nan, [&](auto momentum, auto skip) {
+    constexpr bool kM = decltype(momentum)::value, kS = decltype(skip)::value;
+    for (int64_t b = 0; b < nb; ++b)
+      UnfactoredApplySlice<kM, kS>(n, s, denom[b], scale[b], param + b * n, grad + b * n, v + b * n,
+                                   m ? m + b * n : nullptr);
+  });
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace t5x::cpu
 HWY_AFTER_NAMESPACE();
@@ -322,6 +421,11 @@ namespace t5x::cpu {
 namespace {
 HWY_EXPORT(AdafactorFactored);
 HWY_EXPORT(AdafactorUnfactored);
+HWY_EXPORT(AdafactorFactoredStats);
+HWY_EXPORT(AdafactorFactoredClipSums);
+HWY_EXPORT(AdafactorFactoredApply);
+HWY_EXPORT(AdafactorUnfactoredStats);
+HWY_EXPORT(AdafactorUnfactoredApply);
 
 void adafactor_factored(const kernels::FactoredLayout& l, const kernels::AdafactorScalars& s, float* param,
                         const float* grad, float* v_row, float* v_col, float* m) {
@@ -346,6 +450,37 @@ void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& 
                                  float* v, float* m) {
   if (nb <= 0 || n <= 0) return;
   t5x::cpu::adafactor_unfactored(nb, n, s, param, grad, v, m);
+}
+
+void adafactor_factored_stats(const FactoredLayout& l, const AdafactorScalars& s, const float* param,
+                              const float* grad, double* psum, double* row_sums, double* col_sums) {
+  if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
+  T5X_DISPATCH(t5x::cpu::AdafactorFactoredStats)(l, s, param, grad, psum, row_sums, col_sums);
+}
+
+void adafactor_factored_clip_sums(const FactoredLayout& l, const AdafactorScalars& s, const float* grad,
+                                  const float* row_factor, const float* col_factor, double* ysum) {
+  if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
+  T5X_DISPATCH(t5x::cpu::AdafactorFactoredClipSums)(l, s, grad, row_factor, col_factor, ysum);
+}
+
+void adafactor_factored_apply(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
+                              const float* row_factor, const float* col_factor, const float* scale,
+                              const float* denom, float* m) {
+  if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
+  T5X_DISPATCH(t5x::cpu::AdafactorFactoredApply)(l, s, param, grad, row_factor, col_factor, scale, denom, m);
+}
+
+void adafactor_unfactored_stats(int64_t nb, int64_t n, const AdafactorScalars& s, const float* param,
+                                const float* grad, float* v, double* psum, double* ysum) {
+  if (nb <= 0 || n <= 0) return;
+  T5X_DISPATCH(t5x::cpu::AdafactorUnfactoredStats)(nb, n, s, param, grad, v, psum, ysum);
+}
+
+void adafactor_unfactored_apply(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
+                                const float* v, const float* scale, const float* denom, float* m) {
+  if (nb <= 0 || n <= 0) return;
+  T5X_DISPATCH(t5x::cpu::AdafactorUnfactoredApply)(nb, n, s, param, grad, v, scale, denom, m);
 }
 
 }  // namespace t5x::kernels::cpu

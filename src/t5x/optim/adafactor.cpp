@@ -482,28 +482,31 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   const float* gp = g.data();
   auto grad_at = [&](int64_t i) { return grad_scale == 1.0f ? gp[i] : gp[i] * grad_scale; };
 
+  // The backend kernels' scalars (fast path, and the phases of a split param).
+  kernels::AdafactorScalars sc;
+  sc.decay = decay;
+  sc.mixing = mixing;
+  sc.eps1 = eps1;
+  sc.eps2 = float(c.epsilon2);
+  sc.has_max_parameter_scale = c.max_parameter_scale.has_value();
+  sc.max_parameter_scale = float(c.max_parameter_scale.value_or(0.0));
+  sc.lr = lr;
+  sc.use_scale = use_scale;
+  sc.clip = c.clipping_threshold.has_value();
+  sc.clipping_threshold = float(c.clipping_threshold.value_or(1.0));
+  sc.keep_w = float(1.0 - double(wd));  // 1 without weight decay: keep_w * p == p
+  sc.skip_nan = skip_nan;
+  sc.grad_scale = grad_scale;  // x * 1.0f == x
+  if (c.beta1) {
+    sc.b1 = float(*c.beta1);
+    sc.one_minus_b1 = float(1.0 - *c.beta1);
+  }
   if (const FastLayout fl = fast_path_ && !split ? fast_layout(fp, sizes) : FastLayout{}; fl.ok) {
-    kernels::AdafactorScalars sc;
-    sc.decay = decay;
-    sc.mixing = mixing;
-    sc.eps1 = eps1;
-    sc.eps2 = float(c.epsilon2);
-    sc.has_max_parameter_scale = c.max_parameter_scale.has_value();
-    sc.max_parameter_scale = float(c.max_parameter_scale.value_or(0.0));
-    sc.lr = lr;
-    sc.use_scale = use_scale;
-    sc.clip = c.clipping_threshold.has_value();
-    sc.clipping_threshold = float(c.clipping_threshold.value_or(1.0));
-    sc.keep_w = float(1.0 - double(wd));  // 1 without weight decay: keep_w * p == p
-    sc.skip_nan = skip_nan;
-    sc.grad_scale = grad_scale;  // x * 1.0f == x
     std::unique_ptr<FloatView> mview;
     if (c.beta1) {
       mview = std::make_unique<FloatView>(slot("m"));
       if (mview->size() != walk.size())
         throw_invalid(kOp, "slot '" + path + "/m' does not match the param " + param.shape().to_string());
-      sc.b1 = float(*c.beta1);
-      sc.one_minus_b1 = float(1.0 - *c.beta1);
     }
     float* m = mview ? mview->data() : nullptr;
     if (fp.factored) {
@@ -525,7 +528,7 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
     return;
   }
 
-  // Generic path (and every param split across processes). Pass 1:
+  // A param split across processes, or of no fast-path layout. Pass 1:
   // parameter RMS and squared-gradient statistics of the local elements.
   std::vector<double> psum(size_t(walk.reduced_size(0)), 0.0);
   std::vector<double> rsum, csum;
@@ -547,22 +550,40 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
       throw_invalid(kOp, "slot '" + path + "/v' does not match the param " + param.shape().to_string());
     v = vview->data();
   }
-  walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t i = i0 + j;
-      const float pv = pp[i];
-      psum[size_t(o[0] + j * st[0])] += double(pv * pv);
-      const float gv = grad_at(i);
-      const float g2 = gv * gv + eps1;
-      if (fp.factored) {
-        rsum[size_t(o[1] + j * st[1])] += double(g2);
-        csum[size_t(o[2] + j * st[2])] += double(g2);
-      } else {
-        const float nv = decay * v[i] + mixing * g2;
-        if (!(skip_nan && std::isnan(nv))) v[i] = nv;
+  // A split param whose shard has a fast-path layout runs the backend's
+  // phases (kernels.h) on its shard; the element walk below is for the
+  // other layouts.
+  const FastLayout lfl = fast_path_ && split ? fast_layout(fp, param.local_shape().sizes()) : FastLayout{};
+  if (lfl.ok) {
+    const int64_t rows = lfl.f.row_outer ? lfl.f.n_outer : lfl.f.n_inner;
+    const int64_t cols = lfl.f.row_outer ? lfl.f.n_inner : lfl.f.n_outer;
+    if (int64_t(psum.size()) != lfl.f.nb ||
+        (fp.factored && (int64_t(rsum.size()) != lfl.f.nb * rows || int64_t(csum.size()) != lfl.f.nb * cols)))
+      throw_invalid(kOp, "internal: the shard layout of '" + path + "' does not match its statistics");
+  }
+  std::vector<double> ysum(size_t(walk.reduced_size(0)), 0.0);
+  if (lfl.ok && fp.factored) {
+    kernels::cpu::adafactor_factored_stats(lfl.f, sc, pp, gp, psum.data(), rsum.data(), csum.data());
+  } else if (lfl.ok) {
+    kernels::cpu::adafactor_unfactored_stats(lfl.f.nb, lfl.f.n_outer, sc, pp, gp, v, psum.data(), ysum.data());
+  } else {
+    walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t i = i0 + j;
+        const float pv = pp[i];
+        psum[size_t(o[0] + j * st[0])] += double(pv * pv);
+        const float gv = grad_at(i);
+        const float g2 = gv * gv + eps1;
+        if (fp.factored) {
+          rsum[size_t(o[1] + j * st[1])] += double(g2);
+          csum[size_t(o[2] + j * st[2])] += double(g2);
+        } else {
+          const float nv = decay * v[i] + mixing * g2;
+          if (!(skip_nan && std::isnan(nv))) v[i] = nv;
+        }
       }
-    }
-  });
+    });
+  }
 
   // Over the shards: the global statistics from the local ones (float64).
   shards.sum({&psum, &rsum, &csum}, {0, 1, 2});
@@ -614,19 +635,24 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   }
   scale = shards.local(scale, 0);
 
-  // Pass 2: the preconditioned gradient y, and its RMS for clipping.
-  std::vector<float> y(size_t(walk.size()));
-  std::vector<double> ysum(size_t(walk.reduced_size(0)), 0.0);
-  walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t i = i0 + j;
-      const float gv = grad_at(i);
-      const float yv = fp.factored ? gv * row_factor[size_t(o[1] + j * st[1])] * col_factor[size_t(o[2] + j * st[2])]
-                                   : gv * (1.0f / std::sqrt(v[i]));
-      y[size_t(i)] = yv;
-      ysum[size_t(o[0] + j * st[0])] += double(yv * yv);
-    }
-  });
+  // Pass 2: the preconditioned gradient y, and its RMS for clipping (the
+  // backend's unfactored phase 1 summed it already).
+  std::vector<float> y;
+  if (lfl.ok && fp.factored && c.clipping_threshold) {
+    kernels::cpu::adafactor_factored_clip_sums(lfl.f, sc, gp, row_factor.data(), col_factor.data(), ysum.data());
+  } else if (!lfl.ok) {
+    y.resize(size_t(walk.size()));
+    walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t i = i0 + j;
+        const float gv = grad_at(i);
+        const float yv = fp.factored ? gv * row_factor[size_t(o[1] + j * st[1])] * col_factor[size_t(o[2] + j * st[2])]
+                                     : gv * (1.0f / std::sqrt(v[i]));
+        y[size_t(i)] = yv;
+        ysum[size_t(o[0] + j * st[0])] += double(yv * yv);
+      }
+    });
+  }
   std::vector<float> denom(size_t(nb), 1.0f);
   if (c.clipping_threshold) {
     shards.sum({&ysum}, {0});
@@ -650,22 +676,29 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   const float keep_w = float(1.0 - double(wd));
   const bool clip = c.clipping_threshold.has_value();
   float* pw = p.data();
-  walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t i = i0 + j;
-      const size_t b = size_t(o[0] + j * st[0]);
-      float yv = y[size_t(i)];
-      if (clip) yv = yv / denom[b];
-      float u = scale[b] * yv;
-      if (m) {
-        const float nm = b1 * m[i] + one_minus_b1 * u;
-        if (!(skip_nan && std::isnan(nm))) m[i] = nm;
-        u = nm;
+  if (lfl.ok && fp.factored) {
+    kernels::cpu::adafactor_factored_apply(lfl.f, sc, pw, gp, row_factor.data(), col_factor.data(), scale.data(),
+                                           denom.data(), m);
+  } else if (lfl.ok) {
+    kernels::cpu::adafactor_unfactored_apply(lfl.f.nb, lfl.f.n_outer, sc, pw, gp, v, scale.data(), denom.data(), m);
+  } else {
+    walk.run_rows([&](int64_t i0, int64_t len, const auto& o, const auto& st) {
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t i = i0 + j;
+        const size_t b = size_t(o[0] + j * st[0]);
+        float yv = y[size_t(i)];
+        if (clip) yv = yv / denom[b];
+        float u = scale[b] * yv;
+        if (m) {
+          const float nm = b1 * m[i] + one_minus_b1 * u;
+          if (!(skip_nan && std::isnan(nm))) m[i] = nm;
+          u = nm;
+        }
+        const float np = use_wd ? keep_w * pw[i] - u : pw[i] - u;
+        if (!(skip_nan && std::isnan(np))) pw[i] = np;
       }
-      const float np = use_wd ? keep_w * pw[i] - u : pw[i] - u;
-      if (!(skip_nan && std::isnan(np))) pw[i] = np;
-    }
-  });
+    });
+  }
   p.commit();
   if (vview) vview->commit();
   if (vrview) vrview->commit();

@@ -111,6 +111,34 @@ TEST(OptimizersOnShards, AdafactorEqualsOneProcessAndMovesOnlyItsStatistics) {
   }
 }
 
+// Split params of every fast-path layout run the backend's phases on their
+// shards (kernels.h, adafactor_*_stats / _clip_sums / _apply), and one of no
+// such layout walks its elements; each must give the one-process bits with
+// every option that changes a pass on: momentum, weight decay, update and
+// global-norm clipping, NaN skipping. Standard rules: embed ROW, mlp / heads
+// / kv COLUMN, layers BATCH.
+TEST(OptimizersOnShards, AdafactorShardLayoutsAndOptionsEqualOneProcess) {
+  const PartitionSpec first({{"model"}, {}, {}}), last({{}, {}, {"model"}}), second({{}, {"model"}});
+  const std::vector<Leaf> leaves = {
+      {"o_col_outer_split", Shape{{"heads", 4}, {"kv", 16}, {"embed", 24}}, first},  // COL outer, split
+      {"o_row_inner_split", Shape{{"heads", 4}, {"kv", 16}, {"embed", 24}}, last},   // ROW inner, split
+      {"layers_wi", Shape{{"layers", 2}, {"embed", 24}, {"mlp", 32}}, last},         // BATCH, ROW, COL split
+      {"layers_scale", Shape{{"layers", 2}, {"embed", 64}}, second},                 // unfactored per layer
+      {"interleaved", Shape{{"embed", 8}, {"layers", 2}, {"mlp", 16}}, last},        // no fast layout
+  };
+  for (const bool clip : {true, false}) {
+    AdafactorConfig c;
+    c.logical_factor_rules = standard_logical_factor_rules();
+    c.beta1 = 0.9;
+    c.weight_decay_rate = 1e-3;
+    c.clipping_threshold = clip ? std::optional<double>(0.5) : std::nullopt;
+    c.global_norm_clip_threshold = 0.1;  // below the ramps' norm: active
+    c.skip_nan_updates = true;
+    auto [bad, counted] = run_both(Adafactor(c), leaves, 3);
+    EXPECT_EQ(bad, "") << "clip " << clip;
+  }
+}
+
 TEST(OptimizersOnShards, AdamWIsElementwiseAndItsClipSumsOneScalar) {
   AdamWConfig c;
   c.clip_global_norm = 0.05;  // active
