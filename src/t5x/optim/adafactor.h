@@ -142,8 +142,10 @@ class Adafactor : public Optimizer {
   // vectorised, OpenMP-parallel path (the CPU backend's
   // kernels::cpu::adafactor_*_update, backend/kernels.h); others walk the
   // elements generically. Both compute the same rule; false forces the
-  // generic walk (tests compare the two); params split across processes
-  // always take the generic walk. Threads split the elements of one param;
+  // generic walk (tests compare the two). A param split across processes
+  // whose shard has such a layout runs the kernels' phases on its shard
+  // (adafactor_*_stats / _clip_sums / _apply), exchanging the statistics
+  // between them. Threads split the elements of one param;
   // params are updated one after another, so the sums keep the same order
   // on every process.
   void set_fast_path(bool enabled) { fast_path_ = enabled; }
