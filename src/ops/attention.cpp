@@ -109,10 +109,12 @@ class Attention : public Primitive {
   bool saves_outputs() const override { return true; }
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array out = make_output(in[0].shape(), DType::f32, {in[0]});
-    lse_ = Array(Shape{{"rows", s_.batch * s_.heads * s_.q_length}}, DType::f32, {}, {}, false);
+    const Shape rows{{"rows", s_.batch * s_.heads * s_.q_length}};
+    lse_ = Array(rows, DType::f32, {}, {}, false);
+    logl_ = Array(rows, DType::f32, {}, {}, false);
     kernels::AttentionArgs p = params(in);
     kernels::cpu::attention_forward(s_, p, in[0].data<float>(), in[1].dtype(), in[1].raw_data(), in[2].raw_data(),
-                                    out.data<float>(), lse_.data<float>());
+                                    out.data<float>(), lse_.data<float>(), logl_.data<float>());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
@@ -126,8 +128,9 @@ class Attention : public Primitive {
     if (in.size() > 3 && in[3].valid() && needs[3]) db = make_output(in[3].shape(), DType::f32, {in[3]});
     kernels::AttentionArgs p = params(in);
     kernels::cpu::attention_backward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
-                                     out[0].data<float>(), lse_.data<float>(), cot[0].data<float>(), dq.data<float>(),
-                                     dk.data<float>(), dv.data<float>(), db.valid() ? db.data<float>() : nullptr);
+                                     out[0].data<float>(), lse_.data<float>(), logl_.data<float>(),
+                                     cot[0].data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(),
+                                     db.valid() ? db.data<float>() : nullptr);
     return {dq, dk, dv, db};
   }
 
@@ -149,7 +152,7 @@ class Attention : public Primitive {
   kernels::AttentionDims s_;
   Canon c_;
   kernels::AttentionArgs p_;
-  Array lse_;
+  Array lse_, logl_;  // the backward's row statistics (kernels.h)
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "test_util.h"
 
@@ -73,6 +74,7 @@ Inputs make_inputs(const Config& c, uint32_t seed) {
 
 struct Reference {
   std::vector<double> out, lse, dq, dk, dv, dbias;
+  std::vector<double> max_logit, log_sum;  // per row: lse = max_logit + log_sum
 };
 
 // Materialised logits in f32 exactly as flax adds them, softmax and
@@ -87,6 +89,8 @@ Reference reference(const AttentionShape& s, const Inputs& in) {
   r.dk.assign(in.k.size(), 0);
   r.dv.assign(in.v.size(), 0);
   r.lse.assign(size_t(B * H * Lq), 0);
+  r.max_logit.assign(size_t(B * H * Lq), 0);
+  r.log_sum.assign(size_t(B * H * Lq), 0);
   r.dbias.assign(in.bias.size(), 0);
   auto Q = [&](int64_t b, int64_t i, int64_t h) { return &in.q[size_t(((b * Lq + i) * H + h) * D)]; };
   auto K = [&](const std::vector<float>& x, int64_t b, int64_t j, int64_t h) {
@@ -122,6 +126,8 @@ Reference reference(const AttentionShape& s, const Inputs& in) {
         for (int64_t j = 0; j < Lk; ++j) sum += (P[size_t(j)] = std::exp(logit[size_t(j)] - mx));
         for (auto& x : P) x /= sum;
         r.lse[size_t((b * H + h) * Lq + i)] = mx + std::log(sum);
+        r.max_logit[size_t((b * H + h) * Lq + i)] = mx;
+        r.log_sum[size_t((b * H + h) * Lq + i)] = std::log(sum);
         double* o = &r.out[size_t(((b * Lq + i) * H + h) * D)];
         const float* g = &in.dout[size_t(((b * Lq + i) * H + h) * D)];
         for (int64_t j = 0; j < Lk; ++j)
@@ -155,23 +161,44 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 
 class AttentionVsReference : public ::testing::TestWithParam<Config> {};
 
+// Both ways the backward gets the statistics of rows with no allowed key:
+// from the forward's logl output (what the op does), or recomputed.
 TEST_P(AttentionVsReference, ForwardAndBackward) {
   Config c = GetParam();
   const AttentionShape& s = c.s;
   Inputs in = make_inputs(c, 7);
-  std::vector<float> out(in.q.size()), lse(size_t(s.batch * s.heads * s.q_length));
-  attention_forward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data());
   Reference r = reference(s, in);
-  expect_close(out, r.out, 2e-5, "out");
-  expect_close(lse, r.lse, 2e-6, "lse");
-  std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), db(in.bias.size());
-  attention_backward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
-                     in.dout.data(), dq.data(), dk.data(), dv.data(),
-                     in.bias.empty() ? nullptr : db.data());
-  expect_close(dq, r.dq, 1e-4, "dq");
-  expect_close(dk, r.dk, 1e-4, "dk");
-  expect_close(dv, r.dv, 1e-4, "dv");
-  if (!in.bias.empty()) expect_close(db, r.dbias, 1e-4, "dbias");
+  for (const bool with_logl : {false, true}) {
+    SCOPED_TRACE(with_logl ? "logl from the forward" : "logl recomputed");
+    const size_t rows = size_t(s.batch * s.heads * s.q_length);
+    std::vector<float> out(in.q.size()), lse(rows), logl(rows, -1.f);
+    attention_forward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
+                      with_logl ? logl.data() : nullptr);
+    expect_close(out, r.out, 2e-5, "out");
+    expect_close(lse, r.lse, 2e-6, "lse");
+    int masked_rows = 0;
+    if (with_logl)
+      for (size_t i = 0; i < rows; ++i) {
+        if (r.max_logit[i] > -1e9) {
+          EXPECT_EQ(logl[i], 0.f) << i;
+          continue;
+        }
+        // A row with no allowed key: lse = its max logit, logl its log-sum.
+        ++masked_rows;
+        EXPECT_EQ(double(lse[i]), r.max_logit[i]) << i;
+        EXPECT_NEAR(logl[i], r.log_sum[i], 1e-5) << i;
+      }
+    if (with_logl && (c.q_mask || std::string(c.name) == "MoreQueriesThanKeysCausal"))
+      EXPECT_GT(masked_rows, 0) << "the case has rows with no allowed key";
+    std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), db(in.bias.size());
+    attention_backward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
+                       in.dout.data(), dq.data(), dk.data(), dv.data(),
+                       in.bias.empty() ? nullptr : db.data(), with_logl ? logl.data() : nullptr);
+    expect_close(dq, r.dq, 1e-4, "dq");
+    expect_close(dk, r.dk, 1e-4, "dk");
+    expect_close(dv, r.dv, 1e-4, "dv");
+    if (!in.bias.empty()) expect_close(db, r.dbias, 1e-4, "dbias");
+  }
 }
 
 Config cfg(const char* name, int64_t B, int64_t Lq, int64_t Lk, int64_t H, int64_t Hk,

@@ -51,7 +51,7 @@ void check(const AttentionShape& s, const AttentionParams& p) {
 
 template <typename TK>
 void forward(const AttentionShape& s, const AttentionParams& p, const float* q, const TK* k, const TK* v, float* out,
-             float* lse) {
+             float* lse, float* logl) {
   check(s, p);
   simd_init();  // before the threads: an unknown T5X_CPU_ISA throws here
   Problem pr(s, p);
@@ -61,25 +61,25 @@ void forward(const AttentionShape& s, const AttentionParams& p, const float* q, 
     int64_t qt = t % q_tiles, bh = t / q_tiles;
     int64_t h = bh % s.heads, b = bh / s.heads;
     TileScratch& ts = attention_detail::scratch(s.head_dim);
-    attention_detail::forward_tile(pr, q, k, v, b, h, qt * kBq, out, lse, ts);
+    attention_detail::forward_tile(pr, q, k, v, b, h, qt * kBq, out, lse, logl, ts);
   });
 }
 
 }  // namespace
 
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const float* k, const float* v, float* out, float* lse) {
-  forward(s, p, q, k, v, out, lse);
+                       const float* k, const float* v, float* out, float* lse, float* logl) {
+  forward(s, p, q, k, v, out, lse, logl);
 }
 
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const bfloat16* k, const bfloat16* v, float* out, float* lse) {
-  forward(s, p, q, k, v, out, lse);
+                       const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl) {
+  forward(s, p, q, k, v, out, lse, logl);
 }
 
 void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
-                        const float* dout, float* dq, float* dk, float* dv, float* dbias) {
+                        const float* dout, float* dq, float* dk, float* dv, float* dbias, const float* logl) {
   check(s, p);
   if (lse == nullptr) throw std::invalid_argument("[attention] backward needs lse from forward");
   simd_init();
@@ -89,10 +89,12 @@ void attention_backward(const AttentionShape& s, const AttentionParams& p, const
   parallel_for(s.batch * s.q_length, 64, [&](int64_t b0, int64_t e0) {
     attention_detail::delta_rows(s, out, dout, b0, e0, delta.data());
   });
-  // Rows with no allowed key get (max, log-sum) recomputed; others use lse.
+  // Rows with no allowed key need (max, log-sum): the forward's logl output
+  // has them; without it they are recomputed. Others use lse.
   std::vector<float> row_lse(lse, lse + s.batch * s.heads * s.q_length);
   std::vector<float> row_logl(row_lse.size(), 0.f);
-  parallel_for(int64_t(row_lse.size()), 16, [&](int64_t b0, int64_t e0) {
+  if (logl) std::copy(logl, logl + row_logl.size(), row_logl.begin());
+  else parallel_for(int64_t(row_lse.size()), 16, [&](int64_t b0, int64_t e0) {
     for (int64_t r = b0; r < e0; ++r) {
       if (row_lse[size_t(r)] >= attention_detail::kFullyMaskedBelow) continue;
       int64_t i = r % s.q_length, bh = r / s.q_length;

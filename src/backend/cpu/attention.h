@@ -64,19 +64,27 @@ using AttentionParams = kernels::AttentionArgs;
 // lse may be null when no backward pass follows. k and v may be bf16 (a decode
 // cache in the activation dtype): widened exactly as the tiles load them, so
 // the results are the bits of the f32 call on the widened values.
+// logl (rows like lse, may be null): for a row with no allowed key (all
+// masked: -1e10 + log(sum) is not representable in f32) lse gets the row's
+// max logit and logl its log(sum exp(logit - max)); other rows get logl = 0.
+// Passed on to attention_backward, it spares the backward recomputing these
+// rows (on padded batches, most of the encoder's query rows).
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const float* k, const float* v, float* out, float* lse);
+                       const float* k, const float* v, float* out, float* lse, float* logl = nullptr);
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const bfloat16* k, const bfloat16* v, float* out, float* lse);
+                       const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl = nullptr);
 
 // out and lse from attention_forward. dq, dk, dv are overwritten; dbias (same
 // layout as p.bias, may be null) is overwritten too. The dk/dv pass keeps each
 // dlogit tile for the dq pass when all of them fit in 64 MiB (else the dq pass
 // recomputes them): the same bits either way, one pass of logits, exp and
 // dout v^T fewer.
+// logl: the forward's (with the lse it wrote alongside), or null (the rows
+// with no allowed key are then recomputed, one scalar pass each).
 void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
-                        const float* dout, float* dq, float* dk, float* dv, float* dbias);
+                        const float* dout, float* dq, float* dk, float* dv, float* dbias,
+                        const float* logl = nullptr);
 
 // For tests: the backward keeps its dlogit tiles only when they take at most
 // `floats` (0: always recomputes them), for the scope's lifetime. Not

@@ -184,7 +184,7 @@ constexpr int64_t kOuterAheadRows = 4 * kBk;
 // half the bytes read per step; widened exactly as loaded, so the same bits).
 template <typename TK>
 HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, const TK* v, int64_t b, int64_t h,
-                            int64_t i0, float* out, float* lse, TileScratch& ts) {
+                            int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
   float* S = ts.s.data();
@@ -246,17 +246,25 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
     float* o = out + ((b * s.q_length + i0 + i) * s.heads + h) * D;
     const float inv = 1.f / l[i];
     for (int64_t d = 0; d < D; ++d) o[d] = acc[i * D + d] * inv;
-    if (lse) lse[(b * s.heads + h) * s.q_length + i0 + i] = m[i] + std::log(l[i]);
+    if (!lse) continue;
+    const int64_t r = (b * s.heads + h) * s.q_length + i0 + i;
+    if (logl && m[i] < kFullyMaskedBelow) {  // no allowed key: -1e10 + log(l) would round to -1e10
+      lse[r] = m[i];
+      logl[r] = std::log(l[i]);
+    } else {
+      lse[r] = m[i] + std::log(l[i]);
+      if (logl) logl[r] = 0.f;
+    }
   }
 }
 
 void AttnForwardTile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
-                     int64_t i0, float* out, float* lse, TileScratch& ts) {
-  ForwardTile(pr, q, k, v, b, h, i0, out, lse, ts);
+                     int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
+  ForwardTile(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 void AttnForwardTileBf16Kv(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
-                           int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts) {
-  ForwardTile(pr, q, k, v, b, h, i0, out, lse, ts);
+                           int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
+  ForwardTile(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 
 void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
@@ -419,13 +427,13 @@ TileScratch& scratch(int64_t head_dim) {
 }
 
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
-                  int64_t i0, float* out, float* lse, TileScratch& ts) {
-  T5X_DISPATCH(AttnForwardTile)(pr, q, k, v, b, h, i0, out, lse, ts);
+                  int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
+  T5X_DISPATCH(AttnForwardTile)(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 
 void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b, int64_t h,
-                  int64_t i0, float* out, float* lse, TileScratch& ts) {
-  T5X_DISPATCH(AttnForwardTileBf16Kv)(pr, q, k, v, b, h, i0, out, lse, ts);
+                  int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
+  T5X_DISPATCH(AttnForwardTileBf16Kv)(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 
 void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,

@@ -48,15 +48,18 @@ struct TileScratch {
 // Thread-local scratch sized for head_dim.
 TileScratch& scratch(int64_t head_dim);
 
-// out/lse rows of queries [i0, i0 + kBq) of (b, h); k, v in f32 or bf16.
+// out/lse (and logl) rows of queries [i0, i0 + kBq) of (b, h); k, v in f32
+// or bf16. With logl, a row with no allowed key gets lse = its max logit and
+// logl = log(sum exp(logit - max)); every other row lse and logl = 0.
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b,
-                  int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts);
+                  int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
 void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
-                  int64_t h, int64_t i0, float* out, float* lse, TileScratch& ts);
+                  int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
 
 // The backward recomputes P = exp((logit - lse) - logl) with logl = 0, except
 // for rows with no allowed key: their lse (-1e10 + log(sum)) is not
-// representable in f32, so (max logit, log sum) come from this full-row pass.
+// representable in f32, so (max logit, log sum) come from the forward's logl
+// output, or, without it, from this full-row pass.
 void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h,
                       int64_t i, float* m, float* logl);
 

@@ -75,13 +75,14 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, co
 }
 
 void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, DType kv_dtype, const void* k,
-                       const void* v, float* out, float* lse) {
+                       const void* v, float* out, float* lse, float* logl) {
   switch (kv_dtype) {
     case DType::f32:
-      return t5x::cpu::attention_forward(s, p, q, static_cast<const float*>(k), static_cast<const float*>(v), out, lse);
+      return t5x::cpu::attention_forward(s, p, q, static_cast<const float*>(k), static_cast<const float*>(v), out, lse,
+                                         logl);
     case DType::bf16:
       return t5x::cpu::attention_forward(s, p, q, static_cast<const bfloat16*>(k), static_cast<const bfloat16*>(v),
-                                         out, lse);
+                                         out, lse, logl);
     default:
       throw std::invalid_argument(std::string("[attention] k / v must be float32 or bfloat16, got ") +
                                   dtype_name(kv_dtype));
@@ -89,9 +90,9 @@ void attention_forward(const AttentionDims& s, const AttentionArgs& p, const flo
 }
 
 void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const float* dout, float* dq, float* dk,
-                        float* dv, float* dbias) {
-  t5x::cpu::attention_backward(s, p, q, k, v, out, lse, dout, dq, dk, dv, dbias);
+                        const float* v, const float* out, const float* lse, const float* logl, const float* dout,
+                        float* dq, float* dk, float* dv, float* dbias) {
+  t5x::cpu::attention_backward(s, p, q, k, v, out, lse, dout, dq, dk, dv, dbias, logl);
 }
 
 }  // namespace t5x::kernels::cpu
