@@ -93,15 +93,18 @@ void attention_backward(const AttentionShape& s, const AttentionParams& p, const
   // has them; without it they are recomputed. Others use lse.
   std::vector<float> row_lse(lse, lse + s.batch * s.heads * s.q_length);
   std::vector<float> row_logl(row_lse.size(), 0.f);
-  if (logl) std::copy(logl, logl + row_logl.size(), row_logl.begin());
-  else parallel_for(int64_t(row_lse.size()), 16, [&](int64_t b0, int64_t e0) {
-    for (int64_t r = b0; r < e0; ++r) {
-      if (row_lse[size_t(r)] >= attention_detail::kFullyMaskedBelow) continue;
-      int64_t i = r % s.q_length, bh = r / s.q_length;
-      attention_detail::masked_row_stats(pr, q, k, bh / s.heads, bh % s.heads, i,
-                                         &row_lse[size_t(r)], &row_logl[size_t(r)]);
-    }
-  });
+  if (logl) {
+    std::copy(logl, logl + row_logl.size(), row_logl.begin());
+  } else {
+    parallel_for(int64_t(row_lse.size()), 16, [&](int64_t b0, int64_t e0) {
+      for (int64_t r = b0; r < e0; ++r) {
+        if (row_lse[size_t(r)] >= attention_detail::kFullyMaskedBelow) continue;
+        int64_t i = r % s.q_length, bh = r / s.q_length;
+        attention_detail::masked_row_stats(pr, q, k, bh / s.heads, bh % s.heads, i,
+                                           &row_lse[size_t(r)], &row_logl[size_t(r)]);
+      }
+    });
+  }
   // Pass A: dk, dv; one task per (batch, kv head, kv tile). It stashes each
   // dS tile for pass B when the stash is small (T5 lengths: 3 MiB for batch 8,
   // 6 heads, 128 x 128), sparing pass B the logits, exp and dout v^T again.
