@@ -456,13 +456,10 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
 
   // Hyper-parameters as float32, as t5x computes them.
   float wd = 0.0f;
-  bool use_wd = c.weight_decay_rate.has_value();
-  if (c.weight_decay_rate_lr_exponent && *c.weight_decay_rate_lr_exponent != 0) {
+  if (c.weight_decay_rate_lr_exponent && *c.weight_decay_rate_lr_exponent != 0)
     wd = float(c.weight_decay_rate.value_or(1.0)) * std::pow(lr, float(*c.weight_decay_rate_lr_exponent));
-    use_wd = true;
-  } else if (use_wd) {
+  else if (c.weight_decay_rate)
     wd = float(*c.weight_decay_rate);
-  }
   const float t = float(step - c.step_offset) + 1.0f;
   const float decay = 1.0f - std::pow(t, -float(c.decay_rate));
   const float mixing = 1.0f - decay;
@@ -664,17 +661,12 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
   // Pass 3: apply.
   std::unique_ptr<FloatView> mview;
   float* m = nullptr;
-  float b1 = 0, one_minus_b1 = 0;
   if (c.beta1) {
     mview = std::make_unique<FloatView>(slot("m"));
     if (mview->size() != walk.size())
       throw_invalid(kOp, "slot '" + path + "/m' does not match the param " + param.shape().to_string());
     m = mview->data();
-    b1 = float(*c.beta1);
-    one_minus_b1 = float(1.0 - *c.beta1);
   }
-  const float keep_w = float(1.0 - double(wd));
-  const bool clip = c.clipping_threshold.has_value();
   float* pw = p.data();
   if (lfl.ok && fp.factored) {
     kernels::cpu::adafactor_factored_apply(lfl.f, sc, pw, gp, row_factor.data(), col_factor.data(), scale.data(),
@@ -687,14 +679,14 @@ void Adafactor::update_param(const std::string& path, Array& param, OptimizerSta
         const int64_t i = i0 + j;
         const size_t b = size_t(o[0] + j * st[0]);
         float yv = y[size_t(i)];
-        if (clip) yv = yv / denom[b];
+        if (sc.clip) yv = yv / denom[b];
         float u = scale[b] * yv;
         if (m) {
-          const float nm = b1 * m[i] + one_minus_b1 * u;
+          const float nm = sc.b1 * m[i] + sc.one_minus_b1 * u;
           if (!(skip_nan && std::isnan(nm))) m[i] = nm;
           u = nm;
         }
-        const float np = use_wd ? keep_w * pw[i] - u : pw[i] - u;
+        const float np = sc.keep_w * pw[i] - u;  // keep_w = 1 without weight decay: 1 * p == p
         if (!(skip_nan && std::isnan(np))) pw[i] = np;
       }
     });
