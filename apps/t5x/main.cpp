@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ckpt_cmd.h"
+#include "ops/profile.h"
 #include "backend/cpu/cpu_info.h"
 #include "backend/cpu/malloc_tuning.h"
 #include "seqio/cache.h"
@@ -175,6 +176,9 @@ int main(int argc, char** argv) {
       opt.gin = &cfg;
       trainer::Trainer tr(rc, trainer::Distributed::create(rc.partitioner, world), opt);
       auto res = tr.train();
+      // T5X_OP_PROFILE: where the whole run's time went, op by op (ops/profile.h).
+      if (chief && op_profile_enabled())
+        std::cerr << "op profile of the run on process 0 (T5X_OP_PROFILE):\n" << op_profile_report();
       if (res.status == trainer::TrainResult::Status::kNonFinite) {
         if (chief) std::cerr << "t5x: " << res.message << "\n";
         return 2;

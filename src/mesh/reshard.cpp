@@ -1,6 +1,7 @@
 #include "mesh/reshard.h"
 
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -52,6 +53,27 @@ void concat_pieces(const char* pieces, const std::vector<int64_t>& piece_shape, 
     for (int64_t o = 0; o < v.outer; ++o)
       std::memcpy(out + (o * k + m) * chunk, pieces + m * block + o * chunk, chunk);
 }
+
+// True when no dim before d is longer than 1: the k pieces along d, one
+// after another, are then their concat along d.
+bool leading(const std::vector<int64_t>& shape, int d) { return prod(shape, 0, size_t(d)) == 1; }
+
+// Uninitialised bytes: a std::vector<char> would zero them first, one more
+// pass over memory that the step overwrites anyway.
+class Scratch {
+ public:
+  char* get(size_t n) {
+    if (n > size_) {
+      p_.reset(new char[n]);
+      size_ = n;
+    }
+    return p_.get();
+  }
+
+ private:
+  std::unique_ptr<char[]> p_;
+  size_t size_ = 0;
+};
 
 }  // namespace
 
@@ -191,47 +213,68 @@ void execute_reshard(const ReshardPlan& plan, MeshGroups& groups, const void* in
     throw std::invalid_argument("[reshard] plan element size " + std::to_string(es) + " does not match dtype " +
                                 comm_dtype_name(dtype));
   const MeshDesc& mesh = groups.mesh().desc();
-  std::vector<int64_t> shape0 = local_shape(mesh, plan.shape, plan.src);
-  std::vector<char> cur(static_cast<const char*>(in), static_cast<const char*>(in) + prod(shape0) * es), next, tmp;
-  for (const auto& s : plan.steps) {
+  const size_t in_bytes = size_t(prod(local_shape(mesh, plan.shape, plan.src))) * es;
+  if (plan.steps.empty()) {
+    if (in_bytes != 0) std::memcpy(out, in, in_bytes);
+    return;
+  }
+  // Each step reads the previous step's result and writes the next one's
+  // straight into `out` on the last step; scratch is never zeroed (every byte
+  // of it is written before it is read). A collective that delivers its
+  // pieces in the order of the concat writes to the destination directly.
+  Scratch between[2], pieces, received;
+  const char* src = static_cast<const char*>(in);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const ReshardStep& s = plan.steps[i];
+    const int64_t n_before = prod(s.local_before);
+    char* dst = i + 1 == plan.steps.size() ? static_cast<char*>(out)
+                                           : between[i % 2].get(size_t(prod(s.local_after)) * es);
     if (s.kind == ReshardKind::kPermute) {
-      next.assign(cur.size(), 0);
-      groups.over(groups.mesh().axis_names()).permute(cur.data(), next.data(), size_t(prod(s.local_before)),
-                                                      dtype, s.pairs);
-      cur.swap(next);
+      groups.over(groups.mesh().axis_names()).permute(src, dst, size_t(n_before), dtype, s.pairs);
+      src = dst;
       continue;
     }
     Communicator& comm = groups.over({s.axis});
-    const int64_t k = s.group_size, n_before = prod(s.local_before);
-    next.assign(size_t(prod(s.local_after)) * es, 0);
+    const int64_t k = s.group_size;
     switch (s.kind) {
       case ReshardKind::kSlice:
-        take_piece(cur.data(), s.local_before, s.dim, k, comm.rank(), es, next.data());
+        take_piece(src, s.local_before, s.dim, k, comm.rank(), es, dst);
         break;
       case ReshardKind::kAllGather:
-        tmp.assign(size_t(n_before * k) * es, 0);
-        comm.all_gather(cur.data(), tmp.data(), size_t(n_before), dtype);
-        concat_pieces(tmp.data(), s.local_before, s.dim, k, es, next.data());
+        if (leading(s.local_before, s.dim)) {
+          comm.all_gather(src, dst, size_t(n_before), dtype);
+        } else {
+          char* t = pieces.get(size_t(n_before * k) * es);
+          comm.all_gather(src, t, size_t(n_before), dtype);
+          concat_pieces(t, s.local_before, s.dim, k, es, dst);
+        }
         break;
       case ReshardKind::kAllToAll: {
-        // Lay the k pieces along split_dim out contiguously, exchange, concat along dim.
-        tmp.assign(cur.size(), 0);
+        // The k pieces along split_dim laid out one after another, exchanged,
+        // and concatenated along dim.
         const int64_t piece = n_before / k;
-        for (int64_t m = 0; m < k; ++m)
-          take_piece(cur.data(), s.local_before, s.split_dim, k, m, es, tmp.data() + m * piece * es);
-        std::vector<char> recv(cur.size());
-        comm.all_to_all(tmp.data(), recv.data(), size_t(piece), dtype);
+        const char* send = src;
+        if (!leading(s.local_before, s.split_dim)) {
+          char* t = pieces.get(size_t(n_before) * es);
+          for (int64_t m = 0; m < k; ++m) take_piece(src, s.local_before, s.split_dim, k, m, es, t + m * piece * es);
+          send = t;
+        }
         std::vector<int64_t> piece_shape = s.local_before;
-        piece_shape[s.split_dim] /= k;
-        concat_pieces(recv.data(), piece_shape, s.dim, k, es, next.data());
+        piece_shape[size_t(s.split_dim)] /= k;
+        if (leading(piece_shape, s.dim)) {
+          comm.all_to_all(send, dst, size_t(piece), dtype);
+        } else {
+          char* r = received.get(size_t(n_before) * es);
+          comm.all_to_all(send, r, size_t(piece), dtype);
+          concat_pieces(r, piece_shape, s.dim, k, es, dst);
+        }
         break;
       }
       case ReshardKind::kPermute:
         break;  // handled above
     }
-    cur.swap(next);
+    src = dst;
   }
-  if (!cur.empty()) std::memcpy(out, cur.data(), cur.size());
 }
 
 void extract_shard(const MeshDesc& mesh, const NamedShape& shape, const PartitionSpec& spec, int64_t device,

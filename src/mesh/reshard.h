@@ -74,7 +74,8 @@ ReshardPlan plan_reshard(const MeshDesc& mesh, const NamedShape& shape, const Pa
 
 // Runs `plan` on this process's shard. `in` holds the src-local shard,
 // `out` receives the dst-local shard (row-major, elem_size bytes per element;
-// dtype only picks the MPI type). Collective over groups.world().
+// dtype only picks the MPI type); the two must not overlap. Collective over
+// groups.world().
 void execute_reshard(const ReshardPlan& plan, MeshGroups& groups, const void* in, void* out, CommDtype dtype);
 
 // Copies `device`'s shard of a full row-major global array (test oracle and

@@ -1,6 +1,7 @@
 #include "spmd/collectives.h"
 
 #include <cstring>
+#include <memory>
 
 #include "core/error.h"
 #include "ops/primitive.h"
@@ -28,6 +29,17 @@ Shape with_size(const Shape& s, int di, int64_t size) {
   dims[size_t(di)].size = size;
   return Shape(std::move(dims));
 }
+
+// Uninitialised bytes for a collective's staging copy (a std::vector<char>
+// would zero them first: one more pass over memory about to be overwritten).
+class Bytes {
+ public:
+  explicit Bytes(size_t n) : p_(n == 0 ? nullptr : new char[n]) {}
+  char* get() { return p_.get(); }
+
+ private:
+  std::unique_ptr<char[]> p_;
+};
 
 // [pre, k*dk, post] -> [k, pre, dk, post]
 void to_member_major(const char* in, char* out, const Split& sp, int64_t k, size_t es) {
@@ -69,10 +81,15 @@ Array raw_all_gather(const Array& x, int di, const Axes& axes) {
   Communicator& c = context().over(axes);
   const int64_t k = c.size();
   const size_t es = dtype_size(x.dtype());
-  std::vector<char> tmp(size_t(x.size() * k) * es);
-  c.all_gather(x.raw_data(), tmp.data(), size_t(x.size()), comm_dtype(x.dtype(), "all_gather"));
   Array out(with_size(x.shape(), di, x.shape()[di].size * k), x.dtype(), {}, {}, false);
-  from_member_major(tmp.data(), static_cast<char*>(out.raw_data()), around(x.shape(), di), k, es);
+  const Split sp = around(x.shape(), di);
+  if (sp.pre == 1) {  // the members' shards in rank order are the concat
+    c.all_gather(x.raw_data(), out.raw_data(), size_t(x.size()), comm_dtype(x.dtype(), "all_gather"));
+    return out;
+  }
+  Bytes tmp(size_t(x.size() * k) * es);
+  c.all_gather(x.raw_data(), tmp.get(), size_t(x.size()), comm_dtype(x.dtype(), "all_gather"));
+  from_member_major(tmp.get(), static_cast<char*>(out.raw_data()), sp, k, es);
   return out;
 }
 
@@ -84,10 +101,14 @@ Array raw_reduce_scatter(const Array& x, int di, const Axes& axes) {
     throw_invalid("reduce_scatter", "dim '" + x.shape()[di].name + "' of size " + std::to_string(sp.d) +
                                         " is not divisible by the group size " + std::to_string(k));
   const size_t es = dtype_size(x.dtype());
-  std::vector<char> tmp(size_t(x.size()) * es);
-  to_member_major(static_cast<const char*>(x.raw_data()), tmp.data(), sp, k, es);
+  const char* send = static_cast<const char*>(x.raw_data());
+  Bytes tmp(sp.pre == 1 ? 0 : size_t(x.size()) * es);  // pre == 1: x is member-major already
+  if (sp.pre != 1) {
+    to_member_major(send, tmp.get(), sp, k, es);
+    send = tmp.get();
+  }
   Array out(with_size(x.shape(), di, sp.d / k), x.dtype(), {}, {}, false);
-  c.reduce_scatter(tmp.data(), out.raw_data(), size_t(x.size() / k), comm_dtype(x.dtype(), "reduce_scatter"));
+  c.reduce_scatter(send, out.raw_data(), size_t(x.size() / k), comm_dtype(x.dtype(), "reduce_scatter"));
   return out;
 }
 
@@ -114,12 +135,22 @@ Array raw_all_to_all(const Array& x, int si, int ci, const Axes& axes) {
     throw_invalid("all_to_all", "dim '" + x.shape()[si].name + "' of size " + std::to_string(sp.d) +
                                     " is not divisible by the group size " + std::to_string(k));
   const size_t es = dtype_size(x.dtype());
-  std::vector<char> tmp(size_t(x.size()) * es), recv(size_t(x.size()) * es);
-  to_member_major(static_cast<const char*>(x.raw_data()), tmp.data(), sp, k, es);
-  c.all_to_all(tmp.data(), recv.data(), size_t(x.size() / k), comm_dtype(x.dtype(), "all_to_all"));
+  const char* send = static_cast<const char*>(x.raw_data());
+  Bytes tmp(sp.pre == 1 ? 0 : size_t(x.size()) * es);
+  if (sp.pre != 1) {
+    to_member_major(send, tmp.get(), sp, k, es);
+    send = tmp.get();
+  }
   Shape piece = with_size(x.shape(), si, sp.d / k);
   Array out(with_size(piece, ci, piece[ci].size * k), x.dtype(), {}, {}, false);
-  from_member_major(recv.data(), static_cast<char*>(out.raw_data()), around(piece, ci), k, es);
+  const Split cp = around(piece, ci);
+  if (cp.pre == 1) {  // received in rank order = the concat along ci
+    c.all_to_all(send, out.raw_data(), size_t(x.size() / k), comm_dtype(x.dtype(), "all_to_all"));
+    return out;
+  }
+  Bytes recv(size_t(x.size()) * es);
+  c.all_to_all(send, recv.get(), size_t(x.size() / k), comm_dtype(x.dtype(), "all_to_all"));
+  from_member_major(recv.get(), static_cast<char*>(out.raw_data()), cp, k, es);
   return out;
 }
 
