@@ -28,7 +28,7 @@
 //       adafactor_unfactored_update, and their phases for split params
 //       (t5x/optim/adafactor.cpp)
 //   backend/cpu/adamw.cpp                adamw_update (t5x/optim/adamw.cpp)
-//   backend/cpu/grad_utils.cpp           sum_of_squares, div_mul, accumulate_f32
+//   backend/cpu/grad_utils.cpp           sum_of_squares, div_mul, accumulate_f32, all_finite
 //       (t5x/optim/grad_utils.cpp)
 #pragma once
 #include <array>
@@ -287,9 +287,12 @@ void adamw_update(int64_t n, const AdamWScalars& s, float* param, const float* g
 // div_mul: out = (float(x) / divisor) * multiplier, rounded once to `dtype`
 //   (optax clip_by_global_norm's (t / g_norm) * max_norm).
 // accumulate_f32: acc += float(x) (microbatch gradient sums).
+// all_finite: no NaN and no infinity among the n values (the trainer's check
+//   of the updated parameters; reads x in place, on all threads).
 double sum_of_squares(DType dtype, const void* x, int64_t n);
 void div_mul(DType dtype, const void* x, int64_t n, float divisor, float multiplier, void* out);
 void accumulate_f32(DType dtype, const void* x, int64_t n, float* acc);
+bool all_finite(DType dtype, const void* x, int64_t n);
 
 }  // namespace cpu
 }  // namespace t5x::kernels

@@ -1,6 +1,7 @@
 // Every SIMD kernel gives the same bits on every target the CPU supports
 // (AVX-512, AVX2, SSE4, SSSE3, the 128-bit emulation on this kind of x86-64
 // machine), on lengths with and without tails and on special values.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -279,6 +280,44 @@ TEST(CrossTarget, GradUtils) {
       kernels::cpu::accumulate_f32(DType::f32, x.data(), n, acc.data());
       kernels::cpu::accumulate_f32(DType::bf16, xb.data(), n, acc.data());
       append(b, y), append(b, yb), append(b, acc);
+      return b;
+    });
+  }
+}
+
+// all_finite (the trainer's check of the updated parameters): false exactly
+// when one value is a NaN or an infinity, wherever it sits (the first value,
+// a vector tail, past the first 2^16 chunk), in f32, bf16 and f16; values
+// near the largest finite ones, denormals and -0 count as finite.
+TEST(CrossTarget, AllFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf};
+  for (int64_t n : {int64_t(1), int64_t(17), int64_t(1000), int64_t(65536) * 2 + 13}) {
+    std::vector<float> x = random_vec(size_t(n), uint32_t(n) + 9, -3.f, 3.f);
+    const float finite_edges[] = {3e38f, -3e38f, 1e-40f, -0.f};  // 3e38: finite in bf16 too
+    for (size_t i = 0; i < std::size(finite_edges) && i < x.size(); ++i) x[x.size() - 1 - i] = finite_edges[i];
+    std::vector<int64_t> where = {0, n - 1, n / 2};
+    if (n > 65536) where.push_back(65536 + 5);
+    expect_same_on_every_target("all_finite n=" + std::to_string(n), [&] {
+      Bytes b;
+      EXPECT_TRUE(kernels::cpu::all_finite(DType::f32, x.data(), n));
+      std::vector<float16> h(x.size());
+      for (size_t i = 0; i < x.size(); ++i) h[i] = float16(std::clamp(x[i], -60000.f, 60000.f));
+      EXPECT_TRUE(kernels::cpu::all_finite(DType::f16, h.data(), n));
+      for (int64_t at : where)
+        for (float v : bad) {
+          std::vector<float> y = x;
+          y[size_t(at)] = v;
+          const std::vector<bfloat16> yb = to_bf16(y);
+          std::vector<float16> yh = h;
+          yh[size_t(at)] = float16(v);
+          const bool f32 = kernels::cpu::all_finite(DType::f32, y.data(), n);
+          const bool b16 = kernels::cpu::all_finite(DType::bf16, yb.data(), n);
+          const bool f16 = kernels::cpu::all_finite(DType::f16, yh.data(), n);
+          EXPECT_FALSE(f32 || b16 || f16) << "value " << v << " at " << at << " of " << n;
+          b.push_back(float(f32) + 2.f * float(b16) + 4.f * float(f16));
+        }
+      EXPECT_TRUE(kernels::cpu::all_finite(DType::bf16, to_bf16(x).data(), n));
       return b;
     });
   }

@@ -1,6 +1,6 @@
 // The gradient utilities of t5x/optim/grad_utils.cpp (global norm, optax's
 // clip_by_global_norm, microbatch accumulation) as kernels
-// (kernels::cpu::sum_of_squares, div_mul, accumulate_f32; backend/kernels.h
+// (kernels::cpu::sum_of_squares, div_mul, accumulate_f32, all_finite; backend/kernels.h
 // has the contracts), written once in Google Highway and compiled per target.
 //
 // Bits: the sum of squares adds exact float64 squares over 8 logical lanes
@@ -39,6 +39,17 @@ void DivMul(const T* x, int64_t n, float divisor, float multiplier, T* out) {
   });
 }
 
+// Whether x holds a NaN or an infinity: x * 0 is (+-)0 for every finite x
+// and NaN otherwise, so one multiply-add per vector and one test at the end.
+template <typename T>
+bool AnyNonFinite(const T* x, int64_t n) {
+  const DF d;
+  const VF zero = hn::Zero(d);
+  VF acc = zero;
+  ForVectors(n, [&](int64_t i, size_t valid) { acc = hn::MulAdd(LoadPart(d, x + i, valid), zero, acc); });
+  return !hn::AllTrue(d, hn::Eq(acc, zero));
+}
+
 template <typename T>
 void Accumulate(const T* x, int64_t n, float* acc) {
   const DF d;
@@ -54,6 +65,8 @@ double SumSquaresBf16(const bfloat16* x, int64_t n) { return SumSquares(x, n); }
 void DivMulF32(const float* x, int64_t n, float dv, float mv, float* out) { DivMul(x, n, dv, mv, out); }
 void DivMulBf16(const bfloat16* x, int64_t n, float dv, float mv, bfloat16* out) { DivMul(x, n, dv, mv, out); }
 void AccumulateF32(const float* x, int64_t n, float* acc) { Accumulate(x, n, acc); }
+bool AnyNonFiniteF32(const float* x, int64_t n) { return AnyNonFinite(x, n); }
+bool AnyNonFiniteBf16(const bfloat16* x, int64_t n) { return AnyNonFinite(x, n); }
 void AccumulateBf16(const bfloat16* x, int64_t n, float* acc) { Accumulate(x, n, acc); }
 
 }  // namespace HWY_NAMESPACE
@@ -61,6 +74,7 @@ void AccumulateBf16(const bfloat16* x, int64_t n, float* acc) { Accumulate(x, n,
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <cmath>
 #include <vector>
 
 #include "backend/cpu/parallel.h"
@@ -74,6 +88,8 @@ HWY_EXPORT(DivMulF32);
 HWY_EXPORT(DivMulBf16);
 HWY_EXPORT(AccumulateF32);
 HWY_EXPORT(AccumulateBf16);
+HWY_EXPORT(AnyNonFiniteF32);
+HWY_EXPORT(AnyNonFiniteBf16);
 
 // Sum chunk: part of the bits (the chunk totals add in order); 2^16 values
 // is also the grain that keeps a small param on one thread.
@@ -146,6 +162,25 @@ void accumulate_any(DType dtype, const void* x, int64_t n, float* acc) {
   }
 }
 
+bool all_finite_any(DType dtype, const void* x, int64_t n) {
+  if (n <= 0) return true;
+  auto run = [&](auto kernel, auto* xp) {
+    return parallel_reduce_deterministic(n, kChunk, int64_t(0), [&](int64_t b, int64_t e) {
+             return int64_t(kernel(xp + b, e - b));
+           }) == 0;
+  };
+  switch (dtype) {
+    case DType::f32: return run(T5X_DISPATCH(AnyNonFiniteF32), static_cast<const float*>(x));
+    case DType::bf16: return run(T5X_DISPATCH(AnyNonFiniteBf16), static_cast<const bfloat16*>(x));
+    default: {
+      const auto* xp = static_cast<const float16*>(x);
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(float(xp[i]))) return false;
+      return true;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t5x::cpu
 
@@ -156,6 +191,7 @@ void div_mul(DType dtype, const void* x, int64_t n, float divisor, float multipl
   t5x::cpu::div_mul_any(dtype, x, n, divisor, multiplier, out);
 }
 void accumulate_f32(DType dtype, const void* x, int64_t n, float* acc) { t5x::cpu::accumulate_any(dtype, x, n, acc); }
+bool all_finite(DType dtype, const void* x, int64_t n) { return t5x::cpu::all_finite_any(dtype, x, n); }
 
 }  // namespace t5x::kernels::cpu
 #endif  // HWY_ONCE

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "backend/kernels.h"
 #include "core/dtype_bf16.h"
 #include "mesh/partition_spec.h"
 #include "nn/params.h"
@@ -284,11 +285,11 @@ std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& c
 bool all_finite(const ParamTree& params, std::string* first_bad) {
   for (const auto& [name, a] : params) {
     if (!is_floating(a.dtype())) continue;
-    for (float v : a.to_floats())
-      if (!std::isfinite(v)) {
-        if (first_bad) *first_bad = name;
-        return false;
-      }
+    const Array h = a.to_host();  // this process's values (its shard of a split param)
+    if (!kernels::cpu::all_finite(h.dtype(), h.raw_data(), h.local_size())) {
+      if (first_bad) *first_bad = name;
+      return false;
+    }
   }
   return true;
 }
