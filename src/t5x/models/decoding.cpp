@@ -16,15 +16,28 @@ namespace {
 constexpr double kNegInf = -1.0e7;  // t5x decoding.NEG_INF
 constexpr double kMinTemperature = 1e-4;
 
-std::vector<double> log_softmax_row(const float* x, int64_t n) {
+// log(sum_i exp(x[i])), in float64.
+double row_logsumexp(const float* x, int64_t n) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < n; ++i) m = std::max(m, double(x[i]));
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
-  double lse = m + std::log(s);
+  return m + std::log(s);
+}
+
+std::vector<double> log_softmax_row(const float* x, int64_t n) {
+  const double lse = row_logsumexp(x, n);
   std::vector<double> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - lse;
   return out;
+}
+
+// step.gather_rows(rows), unless row r takes row r for every r (one beam, or
+// beams that keep their places): then the cache stays as it is, instead of
+// being copied whole each step.
+void gather_moved_rows(DecodeStepFn& step, const std::vector<int64_t>& rows) {
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rows[r] != int64_t(r)) return step.gather_rows(rows);
 }
 
 // Host copy of logits [rows, vocab] in that order.
@@ -166,8 +179,8 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
       int64_t tok = forced != 0 ? forced : sampled[size_t(r)];
       if (forced == 0) {
         bool rescale = o.rescale_log_probs && !greedy;
-        auto lp = log_softmax_row((rescale ? masked.data() : lg.data()) + r * V, V);
-        score[size_t(r)] += lp[size_t(tok)];
+        const float* x = (rescale ? masked.data() : lg.data()) + r * V;
+        score[size_t(r)] += double(x[tok]) - row_logsumexp(x, V);  // the token's log_softmax
         if (tok == o.eos_id) finished[size_t(r)] = 1;
       }
       out[size_t(r * L + j)] = tok;
@@ -191,7 +204,7 @@ DecodeResult beam_search(const Array& inputs, DecodeStepFn& step, const BeamSear
   {
     std::vector<int64_t> rows;
     for (int64_t r = 0; r < R; ++r) rows.push_back(r / K);
-    step.gather_rows(rows);
+    gather_moved_rows(step, rows);
   }
   std::vector<int64_t> seq(size_t(R * L), 0), dec(size_t(R * L), 0);
   std::vector<double> live(static_cast<size_t>(R), kNegInf);
@@ -211,16 +224,29 @@ DecodeResult beam_search(const Array& inputs, DecodeStepFn& step, const BeamSear
         double lp;
         int64_t k, v;
       };
-      std::vector<Cand> cands;
-      cands.reserve(size_t(K * V));
-      for (int64_t k = 0; k < K; ++k) {
-        auto lp = log_softmax_row(lg.data() + (b * K + k) * V, V);
-        for (int64_t v = 0; v < V; ++v) cands.push_back({live[size_t(b * K + k)] + lp[size_t(v)], k, v});
-      }
-      int64_t top = std::min<int64_t>(2 * K, int64_t(cands.size()));
-      std::partial_sort(cands.begin(), cands.begin() + top, cands.end(), [](const Cand& x, const Cand& y) {
+      // Candidates in t5x's order: score, then beam and token.
+      const auto before = [](const Cand& x, const Cand& y) {
         return x.lp > y.lp || (x.lp == y.lp && (x.k * 1000003 + x.v) < (y.k * 1000003 + y.v));
-      });
+      };
+      // The best 2K of all K x V candidates are among the best 2K of each
+      // beam's V: keep those per beam (a short sorted list, one pass over the
+      // row) instead of sorting K x V.
+      const int64_t top = std::min<int64_t>(2 * K, K * V);
+      std::vector<Cand> cands;
+      cands.reserve(size_t(K * (top + 1)));
+      for (int64_t k = 0; k < K; ++k) {
+        const float* x = lg.data() + (b * K + k) * V;
+        const double lse = row_logsumexp(x, V), base = live[size_t(b * K + k)];
+        const auto row = cands.end() - cands.begin();
+        for (int64_t v = 0; v < V; ++v) {
+          const Cand c{base + (double(x[v]) - lse), k, v};
+          const auto kept = int64_t(cands.size()) - row;
+          if (kept == top && !before(c, cands.back())) continue;
+          cands.insert(std::upper_bound(cands.begin() + row, cands.end(), c, before), c);
+          if (kept == top) cands.pop_back();
+        }
+      }
+      std::partial_sort(cands.begin(), cands.begin() + top, cands.end(), before);
       cands.resize(size_t(top));
       std::vector<Cand> live_c;
       for (const auto& c : cands) {
@@ -243,7 +269,7 @@ DecodeResult beam_search(const Array& inputs, DecodeStepFn& step, const BeamSear
         new_tok[size_t(b * K + k)] = c.v;
       }
     }
-    step.gather_rows(parents);
+    gather_moved_rows(step, parents);
     std::vector<int64_t> nseq(seq.size()), ndec(dec.size());
     for (int64_t r = 0; r < R; ++r) {
       int64_t p = parents[size_t(r)];
