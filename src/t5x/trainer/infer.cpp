@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "seqio/mixture.h"
+#include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/trainer/data.h"
 #include "t5x/trainer/evaluation.h"
@@ -38,7 +39,12 @@ LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& r
   if (!path)
     throw CheckpointError("[checkpoint] no checkpoint to restore\n  hint: set CHECKPOINT_PATH to a checkpoint_<step> directory");
   MeshScope on_mesh(dist, rules);
-  m.state.params = dist.one_mesh ? init_params_on_mesh(*m.model, prng_key(0), rules) : m.model->init(prng_key(0));
+  // Shapes and layouts only (t5x restores into jax.eval_shape's tree): the
+  // restore below overwrites every parameter, so nothing is drawn at random.
+  for (const auto& spec : m.model->param_specs()) {
+    Array zeros = Array::zeros(spec.shape, spec.dtype);
+    m.state.params[spec.name] = dist.one_mesh ? spmd::shard(zeros, spmd::param_spec(zeros.shape(), rules)) : zeros;
+  }
   auto r = restore_train_state(*path, m.state, false, rc.dtype, dist.rank(), dist.size());
   m.dir = r.dir;
   return m;
