@@ -1,8 +1,9 @@
 #include "spmd/collectives.h"
 
 #include <cstring>
-#include <memory>
+#include <optional>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "ops/primitive.h"
 #include "spmd/context.h"
@@ -30,16 +31,12 @@ Shape with_size(const Shape& s, int di, int64_t size) {
   return Shape(std::move(dims));
 }
 
-// Uninitialised bytes for a collective's staging copy (a std::vector<char>
-// would zero them first: one more pass over memory about to be overwritten).
-class Bytes {
- public:
-  explicit Bytes(size_t n) : p_(n == 0 ? nullptr : new char[n]) {}
-  char* get() { return p_.get(); }
-
- private:
-  std::unique_ptr<char[]> p_;
-};
+// A collective's staging copy: not zeroed (every byte is written before it
+// is read), from the CPU allocator's cache of freed blocks.
+char* staging(std::optional<Buffer>& b, size_t bytes) {
+  b.emplace(bytes, /*zero=*/false);
+  return static_cast<char*>(b->data());
+}
 
 // [pre, k*dk, post] -> [k, pre, dk, post]
 void to_member_major(const char* in, char* out, const Split& sp, int64_t k, size_t es) {
@@ -87,9 +84,10 @@ Array raw_all_gather(const Array& x, int di, const Axes& axes) {
     c.all_gather(x.raw_data(), out.raw_data(), size_t(x.size()), comm_dtype(x.dtype(), "all_gather"));
     return out;
   }
-  Bytes tmp(size_t(x.size() * k) * es);
-  c.all_gather(x.raw_data(), tmp.get(), size_t(x.size()), comm_dtype(x.dtype(), "all_gather"));
-  from_member_major(tmp.get(), static_cast<char*>(out.raw_data()), sp, k, es);
+  std::optional<Buffer> buf;
+  char* tmp = staging(buf, size_t(x.size() * k) * es);
+  c.all_gather(x.raw_data(), tmp, size_t(x.size()), comm_dtype(x.dtype(), "all_gather"));
+  from_member_major(tmp, static_cast<char*>(out.raw_data()), sp, k, es);
   return out;
 }
 
@@ -102,10 +100,11 @@ Array raw_reduce_scatter(const Array& x, int di, const Axes& axes) {
                                         " is not divisible by the group size " + std::to_string(k));
   const size_t es = dtype_size(x.dtype());
   const char* send = static_cast<const char*>(x.raw_data());
-  Bytes tmp(sp.pre == 1 ? 0 : size_t(x.size()) * es);  // pre == 1: x is member-major already
-  if (sp.pre != 1) {
-    to_member_major(send, tmp.get(), sp, k, es);
-    send = tmp.get();
+  std::optional<Buffer> buf;
+  if (sp.pre != 1) {  // (with pre == 1, x is member-major already)
+    char* tmp = staging(buf, size_t(x.size()) * es);
+    to_member_major(send, tmp, sp, k, es);
+    send = tmp;
   }
   Array out(with_size(x.shape(), di, sp.d / k), x.dtype(), {}, {}, false);
   c.reduce_scatter(send, out.raw_data(), size_t(x.size() / k), comm_dtype(x.dtype(), "reduce_scatter"));
@@ -136,10 +135,11 @@ Array raw_all_to_all(const Array& x, int si, int ci, const Axes& axes) {
                                     " is not divisible by the group size " + std::to_string(k));
   const size_t es = dtype_size(x.dtype());
   const char* send = static_cast<const char*>(x.raw_data());
-  Bytes tmp(sp.pre == 1 ? 0 : size_t(x.size()) * es);
+  std::optional<Buffer> buf, recv_buf;
   if (sp.pre != 1) {
-    to_member_major(send, tmp.get(), sp, k, es);
-    send = tmp.get();
+    char* tmp = staging(buf, size_t(x.size()) * es);
+    to_member_major(send, tmp, sp, k, es);
+    send = tmp;
   }
   Shape piece = with_size(x.shape(), si, sp.d / k);
   Array out(with_size(piece, ci, piece[ci].size * k), x.dtype(), {}, {}, false);
@@ -148,9 +148,9 @@ Array raw_all_to_all(const Array& x, int si, int ci, const Axes& axes) {
     c.all_to_all(send, out.raw_data(), size_t(x.size() / k), comm_dtype(x.dtype(), "all_to_all"));
     return out;
   }
-  Bytes recv(size_t(x.size()) * es);
-  c.all_to_all(send, recv.get(), size_t(x.size() / k), comm_dtype(x.dtype(), "all_to_all"));
-  from_member_major(recv.get(), static_cast<char*>(out.raw_data()), cp, k, es);
+  char* recv = staging(recv_buf, size_t(x.size()) * es);
+  c.all_to_all(send, recv, size_t(x.size() / k), comm_dtype(x.dtype(), "all_to_all"));
+  from_member_major(recv, static_cast<char*>(out.raw_data()), cp, k, es);
   return out;
 }
 
