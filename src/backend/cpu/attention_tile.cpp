@@ -222,16 +222,26 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
           PrefetchRows(k, s, D, b, (h + 1) / pr.group, 0, std::min(kBk, s.kv_length));
       }
       LogitsTile(pr, ts, b, h, i0, nq, j0, nk);
+      // Online softmax: the rows' new maxima, then their corrections
+      // exp(m - nm) a vector of rows at a time (0 where m = -inf: nothing
+      // summed yet, and acc is still zero).
+      HWY_ALIGN float nm[kBq];
+      HWY_ALIGN float corr[kBq];
+      for (int64_t i = 0; i < nq; ++i) nm[i] = std::max(m[i], RowMax(S + i * kBk, nk));
+      ForVectors(nq, [&](int64_t i, size_t valid) {
+        const DF d;
+        const VF mv = LoadPart(d, m + i, valid), nv = LoadPart(d, nm + i, valid);
+        const VF c = hn::IfThenZeroElse(hn::Eq(mv, hn::Set(d, kNegInf)), Exp(d, hn::Sub(mv, nv)));
+        StorePart(d, c, corr + i, valid);
+      });
       for (int64_t i = 0; i < nq; ++i) {
-        float* row = S + i * kBk;
-        const float nm = std::max(m[i], RowMax(row, nk));
-        const float corr = m[i] == kNegInf ? 0.f : ExpOf(m[i] - nm);
-        const float sum = RowExpShiftSum(row, row, kBk, nm);
-        l[i] = l[i] * corr + sum;
-        m[i] = nm;
-        if (corr != 1.f) {
+        const float sum = RowExpShiftSum(S + i * kBk, S + i * kBk, kBk, nm[i]);
+        const bool first = m[i] == kNegInf;
+        l[i] = l[i] * corr[i] + sum;
+        m[i] = nm[i];
+        if (!first && corr[i] != 1.f) {
           float* ar = acc + i * D;
-          for (int64_t d = 0; d < D; ++d) ar[d] *= corr;
+          for (int64_t d = 0; d < D; ++d) ar[d] *= corr[i];
         }
       }
       const TK* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
@@ -314,8 +324,10 @@ void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const 
     const float* logl_row = logl + (b * s.heads + h) * s.q_length + i0;
     const float* delta_row = delta + (b * s.heads + h) * s.q_length + i0;
     bool may_skip = RowsHaveAllowedKey(lse_row, nq);
-    LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
-    LoadRows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
+    if (!ds_stash) {  // only a recomputed dS reads them
+      LoadRows(q, s.q_length, s.heads, D, b, h, i0, nq, pr.p.scale, ts.qc.data());
+      LoadRows(dout, s.q_length, s.heads, D, b, h, i0, nq, 1.f, ts.doc.data());
+    }
     float* acc = ts.acc.data();
     std::fill(acc, acc + nq * D, 0.f);
     for (int64_t j0 = 0; j0 < s.kv_length; j0 += kBk) {
