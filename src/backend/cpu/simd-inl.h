@@ -224,7 +224,7 @@ struct LaneSums {
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE  // fixed-width vectors only
     if constexpr (std::is_same_v<hn::TFromD<D>, float> && (N == 4 || N == 8 || N == 16)) {
       // The same additions in registers (a row sum's stores and 15 scalar
-      // adds showed at ~7% of the attention forward): lane j gets lane j + s,
+      // adds were ~7% of the attention forward tile's samples): lane j gets lane j + s,
       // s = 8, 4, 2, 1.
       auto fold = [](auto dv, auto v) {  // lane j + half added to lane j
         const hn::Half<decltype(dv)> dh;
