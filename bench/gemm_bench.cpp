@@ -2,6 +2,7 @@
 //
 //   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]
 //   t5x_gemm_bench --step-products [--rounds N] [--threads N]
+//   t5x_gemm_bench --kernel-cast [--rounds N] [--threads N]
 //
 // --step-products: every product of a T5.1.1-small training step (batch 8,
 // 128 + 32 tokens: the shapes and per-step counts of its op profile), on
@@ -9,6 +10,15 @@
 // (each round runs every shape on every implementation, so slow spells of a
 // shared machine hit all alike); per shape the best of N rounds, and per
 // implementation the step's product time, sum over shapes of count x best.
+//
+// --kernel-cast: the step's products whose B is a float32 kernel taken as
+// bf16 (a bf16 step's forward and activation-gradient products), on the
+// packed GEMM, two ways: the kernel cast to bf16 by a pass first (the cast
+// op, then the bf16 product), and rounded as it is packed (F32AsBf16,
+// ops/einsum.h's operand_dtype). Before every call the caches are flushed
+// (a 64 MiB write), as a training step finds each kernel in memory after
+// the optimizer's pass over all parameters. Per shape the best of N rounds,
+// round-robin; per way the step's time (count x best, summed).
 //
 // --cold: B cycles through copies filling 256 MiB (more than the caches), so
 // each call reads B from memory, as a decode step reads each layer's kernel.
@@ -33,6 +43,7 @@
 
 #include <time.h>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/packed_gemm.h"
 #include "backend/cpu/cpu_info.h"
@@ -176,6 +187,64 @@ int run_step_products(int threads, int rounds) {
   return 0;
 }
 
+int run_kernel_cast(int threads, int rounds) {
+  using t5x::cpu::F32AsBf16;
+  using t5x::cpu::packed_gemm;
+  const char* names[2] = {"cast pass then bf16 product", "rounded in the packing"};
+  struct Bufs {
+    std::vector<float> b;
+    std::vector<bfloat16> ah, bh, ch;
+    GemmShape s;
+    int per_step;
+    double best[2] = {1e30, 1e30};
+  };
+  std::vector<Bufs> bufs;
+  uint32_t seed = 1;
+  for (const StepProduct& p : kStepProducts) {
+    if (p.trans_a || p.n > 4096 || p.k > 4096) continue;  // weight gradients; the f32 logits
+    Bufs u;
+    const auto a = random_floats(size_t(p.m * p.k), seed++);
+    u.b = random_floats(size_t(p.k * p.n), seed++);
+    u.ah = std::vector<bfloat16>(a.begin(), a.end());
+    u.bh.resize(u.b.size());
+    u.ch.resize(size_t(p.m * p.n));
+    u.s = GemmShape{p.m, p.n, p.k, false, p.trans_b, p.k, p.trans_b ? p.k : p.n, p.n};
+    u.per_step = p.per_step;
+    bufs.push_back(std::move(u));
+  }
+  std::vector<char> flush(size_t(64) << 20);
+  char tick = 0;
+  for (int r = 0; r <= rounds; ++r)  // round 0 warms up (packing buffers)
+    for (Bufs& u : bufs)
+      for (int v = 0; v < 2; ++v) {
+        std::memset(flush.data(), ++tick, flush.size());
+        const auto t0 = std::chrono::steady_clock::now();
+        if (v == 0) {
+          t5x::cpu::convert_f32_to_bf16(u.b.data(), u.bh.data(), int64_t(u.b.size()));
+          packed_gemm(u.s, 1, 0, 0, 0, 1.f, u.ah.data(), u.bh.data(), 0.f, u.ch.data(), threads);
+        } else {
+          packed_gemm(u.s, 1, 0, 0, 0, 1.f, u.ah.data(), reinterpret_cast<const F32AsBf16*>(u.b.data()), 0.f,
+                      u.ch.data(), threads);
+        }
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) u.best[v] = std::min(u.best[v], dt);
+      }
+  double step[2] = {0, 0};
+  for (const Bufs& u : bufs) {
+    std::printf("{\"suite\":\"gemm_kernel_cast\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"trans_b\":%s,\"per_step\":%d",
+                (long long)u.s.m, (long long)u.s.n, (long long)u.s.k, u.s.trans_b ? "true" : "false", u.per_step);
+    for (int v = 0; v < 2; ++v) {
+      step[v] += u.best[v] * u.per_step;
+      std::printf(",\"%s ms\":%.3f", names[v], u.best[v] * 1e3);
+    }
+    std::printf("}\n");
+  }
+  std::printf("{\"suite\":\"gemm_kernel_cast\",\"rounds\":%d,\"threads\":%d", rounds, threads);
+  for (int v = 0; v < 2; ++v) std::printf(",\"%s ms_per_step\":%.1f", names[v], step[v] * 1e3);
+  std::printf(",\"rounded over cast\":%.3f}\n", step[1] / step[0]);
+  return 0;
+}
+
 double cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -190,7 +259,7 @@ int main(int argc, char** argv) {
   std::string filter;
   bool fma_check = true;
   bool cold = false;
-  bool step_products = false;
+  bool step_products = false, kernel_cast = false;
   int rounds = 10;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -200,12 +269,14 @@ int main(int argc, char** argv) {
     else if (a == "--no-fma-check") fma_check = false;
     else if (a == "--cold") cold = true;
     else if (a == "--step-products") step_products = true;
+    else if (a == "--kernel-cast") kernel_cast = true;
     else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]\n"
-                   "       %s --step-products [--rounds N] [--threads N]\n",
-                   argv[0], argv[0]);
+                   "       %s --step-products [--rounds N] [--threads N]\n"
+                   "       %s --kernel-cast [--rounds N] [--threads N]\n",
+                   argv[0], argv[0], argv[0]);
       return 2;
     }
   }
@@ -232,6 +303,7 @@ int main(int argc, char** argv) {
       t5x::cpu::describe_cpu().c_str());
   std::fflush(stdout);
   if (step_products) return run_step_products(threads, rounds);
+  if (kernel_cast) return run_kernel_cast(threads, rounds);
 
   for (const Case& c : kCases) {
     std::string label = std::string(c.name) + "_" + c.dtype;

@@ -187,6 +187,14 @@ void gumbel_from_uniform(float* u, int64_t n);
 // `in` (f32 or bf16), f32 accumulation; c of `out` (f32, or bf16 for bf16
 // inputs: one rounding of the f32 accumulators).
 void gemm(const GemmDims& g, DType in, DType out, const void* a, const void* b, void* c);
+// The bf16 gemm on operands stored f32 or bf16 (a_dtype, b_dtype): an f32
+// operand is taken as cast(operand, bf16), bitwise, without a cast pass where
+// the packed GEMM runs the product (backend/cpu/gemm.h). out f32 or bf16.
+void gemm_as_bf16(const GemmDims& g, DType a_dtype, DType b_dtype, DType out, const void* a, const void* b, void* c);
+// Whether gemm_as_bf16 rounds an f32 operand as it packs it here (bf16
+// products on the packed GEMM); elsewhere it casts it first, on every call,
+// so a caller using one operand in several products casts it once instead.
+bool gemm_as_bf16_rounds_in_packing();
 // Whether gemm sums an element of a row or column block of a product in the
 // order it sums the whole product, so that a product split into blocks equals
 // the whole one bitwise (probed once on this CPU; backend/cpu/gemm.h says

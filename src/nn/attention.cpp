@@ -31,10 +31,7 @@ Array as_bool(const Array& a) { return a.dtype() == DType::boolean ? a : ne(a, 0
 
 }  // namespace
 
-Array kernel_as(const ParamTree& p, const std::string& name, DType dt) {
-  const Array& k = get(p, name);
-  return k.dtype() == dt ? k : cast(k, dt);
-}
+EinsumPrecision in_dtype(DType dt) { return EinsumPrecision{.operand_dtype = dt}; }
 
 Array attention_mask_bias(const MaskSpec& m, int64_t batch, int64_t length, int64_t kv_length) {
   Array allowed;
@@ -81,10 +78,10 @@ ParamSpecs attention_param_specs(const std::string& prefix, int64_t embed, const
 }
 
 Array project_query(const ParamTree& p, const std::string& prefix, const Array& x, const AttentionConfig& cfg) {
-  Array w = kernel_as(p, prefix + "/query/kernel", x.dtype());
+  Array w = get(p, prefix + "/query/kernel");
   int64_t e = w.dim("embed");
   w = reshape(w, Shape{{"embed", e}, {"heads", cfg.num_heads}, {"kv", cfg.head_dim}});
-  return einsum(x, w, replace_dims(x, {"embed"}, {"heads", "kv"}));
+  return einsum(x, w, replace_dims(x, {"embed"}, {"heads", "kv"}), in_dtype(x.dtype()));
 }
 
 std::pair<Array, Array> project_key_value(const ParamTree& p, const std::string& prefix, const Array& x_in,
@@ -92,9 +89,9 @@ std::pair<Array, Array> project_key_value(const ParamTree& p, const std::string&
   Array x = to_kv_length(x_in);
   const char* hn = cfg.grouped() ? "kv_heads" : "heads";
   auto proj = [&](const std::string& name) {
-    Array w = kernel_as(p, prefix + "/" + name + "/kernel", x.dtype());
+    Array w = get(p, prefix + "/" + name + "/kernel");
     if (!cfg.grouped()) w = reshape(w, Shape{{"embed", w.dim("embed")}, {hn, cfg.kv_heads()}, {"kv", cfg.head_dim}});
-    return einsum(x, w, replace_dims(x, {"embed"}, {hn, "kv"}));
+    return einsum(x, w, replace_dims(x, {"embed"}, {hn, "kv"}), in_dtype(x.dtype()));
   };
   return {proj("key"), proj("value")};
 }
@@ -153,10 +150,10 @@ Array attend(const Array& q, const Array& k_in, const Array& v_in, const MaskSpe
 }
 
 Array project_out(const ParamTree& p, const std::string& prefix, const Array& ctx, const AttentionConfig& cfg) {
-  Array w = kernel_as(p, prefix + "/out/kernel", ctx.dtype());
+  Array w = get(p, prefix + "/out/kernel");
   int64_t e = w.dim("embed");
   w = reshape(w, Shape{{"heads", cfg.num_heads}, {"kv", cfg.head_dim}, {"embed", e}});
-  return einsum(ctx, w, replace_dims(ctx, {"heads", "kv"}, {"embed"}));
+  return einsum(ctx, w, replace_dims(ctx, {"heads", "kv"}, {"embed"}), in_dtype(ctx.dtype()));
 }
 
 Array multi_head_attention(const ParamTree& p, const std::string& prefix, const Array& x_q, const Array& x_kv,

@@ -29,6 +29,7 @@
 #include "core/array.h"
 #include "nn/dropout.h"
 #include "nn/params.h"
+#include "ops/einsum.h"
 
 namespace t5x::nn {
 
@@ -80,7 +81,9 @@ Array project_out(const ParamTree& p, const std::string& prefix, const Array& ct
 Array multi_head_attention(const ParamTree& p, const std::string& prefix, const Array& x_q, const Array& x_kv,
                            const MaskSpec& mask, const Array& bias, const AttentionConfig& cfg, Dropout& dropout);
 
-// Kernel `name` of `p` in compute dtype `dt`.
-Array kernel_as(const ParamTree& p, const std::string& name, DType dt);
+// The einsum precision that takes a kernel (kept float32, t5x's param_dtype)
+// in the compute dtype `dt` (flax's dtype): cast as the product reads it,
+// without a cast pass where the product allows (EinsumPrecision::operand_dtype).
+EinsumPrecision in_dtype(DType dt);
 
 }  // namespace t5x::nn

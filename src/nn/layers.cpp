@@ -36,8 +36,7 @@ Array embed_attend(const Array& embedding, const Array& x) {
 }
 
 Array dense(const Array& x, const Array& kernel, const std::string& in_dim) {
-  Array k = kernel.dtype() == x.dtype() ? kernel : cast(kernel, x.dtype());
-  return matmul(x, k, in_dim);
+  return matmul(x, kernel, in_dim, in_dtype(x.dtype()));
 }
 
 Array layer_norm(const ParamTree& p, const std::string& name, const Array& x) {
@@ -68,16 +67,13 @@ Array activate(const std::string& a, const Array& h) {
 
 Array mlp_block(const ParamTree& p, const std::string& prefix, const Array& x,
                 const std::vector<std::string>& activations, Dropout& dropout) {
-  DType dt = x.dtype();
-  Array wo = kernel_as(p, prefix + "/wo/kernel", dt);
-  if (activations.size() == 2 && activations[0] == "gelu" && activations[1] == "linear" && !dropout.active()) {
-    return gated_gelu_mlp(x, kernel_as(p, prefix + "/wi_0/kernel", dt), kernel_as(p, prefix + "/wi_1/kernel", dt),
-                          wo);
-  }
+  const Array& wo = get(p, prefix + "/wo/kernel");
+  if (activations.size() == 2 && activations[0] == "gelu" && activations[1] == "linear" && !dropout.active())
+    return gated_gelu_mlp(x, get(p, prefix + "/wi_0/kernel"), get(p, prefix + "/wi_1/kernel"), wo);
   Array h;
   for (size_t i = 0; i < activations.size(); ++i) {
     std::string n = activations.size() == 1 ? "wi" : "wi_" + std::to_string(i);
-    Array hi = activate(activations[i], dense(x, kernel_as(p, prefix + "/" + n + "/kernel", dt), "embed"));
+    Array hi = activate(activations[i], dense(x, get(p, prefix + "/" + n + "/kernel"), "embed"));
     h = h.valid() ? mul(h, hi) : hi;
   }
   h = constrain(dropout(h, {"length"}));

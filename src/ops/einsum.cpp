@@ -46,13 +46,16 @@ void profile_gemm(const char* dtypes, const kernels::GemmDims& g, std::chrono::s
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// as_bf16: a bfloat16 product whose operands may be stored float32, each
+// taken as cast(operand, bf16) (EinsumPrecision::operand_dtype).
 class Einsum : public Primitive {
  public:
-  explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false)
-      : out_(std::move(out)), widen_(widen), wide_grads_(wide_grads) {}
+  explicit Einsum(std::vector<std::string> out, bool widen = false, bool wide_grads = false, bool as_bf16 = false)
+      : out_(std::move(out)), widen_(widen), wide_grads_(wide_grads), as_bf16_(as_bf16) {}
   const char* name() const override { return "einsum"; }
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
-    const Array &x = in[0], &y = in[1];
+    const bool mixed = as_bf16_ && (in[0].dtype() != DType::bf16 || in[1].dtype() != DType::bf16);
+    const Array &x = in[0], &y = in[1];  // f32 or bf16 when mixed (einsum_local)
     std::vector<std::string> B, M, N, K;
     for (const auto& n : out_) {
       bool ix = x.has_dim(n), iy = y.has_dim(n);
@@ -61,12 +64,15 @@ class Einsum : public Primitive {
     for (const auto& n : x.names())
       if (y.has_dim(n) && !contains(out_, n)) K.push_back(n);
     // Operand layouts: [B, M, K] or [B, K, M] (trans_a); [B, K, N] or [B, N, K] (trans_b).
+    // A float32 operand of a bf16 product that needs a transpose (a copy
+    // anyway) is cast first, so that the copy is bf16.
+    auto narrowed = [&](const Array& v) { return mixed && v.dtype() == DType::f32 ? cast(v, DType::bf16) : v; };
     Array a = x, b = y;
     bool ta = false, tb = false;
     if (x.names() == cat(B, K, M)) ta = true;
-    else if (x.names() != cat(B, M, K)) a = transpose(x, cat(B, M, K));
+    else if (x.names() != cat(B, M, K)) a = transpose(narrowed(x), cat(B, M, K));
     if (y.names() == cat(B, N, K)) tb = true;
-    else if (y.names() != cat(B, K, N)) b = transpose(y, cat(B, K, N));
+    else if (y.names() != cat(B, K, N)) b = transpose(narrowed(y), cat(B, K, N));
     const int64_t nb = prod(x, B), m = prod(x, M), n = prod(y, N), k = prod(x, K);
     std::vector<Dim> cdims;
     for (const auto& s : cat(B, M)) cdims.push_back({s, x.dim(s)});
@@ -74,7 +80,22 @@ class Einsum : public Primitive {
     Shape cshape(cdims);
     kernels::GemmDims gs;
     gs.batch = nb; gs.m = m; gs.n = n; gs.k = k; gs.trans_a = ta; gs.trans_b = tb;
-    if (x.dtype() == DType::bf16 && k > 0 && !widen_) {
+    if (mixed && k > 0 && (a.dtype() == DType::f32 || b.dtype() == DType::f32)) {
+      // bf16 arithmetic on a float32 operand, rounded as the product reads it.
+      const DType cdt = widen_ ? DType::f32 : DType::bf16;
+      Array cc = make_output(cshape, cdt, {x, y});
+      auto t0 = std::chrono::steady_clock::now();
+      if (nb * m * n > 0)
+        kernels::cpu::gemm_as_bf16(gs, a.dtype(), b.dtype(), cdt, a.raw_data(), b.raw_data(), cc.raw_data());
+      profile_gemm(cdt == DType::bf16 ? "bf16 (f32 operand)" : "bf16->f32 (f32 operand)", gs, t0);
+      return {transpose(cc, out_)};
+    }
+    if (mixed) {  // k == 0, or the operands became bf16 in their transposes
+      a = cast(a, DType::bf16);
+      b = cast(b, DType::bf16);
+    }
+    const DType dt = a.dtype();
+    if (dt == DType::bf16 && k > 0 && !widen_) {
       // bf16 output straight from the f32 accumulators (one rounding, as the
       // f32 product followed by a cast): no f32 intermediate, no cast pass.
       Array cb = make_output(cshape, DType::bf16, {x, y});
@@ -86,7 +107,7 @@ class Einsum : public Primitive {
     }
     Array c = make_output(cshape, DType::f32, {x, y}, /*zero=*/k == 0);
     if (nb * m * n > 0 && k > 0) {
-      if (x.dtype() == DType::bf16) {
+      if (dt == DType::bf16) {
         auto t0 = std::chrono::steady_clock::now();
         kernels::cpu::gemm(gs, DType::bf16, DType::f32, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
         profile_gemm("bf16->f32", gs, t0);
@@ -97,7 +118,7 @@ class Einsum : public Primitive {
         profile_gemm("f32", gs, t0);
       }
     }
-    return {transpose(cast(c, result_dtype(x, widen_)), out_)};
+    return {transpose(cast(c, result_dtype(a, widen_)), out_)};
   }
   // Cotangents that are sums over 'batch' (weight gradients), and with
   // wide_grads all cotangents, of bfloat16 operands leave their GEMMs in
@@ -108,17 +129,21 @@ class Einsum : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>&, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
     const Array &x = in[0], &y = in[1];
-    const Array g = cot[0].dtype() == x.dtype() ? cot[0] : cast(cot[0], x.dtype());
-    auto product = [](const Array& a, const Array& b, const std::vector<std::string>& out, bool widen) {
-      return apply1(std::make_shared<Einsum>(out, widen), {a, b});
+    const DType dt = as_bf16_ ? DType::bf16 : x.dtype();
+    const Array g = cot[0].dtype() == dt ? cot[0] : cast(cot[0], dt);
+    // A float32 operand of an as_bf16 product gets its cotangent cast to
+    // float32, as the vjp of the cast it stands for.
+    auto product = [&](const Array& a, const Array& b, const Array& operand, bool widen) {
+      Array r = apply1(std::make_shared<Einsum>(operand.names(), widen, false, as_bf16_), {a, b});
+      return operand.dtype() == DType::f32 && r.dtype() == DType::bf16 ? cast(r, DType::f32) : r;
     };
-    return {needs[0] ? product(g, y, x.names(), wide_grads_ || einsum_cotangent_sums_over_batch(x, g, y)) : Array(),
-            needs[1] ? product(x, g, y.names(), wide_grads_ || einsum_cotangent_sums_over_batch(y, x, g)) : Array()};
+    return {needs[0] ? product(g, y, x, wide_grads_ || einsum_cotangent_sums_over_batch(x, g, y)) : Array(),
+            needs[1] ? product(x, g, y, wide_grads_ || einsum_cotangent_sums_over_batch(y, x, g)) : Array()};
   }
 
  private:
   std::vector<std::string> out_;
-  bool widen_ = false, wide_grads_ = false;
+  bool widen_ = false, wide_grads_ = false, as_bf16_ = false;
 };
 
 }  // namespace
@@ -133,9 +158,31 @@ Array einsum(const Array& x0, const Array& y0, const std::vector<std::string>& o
 }
 
 namespace {
-Array einsum_local(const Array& x0, const Array& y0, const std::vector<std::string>& out, EinsumPrecision precision) {
-  check_same_dtype("einsum", x0, y0);
-  check_floating("einsum", x0);
+// An operand as a product in `dt` takes it: cast, except a float32 operand of
+// a bfloat16 product where the GEMM rounds it as it packs it, unless
+// `sums_first` (dims summed out before the product: the sum runs on the cast
+// operand). Where the GEMM would cast it on every call (oneDNN's native
+// bf16), it is cast here once, and its vjp's product reuses the cast.
+Array as_operand(const Array& v, std::optional<DType> dt, bool sums_first) {
+  if (!dt || v.dtype() == *dt) return v;
+  if (*dt == DType::bf16 && v.dtype() == DType::f32 && !sums_first && kernels::cpu::gemm_as_bf16_rounds_in_packing())
+    return v;
+  return cast(v, *dt);
+}
+
+Array einsum_local(const Array& x1, const Array& y1, const std::vector<std::string>& out, EinsumPrecision precision) {
+  const std::optional<DType> dt = precision.operand_dtype;
+  check_floating("einsum", x1);
+  check_floating("einsum", y1, "y");
+  if (dt && !is_floating(*dt))
+    throw_invalid("einsum", std::string("operand_dtype must be a floating dtype, got ") + dtype_name(*dt));
+  if (!dt) check_same_dtype("einsum", x1, y1);
+  auto summed_first = [&](const Array& v, const Array& other) {
+    for (const auto& n : v.names())
+      if (!other.has_dim(n) && !contains(out, n)) return true;
+    return false;
+  };
+  const Array x0 = as_operand(x1, dt, summed_first(x1, y1)), y0 = as_operand(y1, dt, summed_first(y1, x1));
   for (size_t i = 0; i < out.size(); ++i) {
     if (!x0.has_dim(out[i]) && !y0.has_dim(out[i]))
       throw_invalid("einsum", "output dim '" + out[i] + "' is in neither operand: x " + describe(x0) + ", y " +
@@ -151,7 +198,8 @@ Array einsum_local(const Array& x0, const Array& y0, const std::vector<std::stri
     if (!x0.has_dim(n) && !contains(out, n)) ys.push_back(n);
   Array x = xs.empty() ? x0 : sum(x0, xs);
   Array y = ys.empty() ? y0 : sum(y0, ys);
-  return apply1(std::make_shared<Einsum>(out, precision.wide_result, precision.wide_grads), {x, y});
+  const bool as_bf16 = dt == DType::bf16 && (x.dtype() != DType::bf16 || y.dtype() != DType::bf16);
+  return apply1(std::make_shared<Einsum>(out, precision.wide_result, precision.wide_grads, as_bf16), {x, y});
 }
 }  // namespace
 
@@ -160,7 +208,11 @@ Array einsum_local(const Array& x0, const Array& y0, const std::vector<std::stri
 Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out, EinsumPrecision precision) {
   return composite1(
       "einsum", {x, y}, [&](const std::vector<Array>& in) { return einsum_local(in[0], in[1], out, precision); },
-      [&](const ShardedLowering& l, const std::vector<Array>& in) { return l.einsum(in[0], in[1], out); });
+      [&](const ShardedLowering& l, const std::vector<Array>& in) {
+        // Split operands are cast first (elementwise, per shard).
+        auto c = [&](const Array& v) { return as_operand(v, precision.operand_dtype, true); };
+        return l.einsum(c(in[0]), c(in[1]), out);
+      });
 }
 
 namespace {
@@ -192,6 +244,10 @@ Array einsum(const std::string& spec, const Array& x, const Array& y) {
 }
 
 Array matmul(const Array& x, const Array& y, const std::string& contract) {
+  return matmul(x, y, contract, EinsumPrecision{});
+}
+
+Array matmul(const Array& x, const Array& y, const std::string& contract, EinsumPrecision precision) {
   if (!x.has_dim(contract) || !y.has_dim(contract))
     throw_invalid("matmul", "contraction dim '" + contract + "' must be in both x " + describe(x) + " and y " +
                                 describe(y));
@@ -200,7 +256,7 @@ Array matmul(const Array& x, const Array& y, const std::string& contract) {
     if (n != contract) out.push_back(n);
   for (const auto& n : y.names())
     if (n != contract && !x.has_dim(n)) out.push_back(n);
-  return einsum(x, y, out);
+  return einsum(x, y, out, precision);
 }
 
 }  // namespace t5x

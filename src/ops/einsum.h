@@ -12,7 +12,8 @@
 //   einsum("batch length embed, embed mlp -> batch length mlp", x, w)
 //
 // Dtypes: both operands share a dtype: f32 (oneDNN f32 GEMM), bf16 (bf16 GEMM
-// with f32 accumulation, rounded to bf16) or f16 (computed in f32). Integer
+// with f32 accumulation, rounded to bf16) or f16 (computed in f32), unless
+// EinsumPrecision::operand_dtype names the one to cast them to. Integer
 // einsum is not supported.
 // Lowering: each operand is transposed (only when needed) to
 // [batch..., free..., contracted...] and the product runs as one
@@ -21,6 +22,7 @@
 // "[einsum] dim 'embed' has size 512 in x[...] but 256 in y[...]",
 // "[einsum] spec lists 'mlp' for y but y is float32[embed=4, hidden=3]".
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,9 +40,19 @@ Array einsum(const std::string& spec, const Array& x, const Array& y);
 // that continue across processes:
 //   wide_result: the result is float32 (JAX's preferred_element_type);
 //   wide_grads: both operands' cotangents are float32.
+// operand_dtype: both operands are taken as cast(operand, operand_dtype)
+// first, and the product runs in that dtype (flax's DenseGeneral casting its
+// float32 kernel to the module's dtype; the dtype rules above then hold for
+// the cast operands). The result and the cotangents are bitwise those of
+// einsum(cast(x), cast(y)) with the casts' vjps (an operand's cotangent has
+// its own dtype). For a float32 operand of a bfloat16 product no cast pass
+// runs where the packed GEMM serves it: the product rounds the operand as it
+// reads it (backend/cpu/gemm.h); where bf16 products run elsewhere (oneDNN's
+// native bf16) the operand is cast once, up front.
 struct EinsumPrecision {
   bool wide_result = false;
   bool wide_grads = false;
+  std::optional<DType> operand_dtype = std::nullopt;
 };
 Array einsum(const Array& x, const Array& y, const std::vector<std::string>& out_dims, EinsumPrecision precision);
 
@@ -53,5 +65,6 @@ bool einsum_cotangent_sums_over_batch(const Array& operand, const Array& a, cons
 // output has x's other dims then y's other dims (dims shared and not
 // contracted are batch dims and appear once, in x's position).
 Array matmul(const Array& x, const Array& y, const std::string& contract);
+Array matmul(const Array& x, const Array& y, const std::string& contract, EinsumPrecision precision);
 
 }  // namespace t5x

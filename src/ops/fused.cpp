@@ -252,8 +252,9 @@ Array gated_gelu_reference(const Array& h0, const Array& h1) {
 
 Array gated_gelu_mlp(const Array& x, const Array& wi_0, const Array& wi_1, const Array& wo, const std::string& embed,
                      const std::string& mlp) {
-  Array h = gated_gelu(matmul(x, wi_0, embed), matmul(x, wi_1, embed));
-  return matmul(h, wo, mlp);
+  const EinsumPrecision in_x{.operand_dtype = x.dtype()};
+  Array h = gated_gelu(matmul(x, wi_0, embed, in_x), matmul(x, wi_1, embed, in_x));
+  return matmul(h, wo, mlp, in_x);
 }
 
 }  // namespace t5x

@@ -93,6 +93,8 @@ Array gated_gelu(const Array& h0, const Array& h1);
 Array gated_gelu_reference(const Array& h0, const Array& h1);
 // Whole MLP: wo . (gelu(x . wi_0) * (x . wi_1)).
 //   x [..., embed], wi_0 / wi_1 [embed, mlp], wo [mlp, embed] -> [..., embed]
+// The kernels are taken in x's dtype (float32 params of a bfloat16 model:
+// EinsumPrecision::operand_dtype, no cast pass).
 Array gated_gelu_mlp(const Array& x, const Array& wi_0, const Array& wi_1, const Array& wo,
                      const std::string& embed = "embed", const std::string& mlp = "mlp");
 

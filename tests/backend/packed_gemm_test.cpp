@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -253,6 +255,113 @@ TEST(PackedGemm, GemmEntryPointsUseItWhereTheyReportIt) {
     if (bf16_packed) ASSERT_EQ(c16[i], packed[i]) << i;
     else ASSERT_NEAR(c16[i], packed[i], 1e-4f) << i;
   }
+}
+
+// An f32 operand taken as bf16 (F32AsBf16): rounded as it is packed, the
+// product is bitwise the one of the cast operand, on every target, for A or
+// B rounded, f32 or bf16 C, every problem shape, and values that test the
+// rounding: ties (to even, both ways), bf16 overflow to infinity, subnormals,
+// -0, infinities and NaN.
+// The finite specials spread over the operand; the others only in its last
+// four values (a row of A or a few columns of B), so that most of C stays
+// finite.
+std::vector<float> unrounded(size_t n, uint32_t seed) {
+  std::vector<float> v = random_vec(n, seed);
+  const float finite[] = {1.00390625f,   // 1 + 2^-8: a tie, rounds down to even
+                          1.01171875f,   // 1 + 3 * 2^-8: a tie, rounds up to even
+                          -0.0f, 1e-40f, -3e-39f};
+  for (size_t i = 0, j = 0; i < n; i += 37, ++j) v[i] = finite[j % std::size(finite)];
+  const float other[] = {3.4e38f,  // rounds to bf16 infinity
+                         std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN()};
+  for (size_t j = 0; j < std::size(other) && j < n; ++j) v[n - 1 - j] = other[j];
+  return v;
+}
+
+template <typename TC>
+testing::Bytes run_rounded(const Problem& pr, bool round_a, int threads, bool cast_first) {
+  const auto af = unrounded(size_t(pr.sa() == 0 ? pr.a_size() : pr.batch * pr.a_size()), 31);
+  const auto bf = unrounded(size_t(pr.batch * pr.b_size()), 32);
+  const auto c0 = random_vec(size_t(pr.batch * pr.c_size()), 33);
+  std::vector<bfloat16> a16(af.begin(), af.end()), b16(bf.begin(), bf.end());
+  std::vector<TC> c(c0.begin(), c0.end());
+  const GemmShape s = pr.shape();
+  if (cast_first)
+    packed_gemm(s, pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, a16.data(), b16.data(), pr.beta, c.data(),
+                threads);
+  else if (round_a)
+    packed_gemm(s, pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, reinterpret_cast<const F32AsBf16*>(af.data()),
+                b16.data(), pr.beta, c.data(), threads);
+  else
+    packed_gemm(s, pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, a16.data(),
+                reinterpret_cast<const F32AsBf16*>(bf.data()), pr.beta, c.data(), threads);
+  testing::Bytes out;
+  testing::append(out, c);
+  return out;
+}
+
+TEST(PackedGemm, F32OperandRoundedAsItPacksEqualsTheCastOperand) {
+  size_t checked = 0;
+  for (const Problem& pr : kProblems)
+    for (bool round_a : {false, true})
+      for (bool bf16_c : {false, true}) {
+        const std::string what = pr.name() + (round_a ? " A" : " B") + " rounded, C " + (bf16_c ? "bf16" : "f32");
+        auto run = [&](int threads, bool cast_first) {
+          return bf16_c ? run_rounded<bfloat16>(pr, round_a, threads, cast_first)
+                        : run_rounded<float>(pr, round_a, threads, cast_first);
+        };
+        testing::expect_same_on_every_target(what, [&] {
+          const auto want = run(2, true), got = run(2, false);
+          EXPECT_EQ(testing::first_diff(want, got), -1) << what;
+          EXPECT_EQ(testing::first_diff(want, run(1, false)), -1) << what << " (1 thread)";
+          ++checked;
+          return got;
+        });
+      }
+  EXPECT_GT(checked, 0u);
+}
+
+// The gemm.h entry point: the packed route where it serves bf16 products,
+// the cast-first fallback elsewhere (few rows: the skinny kernel; both
+// operands f32), bitwise the bf16 product of the cast operands either way.
+TEST(PackedGemm, AsBf16EntryPointEqualsTheCastOperandsProduct) {
+  const Problem problems[] = {
+      {1, 40, 300, 520, false, true, 0, false, 1.0f, 0.0f},   // packed route where bf16 runs there
+      {1, 4, 512, 64, false, false, 0, false, 1.0f, 0.0f},    // few rows: the skinny kernel
+      {1, 4, 512, 64, false, true, 1, false, 1.0f, 0.0f},
+      {3, 20, 40, 70, true, false, 2, true, 1.0f, 0.5f},      // batched, broadcast A, padding
+  };
+  for (const Problem& pr : problems)
+    for (int rounded : {1, 2, 3})  // A, B, both
+      for (bool bf16_c : {false, true}) {
+        const bool ra = rounded & 1, rb = rounded & 2;
+        SCOPED_TRACE(pr.name() + " rounded " + std::to_string(rounded) + (bf16_c ? " C bf16" : " C f32"));
+        const auto af = unrounded(size_t(pr.sa() == 0 ? pr.a_size() : pr.batch * pr.a_size()), 41);
+        const auto bf = unrounded(size_t(pr.batch * pr.b_size()), 42);
+        const auto c0 = random_vec(size_t(pr.batch * pr.c_size()), 43);
+        std::vector<bfloat16> a16(af.begin(), af.end()), b16(bf.begin(), bf.end());
+        testing::Bytes want, got;
+        if (bf16_c) {
+          std::vector<bfloat16> cw(c0.begin(), c0.end()), cg = cw;
+          gemm_batched_bf16_out_bf16(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, a16.data(),
+                                     b16.data(), pr.beta, cw.data());
+          gemm_batched_as_bf16(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha,
+                               ra ? static_cast<const void*>(af.data()) : a16.data(), ra,
+                               rb ? static_cast<const void*>(bf.data()) : b16.data(), rb, pr.beta, cg.data(), true);
+          testing::append(want, cw);
+          testing::append(got, cg);
+        } else {
+          std::vector<float> cw = c0, cg = c0;
+          gemm_batched_bf16(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha, a16.data(), b16.data(),
+                            pr.beta, cw.data());
+          gemm_batched_as_bf16(pr.shape(), pr.batch, pr.sa(), pr.b_size(), pr.c_size(), pr.alpha,
+                               ra ? static_cast<const void*>(af.data()) : a16.data(), ra,
+                               rb ? static_cast<const void*>(bf.data()) : b16.data(), rb, pr.beta, cg.data(), false);
+          want = cw;
+          got = cg;
+        }
+        EXPECT_EQ(testing::first_diff(want, got), -1);
+      }
 }
 
 }  // namespace

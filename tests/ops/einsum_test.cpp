@@ -1,4 +1,6 @@
 // Named einsum / matmul against naive loops; vjps; errors.
+#include <bit>
+
 #include "harness.h"
 
 namespace t5x {
@@ -88,6 +90,87 @@ TEST(Einsum, Misuse) {
   expect_invalid([&] { matmul(x, w4, "length"); }, {"[matmul]", "'length'"});
   expect_invalid([&] { einsum(x, cast(w4, DType::bf16), {"batch", "mlp"}); }, {"[einsum]", "float32", "bfloat16"});
   expect_invalid([&] { einsum(cast(x, DType::i32), cast(w4, DType::i32), {"batch", "mlp"}); }, {"[einsum]", "int32"});
+}
+
+// The bits of an array, for exact comparisons (bf16 widens exactly).
+std::vector<uint32_t> bits(const Array& a) {
+  std::vector<uint32_t> out;
+  for (float f : a.to_floats()) out.push_back(std::bit_cast<uint32_t>(f));
+  return out;
+}
+
+// EinsumPrecision::operand_dtype: the result and both cotangents are bitwise
+// those of the einsum of the cast operands with the casts' vjps (a float32
+// operand's cotangent float32), whichever operand is the float32 one, with
+// B or A stored transposed, an operand that needs a transpose, a dim summed
+// out first, and a wide (float32) result.
+TEST(Einsum, OperandDtypeGivesTheCastOperandsBitsAndGrads) {
+  struct MixedCase {
+    Shape x, y;
+    std::vector<std::string> out;
+    bool x_f32;  // which operand is stored float32 (the other bf16)
+    bool wide;
+  };
+  const Shape act{{"batch", 2}, {"length", 9}, {"embed", 40}};
+  const std::vector<MixedCase> cases = {
+      {act, Shape{{"embed", 40}, {"mlp", 70}}, {"batch", "length", "mlp"}, false, false},
+      {act, Shape{{"embed", 40}, {"mlp", 70}}, {"batch", "length", "mlp"}, false, true},
+      {Shape{{"batch", 2}, {"length", 9}, {"mlp", 70}}, Shape{{"embed", 40}, {"mlp", 70}},
+       {"batch", "length", "embed"}, false, false},                                         // B transposed
+      {Shape{{"embed", 40}, {"mlp", 70}}, act, {"mlp", "batch", "length"}, true, false},  // A the f32 one
+      {Shape{{"batch", 2}, {"length", 9}, {"heads", 3}, {"kv", 8}}, Shape{{"heads", 3}, {"kv", 8}, {"embed", 40}},
+       {"batch", "length", "embed"}, false, false},
+      {act, Shape{{"mlp", 6}, {"embed", 40}, {"heads", 3}}, {"batch", "heads", "mlp"}, false, false},  // y transposed
+      {act, Shape{{"embed", 40}, {"mlp", 70}, {"extra", 3}}, {"batch", "length", "mlp"}, false, false},  // summed first
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(c);
+    const MixedCase& mc = cases[c];
+    // The float32 operand is not bf16-representable, so the rounding matters.
+    Array x = rand_array(mc.x, uint32_t(40 + c)), y = rand_array(mc.y, uint32_t(50 + c));
+    if (mc.x_f32) y = cast(y, DType::bf16);
+    else x = cast(x, DType::bf16);
+    const EinsumPrecision fused{.wide_result = mc.wide, .operand_dtype = DType::bf16};
+    const EinsumPrecision plain{.wide_result = mc.wide};
+    auto bf = [](const Array& a) { return a.dtype() == DType::bf16 ? a : cast(a, DType::bf16); };
+    Array want = einsum(bf(x), bf(y), mc.out, plain);
+    Array got = einsum(x, y, mc.out, fused);
+    EXPECT_EQ(got.dtype(), mc.wide ? DType::f32 : DType::bf16);
+    EXPECT_EQ(got.shape(), want.shape());
+    EXPECT_EQ(bits(got), bits(want));
+    // Cotangents through a loss with a non-uniform weight per element.
+    const Array r = rand_array(want.shape(), uint32_t(60 + c));
+    auto loss = [&](bool use_fused) {
+      return [&, use_fused](const ParamTree& p) {
+        Array v = use_fused ? einsum(p.at("x"), p.at("y"), mc.out, fused)
+                            : einsum(bf(p.at("x")), bf(p.at("y")), mc.out, plain);
+        return sum(mul(cast(v, DType::f32), r));
+      };
+    };
+    const ParamTree params{{"x", x}, {"y", y}};
+    const ValueAndGrad g0 = value_and_grad(loss(false), params), g1 = value_and_grad(loss(true), params);
+    EXPECT_EQ(bits(g1.value), bits(g0.value));
+    for (const char* n : {"x", "y"}) {
+      SCOPED_TRACE(n);
+      EXPECT_EQ(g1.grads.at(n).dtype(), g0.grads.at(n).dtype());
+      EXPECT_EQ(bits(g1.grads.at(n)), bits(g0.grads.at(n)));
+    }
+    EXPECT_EQ(g1.grads.at(mc.x_f32 ? "x" : "y").dtype(), DType::f32);
+  }
+}
+
+TEST(Einsum, OperandDtypeCastsOtherDtypes) {
+  Array x = cast(rand_array(Shape{{"m", 5}, {"k", 16}}, 3), DType::bf16);
+  Array y = cast(rand_array(Shape{{"k", 16}, {"n", 7}}, 4), DType::f16);
+  // float32 compute of bf16 and f16 operands: the f32 product of the casts.
+  Array got = einsum(x, y, {"m", "n"}, EinsumPrecision{.operand_dtype = DType::f32});
+  EXPECT_EQ(got.dtype(), DType::f32);
+  EXPECT_EQ(bits(got), bits(einsum(cast(x, DType::f32), cast(y, DType::f32), {"m", "n"})));
+  // bf16 compute of an f16 operand: cast to bf16 first.
+  Array h = einsum(x, y, {"m", "n"}, EinsumPrecision{.operand_dtype = DType::bf16});
+  EXPECT_EQ(bits(h), bits(einsum(x, cast(y, DType::bf16), {"m", "n"})));
+  expect_invalid([&] { einsum(x, y, {"m", "n"}, EinsumPrecision{.operand_dtype = DType::i32}); },
+                 {"[einsum]", "operand_dtype", "int32"});
 }
 
 }  // namespace

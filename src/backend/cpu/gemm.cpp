@@ -304,6 +304,11 @@ void run_bf16_via_f32(int dtype, const GemmShape& s, int64_t batch, int64_t sa, 
     }
 }
 
+// Whether a product with a non-empty C runs on the skinny kernel.
+bool takes_skinny(const GemmShape& s, int64_t batch) {
+  return batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && s.n >= 256;
+}
+
 void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
          int64_t sc, float alpha, const void* a, const void* b, float beta, void* c) {
   int64_t lda, ldb, ldc;
@@ -318,7 +323,7 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
 
   // Few rows (decode steps): a streaming kernel, on B as it is or stored
   // transposed ([n, k]: a decode's weight kept [out, in], read as one stream).
-  if (batch == 1 && s.m <= kSkinnyMaxRows && !s.trans_a && s.n >= 256) {
+  if (takes_skinny(s, batch)) {
     auto skinny = [&](const auto* ta, auto* tc) {
       const auto* tb = static_cast<decltype(ta)>(b);
       if (s.trans_b) return skinny_gemm_bt(s.m, s.n, s.k, alpha, ta, lda, tb, ldb, beta, tc, ldc);
@@ -389,7 +394,65 @@ void run(int dtype, const GemmShape& s, int64_t batch, int64_t sa, int64_t sb,
   st.stream.wait();
 }
 
+// Stored f32 operand of `batch` matrices of `rows` x `cols` (leading dim
+// `ld`, `stride` apart, 0 = broadcast), cast to bf16 into `out` densely.
+const bfloat16* narrow(const float* x, int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld,
+                       std::vector<bfloat16>& out) {
+  const int64_t n = (stride == 0 ? 1 : batch);
+  out.resize(size_t(n * rows * cols));
+  if (ld == cols && (n == 1 || stride == rows * cols)) {
+    convert_f32_to_bf16(x, out.data(), n * rows * cols);
+    return out.data();
+  }
+  for (int64_t q = 0; q < n * rows; ++q)
+    convert_f32_to_bf16(x + (q / rows) * stride + (q % rows) * ld, out.data() + q * cols, cols);
+  return out.data();
+}
+
 }  // namespace
+
+void gemm_batched_as_bf16(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                          const void* a, bool a_f32, const void* b, bool b_f32, float beta, void* c, bool c_bf16) {
+  const int dtype = c_bf16 ? 2 : 1;
+  if (!a_f32 && !b_f32) return run(dtype, s, batch, sa, sb, sc, alpha, a, b, beta, c);
+  int64_t lda, ldb, ldc;
+  check(s, batch, lda, ldb, ldc);
+  if (impl_for(1) == Impl::packed && a_f32 != b_f32 && !takes_skinny(s, batch) && batch > 0 && s.m > 0 && s.n > 0 && s.k > 0 &&
+      !(batch > 1 && sc == 0)) {
+    GemmShape ps = s;
+    ps.lda = lda; ps.ldb = ldb; ps.ldc = ldc;
+    const int threads = gemm_threads_for(s, batch);
+    if (b_f32) {
+      const auto* a16 = static_cast<const bfloat16*>(a);
+      const auto* br = static_cast<const F32AsBf16*>(b);
+      if (c_bf16) return packed_gemm(ps, batch, sa, sb, sc, alpha, a16, br, beta, static_cast<bfloat16*>(c), threads);
+      return packed_gemm(ps, batch, sa, sb, sc, alpha, a16, br, beta, static_cast<float*>(c), threads);
+    }
+    const auto* ar = static_cast<const F32AsBf16*>(a);
+    const auto* b16 = static_cast<const bfloat16*>(b);
+    if (c_bf16) return packed_gemm(ps, batch, sa, sb, sc, alpha, ar, b16, beta, static_cast<bfloat16*>(c), threads);
+    return packed_gemm(ps, batch, sa, sb, sc, alpha, ar, b16, beta, static_cast<float*>(c), threads);
+  }
+  // Elsewhere the f32 operands are cast first (per calling thread: gemm may
+  // be called from several threads at once).
+  thread_local std::vector<bfloat16> na, nb;
+  const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  const bool bcast_a = batch > 1 && sa == 0, bcast_b = batch > 1 && sb == 0;
+  GemmShape fs = s;
+  int64_t fsa = sa, fsb = sb;
+  if (a_f32) {
+    a = narrow(static_cast<const float*>(a), batch, batch > 1 ? (bcast_a ? 0 : sa) : 0, a_rows, a_cols, lda, na);
+    fs.lda = a_cols;
+    fsa = bcast_a ? 0 : a_rows * a_cols;
+  }
+  if (b_f32) {
+    b = narrow(static_cast<const float*>(b), batch, batch > 1 ? (bcast_b ? 0 : sb) : 0, b_rows, b_cols, ldb, nb);
+    fs.ldb = b_cols;
+    fsb = bcast_b ? 0 : b_rows * b_cols;
+  }
+  run(dtype, fs, batch, fsa, fsb, sc, alpha, a, b, beta, c);
+}
 
 bool gemm_bf16_native() {
   static const bool native = probe_native_bf16();

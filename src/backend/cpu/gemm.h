@@ -67,6 +67,17 @@ void gemm_batched_bf16_out_bf16(const GemmShape& s, int64_t batch, int64_t strid
                                 const bfloat16* a, const bfloat16* b, float beta,
                                 bfloat16* c);
 
+// bf16 products on operands stored f32 (a_f32, b_f32) or bf16: an f32
+// operand is taken as cast(operand, bf16), rounded to nearest even. The
+// packed GEMM rounds it as it packs (no cast pass, no bf16 copy: flax's
+// float32 params in a bfloat16 module, ops/einsum.h); elsewhere (oneDNN, the
+// skinny kernel, both operands f32) it is cast into a per-thread scratch
+// first. Either way the result is bitwise the bf16 product of the cast
+// operands. c is bf16 (c_bf16) or f32.
+void gemm_batched_as_bf16(const GemmShape& s, int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                          float alpha, const void* a, bool a_f32, const void* b, bool b_f32, float beta, void* c,
+                          bool c_bf16);
+
 // True when oneDNN runs bf16 products natively here; false when it has no
 // bf16 matmul at its effective ISA (or T5X_BF16_GEMM=f32 says to act so):
 // then the packed GEMM runs them, or oneDNN on widened operands (gemm_kernel).

@@ -2,6 +2,8 @@
 #include "backend/cpu/gemm.h"
 #include "backend/kernels.h"
 
+#include <string>
+
 namespace t5x::kernels::cpu {
 
 void gemm(const GemmDims& g, DType in, DType out, const void* a, const void* b, void* c) {
@@ -22,6 +24,19 @@ void gemm(const GemmDims& g, DType in, DType out, const void* a, const void* b, 
     t5x::cpu::gemm_batched_f32(gs, g.batch, sa, sb, sc, 1.0f, static_cast<const float*>(a),
                                static_cast<const float*>(b), 0.0f, static_cast<float*>(c));
 }
+
+void gemm_as_bf16(const GemmDims& g, DType a_dtype, DType b_dtype, DType out, const void* a, const void* b, void* c) {
+  t5x::cpu::GemmShape gs;
+  gs.m = g.m;
+  gs.n = g.n;
+  gs.k = g.k;
+  gs.trans_a = g.trans_a;
+  gs.trans_b = g.trans_b;
+  t5x::cpu::gemm_batched_as_bf16(gs, g.batch, g.m * g.k, g.k * g.n, g.m * g.n, 1.0f, a, a_dtype == DType::f32, b,
+                                 b_dtype == DType::f32, 0.0f, c, out == DType::bf16);
+}
+
+bool gemm_as_bf16_rounds_in_packing() { return std::string(t5x::cpu::gemm_kernel(true)) == "packed"; }
 
 bool gemm_block_invariant() { return t5x::cpu::gemm_block_invariant(); }
 

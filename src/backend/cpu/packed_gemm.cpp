@@ -51,13 +51,23 @@ struct Strided {
   int64_t rs, cs;
 };
 
+// A stored value as the product takes it: f32 and bf16 exactly, F32AsBf16
+// rounded to bf16 (the rule of bfloat16::from_float; RoundBf16 in vectors).
+HWY_INLINE float Widen(float x) { return x; }
+HWY_INLINE float Widen(bfloat16 x) { return float(x); }
+HWY_INLINE float Widen(F32AsBf16 x) { return float(bfloat16(x.value)); }
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF(D d, const F32AsBf16* p) {
+  return RoundBf16(d, hn::LoadU(d, &p->value));
+}
+
 // Widening copy of n contiguous values.
 template <typename T>
 HWY_INLINE void CopyWiden(const T* src, float* dst, int64_t n) {
   const DF d;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) hn::StoreU(LoadF(d, src + i), d, dst + i);
-  for (; i < n; ++i) dst[i] = float(src[i]);
+  for (; i < n; ++i) dst[i] = Widen(src[i]);
 }
 
 // op(A)'s block [mc, kc] into panels of kMr rows, zero rows past mc. When A's
@@ -85,7 +95,7 @@ void PackA(Strided<T> a, int64_t mc, int64_t kc, float* dst) {
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = a.p + p * a.cs + i0 * a.rs;
         float* out = dst + p * kMr;
-        for (int64_t r = 0; r < kMr; ++r) out[r] = r < mr ? float(src[r * a.rs]) : 0.0f;
+        for (int64_t r = 0; r < kMr; ++r) out[r] = r < mr ? Widen(src[r * a.rs]) : 0.0f;
       }
     }
   }
@@ -126,40 +136,46 @@ HWY_INLINE void Transpose8x8(const T* src, int64_t ld, float* dst) {
 template <typename T>
 void PackB(Strided<T> b, int64_t kc, int64_t nc, float* dst) {
   const DF d;
+  if (b.cs == 1) {
+    // Row by row across the panels (panel j0 starts at dst + j0 * kc): each
+    // source row's nc values are read once, in order, a stream the hardware
+    // prefetches. Panel by panel, every row's next line would lie a whole
+    // row (4 KiB for an f32 [512, 1024] kernel) past the last: a new page
+    // each time.
+    const int64_t full = nc / kNr * kNr;
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* src = b.p + p * b.rs;
+      for (int64_t j0 = 0; j0 < full; j0 += kNr)
+        for (int64_t v = 0; v < kNv; ++v)
+          hn::StoreU(LoadF(d, src + j0 + v * kLanes), d, dst + j0 * kc + p * kNr + v * kLanes);
+      if (full < nc) {
+        float* out = dst + full * kc + p * kNr;
+        for (int64_t j = 0; j < kNr; ++j) out[j] = full + j < nc ? Widen(src[full + j]) : 0.0f;
+      }
+    }
+    return;
+  }
+  // B stored transposed ([n, k]): each column of a panel is a contiguous
+  // source row.
   for (int64_t j0 = 0; j0 < nc; j0 += kNr, dst += kNr * kc) {
     const int64_t nr = std::min(kNr, nc - j0);
-    if (b.cs == 1 && nr == kNr) {
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = b.p + p * b.rs + j0;
-        for (int64_t v = 0; v < kNv; ++v) hn::StoreU(LoadF(d, src + v * kLanes), d, dst + p * kNr + v * kLanes);
-      }
-    } else if (b.cs == 1) {
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = b.p + p * b.rs + j0;
-        float* out = dst + p * kNr;
-        for (int64_t j = 0; j < kNr; ++j) out[j] = j < nr ? float(src[j]) : 0.0f;
-      }
-    } else {
-      // B stored transposed ([n, k]): each column of the panel is a
-      // contiguous source row.
 #if HWY_TARGET == HWY_AVX2
-      if (nr == kNr) {
-        int64_t p = 0;
-        for (; p + 8 <= kc; p += 8)
-          for (int64_t j = 0; j < kNr; j += 8) Transpose8x8(b.p + (j0 + j) * b.cs + p * b.rs, b.cs, dst + p * kNr + j);
-        for (int64_t j = 0; j < kNr; ++j)
-          for (int64_t q = p; q < kc; ++q) dst[q * kNr + j] = float(b.p[(j0 + j) * b.cs + q * b.rs]);
-        continue;
-      }
+    if (nr == kNr) {
+      int64_t p = 0;
+      for (; p + 8 <= kc; p += 8)
+        for (int64_t j = 0; j < kNr; j += 8) Transpose8x8(b.p + (j0 + j) * b.cs + p * b.rs, b.cs, dst + p * kNr + j);
+      for (int64_t j = 0; j < kNr; ++j)
+        for (int64_t q = p; q < kc; ++q) dst[q * kNr + j] = Widen(b.p[(j0 + j) * b.cs + q * b.rs]);
+      continue;
+    }
 #endif
-      for (int64_t j = 0; j < kNr; ++j) {
-        float* out = dst + j;
-        if (j < nr) {
-          const T* src = b.p + (j0 + j) * b.cs;
-          for (int64_t p = 0; p < kc; ++p) out[p * kNr] = float(src[p * b.rs]);
-        } else {
-          for (int64_t p = 0; p < kc; ++p) out[p * kNr] = 0.0f;
-        }
+    for (int64_t j = 0; j < kNr; ++j) {
+      float* out = dst + j;
+      if (j < nr) {
+        const T* src = b.p + (j0 + j) * b.cs;
+        for (int64_t p = 0; p < kc; ++p) out[p * kNr] = Widen(src[p * b.rs]);
+      } else {
+        for (int64_t p = 0; p < kc; ++p) out[p * kNr] = 0.0f;
       }
     }
   }
@@ -251,8 +267,8 @@ HWY_NOINLINE void Tile(int64_t kc, const float* HWY_RESTRICT ap, const float* HW
 // (row stride ldc), or bf16 C at c16 (row stride ld16) with c a scratch of
 // [m, min(n, kNc)] floats (row stride ldc), the f32 sums of one B block's
 // columns, used only when k spans several k blocks.
-template <typename T>
-void Region(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b, float alpha, float beta, float* c,
+template <typename TA, typename TB>
+void Region(int64_t m, int64_t n, int64_t k, Strided<TA> a, Strided<TB> b, float alpha, float beta, float* c,
             int64_t ldc, bfloat16* c16 = nullptr, int64_t ld16 = 0) {
   // Cache-line aligned, so that no vector load of a panel splits a line;
   // allocated once per thread at their largest (560 KiB in all), so that
@@ -267,10 +283,10 @@ void Region(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b, float a
     for (int64_t pc = 0; pc < k; pc += kPackedGemmKc) {
       const int64_t kc = std::min(kPackedGemmKc, k - pc);
       const bool first = pc == 0, last = pc + kc == k;
-      PackB(Strided<T>{b.p + pc * b.rs + jc * b.cs, b.rs, b.cs}, kc, nc, bpack.data());
+      PackB(Strided<TB>{b.p + pc * b.rs + jc * b.cs, b.rs, b.cs}, kc, nc, bpack.data());
       for (int64_t ic = 0; ic < m; ic += kMc) {
         const int64_t mc = std::min(kMc, m - ic);
-        PackA(Strided<T>{a.p + ic * a.rs + pc * a.cs, a.rs, a.cs}, mc, kc, apack.data());
+        PackA(Strided<TA>{a.p + ic * a.rs + pc * a.cs, a.rs, a.cs}, mc, kc, apack.data());
         for (int64_t jr = 0; jr < nc; jr += kNr)
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const float* ap = apack.data() + ir * kc;
@@ -286,20 +302,24 @@ void Region(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b, float a
   }
 }
 
-void RegionF32(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-               int64_t b_rs, int64_t b_cs, float alpha, float beta, float* c, int64_t ldc) {
-  Region<float>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, c, ldc);
+// The exported entry points, one per operand types: f32 C (c, ldc), or bf16
+// C (c16, ld16) with c the f32 scratch of Region.
+template <typename TA, typename TB>
+void RegionT(int64_t m, int64_t n, int64_t k, const TA* a, int64_t a_rs, int64_t a_cs, const TB* b, int64_t b_rs,
+             int64_t b_cs, float alpha, float beta, float* c, int64_t ldc, bfloat16* c16, int64_t ld16) {
+  if (c16 == nullptr) return Region<TA, TB>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, c, ldc);
+  Region<TA, TB>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, c, std::min(n, kNc), c16, ld16);
 }
-void RegionBf16(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs, int64_t a_cs, const bfloat16* b,
-                int64_t b_rs, int64_t b_cs, float alpha, float beta, float* c, int64_t ldc) {
-  Region<bfloat16>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, c, ldc);
-}
-
-void RegionBf16Out(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs, int64_t a_cs,
-                   const bfloat16* b, int64_t b_rs, int64_t b_cs, float alpha, float beta, float* scratch,
-                   bfloat16* c, int64_t ldc) {
-  Region<bfloat16>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, alpha, beta, scratch, std::min(n, kNc), c, ldc);
-}
+#define T5X_PACKED_REGION(NAME, TA, TB)                                                                              \
+  void NAME(int64_t m, int64_t n, int64_t k, const TA* a, int64_t a_rs, int64_t a_cs, const TB* b, int64_t b_rs,  \
+            int64_t b_cs, float alpha, float beta, float* c, int64_t ldc, bfloat16* c16, int64_t ld16) {          \
+    RegionT<TA, TB>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, alpha, beta, c, ldc, c16, ld16);                       \
+  }
+T5X_PACKED_REGION(RegionF32, float, float)
+T5X_PACKED_REGION(RegionBf16, bfloat16, bfloat16)
+T5X_PACKED_REGION(RegionBf16Rounded, bfloat16, F32AsBf16)
+T5X_PACKED_REGION(RegionRoundedBf16, F32AsBf16, bfloat16)
+#undef T5X_PACKED_REGION
 
 bool NativeFma() { return HWY_NATIVE_FMA != 0; }
 
@@ -316,21 +336,26 @@ namespace t5x::cpu {
 
 HWY_EXPORT(RegionF32);
 HWY_EXPORT(RegionBf16);
-HWY_EXPORT(RegionBf16Out);
+HWY_EXPORT(RegionBf16Rounded);
+HWY_EXPORT(RegionRoundedBf16);
 HWY_EXPORT(NativeFma);
 
 bool packed_gemm_fast() { return T5X_DISPATCH(NativeFma)(); }
 
 namespace {
 
-void region(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-            int64_t b_rs, int64_t b_cs, float alpha, float beta, float* c, int64_t ldc) {
-  T5X_DISPATCH(RegionF32)(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, alpha, beta, c, ldc);
-}
-void region(int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t a_rs, int64_t a_cs, const bfloat16* b,
-            int64_t b_rs, int64_t b_cs, float alpha, float beta, float* c, int64_t ldc) {
-  T5X_DISPATCH(RegionBf16)(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, alpha, beta, c, ldc);
-}
+// The region of C on this target: f32 C (c16 null), or bf16 C with c the
+// f32 scratch.
+#define T5X_PACKED_REGION_CALL(TA, TB, NAME)                                                                         \
+  void region(int64_t m, int64_t n, int64_t k, const TA* a, int64_t a_rs, int64_t a_cs, const TB* b, int64_t b_rs, \
+              int64_t b_cs, float alpha, float beta, float* c, int64_t ldc, bfloat16* c16, int64_t ld16) {        \
+    T5X_DISPATCH(NAME)(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, alpha, beta, c, ldc, c16, ld16);                    \
+  }
+T5X_PACKED_REGION_CALL(float, float, RegionF32)
+T5X_PACKED_REGION_CALL(bfloat16, bfloat16, RegionBf16)
+T5X_PACKED_REGION_CALL(bfloat16, F32AsBf16, RegionBf16Rounded)
+T5X_PACKED_REGION_CALL(F32AsBf16, bfloat16, RegionRoundedBf16)
+#undef T5X_PACKED_REGION_CALL
 
 // A task is one batch item's rows [r0, r1) x columns [c0, c1) of C.
 struct Split {
@@ -348,9 +373,9 @@ Split plan(const GemmShape& s, int64_t batch, int threads) {
   return {std::min<int64_t>(parts, std::max<int64_t>(1, s.n / 32)), false, 32};
 }
 
-template <typename T, typename TC>
-void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, const T* a,
-         const T* b, float beta, TC* c, int threads) {
+template <typename TA, typename TB, typename TC>
+void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, const TA* a,
+         const TB* b, float beta, TC* c, int threads) {
   const int64_t a_rs = s.trans_a ? 1 : s.lda, a_cs = s.trans_a ? s.lda : 1;
   const int64_t b_rs = s.trans_b ? 1 : s.ldb, b_cs = s.trans_b ? s.ldb : 1;
   const Split sp = plan(s, batch, threads);
@@ -366,11 +391,11 @@ void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, 
     if (lo >= hi) return;
     const int64_t r0 = sp.rows ? lo : 0, r1 = sp.rows ? hi : s.m;
     const int64_t c0 = sp.rows ? 0 : lo, c1 = sp.rows ? s.n : hi;
-    const T* ap = a + bi * sa + r0 * a_rs;
-    const T* bp = b + bi * sb + c0 * b_cs;
+    const TA* ap = a + bi * sa + r0 * a_rs;
+    const TB* bp = b + bi * sb + c0 * b_cs;
     TC* cp = c + bi * sc + r0 * s.ldc + c0;
     if constexpr (std::is_same_v<TC, float>) {
-      region(r1 - r0, c1 - c0, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, cp, s.ldc);
+      region(r1 - r0, c1 - c0, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, cp, s.ldc, nullptr, 0);
     } else {
       // f32 sums over the k blocks (a scratch when there are several), then
       // one rounding.
@@ -382,7 +407,7 @@ void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, 
         if (acc.size() < need) acc.resize(std::max(need, 2 * acc.size()));
         scratch = acc.data();
       }
-      T5X_DISPATCH(RegionBf16Out)(mt, nt, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, scratch, cp, s.ldc);
+      region(mt, nt, s.k, ap, a_rs, a_cs, bp, b_rs, b_cs, alpha, beta, scratch, 0, cp, s.ldc);
     }
   };
   const int used = int(std::min<int64_t>(threads, tasks));
@@ -406,6 +431,22 @@ void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int6
 }
 void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
                  const bfloat16* a, const bfloat16* b, float beta, bfloat16* c, int threads) {
+  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
+}
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const bfloat16* a, const F32AsBf16* b, float beta, float* c, int threads) {
+  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
+}
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const bfloat16* a, const F32AsBf16* b, float beta, bfloat16* c, int threads) {
+  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
+}
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const F32AsBf16* a, const bfloat16* b, float beta, float* c, int threads) {
+  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
+}
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const F32AsBf16* a, const bfloat16* b, float beta, bfloat16* c, int threads) {
   run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
 }
 

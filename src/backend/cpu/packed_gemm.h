@@ -45,6 +45,14 @@ inline constexpr int64_t kPackedGemmNc = 512;
 // exactly, far too slowly for a product, and gemm.h keeps oneDNN.
 bool packed_gemm_fast();
 
+// An operand stored f32 and taken as bf16: each value is rounded to nearest
+// even (bfloat16::from_float) as the packing reads it, so the product is the
+// one of the cast operand, bitwise, without a cast pass or a bf16 copy (flax's
+// float32 params cast to a bfloat16 module dtype, ops/einsum.h).
+struct F32AsBf16 {
+  float value;
+};
+
 // lda / ldb / ldc of `s` must be resolved (non-zero); `threads` >= 1.
 void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
                  const float* a, const float* b, float beta, float* c, int threads);
@@ -52,5 +60,14 @@ void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int6
                  const bfloat16* a, const bfloat16* b, float beta, float* c, int threads);
 void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
                  const bfloat16* a, const bfloat16* b, float beta, bfloat16* c, int threads);
+// One operand rounded as it is packed (F32AsBf16), the other bf16.
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const bfloat16* a, const F32AsBf16* b, float beta, float* c, int threads);
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const bfloat16* a, const F32AsBf16* b, float beta, bfloat16* c, int threads);
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const F32AsBf16* a, const bfloat16* b, float beta, float* c, int threads);
+void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
+                 const F32AsBf16* a, const bfloat16* b, float beta, bfloat16* c, int threads);
 
 }  // namespace t5x::cpu

@@ -81,18 +81,28 @@ template <class D>
 HWY_INLINE void StoreF(D d, hn::Vec<D> v, float* p) {
   hn::StoreU(v, d, p);
 }
+// The bf16 bits of each lane of v (in the low 16 bits of a u32 lane).
 template <class D>
-HWY_INLINE void StoreF(D d, hn::Vec<D> v, bfloat16* p) {
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> Bf16Bits(D, hn::Vec<D> v) {
   const hn::RebindToUnsigned<D> du;
   const hn::RebindToSigned<D> di;
-  const hn::Rebind<uint16_t, D> d16;
   const auto u = hn::BitCast(du, v);
   const auto hi = hn::ShiftRight<16>(u);
-  auto r = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
+  const auto r = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
   const auto nan = hn::Gt(hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))), hn::Set(di, 0x7f800000));
-  r = hn::IfThenElse(hn::RebindMask(du, nan), hn::Or(hi, hn::Set(du, 0x40u)), r);
+  return hn::IfThenElse(hn::RebindMask(du, nan), hn::Or(hi, hn::Set(du, 0x40u)), r);
+}
+template <class D>
+HWY_INLINE void StoreF(D d, hn::Vec<D> v, bfloat16* p) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint16_t, D> d16;
   // Values fit in 16 bits, so the saturating signed->unsigned narrowing is exact.
-  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, reinterpret_cast<uint16_t*>(p));
+  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, Bf16Bits(d, v))), d16, reinterpret_cast<uint16_t*>(p));
+}
+// v rounded to bf16 and widened back: what a bf16 store and load give.
+template <class D>
+HWY_INLINE hn::Vec<D> RoundBf16(D d, hn::Vec<D> v) {
+  return hn::BitCast(d, hn::ShiftLeft<16>(Bf16Bits(d, v)));
 }
 
 // ---- software prefetch ---------------------------------------------------

@@ -62,11 +62,12 @@ ParamTree decode_layout(const T5Config& cfg, const ParamTree& p) {
   }
   if (cfg.dtype == DType::f32) return out;
   // The encoder's and the decoder layers' kernels in the activation dtype
-  // (kernel_as then finds them cast; the values the per-use cast gives): each
+  // (their products, nn::in_dtype, then find them cast; the values the
+  // per-use cast gives): each
   // decode would otherwise cast the encoder's and the cross-attention key /
   // value kernels once more (T5.1.1 small, batch 1, AVX2: 4.5 ms of a 230 ms
   // greedy decode), for about 2 bytes per parameter kept while decoding.
-  // Only the kernels that are cast at every use (nn::kernel_as: attention
+  // Only the kernels that are cast at every use (nn::in_dtype: attention
   // projections, MLP wi / wo): the logits kernel stays f32 (t5x computes the
   // logits in f32), and so do an MoE router's (routed in f32) and the linear
   // mixing kernels (used as they are).
