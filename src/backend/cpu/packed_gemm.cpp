@@ -421,34 +421,19 @@ void run(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, 
 
 }  // namespace
 
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const float* a, const float* b, float beta, float* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const bfloat16* a, const bfloat16* b, float beta, float* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const bfloat16* a, const bfloat16* b, float beta, bfloat16* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const bfloat16* a, const F32AsBf16* b, float beta, float* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const bfloat16* a, const F32AsBf16* b, float beta, bfloat16* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const F32AsBf16* a, const bfloat16* b, float beta, float* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
-void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha,
-                 const F32AsBf16* a, const bfloat16* b, float beta, bfloat16* c, int threads) {
-  run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);
-}
+#define T5X_PACKED_GEMM(TA, TB, TC)                                                                              \
+  void packed_gemm(const GemmShape& s, int64_t batch, int64_t sa, int64_t sb, int64_t sc, float alpha, const TA* a, \
+                   const TB* b, float beta, TC* c, int threads) {                                                 \
+    run(s, batch, sa, sb, sc, alpha, a, b, beta, c, threads);                                                     \
+  }
+T5X_PACKED_GEMM(float, float, float)
+T5X_PACKED_GEMM(bfloat16, bfloat16, float)
+T5X_PACKED_GEMM(bfloat16, bfloat16, bfloat16)
+T5X_PACKED_GEMM(bfloat16, F32AsBf16, float)
+T5X_PACKED_GEMM(bfloat16, F32AsBf16, bfloat16)
+T5X_PACKED_GEMM(F32AsBf16, bfloat16, float)
+T5X_PACKED_GEMM(F32AsBf16, bfloat16, bfloat16)
+#undef T5X_PACKED_GEMM
 
 }  // namespace t5x::cpu
 #endif
