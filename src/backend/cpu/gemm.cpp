@@ -417,8 +417,8 @@ void gemm_batched_as_bf16(const GemmShape& s, int64_t batch, int64_t sa, int64_t
   if (!a_f32 && !b_f32) return run(dtype, s, batch, sa, sb, sc, alpha, a, b, beta, c);
   int64_t lda, ldb, ldc;
   check(s, batch, lda, ldb, ldc);
-  if (impl_for(1) == Impl::packed && a_f32 != b_f32 && !takes_skinny(s, batch) && batch > 0 && s.m > 0 && s.n > 0 && s.k > 0 &&
-      !(batch > 1 && sc == 0)) {
+  if (impl_for(1) == Impl::packed && a_f32 != b_f32 && !takes_skinny(s, batch) && batch > 0 && s.m > 0 &&
+      s.n > 0 && s.k > 0 && !(batch > 1 && sc == 0)) {
     GemmShape ps = s;
     ps.lda = lda; ps.ldb = ldb; ps.ldc = ldc;
     const int threads = gemm_threads_for(s, batch);
