@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "nn/attention.h"
 #include "nn/constraint.h"
 #include "nn/layers.h"
 #include "ops/ops.h"
@@ -117,9 +118,13 @@ Array activate(const std::string& a, const Array& h) {
   fail("unknown activation '" + a + "' (gelu, relu, silu, linear)");
 }
 
-// Expert kernel as the einsum wants it: 'mlp_embed' read as 'embed', in dt.
-Array expert_kernel(const ParamTree& p, const std::string& name, DType dt) {
-  return as_dtype(rename(get(p, name), {{"mlp_embed", "embed"}}), dt);
+// Expert kernel as the einsum wants it: 'mlp_embed' read as 'embed'. The
+// einsum takes it in dt (nn::in_dtype): a float32 kernel is rounded as the
+// product packs it, with no bf16 copy. Where the expert-partitioned layout
+// moves the kernel first, it is cast before the move (half the bytes moved).
+Array expert_kernel(const ParamTree& p, const std::string& name, DType dt, bool moved) {
+  Array k = rename(get(p, name), {{"mlp_embed", "embed"}});
+  return moved ? as_dtype(k, dt) : k;
 }
 
 // R = max(1, devices / (num_expert_partitions * model partitions)) of the
@@ -301,15 +306,15 @@ Array moe_block(const ParamTree& p, const std::string& prefix, const Array& x, c
   Array h;
   auto names = wi_names(cfg);
   for (size_t i = 0; i < names.size(); ++i) {
-    Array k = lay.kernel(expert_kernel(p, prefix + "/expert/" + names[i] + "/kernel", cfg.dtype));
-    Array hi = activate(cfg.activations[i], einsum(expert_in, k, lay.out_dims("expert_mlp")));
+    Array k = lay.kernel(expert_kernel(p, prefix + "/expert/" + names[i] + "/kernel", cfg.dtype, lay.X > 1));
+    Array hi = activate(cfg.activations[i], einsum(expert_in, k, lay.out_dims("expert_mlp"), in_dtype(cfg.dtype)));
     h = h.valid() ? mul(h, hi) : hi;
   }
   // flaxformer's expert MlpBlock drops along its hidden dim, shared by the
   // tokens (the mask is [expert, expert_mlp] in either layout).
   h = dropout(h, {"group", "unmodeled", "expert_replicas", "expert_capacity"});
-  Array expert_out = einsum(h, lay.kernel(expert_kernel(p, prefix + "/expert/wo/kernel", cfg.dtype)),
-                            lay.out_dims("embed"));
+  Array expert_out = einsum(h, lay.kernel(expert_kernel(p, prefix + "/expert/wo/kernel", cfg.dtype, lay.X > 1)),
+                            lay.out_dims("embed"), in_dtype(cfg.dtype));
   if (lay.X > 1) expert_out = lay.to_groups(expert_out, C, H);
   // Combine in float32 (jnp.einsum promotes the activations to the float32
   // combine array), then back to x's dtype.

@@ -2,7 +2,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/kernels.h"
 
-#include <string>
+#include <cstring>
 
 namespace t5x::kernels::cpu {
 namespace {
@@ -36,7 +36,7 @@ void gemm_as_bf16(const GemmDims& g, DType a_dtype, DType b_dtype, DType out, co
                                  b_dtype == DType::f32, 0.0f, c, out == DType::bf16);
 }
 
-bool gemm_as_bf16_rounds_in_packing() { return std::string(t5x::cpu::gemm_kernel(true)) == "packed"; }
+bool gemm_as_bf16_rounds_in_packing() { return std::strcmp(t5x::cpu::gemm_kernel(true), "packed") == 0; }
 
 bool gemm_block_invariant() { return t5x::cpu::gemm_block_invariant(); }
 
