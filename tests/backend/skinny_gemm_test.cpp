@@ -92,10 +92,13 @@ TEST(SkinnyGemm, SameBitsOnOneAndTwoThreads) {
 
 TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
   // Decode-step layer products (128K-512K B elements) are split over threads
-  // in 64-column ranges: ragged widths (1000 = 15 x 64 + 40), bf16 in and out,
-  // beta != 0, and 1, 2 and 3 threads must agree bitwise and with the reference.
+  // by k blocks, or in 64-column ranges: ragged widths (1000 = 15 x 64 + 40),
+  // k blocks of unequal size (384 = 256 + 128, 1000 = 3 x 256 + 232), bf16 in
+  // and out, beta != 0, and 1 to 4 threads must agree bitwise and with the
+  // reference.
+  for (int64_t k : {384, 512, 1000})
   for (int64_t n : {384, 1000, 1024}) {
-    const int64_t m = 3, k = 512, ldc = n + 8;
+    const int64_t m = 3, ldc = n + 8;
     auto af = testing::random_vec(size_t(m * k), 5), bf = testing::random_vec(size_t(k * n), 6);
     std::vector<bfloat16> a(af.begin(), af.end()), b(bf.begin(), bf.end());
     for (size_t i = 0; i < a.size(); ++i) af[i] = float(a[i]);
@@ -105,7 +108,7 @@ TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
     s.m = m; s.n = n; s.k = k; s.ldc = ldc;
     std::vector<std::vector<bfloat16>> outs;
     int saved = omp_get_max_threads();
-    for (int threads : {1, 2, 3}) {
+    for (int threads : {1, 2, 3, 4}) {
       omp_set_num_threads(threads);
       std::vector<bfloat16> c(c0.begin(), c0.end());
       gemm_batched_bf16_out_bf16(s, 1, 0, 0, 0, 0.5f, a.data(), b.data(), 0.25f, c.data());
@@ -116,10 +119,10 @@ TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
     for (size_t i = 0; i < c0.size(); ++i) c0r[i] = float(bfloat16(c0[i]));
     auto ref = reference(m, n, k, 0.5f, af, k, bf, n, 0.25f, c0r, ldc);
     for (size_t i = 0; i < outs[0].size(); ++i) {
-      ASSERT_EQ(outs[0][i].bits, outs[1][i].bits) << "n=" << n << " i=" << i;
-      ASSERT_EQ(outs[0][i].bits, outs[2][i].bits) << "n=" << n << " i=" << i;
+      for (size_t t = 1; t < outs.size(); ++t)
+        ASSERT_EQ(outs[0][i].bits, outs[t][i].bits) << "k=" << k << " n=" << n << " threads=" << t + 1 << " i=" << i;
       if (int64_t(i) % ldc < n)
-        ASSERT_NEAR(float(outs[0][i]), ref[i], 1e-2 + 1e-2 * std::abs(ref[i])) << "n=" << n << " i=" << i;
+        ASSERT_NEAR(float(outs[0][i]), ref[i], 1e-2 + 1e-2 * std::abs(ref[i])) << "k=" << k << " n=" << n << " i=" << i;
       else
         ASSERT_EQ(outs[0][i].bits, bfloat16(c0[i]).bits) << "padding past n is not written";
     }
