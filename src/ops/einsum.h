@@ -47,7 +47,7 @@ Array einsum(const std::string& spec, const Array& x, const Array& y);
 // einsum(cast(x), cast(y)) with the casts' vjps (an operand's cotangent has
 // its own dtype). For a float32 operand of a bfloat16 product no cast pass
 // runs where the packed GEMM serves it: the product rounds the operand as it
-// reads it (backend/cpu/gemm.h); where bf16 products run elsewhere (oneDNN's
+// reads it (the CPU backend's gemm_as_bf16); where bf16 products run elsewhere (oneDNN's
 // native bf16) the operand is cast once, up front.
 struct EinsumPrecision {
   bool wide_result = false;
