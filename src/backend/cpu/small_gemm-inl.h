@@ -26,12 +26,17 @@ namespace HWY_NAMESPACE {
 
 // A register tile is kSmallGemmRows rows x kSmallGemmVecs vectors of C: 4 x 4
 // where there are 32 vector registers (AVX-512: 4 x 64 columns in 16 zmm
-// accumulators; NEON), 4 x 2 where there are 16 (AVX2: 4 x 16, SSE4: 4 x 8).
-inline constexpr int kSmallGemmRows = 4;
+// accumulators; NEON), 6 x 2 where there are 16 (AVX2: 6 x 16, SSE4: 6 x 8;
+// 12 accumulators, as the packed GEMM's tile: 8 chains of dependent FMAs did
+// not cover two FMA pipes' latency).
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+inline constexpr int kSmallGemmRows = 6;
 inline constexpr size_t kSmallGemmVecs = 2;
+inline constexpr size_t kSmallGemmMaxVecs = 8;  // one row's tile (as with 4 x 2)
 #else
+inline constexpr int kSmallGemmRows = 4;
 inline constexpr size_t kSmallGemmVecs = 4;
+inline constexpr size_t kSmallGemmMaxVecs = 16;
 #endif
 
 // Masked f32 loads and stores do not touch masked-off lanes on AVX-512 and on
@@ -64,7 +69,7 @@ HWY_INLINE VF LoadFirst(const bfloat16* p, size_t valid) {
 // dependent FMAs, and one row x kSmallGemmVecs vectors kept too few of them
 // in flight to cover the FMA latency.
 template <int MR>
-inline constexpr size_t kSmallGemmVecsFor = kSmallGemmRows * kSmallGemmVecs / MR;
+inline constexpr size_t kSmallGemmVecsFor = std::min(kSmallGemmMaxVecs, kSmallGemmRows * kSmallGemmVecs / MR);
 
 // MR rows x up to NV vectors (ncols columns) of C.
 template <int MR, bool kAccumulate, typename TB = float, size_t NV = kSmallGemmVecsFor<MR>>
@@ -158,6 +163,8 @@ HWY_INLINE void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64
     }
   }
   switch (m - full) {
+    case 5: rest(std::integral_constant<int, 5>(), full); break;
+    case 4: rest(std::integral_constant<int, 4>(), full); break;
     case 3: rest(std::integral_constant<int, 3>(), full); break;
     case 2: rest(std::integral_constant<int, 2>(), full); break;
     case 1: rest(std::integral_constant<int, 1>(), full); break;
