@@ -65,10 +65,44 @@ Array activate(const std::string& a, const Array& h) {
 }
 }  // namespace
 
+ParamTree fuse_gated_wi(const ParamTree& p) {
+  ParamTree out = p;
+  for (const auto& [name, wi_0] : p) {
+    const std::string tail = "/wi_0/kernel";
+    if (!name.ends_with(tail) || wi_0.rank() != 2 || !wi_0.has_dim("embed") || !wi_0.has_dim("mlp")) continue;
+    const std::string prefix = name.substr(0, name.size() - tail.size());
+    auto wi_1 = p.find(prefix + "/wi_1/kernel");
+    if (wi_1 == p.end() || p.count(prefix + "/wi_2/kernel") || wi_1->second.shape() != wi_0.shape() ||
+        wi_1->second.dtype() != wi_0.dtype())
+      continue;
+    // [embed, branch, mlp]: a row of B holds wi_0's row, then wi_1's.
+    const Array a = transpose(wi_0, {"embed", "mlp"}), b = transpose(wi_1->second, {"embed", "mlp"});
+    out[prefix + "/" + std::string(kFusedWiName) + "/kernel"] = stack({a, b}, std::string(kFusedWiBranch), 1);
+    out.erase(name);
+    out.erase(prefix + "/wi_1/kernel");
+  }
+  return out;
+}
+
 Array mlp_block(const ParamTree& p, const std::string& prefix, const Array& x,
                 const std::vector<std::string>& activations, Dropout& dropout) {
   const Array& wo = get(p, prefix + "/wo/kernel");
-  if (activations.size() == 2 && activations[0] == "gelu" && activations[1] == "linear" && !dropout.active())
+  const bool gated_gelu_no_dropout =
+      activations.size() == 2 && activations[0] == "gelu" && activations[1] == "linear" && !dropout.active();
+  if (auto fused = p.find(prefix + "/" + std::string(kFusedWiName) + "/kernel"); fused != p.end()) {
+    // A decode layout's wi_0 and wi_1 as one kernel (fuse_gated_wi): one
+    // product, each output column the same sum over embed as in its own
+    // product, so the same bits as the two products on the default kernels
+    // (T5X_GEMM_KERNEL=onednn: to rounding).
+    if (!gated_gelu_no_dropout)
+      throw std::invalid_argument("[mlp] " + fused->first +
+                                  " (a decode layout) serves only the gated GELU MLP without dropout; "
+                                  "decode with the model's own parameters instead");
+    const EinsumPrecision in_x{.operand_dtype = x.dtype()};
+    std::vector<Array> h = unstack(matmul(x, fused->second, "embed", in_x), std::string(kFusedWiBranch));
+    return matmul(gated_gelu(h[0], h[1]), wo, "mlp", in_x);
+  }
+  if (gated_gelu_no_dropout)
     return gated_gelu_mlp(x, get(p, prefix + "/wi_0/kernel"), get(p, prefix + "/wi_1/kernel"), wo);
   Array h;
   for (size_t i = 0; i < activations.size(); ++i) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/array.h"
@@ -35,10 +36,24 @@ Array layer_norm(const ParamTree& p, const std::string& name, const Array& x);
 
 // activations: e.g. {"gelu", "linear"} (T5.1.1 gated GELU) or {"relu"} (T5.1.0);
 // each of "gelu" (tanh approximation), "relu", "silu", "linear".
+// A decode layout for gated MLPs (two activations, wi_0 and wi_1 of the same
+// [embed, mlp] shape and dtype): the two kernels stacked as prefix/wi_fused/
+// kernel [embed, mlp_branch=2, mlp] in place of wi_0 and wi_1, so that a
+// decode step reads them as one stream, in one product. Each output is the
+// same sum as before, so mlp_block gives the same bits (on the packed and
+// few-row kernels; oneDNN's are not block-invariant). Other params are kept
+// as they are (the same buffers); idempotent. Measured with B cold
+// (t5x_gemm_bench --cold, AVX2, 2 threads, bf16 [512, 1024] kernels): one
+// row 106-116 us fused against 2 x 75-78 us; 8 rows 239-277 against
+// 2 x 131-167 us (docs/performance.md, session 55).
+inline constexpr std::string_view kFusedWiName = "wi_fused", kFusedWiBranch = "mlp_branch";
+ParamTree fuse_gated_wi(const ParamTree& p);
+
 ParamSpecs mlp_param_specs(const std::string& prefix, int64_t embed, int64_t mlp_dim,
                            const std::vector<std::string>& activations);
 // wo( prod_i act_i(x . wi_i) ) with dropout (broadcast over length) after the
-// product. x [batch, length, embed] -> same dims.
+// product. x [batch, length, embed] -> same dims. With prefix/wi_fused/kernel
+// (fuse_gated_wi) in p, the gated GELU MLP's two input products run as one.
 Array mlp_block(const ParamTree& p, const std::string& prefix, const Array& x,
                 const std::vector<std::string>& activations, Dropout& dropout);
 

@@ -199,6 +199,45 @@ TEST(Attention, GroupsOfOneAreMultiHeadBitwise) {
   for (const char* n : {"q", "k", "v"}) EXPECT_TRUE(array_equal(a.grads.at(n), b.grads.at(n))) << n;
 }
 
+// fuse_gated_wi (a decode layout): the gated GELU MLP with wi_0 and wi_1
+// stacked into one kernel gives the bits of the two products, on the few-row
+// path (a decode step's rows) and the packed one (a whole sequence), f32 and
+// bf16; other MLPs and a second call are left as they are.
+TEST(Mlp, FusedGatedWiGivesTheBitsOfTwoProducts) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    ParamTree p;
+    p["m/wi_0/kernel"] = cast(normal(prng_key(1), Shape{{"embed", 64}, {"mlp", 512}}), dt);
+    p["m/wi_1/kernel"] = cast(normal(prng_key(2), Shape{{"embed", 64}, {"mlp", 512}}), dt);
+    p["m/wo/kernel"] = cast(normal(prng_key(3), Shape{{"mlp", 512}, {"embed", 64}}), dt);
+    p["r/wi/kernel"] = p.at("m/wi_0/kernel");  // one activation: nothing to fuse
+    p["r/wo/kernel"] = p.at("m/wo/kernel");
+    const ParamTree f = fuse_gated_wi(p);
+    ASSERT_EQ(f.size(), p.size() - 1);
+    EXPECT_EQ(f.count("m/wi_0/kernel") + f.count("m/wi_1/kernel"), 0u);
+    EXPECT_TRUE(f.at("r/wi/kernel").same_buffer(p.at("r/wi/kernel")));
+    const ParamTree f2 = fuse_gated_wi(f);
+    for (const auto& [k, a] : f) EXPECT_TRUE(f2.at(k).same_buffer(a)) << k;
+    Dropout none;
+    for (int64_t rows : {1, 3, 8, 40}) {
+      const Array x = cast(normal(prng_key(uint32_t(10 + rows)), Shape{{"batch", 1}, {"length", rows}, {"embed", 64}}),
+                           dt);
+      const Array want = mlp_block(p, "m", x, {"gelu", "linear"}, none);
+      const Array got = mlp_block(f, "m", x, {"gelu", "linear"}, none);
+      EXPECT_EQ(got.names(), want.names());
+      EXPECT_TRUE(array_equal(got, want)) << dtype_name(dt) << " rows=" << rows;
+      EXPECT_GT(max_abs_diff(cast(got, DType::f32), Array::zeros(got.shape(), DType::f32)), 0.0);
+    }
+    // The fused kernel serves only the gated GELU MLP without dropout.
+    const Array x = cast(normal(prng_key(9), Shape{{"batch", 1}, {"length", 2}, {"embed", 64}}), dt);
+    try {
+      mlp_block(f, "m", x, {"relu", "linear"}, none);
+      FAIL() << "expected an error";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("m/wi_fused/kernel"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Dropout, DeterministicFromKeyAndBroadcastOverLength) {
   Array x = Array::ones(Shape{{"batch", 2}, {"length", 6}, {"embed", 16}});
   Dropout a(0.5, prng_key(3)), b(0.5, prng_key(3)), none;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "mesh/partition_spec.h"
+#include "nn/layers.h"
 #include "ops/ops.h"
 #include "t5x/checkpoints/model_info.h"
 
@@ -60,7 +61,13 @@ ParamTree decode_layout(const T5Config& cfg, const ParamTree& p) {
     if (k.rank() == 2 && k.has_dim("vocab") && k.has_dim("embed") && k.names().front() != "vocab")
       k = transpose(k, {"vocab", "embed"});
   }
-  if (cfg.dtype == DType::f32) return out;
+  // A gated MLP's wi_0 and wi_1 as one kernel (nn::fuse_gated_wi, after the
+  // casts below): a decode step's two input products become one, each
+  // output the same sum.
+  auto fuse = [&cfg](ParamTree t) {
+    return cfg.mlp_activations == std::vector<std::string>{"gelu", "linear"} ? nn::fuse_gated_wi(t) : t;
+  };
+  if (cfg.dtype == DType::f32) return fuse(std::move(out));
   // The encoder's and the decoder layers' kernels in the activation dtype
   // (their products, nn::in_dtype, then find them cast; the values the
   // per-use cast gives): each
@@ -81,7 +88,7 @@ ParamTree decode_layout(const T5Config& cfg, const ParamTree& p) {
   };
   for (auto& [name, a] : out)
     if (a.dtype() == DType::f32 && a.rank() == 2 && cast_at_use(name)) a = cast(a, cfg.dtype);
-  return out;
+  return fuse(std::move(out));
 }
 
 class CachedStep : public DecodeStepFn {

@@ -76,10 +76,13 @@ class BaseTransformerModel {
   // bf16 model, the encoder's and decoder's layer kernels that are cast to
   // the activation dtype at every use (attention projections, MLP wi / wo) are
   // cast to bf16 once; the logits kernel, MoE routers and mixing kernels stay
-  // as they are. Same names, same
-  // values as they are used, so every method of the model takes the result
-  // and decodes to the same bits; not for training (the optimizer needs the
-  // f32 kernels). Idempotent; the caller keeps `params` unchanged.
+  // as they are. A gated GELU MLP's wi_0 and wi_1 are stacked into one
+  // kernel, prefix/wi_fused/kernel [embed, mlp_branch=2, mlp]
+  // (nn::fuse_gated_wi), so that a decode step runs them as one product.
+  // Otherwise the same names; the same values as they are used, so every
+  // method of the model takes the result and decodes to the same bits; not
+  // for training (the optimizer needs the f32 kernels under their own
+  // names). Idempotent; the caller keeps `params` unchanged.
   ParamTree decode_params(const ParamTree& params) const;
 
  protected:

@@ -179,14 +179,26 @@ TEST(Decoding, DecodeParamsDecodeTheSameBits) {
     const ParamTree p = m.init(prng_key(5));
     const ParamTree d = m.decode_params(p);
     SCOPED_TRACE(dtype_name(dt));
-    ASSERT_EQ(d.size(), p.size());
+    // Each gated MLP's wi_0 and wi_1 became one [embed, mlp_branch, mlp]
+    // kernel (nn::fuse_gated_wi), in the layer kernels' dtype.
+    const int64_t mlps = c.num_encoder_layers + c.num_decoder_layers;
+    ASSERT_EQ(int64_t(d.size()), int64_t(p.size()) - mlps);
+    for (const char* mlp : {"encoder/layers_0/mlp", "decoder/layers_1/mlp"}) {
+      const std::string m_ = mlp;
+      EXPECT_EQ(d.count(m_ + "/wi_0/kernel") + d.count(m_ + "/wi_1/kernel"), 0u) << mlp;
+      const Array& f = d.at(m_ + "/wi_fused/kernel");
+      EXPECT_EQ(f.names(), (std::vector<std::string>{"embed", "mlp_branch", "mlp"})) << mlp;
+      EXPECT_EQ(f.dtype(), dt) << mlp;
+      const std::vector<Array> h = unstack(f, "mlp_branch");
+      EXPECT_TRUE(array_equal(h[0], cast(p.at(m_ + "/wi_0/kernel"), dt))) << mlp;
+      EXPECT_TRUE(array_equal(h[1], cast(p.at(m_ + "/wi_1/kernel"), dt))) << mlp;
+    }
     const Array& lk = d.at("decoder/logits_dense/kernel");
     EXPECT_EQ(lk.names(), (std::vector<std::string>{"vocab", "embed"}));
     EXPECT_TRUE(array_equal(lk, transpose(p.at("decoder/logits_dense/kernel"), {"vocab", "embed"})));
     EXPECT_EQ(p.at("decoder/logits_dense/kernel").names(), (std::vector<std::string>{"embed", "vocab"}));
-    EXPECT_EQ(d.at("decoder/layers_0/mlp/wi_0/kernel").dtype(), dt);
+    EXPECT_EQ(d.at("decoder/layers_0/mlp/wo/kernel").dtype(), dt);
     EXPECT_EQ(d.at("decoder/layers_0/encoder_decoder_attention/key/kernel").dtype(), dt);
-    EXPECT_EQ(d.at("encoder/layers_0/mlp/wi_0/kernel").dtype(), dt);
     EXPECT_EQ(d.at("encoder/layers_0/attention/query/kernel").dtype(), dt);
     EXPECT_EQ(d.at("decoder/logits_dense/kernel").dtype(), DType::f32);
     // Kernels used in f32 or as they are stay as they are: an MoE router's,
