@@ -94,8 +94,9 @@ const Case kCases[] = {
     {"decode_q", "bf16", 1, 1, 512, 384, false, false, -1},
     {"decode_q_tB", "bf16", 1, 1, 512, 384, false, true, -1},
     {"decode_wo", "bf16", 1, 1, 1024, 512, false, false, -1},
-    // Kernels concatenated along their outputs (not a layout the model
-    // uses): q, k and v as one product; an MLP's wi_0 and wi_1 as one.
+    // Kernels concatenated along their outputs: q, k and v as one product
+    // (not used: no faster than three); an MLP's wi_0 and wi_1 as one (the
+    // decode layout's wi_fused, nn::fuse_gated_wi).
     {"decode_qkv", "bf16", 1, 1, 512, 1152, false, false, -1},
     {"decode_wi01", "bf16", 1, 1, 512, 2048, false, false, -1},
     {"decode_wi01_b8", "bf16", 1, 8, 512, 2048, false, false, -1},

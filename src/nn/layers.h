@@ -34,8 +34,6 @@ Array dense(const Array& x, const Array& kernel, const std::string& in_dim);
 // RMSNorm over "embed" (f32 inside, eps 1e-6), result in x's dtype.
 Array layer_norm(const ParamTree& p, const std::string& name, const Array& x);
 
-// activations: e.g. {"gelu", "linear"} (T5.1.1 gated GELU) or {"relu"} (T5.1.0);
-// each of "gelu" (tanh approximation), "relu", "silu", "linear".
 // A decode layout for gated MLPs (two activations, wi_0 and wi_1 of the same
 // [embed, mlp] shape and dtype): the two kernels stacked as prefix/wi_fused/
 // kernel [embed, mlp_branch=2, mlp] in place of wi_0 and wi_1, so that a
@@ -49,6 +47,8 @@ Array layer_norm(const ParamTree& p, const std::string& name, const Array& x);
 inline constexpr std::string_view kFusedWiName = "wi_fused", kFusedWiBranch = "mlp_branch";
 ParamTree fuse_gated_wi(const ParamTree& p);
 
+// activations: e.g. {"gelu", "linear"} (T5.1.1 gated GELU) or {"relu"} (T5.1.0);
+// each of "gelu" (tanh approximation), "relu", "silu", "linear".
 ParamSpecs mlp_param_specs(const std::string& prefix, int64_t embed, int64_t mlp_dim,
                            const std::vector<std::string>& activations);
 // wo( prod_i act_i(x . wi_i) ) with dropout (broadcast over length) after the
