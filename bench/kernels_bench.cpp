@@ -157,34 +157,56 @@ void BM_SmallGemm(benchmark::State& st) {
 }
 BENCHMARK(BM_SmallGemm)->Args({32, 64, 64})->Args({31, 50, 64})->UseRealTime()->ComputeStatistics("min", min_of);
 
-// Args: batch, length, causal.
+// Args: batch, length, causal, kv length (0: the length), masks. With masks
+// = 1 the call is as T5.1.1 small's step makes it: q_mask and kv_mask given
+// (all tokens real, as in the model benchmark's batches) and, for a
+// cross-attention (kv length != length), no position bias. The step's shapes:
+// 8 x 128 (encoder), 8 x 32 causal (decoder), 8 x 32 against 128 (cross).
 struct AttnData {
   AttentionShape s;
   std::vector<float> q, k, v, bias, out, lse, dout, dq, dk, dv, db;
+  std::vector<uint8_t> q_mask, kv_mask;
   AttentionParams p;
-  AttnData(int64_t b, int64_t len, bool causal, int64_t kv_len = 0) {
+  AttnData(int64_t b, int64_t len, bool causal, int64_t kv_len = 0, bool masks = false) {
     if (kv_len == 0) kv_len = len;
     s = AttentionShape{b, len, kv_len, 6, 6, 64};
     size_t n = size_t(b * len * 6 * 64), nkv = size_t(b * kv_len * 6 * 64);
     q = rnd(n, 1); k = rnd(nkv, 2); v = rnd(nkv, 3); dout = rnd(n, 4);
-    bias = rnd(size_t(6 * len * kv_len), 5);
-    out.resize(n); dq.resize(n); dk.resize(n); dv.resize(n); db.resize(bias.size());
+    out.resize(n); dq.resize(n); dk.resize(nkv); dv.resize(nkv);
     lse.resize(size_t(b * 6 * len));
-    p.bias = bias.data();
-    p.bias_layout = AttentionBiasLayout::kHeads;
+    if (!masks || kv_len == len) {
+      bias = rnd(size_t(6 * len * kv_len), 5);
+      db.resize(bias.size());
+      p.bias = bias.data();
+      p.bias_layout = AttentionBiasLayout::kHeads;
+    }
+    if (masks) {
+      q_mask.assign(size_t(b * len), 1);
+      kv_mask.assign(size_t(b * kv_len), 1);
+      p.q_mask = q_mask.data();
+      p.kv_mask = kv_mask.data();
+    }
     p.causal = causal;
   }
   double flops() const { return 4.0 * s.batch * s.heads * s.q_length * s.kv_length * s.head_dim; }
 };
 
 void BM_AttentionForward(benchmark::State& st) {
-  AttnData d(st.range(0), st.range(1), st.range(2) != 0);
+  AttnData d(st.range(0), st.range(1), st.range(2) != 0, st.range(3), st.range(4) != 0);
   for (auto _ : st)
     attention_forward(d.s, d.p, d.q.data(), d.k.data(), d.v.data(), d.out.data(), d.lse.data());
   st.counters["flops"] = benchmark::Counter(d.flops() * double(st.iterations()),
                                             benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionForward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_AttentionForward)
+    ->Args({8, 128, 0, 0, 0})
+    ->Args({8, 128, 1, 0, 0})
+    ->Args({2, 512, 1, 0, 0})
+    ->Args({8, 128, 0, 0, 1})
+    ->Args({8, 32, 1, 0, 1})
+    ->Args({8, 32, 0, 128, 1})
+    ->UseRealTime()
+    ->ComputeStatistics("min", min_of);
 
 // One decode step's attention: a single query per row against the cache.
 // Args: batch, kv_length (T5.1.1 small: 128 encoder positions for the
@@ -218,15 +240,23 @@ BENCHMARK(BM_AttentionDecode)
     ->ComputeStatistics("min", min_of);
 
 void BM_AttentionBackward(benchmark::State& st) {
-  AttnData d(st.range(0), st.range(1), st.range(2) != 0);
+  AttnData d(st.range(0), st.range(1), st.range(2) != 0, st.range(3), st.range(4) != 0);
   attention_forward(d.s, d.p, d.q.data(), d.k.data(), d.v.data(), d.out.data(), d.lse.data());
   for (auto _ : st)
     attention_backward(d.s, d.p, d.q.data(), d.k.data(), d.v.data(), d.out.data(), d.lse.data(),
-                       d.dout.data(), d.dq.data(), d.dk.data(), d.dv.data(), d.db.data());
+                       d.dout.data(), d.dq.data(), d.dk.data(), d.dv.data(), d.p.bias ? d.db.data() : nullptr);
   st.counters["flops"] = benchmark::Counter(2.5 * d.flops() * double(st.iterations()),
                                             benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionBackward)->Args({8, 128, 0})->Args({8, 128, 1})->Args({2, 512, 1})->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_AttentionBackward)
+    ->Args({8, 128, 0, 0, 0})
+    ->Args({8, 128, 1, 0, 0})
+    ->Args({2, 512, 1, 0, 0})
+    ->Args({8, 128, 0, 0, 1})
+    ->Args({8, 32, 1, 0, 1})
+    ->Args({8, 32, 0, 128, 1})
+    ->UseRealTime()
+    ->ComputeStatistics("min", min_of);
 
 // One Adafactor step (defaults plus update clipping) of a factored
 // [outer, inner] param: the token embedding [32128, 512] and an MLP kernel

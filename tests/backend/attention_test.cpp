@@ -361,6 +361,66 @@ TEST(Attention, Bf16KeysAndValuesGiveTheBitsOfTheirWidenedCopies) {
   }
 }
 
+// A key tile shorter than a whole one is computed over its keys rounded up to
+// 16 columns, not over all 64: the bits of the same keys padded out to whole
+// tiles with masked keys (whose probabilities are exactly 0), in the forward
+// and in every gradient of the real keys.
+TEST(Attention, ShortKeyTileGivesTheBitsOfMaskedPadding) {
+  for (int64_t lk : {5, 20, 32, 33, 50, 70}) {
+    Config c = cfg("short", 2, 9, lk, 4, 2, 20);
+    c.kv_mask = c.bias = true;
+    c.scale = 0.5f;
+    const Inputs in = make_inputs(c, 31);
+    const AttentionShape& s = c.s;
+    const int64_t lp = (lk + 63) / 64 * 64, row = s.kv_heads * s.head_dim;
+    AttentionShape sp = s;
+    sp.kv_length = lp;
+    // The padded problem: the same keys, values, mask and bias, then masked
+    // keys of other values.
+    std::vector<float> kp = random_vec(s.batch * lp * row, 41, -1, 1), vp = random_vec(kp.size(), 42, -1, 1);
+    std::vector<float> bp = random_vec(s.heads * s.q_length * lp, 43, -2, 2);
+    std::vector<uint8_t> mp(size_t(s.batch * lp), 0);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t j = 0; j < lk; ++j) {
+        std::copy_n(in.k.begin() + (b * lk + j) * row, row, kp.begin() + (b * lp + j) * row);
+        std::copy_n(in.v.begin() + (b * lk + j) * row, row, vp.begin() + (b * lp + j) * row);
+        mp[size_t(b * lp + j)] = in.kvm[size_t(b * lk + j)];
+      }
+    for (int64_t hi = 0; hi < s.heads * s.q_length; ++hi)
+      std::copy_n(in.bias.begin() + hi * lk, lk, bp.begin() + hi * lp);
+    AttentionParams pp = in.p;
+    pp.kv_mask = mp.data();
+    pp.bias = bp.data();
+
+    const size_t rows = size_t(s.batch * s.heads * s.q_length);
+    std::vector<float> out(in.q.size()), lse(rows), outp(in.q.size()), lsep(rows);
+    attention_forward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data());
+    attention_forward(sp, pp, in.q.data(), kp.data(), vp.data(), outp.data(), lsep.data());
+    EXPECT_EQ(0, std::memcmp(out.data(), outp.data(), out.size() * sizeof(float))) << "lk " << lk;
+    EXPECT_EQ(0, std::memcmp(lse.data(), lsep.data(), rows * sizeof(float))) << "lk " << lk;
+
+    std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), db(in.bias.size());
+    std::vector<float> dqp(in.q.size()), dkp(kp.size()), dvp(vp.size()), dbp(bp.size());
+    attention_backward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(), in.dout.data(),
+                       dq.data(), dk.data(), dv.data(), db.data());
+    attention_backward(sp, pp, in.q.data(), kp.data(), vp.data(), outp.data(), lsep.data(), in.dout.data(),
+                       dqp.data(), dkp.data(), dvp.data(), dbp.data());
+    EXPECT_EQ(0, std::memcmp(dq.data(), dqp.data(), dq.size() * sizeof(float))) << "lk " << lk;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t j = 0; j < lk; ++j) {
+        const size_t o = size_t((b * lk + j) * row), op = size_t((b * lp + j) * row);
+        EXPECT_EQ(0, std::memcmp(&dk[o], &dkp[op], size_t(row) * sizeof(float))) << "lk " << lk << " key " << j;
+        EXPECT_EQ(0, std::memcmp(&dv[o], &dvp[op], size_t(row) * sizeof(float))) << "lk " << lk << " key " << j;
+      }
+    for (int64_t hi = 0; hi < s.heads * s.q_length; ++hi)
+      EXPECT_EQ(0, std::memcmp(&db[size_t(hi * lk)], &dbp[size_t(hi * lp)], size_t(lk) * sizeof(float)))
+          << "lk " << lk;
+    double mag = 0;  // not vacuous: the gradients are not all zero
+    for (float x : dq) mag = std::max(mag, double(std::fabs(x)));
+    EXPECT_GT(mag, 1e-3) << "lk " << lk;
+  }
+}
+
 TEST(Attention, RejectsMisuse) {
   AttentionShape s{1, 2, 2, 3, 2, 4};  // kv_heads does not divide heads
   std::vector<float> x(64);

@@ -31,6 +31,11 @@ using attention_detail::TileScratch;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The columns a tile of nk keys is computed over: nk rounded up to whole
+// 16-lane blocks of the row sums. Past nk the logits are -inf and the
+// probabilities 0, which add +0 to a row sum (the same bits as over kBk).
+HWY_INLINE int64_t KeyColumns(int64_t nk) { return std::min(kBk, (nk + 15) / 16 * 16); }
+
 HWY_INLINE float ExpOf(float x) {
   return OneLane(x, [](auto d, auto v) { return Exp(d, v); });
 }
@@ -50,7 +55,7 @@ HWY_INLINE void LoadRows(const float* x, int64_t L, int64_t H, int64_t D, int64_
 }
 
 // dst[d * kBk + j] = x[b, j0 + j, h, d] (f32 or bf16 x, widened exactly);
-// columns j >= n are zero.
+// columns j in [n, KeyColumns(n)) are zero.
 template <typename T>
 HWY_INLINE void LoadTransposed(const T* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t j0,
                                int64_t n, float* dst) {
@@ -59,7 +64,7 @@ HWY_INLINE void LoadTransposed(const T* x, int64_t L, int64_t H, int64_t D, int6
   static_assert(kBk % N == 0, "key tiles are whole vectors");
   const int64_t row_stride = H * D;
   const T* base = x + ((b * L + j0) * H + h) * D;
-  for (int64_t jb = 0; jb < kBk; jb += N)
+  for (int64_t jb = 0; jb < KeyColumns(n); jb += N)
     for (int64_t db = 0; db < D; db += N) {
       const size_t dn = size_t(std::min(N, D - db));
       VF r[N];
@@ -71,21 +76,26 @@ HWY_INLINE void LoadTransposed(const T* x, int64_t L, int64_t H, int64_t D, int6
 }
 
 // S = scale q k^T (qc is pre-scaled) + (mask_bias + bias), in flax's order of
-// additions; padding columns j >= nk get -inf.
+// additions, over KeyColumns(nk) columns; those past nk get -inf.
 void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
                 int64_t nk) {
   const int64_t D = pr.s.head_dim;
   float* S = ts.s.data();
-  SmallGemm<false>(nq, kBk, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
+  const int64_t nkp = KeyColumns(nk);
+  SmallGemm<false>(nq, nkp, D, ts.qc.data(), D, 1, ts.kt.data(), kBk, S, kBk);
   const AttentionParams& p = pr.p;
   // Per-column facts of this key tile as int32 lanes, so that a row's mask is
   // a few vector compares rather than a branchy scalar loop per logit.
   HWY_ALIGN int32_t kv_seg[kBk];
   HWY_ALIGN int32_t kv_ok[kBk];
+  // Without segments, an allowed row's mask_bias is the keys' (kv_bias),
+  // masked past the causal limit.
+  HWY_ALIGN float kv_bias[kBk];
   if (pr.any_mask)
     for (int64_t j = 0; j < nk; ++j) {
       kv_ok[j] = p.kv_mask ? p.kv_mask[b * pr.s.kv_length + j0 + j] != 0 : 1;
       kv_seg[j] = p.kv_segment_ids ? p.kv_segment_ids[b * pr.s.kv_length + j0 + j] : 0;
+      kv_bias[j] = kv_ok[j] ? 0.f : kAttentionMaskedLogit;
     }
   const DF d;
   const hn::RebindToSigned<DF> di;
@@ -107,6 +117,14 @@ void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_
       const auto end = hn::Set(di, int32_t(std::clamp<int64_t>(last, -1, kBk) + 1));
       const auto seg = hn::Set(di, qs);
       int64_t j = 0;
+      if (q_ok && !use_seg)
+        for (; j + N <= nk; j += N) {
+          VF mb = hn::Load(d, kv_bias + j);
+          if (last < j + N - 1)
+            mb = hn::IfThenElse(hn::RebindMask(d, hn::Lt(hn::Iota(di, int32_t(j)), end)), mb, masked);
+          const VF x = hn::LoadU(d, row + j);
+          hn::StoreU(hn::Add(x, brow ? hn::Add(mb, hn::LoadU(d, brow + j)) : mb), d, row + j);
+        }
       for (; j + N <= nk; j += N) {
         VF mb = masked;
         if (q_ok) {
@@ -125,30 +143,31 @@ void LogitsTile(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_
     } else if (brow) {
       for (int64_t j = 0; j < nk; ++j) row[j] += brow[j];
     }
-    for (int64_t j = nk; j < kBk; ++j) row[j] = kNegInf;
+    for (int64_t j = nk; j < nkp; ++j) row[j] = kNegInf;
   }
 }
 
 // From qc, doc, kt, vt: pm = P = exp(S - lse), and dS = P * (dout v^T - delta)
-// into dP ([nq, kBk] rows; ts.dp, or pass A's stash tile, which then needs no
-// copy).
+// into dP ([nq, kBk] rows, KeyColumns(nk) of them written; ts.dp, or pass A's
+// stash tile, which then needs no copy).
 void ProbsAndDlogits(const Problem& pr, TileScratch& ts, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
                      int64_t nk, const float* lse_row, const float* logl_row, const float* delta_row, float* dP) {
   const int64_t D = pr.s.head_dim;
   LogitsTile(pr, ts, b, h, i0, nq, j0, nk);
   float* P = ts.pm.data();
-  SmallGemm<false>(nq, kBk, D, ts.doc.data(), D, 1, ts.vt.data(), kBk, dP, kBk);
+  const int64_t nkp = KeyColumns(nk);
+  SmallGemm<false>(nq, nkp, D, ts.doc.data(), D, 1, ts.vt.data(), kBk, dP, kBk);
   for (int64_t i = 0; i < nq; ++i) {
     const float* srow = ts.s.data() + i * kBk;
     float* prow = P + i * kBk;
     float* drow = dP + i * kBk;
     const float dl = delta_row[i];
-    RowExpShiftSum(srow, prow, kBk, lse_row[i]);
+    RowExpShiftSum(srow, prow, nkp, lse_row[i]);
     if (logl_row[i] != 0.f) {  // row with no allowed key, see masked_row_stats
       const float f = ExpOf(-logl_row[i]);
-      for (int64_t j = 0; j < kBk; ++j) prow[j] *= f;
+      for (int64_t j = 0; j < nkp; ++j) prow[j] *= f;
     }
-    for (int64_t j = 0; j < kBk; ++j) drow[j] = prow[j] * (drow[j] - dl);
+    for (int64_t j = 0; j < nkp; ++j) drow[j] = prow[j] * (drow[j] - dl);
   }
 }
 
@@ -235,7 +254,7 @@ HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, cons
         StorePart(d, c, corr + i, valid);
       });
       for (int64_t i = 0; i < nq; ++i) {
-        const float sum = RowExpShiftSum(S + i * kBk, S + i * kBk, kBk, nm[i]);
+        const float sum = RowExpShiftSum(S + i * kBk, S + i * kBk, KeyColumns(nk), nm[i]);
         const bool first = m[i] == kNegInf;
         l[i] = l[i] * corr[i] + sum;
         m[i] = nm[i];
