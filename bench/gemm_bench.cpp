@@ -86,6 +86,11 @@ const Case kCases[] = {
     {"train_q_wgrad", "f32", 1, 512, 1024, 384, true, false, -1},
     {"train_q_wgrad", "bf16", 1, 512, 1024, 384, true, false, -1},
     {"train_logits_dgrad", "f32", 1, 256, 32128, 512, false, true, -1},
+    // The decoder's products in the same step (8 x 32 target rows): fewer
+    // rows than columns, so the threads split the columns.
+    {"train_dec_q", "f32", 1, 256, 512, 384, false, false, -1},
+    {"train_dec_q_dgrad", "f32", 1, 256, 384, 512, false, true, -1},
+    {"train_dec_wi", "f32", 1, 256, 512, 1024, false, false, -1},
     {"logits", "bf16", 1, 4096, 512, 32128, false, false, -1},
     {"decode_ffn", "bf16", 1, 1, 512, 1024, false, false, -1},
     // A decode step's products on weights in the decode layout
