@@ -167,10 +167,14 @@ void copy_into(size_t elem_bytes, const Strided<1>& s, const void* src, void* ds
 // Gathers and scatters (backend/cpu/index.cpp). take: out[p, i, :] =
 // x[p, ids[i], :] (x viewed as s, ids in [0, s.n)); take_grad_f32: gx (zeroed
 // here) [p, ids[i], :] += g[p, i, :], ids walked in order (deterministic sums);
+// take_grad_add_f32: gx += that gradient without zeroing, with the bits of
+// adding take_grad_f32's result (each row's contributions summed from zero in
+// ids order, then added to gx once; rows no id names are left as they are);
 // top_k_rows: the k largest of each row of n (ties: lower index first), in
 // order; one_hot: out (zero-filled, [n, depth]) [i, ids[i]] = 1 for ids in range.
 void take(size_t elem_bytes, const Split3& s, const int64_t* ids, int64_t ni, const void* x, void* out);
 void take_grad_f32(const Split3& s, const int64_t* ids, int64_t ni, const float* g, float* gx);
+void take_grad_add_f32(const Split3& s, const int64_t* ids, int64_t ni, const float* g, float* gx);
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, float* values, int32_t* indices);
 void one_hot(DType dtype, const int64_t* ids, int64_t n, int64_t depth, void* out);
 

@@ -191,6 +191,14 @@ void backward(Tape& t, std::vector<Array>& cot) {
     std::vector<Array> g;
     {
       ProfileScope prof(n.prim->name(), "vjp");
+      // An input whose cotangent so far the primitive adds to in place (a
+      // shared embedding's second take: no second dense gradient, no add).
+      for (size_t j = 0; j < needs.size(); ++j) {
+        Array* acc = needs[j] ? &cot[size_t(n.in_slots[j])] : nullptr;
+        if (acc && acc->valid() && acc->dtype() == DType::f32 && acc->shape() == n.in_shapes[j] &&
+            n.prim->vjp_into(n.inputs, cots, j, *acc))
+          needs[j] = false;
+      }
       g = n.prim->vjp(n.inputs, n.outputs, cots, needs);
     }
     // Release the saved activations of this node before accumulating.
@@ -259,6 +267,7 @@ std::vector<Array> eval_on(DeviceKind device, Primitive& p, const std::vector<Ar
 }  // namespace
 
 std::vector<Array> Primitive::eval_cuda(const std::vector<Array>& inputs) { detail::no_cuda_kernel(name(), inputs); }
+bool Primitive::vjp_into(const std::vector<Array>&, const std::vector<Array>&, size_t, Array&) { return false; }
 
 std::vector<Array> apply(std::shared_ptr<Primitive> p, const std::vector<Array>& inputs) {
   // The sharded rule (ops/lowering.h): the lowering's ops run on local shards

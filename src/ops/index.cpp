@@ -30,6 +30,28 @@ Split3 split3(const Shape& s, int a) {
   return r;
 }
 
+// acc (written over) += take's gradient for the cotangent g of ids: the
+// in-place form of take's vjp (Take::vjp_into).
+class TakeGradInto : public Primitive {
+ public:
+  explicit TakeGradInto(Split3 s) : s_(s) {}
+  const char* name() const override { return "take"; }
+  bool saves_inputs() const override { return false; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    Array out = in[0].alias();
+    const std::vector<int64_t> ids = in[2].to_ints();
+    kernels::cpu::take_grad_add_f32(s_, ids.data(), int64_t(ids.size()), in[1].data<float>(), out.data<float>());
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    throw_invalid("take", "internal: the in-place take gradient is not differentiable");
+  }
+
+ private:
+  Split3 s_;
+};
+
 class Take : public Primitive {
  public:
   Take(int axis, Shape out) : axis_(axis), out_(std::move(out)) {}
@@ -57,6 +79,17 @@ class Take : public Primitive {
     Array gx(x_shape_, DType::f32, {}, {}, /*zero=*/false);
     kernels::cpu::take_grad_f32(s, ids.data(), ni, g.data<float>(), gx.data<float>());
     return {cast(gx, in[0].dtype()), Array()};
+  }
+  // A table taken from twice (T5's token embedding, by the encoder and the
+  // decoder): the second gradient is added into the first where it may be
+  // written over, rather than made dense ([vocab, embed] zeros and a few rows)
+  // and added: the same bits.
+  bool vjp_into(const std::vector<Array>& in, const std::vector<Array>& cot, size_t input, Array& acc) override {
+    if (input != 0 || in[0].dtype() != DType::f32 || !can_write_over(acc, {cot[0], in[1]})) return false;
+    Array g = cast(cot[0], DType::f32);
+    Array a = std::move(acc);
+    acc = apply1(std::make_shared<TakeGradInto>(split3(x_shape_, axis_)), {a, g, in[1]});
+    return true;
   }
 
  private:

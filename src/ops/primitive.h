@@ -62,6 +62,13 @@ class Primitive {
   // input is not differentiable.
   virtual std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>& outputs,
                                  const std::vector<Array>& cotangents, const std::vector<bool>& needs_grad) = 0;
+  // Optionally adds input `input`'s cotangent into `acc` in place, for a
+  // gradient that is mostly zeros (take's rows of an embedding): `acc` is
+  // that input's cotangent accumulated so far (float32, the input's shape).
+  // The result must be the bits of acc + the vjp's result. Returns false to
+  // leave it to vjp() (the default).
+  virtual bool vjp_into(const std::vector<Array>& inputs, const std::vector<Array>& cotangents, size_t input,
+                        Array& acc);
   // The sharded rule: the same outputs as eval_cpu() would give on the global
   // arrays, for inputs of which some are split, computed by the one method of
   // `lowering` that matches this op, called with this primitive's attributes.

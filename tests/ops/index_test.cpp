@@ -1,5 +1,8 @@
 // iota, one_hot, take (embedding lookup), top_k.
+#include <cstring>
+
 #include "harness.h"
+#include "ops/profile.h"
 
 namespace t5x {
 namespace {
@@ -38,6 +41,48 @@ TEST(IndexOps, TakeIsEmbeddingLookupWithScatterAddGradient) {
   expect_invalid([&] { take(emb, Array::from_vector<int32_t>(Shape{{"n", 1}}, {7}), "vocab"); },
                  {"[take]", "index 7", "'vocab'", "5"});
   expect_invalid([&] { take(emb, Array::zeros(Shape{{"n", 1}}), "vocab"); }, {"[take]", "int32/int64", "float32"});
+}
+
+// A table taken from twice (T5's token embedding: encoder and decoder): the
+// backward adds the second take's rows into the first gradient in place
+// (Take::vjp_into) and must give the bits of the two dense gradients added.
+TEST(IndexOps, TableTakenTwiceGetsTheBitsOfItsTwoGradientsAdded) {
+  // 150 columns: two whole 64-wide blocks of the kernel and a part.
+  Array emb = rand_array(Shape{{"vocab", 40}, {"embed", 150}}, 3);
+  Array ids1 = Array::from_vector<int32_t>(Shape{{"batch", 2}, {"length", 5}}, {7, 3, 7, 0, 39, 3, 3, 12, 7, 1});
+  Array ids2 = Array::from_vector<int64_t>(Shape{{"batch", 2}, {"length", 4}}, {3, 12, 12, 5, 39, 3, 20, 12});
+  Array w1 = rand_array(Shape{{"batch", 2}, {"length", 5}, {"embed", 150}}, 4);
+  Array w2 = rand_array(Shape{{"batch", 2}, {"length", 4}, {"embed", 150}}, 5);
+  auto grad_of = [&](const std::vector<Array>& ids, const std::vector<Array>& w) {
+    return vjp([&](const std::vector<Array>& v) {
+             std::vector<Array> outs;
+             for (const Array& i : ids) outs.push_back(take(v[0], i, "vocab"));
+             return outs;
+           }, {emb}, w).second[0];
+  };
+  const bool was_on = op_profile_enabled();
+  op_profile_enable(true);
+  op_profile_reset();
+  const Array both = grad_of({ids1, ids2}, {w1, w2});
+  const std::string report = op_profile_report();
+  op_profile_enable(was_on);
+  const Array want = add(grad_of({ids2}, {w2}), grad_of({ids1}, {w1}));
+  ASSERT_EQ(both.shape(), want.shape());
+  const std::vector<float> got = both.to_floats(), expected = want.to_floats();
+  EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)));
+  // Not a vacuous pass: rows 3, 7 and 12 sum several contributions, and the
+  // second gradient went in place: three takes ran (two forward, one in the
+  // backward), and one take vjp.
+  EXPECT_NE(at(both, {{"vocab", 3}, {"embed", 149}}), 0.0f);
+  EXPECT_EQ(at(both, {{"vocab", 2}, {"embed", 0}}), 0.0f);
+  auto calls = [&](const std::string& key) {
+    const size_t at_key = report.find("  " + key + "\n");
+    if (at_key == std::string::npos) return int64_t(-1);
+    const size_t line = report.rfind('\n', at_key) + 1;  // npos + 1 = 0 on the first line
+    return int64_t(std::stoll(report.substr(report.find("ms", line) + 2)));
+  };
+  EXPECT_EQ(calls("take/fwd"), 3) << report;
+  EXPECT_EQ(calls("take/vjp"), 2) << report;
 }
 
 TEST(IndexOps, TopK) {

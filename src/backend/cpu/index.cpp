@@ -45,6 +45,36 @@ void take_grad_f32(const Split3& s, const int64_t* ids, int64_t ni, const float*
     }
 }
 
+void take_grad_add_f32(const Split3& s, const int64_t* ids, int64_t ni, const float* g, float* gx) {
+  // The positions of each distinct id, in order: one group per row of gx.
+  std::vector<int64_t> order(size_t(ni), 0);
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < ni; ++i)
+    if (i == 0 || ids[order[size_t(i)]] != ids[order[size_t(i - 1)]]) starts.push_back(i);
+  starts.push_back(ni);
+  const int64_t groups = int64_t(starts.size()) - 1;
+  constexpr int64_t blk = 64;
+  const int64_t nblk = (s.post + blk - 1) / blk;
+  const int64_t gsize = s.pre * ni * s.post;
+#pragma omp parallel for collapse(2) schedule(static) if (gsize > kParallelThreshold)
+  for (int64_t p = 0; p < s.pre; ++p)
+    for (int64_t b = 0; b < nblk; ++b) {
+      const int64_t q0 = b * blk, q1 = std::min(s.post, q0 + blk);
+      float sum[blk];
+      for (int64_t r = 0; r < groups; ++r) {
+        std::fill(sum, sum + (q1 - q0), 0.0f);
+        for (int64_t t = starts[size_t(r)]; t < starts[size_t(r + 1)]; ++t) {
+          const float* a = g + (p * ni + order[size_t(t)]) * s.post;
+          for (int64_t q = q0; q < q1; ++q) sum[q - q0] += a[q];
+        }
+        float* d = gx + (p * s.n + ids[order[size_t(starts[size_t(r)])]]) * s.post;
+        for (int64_t q = q0; q < q1; ++q) d[q] += sum[q - q0];
+      }
+    }
+}
+
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, float* values, int32_t* indices) {
 #pragma omp parallel for schedule(static) if (rows * n > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
