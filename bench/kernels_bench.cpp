@@ -191,6 +191,12 @@ struct AttnData {
   double flops() const { return 4.0 * s.batch * s.heads * s.q_length * s.kv_length * s.head_dim; }
 };
 
+// The forward's and the backward's cases (AttnData's arguments).
+void AttentionCases(benchmark::internal::Benchmark* b) {
+  b->Args({8, 128, 0, 0, 0})->Args({8, 128, 1, 0, 0})->Args({2, 512, 1, 0, 0});
+  b->Args({8, 128, 0, 0, 1})->Args({8, 32, 1, 0, 1})->Args({8, 32, 0, 128, 1});
+}
+
 void BM_AttentionForward(benchmark::State& st) {
   AttnData d(st.range(0), st.range(1), st.range(2) != 0, st.range(3), st.range(4) != 0);
   for (auto _ : st)
@@ -198,15 +204,7 @@ void BM_AttentionForward(benchmark::State& st) {
   st.counters["flops"] = benchmark::Counter(d.flops() * double(st.iterations()),
                                             benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionForward)
-    ->Args({8, 128, 0, 0, 0})
-    ->Args({8, 128, 1, 0, 0})
-    ->Args({2, 512, 1, 0, 0})
-    ->Args({8, 128, 0, 0, 1})
-    ->Args({8, 32, 1, 0, 1})
-    ->Args({8, 32, 0, 128, 1})
-    ->UseRealTime()
-    ->ComputeStatistics("min", min_of);
+BENCHMARK(BM_AttentionForward)->Apply(AttentionCases)->UseRealTime()->ComputeStatistics("min", min_of);
 
 // One decode step's attention: a single query per row against the cache.
 // Args: batch, kv_length (T5.1.1 small: 128 encoder positions for the
@@ -248,15 +246,7 @@ void BM_AttentionBackward(benchmark::State& st) {
   st.counters["flops"] = benchmark::Counter(2.5 * d.flops() * double(st.iterations()),
                                             benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionBackward)
-    ->Args({8, 128, 0, 0, 0})
-    ->Args({8, 128, 1, 0, 0})
-    ->Args({2, 512, 1, 0, 0})
-    ->Args({8, 128, 0, 0, 1})
-    ->Args({8, 32, 1, 0, 1})
-    ->Args({8, 32, 0, 128, 1})
-    ->UseRealTime()
-    ->ComputeStatistics("min", min_of);
+BENCHMARK(BM_AttentionBackward)->Apply(AttentionCases)->UseRealTime()->ComputeStatistics("min", min_of);
 
 // One Adafactor step (defaults plus update clipping) of a factored
 // [outer, inner] param: the token embedding [32128, 512] and an MLP kernel

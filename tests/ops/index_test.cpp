@@ -71,8 +71,8 @@ TEST(IndexOps, TableTakenTwiceGetsTheBitsOfItsTwoGradientsAdded) {
   const std::vector<float> got = both.to_floats(), expected = want.to_floats();
   EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)));
   // Not a vacuous pass: rows 3, 7 and 12 sum several contributions, and the
-  // second gradient went in place: three takes ran (two forward, one in the
-  // backward), and one take vjp.
+  // second gradient went in place: three takes ran (the two forward ones and
+  // the in-place add, which the profile counts as a take) inside two take vjps.
   EXPECT_NE(at(both, {{"vocab", 3}, {"embed", 149}}), 0.0f);
   EXPECT_EQ(at(both, {{"vocab", 2}, {"embed", 0}}), 0.0f);
   auto calls = [&](const std::string& key) {
