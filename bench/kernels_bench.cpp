@@ -84,7 +84,17 @@ void BM_GatedGeluBackward(benchmark::State& st) {
   for (auto _ : st) gated_gelu_backward(n, h0.data(), h1.data(), g.data(), d0.data(), d1.data());
   st.SetBytesProcessed(st.iterations() * n * 20);
 }
-BENCHMARK(BM_GatedGeluBackward)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_GatedGeluBackward)->Arg(16)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
+
+void BM_GatedGeluBackwardBf16(benchmark::State& st) {
+  int64_t n = st.range(0) * 1024;
+  const auto f0 = rnd(n, 1), f1 = rnd(n, 2), fg = rnd(n, 3);
+  const std::vector<t5x::bfloat16> h0(f0.begin(), f0.end()), h1(f1.begin(), f1.end()), g(fg.begin(), fg.end());
+  std::vector<t5x::bfloat16> d0(n), d1(n);
+  for (auto _ : st) gated_gelu_backward_bf16(n, h0.data(), h1.data(), g.data(), d0.data(), d1.data());
+  st.SetBytesProcessed(st.iterations() * n * 10);
+}
+BENCHMARK(BM_GatedGeluBackwardBf16)->Arg(16)->Arg(4096)->UseRealTime()->ComputeStatistics("min", min_of);
 
 void BM_CrossEntropyForward(benchmark::State& st) {
   int64_t rows = st.range(0), vocab = 32128;

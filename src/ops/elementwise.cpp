@@ -1,5 +1,6 @@
 #include "ops/elementwise.h"
 
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -7,6 +8,7 @@
 #include "ops/detail.h"
 #include "ops/lowering.h"
 #include "ops/primitive.h"
+#include "ops/profile.h"
 
 namespace t5x {
 using namespace detail;
@@ -206,7 +208,12 @@ class Cast : public Primitive {
     from_ = x.dtype();
     if (from_ == to_) return {x};
     Array out = make_output(x.shape(), to_, {x});
+    const auto t0 = std::chrono::steady_clock::now();
     kernels::cpu::cast(from_, to_, x.raw_data(), out.raw_data(), x.local_size());
+    if (op_profile_enabled())  // T5X_OP_PROFILE: each cast's time under its dtypes and size
+      op_profile_add("  cast " + std::string(dtype_name(from_)) + "->" + dtype_name(to_) + " n" +
+                         std::to_string(x.local_size()),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
