@@ -130,7 +130,12 @@ class Einsum : public Primitive {
                          const std::vector<bool>& needs) override {
     const Array &x = in[0], &y = in[1];
     const DType dt = as_bf16_ ? DType::bf16 : x.dtype();
-    const Array g = cot[0].dtype() == dt ? cot[0] : cast(cot[0], dt);
+    // A float32 cotangent of a bf16 output (attention's dq, dk, dv) is rounded
+    // to bf16: by the GEMMs as they pack it where they can (the bits of the
+    // cast, without its pass over the array), else by a cast.
+    const bool rounds_in_packing = as_bf16_ && dt == DType::bf16 && cot[0].dtype() == DType::f32 &&
+                                   kernels::cpu::gemm_as_bf16_rounds_in_packing();
+    const Array g = cot[0].dtype() == dt || rounds_in_packing ? cot[0] : cast(cot[0], dt);
     // A float32 operand of an as_bf16 product gets its cotangent cast to
     // float32, as the vjp of the cast it stands for.
     auto product = [&](const Array& a, const Array& b, const Array& operand, bool widen) {
@@ -140,6 +145,7 @@ class Einsum : public Primitive {
     return {needs[0] ? product(g, y, x, wide_grads_ || einsum_cotangent_sums_over_batch(x, g, y)) : Array(),
             needs[1] ? product(x, g, y, wide_grads_ || einsum_cotangent_sums_over_batch(y, x, g)) : Array()};
   }
+  bool accepts_wide_cotangents() const override { return true; }  // vjp() rounds them, above
 
  private:
   std::vector<std::string> out_;

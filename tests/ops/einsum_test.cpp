@@ -103,7 +103,8 @@ std::vector<uint32_t> bits(const Array& a) {
 // those of the einsum of the cast operands with the casts' vjps (a float32
 // operand's cotangent float32), whichever operand is the float32 one, with
 // B or A stored transposed, an operand that needs a transpose, a dim summed
-// out first, and a wide (float32) result.
+// out first, and a wide (float32) result; a float32 (wide) cotangent gives
+// the gradients of that cotangent rounded to bf16.
 TEST(Einsum, OperandDtypeGivesTheCastOperandsBitsAndGrads) {
   struct MixedCase {
     Shape x, y;
@@ -156,6 +157,21 @@ TEST(Einsum, OperandDtypeGivesTheCastOperandsBitsAndGrads) {
       EXPECT_EQ(bits(g1.grads.at(n)), bits(g0.grads.at(n)));
     }
     EXPECT_EQ(g1.grads.at(mc.x_f32 ? "x" : "y").dtype(), DType::f32);
+    // The float32 cotangent above (r, through the cast's vjp) reaches the
+    // einsum as it is and is rounded by the products; a bf16 cotangent of
+    // the same values rounded first (r cast to bf16, through a bf16 mul)
+    // gives the same gradient bits.
+    if (mc.wide) continue;  // a float32 result's cotangent is float32 anyway
+    const Array r16 = cast(r, DType::bf16);
+    const ValueAndGrad g2 = value_and_grad(
+        [&](const ParamTree& p) {
+          return sum(cast(mul(einsum(p.at("x"), p.at("y"), mc.out, fused), r16), DType::f32));
+        },
+        params);
+    for (const char* n : {"x", "y"}) {
+      SCOPED_TRACE(std::string("bf16 cotangent, ") + n);
+      EXPECT_EQ(bits(g2.grads.at(n)), bits(g1.grads.at(n)));
+    }
   }
 }
 
