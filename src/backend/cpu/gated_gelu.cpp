@@ -29,18 +29,22 @@ template <typename T>
 HWY_INLINE void ForwardRange(int64_t n, const T* h0, const T* h1, T* out) {
   const DF d;
   constexpr int64_t N = int64_t(hn::MaxLanes(DF()));
+  auto one = [&](VF u, VF v) HWY_ATTR { return hn::Mul(Gelu(d, u), v); };  // out = gelu(h0) h1
   int64_t i = 0;
   for (; i + kTurn * N <= n; i += kTurn * N) {
-    VF u[kTurn];
+    VF u[kTurn], v[kTurn];
 #pragma GCC unroll 4
-    for (int k = 0; k < kTurn; ++k) u[k] = LoadF(d, h0 + i + k * N);
+    for (int k = 0; k < kTurn; ++k) {
+      u[k] = LoadF(d, h0 + i + k * N);
+      v[k] = LoadF(d, h1 + i + k * N);
+    }
 #pragma GCC unroll 4
-    for (int k = 0; k < kTurn; ++k) u[k] = hn::Mul(Gelu(d, u[k]), LoadF(d, h1 + i + k * N));
+    for (int k = 0; k < kTurn; ++k) u[k] = one(u[k], v[k]);
 #pragma GCC unroll 4
     for (int k = 0; k < kTurn; ++k) StoreF(d, u[k], out + i + k * N);
   }
   ForVectors(n - i, [&](int64_t j, size_t m) {
-    StorePart(d, hn::Mul(Gelu(d, LoadPart(d, h0 + i + j, m)), LoadPart(d, h1 + i + j, m)), out + i + j, m);
+    StorePart(d, one(LoadPart(d, h0 + i + j, m), LoadPart(d, h1 + i + j, m)), out + i + j, m);
   });
 }
 
