@@ -99,6 +99,9 @@ const Case kCases[] = {
     {"decode_q", "bf16", 1, 1, 512, 384, false, false, -1},
     {"decode_q_tB", "bf16", 1, 1, 512, 384, false, true, -1},
     {"decode_wo", "bf16", 1, 1, 1024, 512, false, false, -1},
+    // Attention's output kernel: k = heads x head_dim = 384, one and a half
+    // k blocks (skinny_gemm's split of B over threads).
+    {"decode_attn_out", "bf16", 1, 1, 384, 512, false, false, -1},
     // Kernels concatenated along their outputs: q, k and v as one product
     // (not used: no faster than three); an MLP's wi_0 and wi_1 as one (the
     // decode layout's wi_fused, nn::fuse_gated_wi).

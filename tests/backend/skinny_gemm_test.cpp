@@ -107,14 +107,21 @@ TEST(SkinnyGemm, LayerKernelsSplitOverThreadsGiveTheSameBits) {
     GemmShape s;
     s.m = m; s.n = n; s.k = k; s.ldc = ldc;
     std::vector<std::vector<bfloat16>> outs;
+    std::vector<std::vector<float>> outs32;  // f32 C: the same sums, no rounding
     int saved = omp_get_max_threads();
     for (int threads : {1, 2, 3, 4}) {
       omp_set_num_threads(threads);
       std::vector<bfloat16> c(c0.begin(), c0.end());
       gemm_batched_bf16_out_bf16(s, 1, 0, 0, 0, 0.5f, a.data(), b.data(), 0.25f, c.data());
       outs.push_back(c);
+      std::vector<float> c32 = c0;
+      gemm_batched_bf16(s, 1, 0, 0, 0, 0.5f, a.data(), b.data(), 0.25f, c32.data());
+      outs32.push_back(c32);
     }
     omp_set_num_threads(saved);
+    for (size_t t = 1; t < outs32.size(); ++t)
+      ASSERT_EQ(0, std::memcmp(outs32[0].data(), outs32[t].data(), outs32[0].size() * sizeof(float)))
+          << "f32 C: k=" << k << " n=" << n << " threads=" << t + 1;
     std::vector<float> c0r(c0.size());
     for (size_t i = 0; i < c0.size(); ++i) c0r[i] = float(bfloat16(c0[i]));
     auto ref = reference(m, n, k, 0.5f, af, k, bf, n, 0.25f, c0r, ldc);

@@ -310,6 +310,35 @@ void SkinnyBtBf16(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, con
   SkinnyBlocksBt(j0, j1, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// C = alpha * (sum of the k blocks' sums in k order) + beta * C from the
+// blocks' sums part[q][m][n] (run_b): a vector of columns at a time, the
+// arithmetic of SkinnyStore (so the kernel's bits on one thread).
+template <typename TC>
+HWY_INLINE void AddBlockSums(int64_t m, int64_t n, int64_t blocks, const float* part, float alpha, float beta, TC* c,
+                             int64_t ldc) {
+  const DF d;
+  const VF al = hn::Set(d, alpha), be = hn::Set(d, beta);
+  for (int64_t i = 0; i < m; ++i) {
+    TC* ci = c + i * ldc;
+    ForVectors(n, [&](int64_t j, size_t valid) {
+      const float* pj = part + i * n + j;
+      VF sum = LoadPart(d, pj, valid);
+      for (int64_t q = 1; q < blocks; ++q) sum = hn::Add(sum, LoadPart(d, pj + q * m * n, valid));
+      VF r = hn::Mul(al, sum);
+      if (beta != 0.0f) r = Fma(d, be, LoadPart(d, ci + j, valid), r);
+      StorePart(d, r, ci + j, valid);
+    });
+  }
+}
+void SkinnyBlockSumsF32(int64_t m, int64_t n, int64_t blocks, const float* part, float alpha, float beta, float* c,
+                        int64_t ldc) {
+  AddBlockSums(m, n, blocks, part, alpha, beta, c, ldc);
+}
+void SkinnyBlockSumsBf16(int64_t m, int64_t n, int64_t blocks, const float* part, float alpha, float beta,
+                         bfloat16* c, int64_t ldc) {
+  AddBlockSums(m, n, blocks, part, alpha, beta, c, ldc);
+}
+
 void SkinnyF32(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   SkinnyBlocks(j0, j1, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -328,13 +357,30 @@ void SkinnyBf16(int64_t j0, int64_t j1, int64_t m, int64_t k, float alpha, const
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include <cmath>
-
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd.h"
 
 namespace t5x::cpu {
 namespace {
+
+HWY_EXPORT(SkinnyF32);
+HWY_EXPORT(SkinnyBf16F32);
+HWY_EXPORT(SkinnyBf16);
+HWY_EXPORT(SkinnyBtF32);
+HWY_EXPORT(SkinnyBtBf16F32);
+HWY_EXPORT(SkinnyBtBf16);
+HWY_EXPORT(SkinnyBlockSumsF32);
+HWY_EXPORT(SkinnyBlockSumsBf16);
+
+// The per-target kernel of each type combination.
+auto kernel(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyF32); }
+auto kernel(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBf16F32); }
+auto kernel(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBf16); }
+auto kernel_bt(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyBtF32); }
+auto kernel_bt(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBtBf16F32); }
+auto kernel_bt(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBtBf16); }
+auto block_sums(float*) { return T5X_DISPATCH(SkinnyBlockSumsF32); }
+auto block_sums(bfloat16*) { return T5X_DISPATCH(SkinnyBlockSumsBf16); }
 
 // Columns split over threads in ranges of 64 (whole cache lines of B and C),
 // each thread given at least kMinPerThread elements of B.
@@ -359,7 +405,12 @@ void run(Fn fn, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64
 // harness row kernel split either way): 2.9 against 4.0 ms split by columns;
 // in profiled batch-1 decodes the layer products' medians went from 501-709
 // to 485-499 ms per 5 decodes (docs/performance.md, session 42). 5 to 8 rows
-// keep the column split: split by k, batch-8 decodes were slower.
+// keep the column split: split by k, batch-8 decodes were slower. Where k
+// ends in a short block (k = 384, attention's output kernel: 256 and 128
+// rows), equal shares of (block x 64 columns) units, the first block's
+// columns split between the threads, were slower than the 2:1 split by
+// blocks (cold, AVX2, 2 threads: 36-44 against 30-31 us): whole rows read
+// in one stream matter more here than the balance.
 template <typename TA, typename TB, typename TC, typename Fn, typename FnF32>
 void run_b(Fn fn, FnF32 fn_f32, int64_t m, int64_t n, int64_t k, float alpha, const TA* a, int64_t lda, const TB* b,
            int64_t ldb, float beta, TC* c, int64_t ldc) {
@@ -372,32 +423,8 @@ void run_b(Fn fn, FnF32 fn_f32, int64_t m, int64_t n, int64_t k, float alpha, co
     const int64_t p0 = q * kSkinnyKBlock, kq = std::min(kSkinnyKBlock, k - p0);
     fn_f32(0, n, m, kq, 1.0f, a + p0, lda, b + p0 * ldb, ldb, 0.0f, part + q * m * n, n);
   });
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const float* pj = part + i * n + j;
-      float sum = pj[0];
-      for (int64_t q = 1; q < blocks; ++q) sum = sum + pj[q * m * n];
-      float r = alpha * sum;
-      TC& out = c[i * ldc + j];
-      if (beta != 0.0f) r = std::fma(beta, float(out), r);
-      out = TC(r);
-    }
+  block_sums(c)(m, n, blocks, part, alpha, beta, c, ldc);
 }
-
-HWY_EXPORT(SkinnyF32);
-HWY_EXPORT(SkinnyBf16F32);
-HWY_EXPORT(SkinnyBf16);
-HWY_EXPORT(SkinnyBtF32);
-HWY_EXPORT(SkinnyBtBf16F32);
-HWY_EXPORT(SkinnyBtBf16);
-
-// The per-target kernel of each type combination.
-auto kernel(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyF32); }
-auto kernel(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBf16F32); }
-auto kernel(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBf16); }
-auto kernel_bt(const float*, const float*, float*) { return T5X_DISPATCH(SkinnyBtF32); }
-auto kernel_bt(const bfloat16*, const bfloat16*, float*) { return T5X_DISPATCH(SkinnyBtBf16F32); }
-auto kernel_bt(const bfloat16*, const bfloat16*, bfloat16*) { return T5X_DISPATCH(SkinnyBtBf16); }
 
 }  // namespace
 
