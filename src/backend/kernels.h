@@ -220,15 +220,17 @@ void cross_entropy_forward(int64_t rows, int64_t vocab, const float* logits, con
 void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets,
                             const float* lse, const float* dloss, float z_loss, float label_smoothing,
                             float* dlogits);
-// k and v in kv_dtype (f32 or bf16: a bf16 decode cache is read as is and
-// widened exactly in the tiles, the same bits as widening it first). lse and
+// q in q_dtype, k and v in kv_dtype: all f32, all bf16 (bf16 activations),
+// or f32 q with bf16 k / v (a bf16 decode cache); bf16 is read as is and
+// widened exactly in the tiles, the same bits as widening it first. lse and
 // logl [batch, heads, q_length] (either may be null without a backward):
 // logl carries the log-sum of the rows with no allowed key, which lse cannot
 // hold in f32 (backend/cpu/attention.h); the backward reads both.
-void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, DType kv_dtype, const void* k,
-                       const void* v, float* out, float* lse, float* logl);
-void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const float* logl, const float* dout,
+void attention_forward(const AttentionDims& s, const AttentionArgs& p, DType q_dtype, const void* q, DType kv_dtype,
+                       const void* k, const void* v, float* out, float* lse, float* logl);
+// q, k and v all in qkv_dtype (f32 or bf16); out, dout and the gradients f32.
+void attention_backward(const AttentionDims& s, const AttentionArgs& p, DType qkv_dtype, const void* q, const void* k,
+                        const void* v, const float* out, const float* lse, const float* logl, const float* dout,
                         float* dq, float* dk, float* dv, float* dbias);
 
 // FNet's Fourier mixing (ops/fourier.h): for each of `batch` row-major f32

@@ -98,7 +98,7 @@ Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const Atte
   return c;
 }
 
-// f32 canonical q, k, v (+ bias) -> out [b, l, h, d].
+// Canonical q, k, v (+ f32 bias), all f32 or all bf16 -> f32 out [b, l, h, d].
 class Attention : public Primitive {
  public:
   Attention(kernels::AttentionDims s, Canon c, double scale, bool causal) : s_(s), c_(std::move(c)) {
@@ -113,21 +113,21 @@ class Attention : public Primitive {
     lse_ = Array(rows, DType::f32, {}, {}, false);
     logl_ = Array(rows, DType::f32, {}, {}, false);
     kernels::AttentionArgs p = params(in);
-    kernels::cpu::attention_forward(s_, p, in[0].data<float>(), in[1].dtype(), in[1].raw_data(), in[2].raw_data(),
-                                    out.data<float>(), lse_.data<float>(), logl_.data<float>());
+    kernels::cpu::attention_forward(s_, p, in[0].dtype(), in[0].raw_data(), in[1].dtype(), in[1].raw_data(),
+                                    in[2].raw_data(), out.data<float>(), lse_.data<float>(), logl_.data<float>());
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
-    if (in[1].dtype() != DType::f32 || in[2].dtype() != DType::f32)
-      throw_invalid(kOp, "internal: bf16 k / v are a no-tape path, the backward needs f32");
     Array dq = make_output(in[0].shape(), DType::f32, {in[0]});
     Array dk = make_output(in[1].shape(), DType::f32, {in[1]});
     Array dv = make_output(in[2].shape(), DType::f32, {in[2]});
     Array db;
     if (in.size() > 3 && in[3].valid() && needs[3]) db = make_output(in[3].shape(), DType::f32, {in[3]});
     kernels::AttentionArgs p = params(in);
-    kernels::cpu::attention_backward(s_, p, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(),
+    // f32 gradients for bf16 q / k / v: wide cotangents (ops/autodiff.h),
+    // which the projections' einsums take as they are.
+    kernels::cpu::attention_backward(s_, p, in[0].dtype(), in[0].raw_data(), in[1].raw_data(), in[2].raw_data(),
                                      out[0].data<float>(), lse_.data<float>(), logl_.data<float>(),
                                      cot[0].data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(),
                                      db.valid() ? db.data<float>() : nullptr);
@@ -168,12 +168,13 @@ Array attention_local(const Array& q, const Array& k, const Array& v, const Atte
   s.heads = q.dim(o.heads);
   s.kv_heads = c.grouped ? c.k.dim(o.kv_heads) : s.heads;
   s.head_dim = q.dim(o.depth);
-  // With no tape recording, bf16 k / v reach the kernel as they are (a decode
-  // cache kept in the activation dtype: half the bytes read per step); the
-  // backward takes f32 copies.
-  const bool narrow_kv = !is_recording() && c.k.dtype() == DType::bf16 && c.v.dtype() == DType::bf16;
-  auto kv = [&](const Array& x) { return narrow_kv ? x : cast(x, DType::f32); };
-  std::vector<Array> in = {cast(c.q, DType::f32), kv(c.k), kv(c.v)};
+  // bf16 q, k and v reach the kernel as they are (bf16 activations, or a
+  // decode cache kept in the activation dtype): half the bytes read, and no
+  // f32 copies made and kept for the backward. (bf16 k / v come with a bf16 q:
+  // canonicalise.)
+  const bool narrow = c.q.dtype() == DType::bf16 && c.k.dtype() == DType::bf16 && c.v.dtype() == DType::bf16;
+  auto in_dtype = [&](const Array& x) { return narrow ? x : cast(x, DType::f32); };
+  std::vector<Array> in = {in_dtype(c.q), in_dtype(c.k), in_dtype(c.v)};
   if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
   Array out = apply1(std::make_shared<Attention>(s, c, o.scale, o.causal), in);
   return transpose(cast(out, q.dtype()), q.names());

@@ -361,6 +361,60 @@ TEST(Attention, Bf16KeysAndValuesGiveTheBitsOfTheirWidenedCopies) {
   }
 }
 
+// bf16 q, k and v (bf16 activations) are widened as the tiles load them: the
+// forward's and the backward's bits of the f32 kernel on the widened copies,
+// with the dlogit tiles kept or recomputed, and with the rows that have no
+// allowed key recomputed from q and k (no logl).
+TEST(Attention, Bf16QueriesKeysAndValuesGiveTheBitsOfTheirWidenedCopies) {
+  std::vector<Config> cases = {cfg("causal_bias_gqa", 2, 100, 100, 4, 2, 16), cfg("segments", 2, 33, 75, 3, 3, 20),
+                               cfg("no_allowed_key", 1, 70, 50, 2, 2, 64)};
+  cases[0].causal = cases[0].bias = true;
+  cases[1].segments = cases[1].bias = cases[1].batch_bias = true;
+  cases[1].scale = 0.125f;
+  cases[2].causal = cases[2].bias = true;
+  auto narrow = [](std::vector<float>& x) {
+    std::vector<bfloat16> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      r[i] = bfloat16(x[i]);
+      x[i] = float(r[i]);
+    }
+    return r;
+  };
+  for (const Config& c : cases) {
+    Inputs in = make_inputs(c, 29);
+    const std::vector<bfloat16> q16 = narrow(in.q), k16 = narrow(in.k), v16 = narrow(in.v);
+    const AttentionShape& s = c.s;
+    const size_t rows = size_t(s.batch * s.heads * s.q_length);
+    std::vector<float> want(in.q.size()), want_lse(rows), want_logl(rows);
+    std::vector<float> got(in.q.size()), got_lse(rows), got_logl(rows);
+    attention_forward(s, in.p, in.q.data(), in.k.data(), in.v.data(), want.data(), want_lse.data(), want_logl.data());
+    attention_forward(s, in.p, q16.data(), k16.data(), v16.data(), got.data(), got_lse.data(), got_logl.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << c.name;
+    ASSERT_EQ(0, std::memcmp(want_lse.data(), got_lse.data(), rows * sizeof(float))) << c.name;
+    ASSERT_EQ(0, std::memcmp(want_logl.data(), got_logl.data(), rows * sizeof(float))) << c.name;
+    for (int64_t stash : {int64_t(1) << 24, int64_t(0)})
+      for (bool with_logl : {true, false}) {
+        ScopedAttentionStashLimit limit(stash);
+        auto grads = [&](auto* q, auto* k, auto* v) {
+          std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), db(in.bias.size());
+          attention_backward(s, in.p, q, k, v, want.data(), want_lse.data(), in.dout.data(), dq.data(), dk.data(),
+                             dv.data(), db.empty() ? nullptr : db.data(), with_logl ? want_logl.data() : nullptr);
+          dq.insert(dq.end(), dk.begin(), dk.end());
+          dq.insert(dq.end(), dv.begin(), dv.end());
+          dq.insert(dq.end(), db.begin(), db.end());
+          return dq;
+        };
+        const std::vector<float> g32 = grads(in.q.data(), in.k.data(), in.v.data());
+        const std::vector<float> g16 = grads(q16.data(), k16.data(), v16.data());
+        ASSERT_EQ(0, std::memcmp(g32.data(), g16.data(), g32.size() * sizeof(float)))
+            << c.name << " stash=" << stash << " logl=" << with_logl;
+        double mag = 0;  // not vacuous: the gradients are not all zero
+        for (float x : g16) mag = std::max(mag, double(std::fabs(x)));
+        EXPECT_GT(mag, 1e-3) << c.name;
+      }
+  }
+}
+
 // A key tile shorter than a whole one is computed over its keys rounded up to
 // 16 columns, not over all 64: the bits of the same keys padded out to whole
 // tiles with masked keys (whose probabilities are exactly 0), in the forward

@@ -49,8 +49,8 @@ void check(const AttentionShape& s, const AttentionParams& p) {
     throw std::invalid_argument("[attention] q_segment_ids and kv_segment_ids must be given together");
 }
 
-template <typename TK>
-void forward(const AttentionShape& s, const AttentionParams& p, const float* q, const TK* k, const TK* v, float* out,
+template <typename TQ, typename TK>
+void forward(const AttentionShape& s, const AttentionParams& p, const TQ* q, const TK* k, const TK* v, float* out,
              float* lse, float* logl) {
   check(s, p);
   simd_init();  // before the threads: an unknown T5X_CPU_ISA throws here
@@ -77,9 +77,17 @@ void attention_forward(const AttentionShape& s, const AttentionParams& p, const 
   forward(s, p, q, k, v, out, lse, logl);
 }
 
-void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse,
-                        const float* dout, float* dq, float* dk, float* dv, float* dbias, const float* logl) {
+void attention_forward(const AttentionShape& s, const AttentionParams& p, const bfloat16* q,
+                       const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl) {
+  forward(s, p, q, k, v, out, lse, logl);
+}
+
+namespace {
+
+template <typename T>
+void backward(const AttentionShape& s, const AttentionParams& p, const T* q, const T* k, const T* v,
+              const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv, float* dbias,
+              const float* logl) {
   check(s, p);
   if (lse == nullptr) throw std::invalid_argument("[attention] backward needs lse from forward");
   simd_init();
@@ -130,6 +138,20 @@ void attention_backward(const AttentionShape& s, const AttentionParams& p, const
                                       delta.data(), dout, h, qt * kBq, dq,
                                       dbias, stash.get(), ts);
   });
+}
+
+}  // namespace
+
+void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,
+                        const float* k, const float* v, const float* out, const float* lse,
+                        const float* dout, float* dq, float* dk, float* dv, float* dbias, const float* logl) {
+  backward(s, p, q, k, v, out, lse, dout, dq, dk, dv, dbias, logl);
+}
+
+void attention_backward(const AttentionShape& s, const AttentionParams& p, const bfloat16* q,
+                        const bfloat16* k, const bfloat16* v, const float* out, const float* lse,
+                        const float* dout, float* dq, float* dk, float* dv, float* dbias, const float* logl) {
+  backward(s, p, q, k, v, out, lse, dout, dq, dk, dv, dbias, logl);
 }
 
 ScopedAttentionStashLimit::ScopedAttentionStashLimit(int64_t floats) : saved_(g_max_stash_floats) {

@@ -62,8 +62,9 @@ using AttentionShape = kernels::AttentionDims;        // head_dim is the `kv` di
 using AttentionParams = kernels::AttentionArgs;
 
 // lse may be null when no backward pass follows. k and v may be bf16 (a decode
-// cache in the activation dtype): widened exactly as the tiles load them, so
-// the results are the bits of the f32 call on the widened values.
+// cache in the activation dtype), or q, k and v all bf16 (activations in
+// bf16): widened exactly as the tiles load them, so the results are the bits
+// of the f32 call on the widened values.
 // logl (rows like lse, may be null): for a row with no allowed key (all
 // masked: -1e10 + log(sum) is not representable in f32) lse gets the row's
 // max logit and logl its log(sum exp(logit - max)); other rows get logl = 0.
@@ -73,6 +74,8 @@ void attention_forward(const AttentionShape& s, const AttentionParams& p, const 
                        const float* k, const float* v, float* out, float* lse, float* logl = nullptr);
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
                        const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl = nullptr);
+void attention_forward(const AttentionShape& s, const AttentionParams& p, const bfloat16* q,
+                       const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl = nullptr);
 
 // out and lse from attention_forward. dq, dk, dv are overwritten; dbias (same
 // layout as p.bias, may be null) is overwritten too. The dk/dv pass keeps each
@@ -81,8 +84,14 @@ void attention_forward(const AttentionShape& s, const AttentionParams& p, const 
 // dout v^T fewer.
 // logl: the forward's (with the lse it wrote alongside), or null (the rows
 // with no allowed key are then recomputed, one scalar pass each).
+// q, k and v all f32 or all bf16 (widened exactly as read: the bits of the
+// f32 call on the widened values); out, dout and the gradients are f32.
 void attention_backward(const AttentionShape& s, const AttentionParams& p, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
+                        const float* dout, float* dq, float* dk, float* dv, float* dbias,
+                        const float* logl = nullptr);
+void attention_backward(const AttentionShape& s, const AttentionParams& p, const bfloat16* q,
+                        const bfloat16* k, const bfloat16* v, const float* out, const float* lse,
                         const float* dout, float* dq, float* dk, float* dv, float* dbias,
                         const float* logl = nullptr);
 

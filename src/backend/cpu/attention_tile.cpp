@@ -40,13 +40,15 @@ HWY_INLINE float ExpOf(float x) {
   return OneLane(x, [](auto d, auto v) { return Exp(d, v); });
 }
 
-// dst[i * D + d] = factor * x[b, i0 + i, h, d] for x laid out [batch, L, H, D].
-HWY_INLINE void LoadRows(const float* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t i0,
+// dst[i * D + d] = factor * x[b, i0 + i, h, d] for x laid out [batch, L, H, D]
+// (f32 or bf16 x, widened exactly).
+template <typename T>
+HWY_INLINE void LoadRows(const T* x, int64_t L, int64_t H, int64_t D, int64_t b, int64_t h, int64_t i0,
                          int64_t n, float factor, float* dst) {
   const DF d;
   const VF f = hn::Set(d, factor);
   for (int64_t i = 0; i < n; ++i) {
-    const float* src = x + ((b * L + i0 + i) * H + h) * D;
+    const T* src = x + ((b * L + i0 + i) * H + h) * D;
     float* row = dst + i * D;
     ForVectors(D, [&](int64_t j, size_t valid) {
       StorePart(d, hn::Mul(f, LoadPart(d, src + j, valid)), row + j, valid);
@@ -199,10 +201,11 @@ HWY_INLINE void PrefetchRows(const T* x, const AttentionShape& s, int64_t D, int
 // session 43).
 constexpr int64_t kOuterAheadRows = 4 * kBk;
 
-// K and V in f32, or in bf16 (a decode cache kept in the activation dtype:
-// half the bytes read per step; widened exactly as loaded, so the same bits).
-template <typename TK>
-HWY_INLINE void ForwardTile(const Problem& pr, const float* q, const TK* k, const TK* v, int64_t b, int64_t h,
+// Q, K and V in f32, or in bf16 (activations or a decode cache kept in the
+// activation dtype: half the bytes read; widened exactly as loaded, so the
+// same bits).
+template <typename TQ, typename TK>
+HWY_INLINE void ForwardTile(const Problem& pr, const TQ* q, const TK* k, const TK* v, int64_t b, int64_t h,
                             int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
@@ -295,10 +298,16 @@ void AttnForwardTileBf16Kv(const Problem& pr, const float* q, const bfloat16* k,
                            int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
   ForwardTile(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
+void AttnForwardTileBf16(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, int64_t b,
+                         int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
+  ForwardTile(pr, q, k, v, b, h, i0, out, lse, logl, ts);
+}
 
-void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
-                        const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
-                        float* dk, float* dv, float* ds_stash, TileScratch& ts) {
+// q, k and v in f32 or bf16 (widened exactly as the tiles load them).
+template <typename T>
+HWY_INLINE void BackwardKvTile(const Problem& pr, const T* q, const T* k, const T* v, const float* lse,
+                               const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk,
+                               int64_t j0, float* dk, float* dv, float* ds_stash, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nk = std::min(kBk, s.kv_length - j0);
   LoadTransposed(k, s.kv_length, s.kv_heads, D, b, hk, j0, nk, ts.kt.data());
@@ -329,9 +338,10 @@ void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const
   }
 }
 
-void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
-                       const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
-                       float* dbias, const float* ds_stash, TileScratch& ts) {
+template <typename T>
+HWY_INLINE void BackwardQTile(const Problem& pr, const T* q, const T* k, const T* v, const float* lse,
+                              const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0,
+                              float* dq, float* dbias, const float* ds_stash, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
   const bool broadcast_bias = pr.p.bias_layout == AttentionBiasLayout::kHeads;
@@ -361,7 +371,7 @@ void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const 
         ProbsAndDlogits(pr, ts, b, h, i0, nq, j0, nk, lse_row, logl_row, delta_row, ts.dp.data());
         ds = ts.dp.data();
       }
-      const float* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
+      const T* krows = k + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
       SmallGemm<true>(nq, D, nk, ds, kBk, 1, krows, s.kv_heads * D, acc, D);
       if (dbias)
         for (int64_t i = 0; i < nq; ++i) {
@@ -375,6 +385,27 @@ void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const 
       for (int64_t d = 0; d < D; ++d) o[d] = pr.p.scale * acc[i * D + d];
     }
   }
+}
+
+void AttnBackwardKvTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
+                        const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
+                        float* dk, float* dv, float* ds_stash, TileScratch& ts) {
+  BackwardKvTile(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ds_stash, ts);
+}
+void AttnBackwardKvTileBf16(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v,
+                            const float* lse, const float* logl, const float* delta, const float* dout, int64_t b,
+                            int64_t hk, int64_t j0, float* dk, float* dv, float* ds_stash, TileScratch& ts) {
+  BackwardKvTile(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ds_stash, ts);
+}
+void AttnBackwardQTile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
+                       const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
+                       float* dbias, const float* ds_stash, TileScratch& ts) {
+  BackwardQTile(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ds_stash, ts);
+}
+void AttnBackwardQTileBf16(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v,
+                           const float* lse, const float* logl, const float* delta, const float* dout, int64_t h,
+                           int64_t i0, float* dq, float* dbias, const float* ds_stash, TileScratch& ts) {
+  BackwardQTile(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ds_stash, ts);
 }
 
 // delta[b, h, i] = dout_i . out_i for the (b, i) rows [r0, r1) of all heads.
@@ -400,8 +431,11 @@ namespace t5x::cpu {
 
 HWY_EXPORT(AttnForwardTile);
 HWY_EXPORT(AttnForwardTileBf16Kv);
+HWY_EXPORT(AttnForwardTileBf16);
 HWY_EXPORT(AttnBackwardKvTile);
+HWY_EXPORT(AttnBackwardKvTileBf16);
 HWY_EXPORT(AttnBackwardQTile);
+HWY_EXPORT(AttnBackwardQTileBf16);
 HWY_EXPORT(AttnDeltaRows);
 
 namespace attention_detail {
@@ -419,19 +453,17 @@ bool allowed(const Problem& pr, int64_t b, int64_t i, int64_t j) {
   return true;
 }
 
-}  // namespace
-
-void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h, int64_t i, float* m,
-                      float* logl) {
+template <typename T>
+void row_stats(const Problem& pr, const T* q, const T* k, int64_t b, int64_t h, int64_t i, float* m, float* logl) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, hk = h / pr.group;
-  const float* qi = q + ((b * s.q_length + i) * s.heads + h) * D;
+  const T* qi = q + ((b * s.q_length + i) * s.heads + h) * D;
   std::vector<float> logit(static_cast<size_t>(s.kv_length));
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < s.kv_length; ++j) {
-    const float* kj = k + ((b * s.kv_length + j) * s.kv_heads + hk) * D;
+    const T* kj = k + ((b * s.kv_length + j) * s.kv_heads + hk) * D;
     float acc = 0.f;
-    for (int64_t d = 0; d < D; ++d) acc += pr.p.scale * qi[d] * kj[d];
+    for (int64_t d = 0; d < D; ++d) acc += pr.p.scale * float(qi[d]) * float(kj[d]);
     float mb = allowed(pr, b, i, j) ? 0.f : kAttentionMaskedLogit;
     float x = acc + (pr.p.bias ? mb + pr.p.bias[pr.bias_row(b, h, i) + j] : mb);
     logit[size_t(j)] = x;
@@ -441,6 +473,17 @@ void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t
   for (float x : logit) sum += std::exp(double(x - mx));
   *m = mx;
   *logl = float(std::log(sum));
+}
+
+}  // namespace
+
+void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h, int64_t i, float* m,
+                      float* logl) {
+  row_stats(pr, q, k, b, h, i, m, logl);
+}
+void masked_row_stats(const Problem& pr, const bfloat16* q, const bfloat16* k, int64_t b, int64_t h, int64_t i,
+                      float* m, float* logl) {
+  row_stats(pr, q, k, b, h, i, m, logl);
 }
 
 TileScratch& scratch(int64_t head_dim) {
@@ -467,16 +510,33 @@ void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bf
   T5X_DISPATCH(AttnForwardTileBf16Kv)(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 
+void forward_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, int64_t b, int64_t h,
+                  int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
+  T5X_DISPATCH(AttnForwardTileBf16)(pr, q, k, v, b, h, i0, out, lse, logl, ts);
+}
+
 void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
                       const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
                       float* dk, float* dv, float* ds_stash, TileScratch& ts) {
   T5X_DISPATCH(AttnBackwardKvTile)(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ds_stash, ts);
 }
 
+void backward_kv_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, const float* lse,
+                      const float* logl, const float* delta, const float* dout, int64_t b, int64_t hk, int64_t j0,
+                      float* dk, float* dv, float* ds_stash, TileScratch& ts) {
+  T5X_DISPATCH(AttnBackwardKvTileBf16)(pr, q, k, v, lse, logl, delta, dout, b, hk, j0, dk, dv, ds_stash, ts);
+}
+
 void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v, const float* lse,
                      const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
                      float* dbias, const float* ds_stash, TileScratch& ts) {
   T5X_DISPATCH(AttnBackwardQTile)(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ds_stash, ts);
+}
+
+void backward_q_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, const float* lse,
+                     const float* logl, const float* delta, const float* dout, int64_t h, int64_t i0, float* dq,
+                     float* dbias, const float* ds_stash, TileScratch& ts) {
+  T5X_DISPATCH(AttnBackwardQTileBf16)(pr, q, k, v, lse, logl, delta, dout, h, i0, dq, dbias, ds_stash, ts);
 }
 
 void delta_rows(const AttentionShape& s, const float* out, const float* dout, int64_t r0, int64_t r1,

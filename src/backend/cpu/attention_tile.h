@@ -48,13 +48,15 @@ struct TileScratch {
 // Thread-local scratch sized for head_dim.
 TileScratch& scratch(int64_t head_dim);
 
-// out/lse (and logl) rows of queries [i0, i0 + kBq) of (b, h); k, v in f32
-// or bf16. With logl, a row with no allowed key gets lse = its max logit and
+// out/lse (and logl) rows of queries [i0, i0 + kBq) of (b, h); q, k, v in
+// f32, or k, v in bf16, or all three in bf16. With logl, a row with no allowed key gets lse = its max logit and
 // logl = log(sum exp(logit - max)); every other row lse = max + log-sum
 // and logl = 0.
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b,
                   int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
 void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
+                  int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
+void forward_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, int64_t b,
                   int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
 
 // The backward recomputes P = exp((logit - lse) - logl) with logl = 0, except
@@ -63,10 +65,17 @@ void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bf
 // output, or, without it, from this full-row pass.
 void masked_row_stats(const Problem& pr, const float* q, const float* k, int64_t b, int64_t h,
                       int64_t i, float* m, float* logl);
+void masked_row_stats(const Problem& pr, const bfloat16* q, const bfloat16* k, int64_t b, int64_t h,
+                      int64_t i, float* m, float* logl);
 
 // dk/dv rows [j0, j0 + kBk) of (b, hk). With ds_stash (non-null), each dS
-// tile computed is also stored there at pr.stash_tile(...).
+// tile computed is also stored there at pr.stash_tile(...). q, k, v all f32
+// or all bf16 (as in backward_q_tile).
 void backward_kv_tile(const Problem& pr, const float* q, const float* k, const float* v,
+                      const float* lse, const float* logl, const float* delta,
+                      const float* dout, int64_t b,
+                      int64_t hk, int64_t j0, float* dk, float* dv, float* ds_stash, TileScratch& ts);
+void backward_kv_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v,
                       const float* lse, const float* logl, const float* delta,
                       const float* dout, int64_t b,
                       int64_t hk, int64_t j0, float* dk, float* dv, float* ds_stash, TileScratch& ts);
@@ -80,6 +89,10 @@ void delta_rows(const AttentionShape& s, const float* out, const float* dout, in
 // rows; dS from ds_stash when non-null (filled by backward_kv_tile), else
 // recomputed.
 void backward_q_tile(const Problem& pr, const float* q, const float* k, const float* v,
+                     const float* lse, const float* logl, const float* delta,
+                     const float* dout, int64_t h,
+                     int64_t i0, float* dq, float* dbias, const float* ds_stash, TileScratch& ts);
+void backward_q_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v,
                      const float* lse, const float* logl, const float* delta,
                      const float* dout, int64_t h,
                      int64_t i0, float* dq, float* dbias, const float* ds_stash, TileScratch& ts);

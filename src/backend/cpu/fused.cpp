@@ -74,25 +74,36 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, co
                                    dlogits);
 }
 
-void attention_forward(const AttentionDims& s, const AttentionArgs& p, const float* q, DType kv_dtype, const void* k,
-                       const void* v, float* out, float* lse, float* logl) {
-  switch (kv_dtype) {
-    case DType::f32:
-      return t5x::cpu::attention_forward(s, p, q, static_cast<const float*>(k), static_cast<const float*>(v), out, lse,
-                                         logl);
-    case DType::bf16:
-      return t5x::cpu::attention_forward(s, p, q, static_cast<const bfloat16*>(k), static_cast<const bfloat16*>(v),
-                                         out, lse, logl);
-    default:
-      throw std::invalid_argument(std::string("[attention] k / v must be float32 or bfloat16, got ") +
-                                  dtype_name(kv_dtype));
-  }
+void attention_forward(const AttentionDims& s, const AttentionArgs& p, DType q_dtype, const void* q, DType kv_dtype,
+                       const void* k, const void* v, float* out, float* lse, float* logl) {
+  auto* kb = static_cast<const bfloat16*>(k);
+  auto* vb = static_cast<const bfloat16*>(v);
+  if (q_dtype == DType::f32 && kv_dtype == DType::f32)
+    return t5x::cpu::attention_forward(s, p, static_cast<const float*>(q), static_cast<const float*>(k),
+                                       static_cast<const float*>(v), out, lse, logl);
+  if (q_dtype == DType::f32 && kv_dtype == DType::bf16)
+    return t5x::cpu::attention_forward(s, p, static_cast<const float*>(q), kb, vb, out, lse, logl);
+  if (q_dtype == DType::bf16 && kv_dtype == DType::bf16)
+    return t5x::cpu::attention_forward(s, p, static_cast<const bfloat16*>(q), kb, vb, out, lse, logl);
+  throw std::invalid_argument(std::string("[attention] q / k / v must be float32, bfloat16, or float32 q with "
+                                          "bfloat16 k / v; got q ") +
+                              dtype_name(q_dtype) + ", k / v " + dtype_name(kv_dtype));
 }
 
-void attention_backward(const AttentionDims& s, const AttentionArgs& p, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const float* logl, const float* dout,
+void attention_backward(const AttentionDims& s, const AttentionArgs& p, DType qkv_dtype, const void* q, const void* k,
+                        const void* v, const float* out, const float* lse, const float* logl, const float* dout,
                         float* dq, float* dk, float* dv, float* dbias) {
-  t5x::cpu::attention_backward(s, p, q, k, v, out, lse, dout, dq, dk, dv, dbias, logl);
+  switch (qkv_dtype) {
+    case DType::f32:
+      return t5x::cpu::attention_backward(s, p, static_cast<const float*>(q), static_cast<const float*>(k),
+                                          static_cast<const float*>(v), out, lse, dout, dq, dk, dv, dbias, logl);
+    case DType::bf16:
+      return t5x::cpu::attention_backward(s, p, static_cast<const bfloat16*>(q), static_cast<const bfloat16*>(k),
+                                          static_cast<const bfloat16*>(v), out, lse, dout, dq, dk, dv, dbias, logl);
+    default:
+      throw std::invalid_argument(std::string("[attention] backward q / k / v must be float32 or bfloat16, got ") +
+                                  dtype_name(qkv_dtype));
+  }
 }
 
 }  // namespace t5x::kernels::cpu
