@@ -119,6 +119,8 @@ class Attention : public Primitive {
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
+    if (in[1].dtype() != in[0].dtype() || in[2].dtype() != in[0].dtype())
+      throw_invalid(kOp, "internal: the backward needs q, k and v in one dtype");
     Array dq = make_output(in[0].shape(), DType::f32, {in[0]});
     Array dk = make_output(in[1].shape(), DType::f32, {in[1]});
     Array dv = make_output(in[2].shape(), DType::f32, {in[2]});
