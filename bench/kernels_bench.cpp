@@ -219,12 +219,12 @@ BENCHMARK(BM_AttentionForward)->Apply(AttentionCases)->UseRealTime()->ComputeSta
 // One decode step's attention: a single query per row against the cache.
 // Args: batch, kv_length (T5.1.1 small: 128 encoder positions for the
 // cross-attention, 32 target positions for the self-attention).
-// Keys and values as a decode step finds them: bf16 (the cache's dtype), and
-// with cold=1 out of cache (a 64 MiB buffer is streamed between calls, as the
-// layer weights are in a step).
+// Query, keys and values as a bf16 decode step finds them: bf16 (the
+// activations' and the cache's dtype), and with cold=1 out of cache (a 64 MiB
+// buffer is streamed between calls, as the layer weights are in a step).
 void BM_AttentionDecode(benchmark::State& st) {
   AttnData d(st.range(0), 1, false, st.range(1));
-  const std::vector<t5x::bfloat16> k(d.k.begin(), d.k.end()), v(d.v.begin(), d.v.end());
+  const std::vector<t5x::bfloat16> q(d.q.begin(), d.q.end()), k(d.k.begin(), d.k.end()), v(d.v.begin(), d.v.end());
   const bool cold = st.range(2) != 0;
   std::vector<float> flush(cold ? size_t(16) << 20 : 0);
   for (auto _ : st) {
@@ -234,7 +234,7 @@ void BM_AttentionDecode(benchmark::State& st) {
       benchmark::ClobberMemory();
       st.ResumeTiming();
     }
-    attention_forward(d.s, d.p, d.q.data(), k.data(), v.data(), d.out.data(), nullptr);
+    attention_forward(d.s, d.p, q.data(), k.data(), v.data(), d.out.data(), nullptr);
   }
   st.counters["flops"] = benchmark::Counter(d.flops() * double(st.iterations()), benchmark::Counter::kIsRate);
 }

@@ -220,9 +220,9 @@ void cross_entropy_forward(int64_t rows, int64_t vocab, const float* logits, con
 void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, const int32_t* targets,
                             const float* lse, const float* dloss, float z_loss, float label_smoothing,
                             float* dlogits);
-// q in q_dtype, k and v in kv_dtype: all f32, all bf16 (bf16 activations),
-// or f32 q with bf16 k / v (a bf16 decode cache); bf16 is read as is and
-// widened exactly in the tiles, the same bits as widening it first. lse and
+// q in q_dtype, k and v in kv_dtype: all f32 or all bf16 (bf16 activations,
+// a bf16 decode cache); bf16 is read as is and widened exactly in the tiles,
+// the same bits as widening it first. lse and
 // logl [batch, heads, q_length] (either may be null without a backward):
 // logl carries the log-sum of the rows with no allowed key, which lse cannot
 // hold in f32 (backend/cpu/attention.h); the backward reads both.

@@ -179,12 +179,17 @@ Bytes run_attention(const AttnCase& c) {
   std::vector<float> dq(nq), dk(nk), dv(nk), dbias(p.bias ? nbias : 0);
   attention_backward(s, p, q.data(), k.data(), v.data(), out.data(), lse.data(), dout.data(), dq.data(), dk.data(),
                      dv.data(), p.bias ? dbias.data() : nullptr);
-  // The forward on bf16 keys / values (a decode cache), widened in the tiles.
-  std::vector<bfloat16> k16(k.begin(), k.end()), v16(v.begin(), v.end());
+  // Forward and backward on bf16 q, k and v (bf16 activations, a decode
+  // cache), widened in the tiles.
+  std::vector<bfloat16> q16(q.begin(), q.end()), k16(k.begin(), k.end()), v16(v.begin(), v.end());
   std::vector<float> out16(nq), lse16(lse.size());
-  attention_forward(s, p, q.data(), k16.data(), v16.data(), out16.data(), lse16.data());
+  attention_forward(s, p, q16.data(), k16.data(), v16.data(), out16.data(), lse16.data());
+  std::vector<float> dq16(nq), dk16(nk), dv16(nk), dbias16(dbias.size());
+  attention_backward(s, p, q16.data(), k16.data(), v16.data(), out16.data(), lse16.data(), dout.data(), dq16.data(),
+                     dk16.data(), dv16.data(), p.bias ? dbias16.data() : nullptr);
   Bytes r;
-  for (const auto* x : {&out, &lse, &dq, &dk, &dv, &dbias, &out16, &lse16}) append(r, *x);
+  for (const auto* x : {&out, &lse, &dq, &dk, &dv, &dbias, &out16, &lse16, &dq16, &dk16, &dv16, &dbias16})
+    append(r, *x);
   return r;
 }
 

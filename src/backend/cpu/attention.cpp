@@ -49,8 +49,8 @@ void check(const AttentionShape& s, const AttentionParams& p) {
     throw std::invalid_argument("[attention] q_segment_ids and kv_segment_ids must be given together");
 }
 
-template <typename TQ, typename TK>
-void forward(const AttentionShape& s, const AttentionParams& p, const TQ* q, const TK* k, const TK* v, float* out,
+template <typename T>
+void forward(const AttentionShape& s, const AttentionParams& p, const T* q, const T* k, const T* v, float* out,
              float* lse, float* logl) {
   check(s, p);
   simd_init();  // before the threads: an unknown T5X_CPU_ISA throws here
@@ -69,11 +69,6 @@ void forward(const AttentionShape& s, const AttentionParams& p, const TQ* q, con
 
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
                        const float* k, const float* v, float* out, float* lse, float* logl) {
-  forward(s, p, q, k, v, out, lse, logl);
-}
-
-void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl) {
   forward(s, p, q, k, v, out, lse, logl);
 }
 

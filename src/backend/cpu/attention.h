@@ -61,10 +61,10 @@ using AttentionBiasLayout = kernels::AttentionBias;  // kNone, kHeads, kBatchHea
 using AttentionShape = kernels::AttentionDims;        // head_dim is the `kv` dim
 using AttentionParams = kernels::AttentionArgs;
 
-// lse may be null when no backward pass follows. k and v may be bf16 (a decode
-// cache in the activation dtype), or q, k and v all bf16 (activations in
-// bf16): widened exactly as the tiles load them, so the results are the bits
-// of the f32 call on the widened values.
+// lse may be null when no backward pass follows. q, k and v are all f32 or
+// all bf16 (bf16 activations, a decode cache in the activation dtype): bf16 is
+// widened exactly as the tiles load it, so the results are the bits of the
+// f32 call on the widened values.
 // logl (rows like lse, may be null): for a row with no allowed key (all
 // masked: -1e10 + log(sum) is not representable in f32) lse gets the row's
 // max logit and logl its log(sum exp(logit - max)); other rows get logl = 0.
@@ -72,8 +72,6 @@ using AttentionParams = kernels::AttentionArgs;
 // rows (on padded batches, most of the encoder's query rows).
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
                        const float* k, const float* v, float* out, float* lse, float* logl = nullptr);
-void attention_forward(const AttentionShape& s, const AttentionParams& p, const float* q,
-                       const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl = nullptr);
 void attention_forward(const AttentionShape& s, const AttentionParams& p, const bfloat16* q,
                        const bfloat16* k, const bfloat16* v, float* out, float* lse, float* logl = nullptr);
 

@@ -201,11 +201,11 @@ HWY_INLINE void PrefetchRows(const T* x, const AttentionShape& s, int64_t D, int
 // session 43).
 constexpr int64_t kOuterAheadRows = 4 * kBk;
 
-// Q, K and V in f32, or in bf16 (activations or a decode cache kept in the
+// Q, K and V in f32, or in bf16 (activations, a decode cache kept in the
 // activation dtype: half the bytes read; widened exactly as loaded, so the
 // same bits).
-template <typename TQ, typename TK>
-HWY_INLINE void ForwardTile(const Problem& pr, const TQ* q, const TK* k, const TK* v, int64_t b, int64_t h,
+template <typename T>
+HWY_INLINE void ForwardTile(const Problem& pr, const T* q, const T* k, const T* v, int64_t b, int64_t h,
                             int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
   const AttentionShape& s = pr.s;
   const int64_t D = s.head_dim, nq = std::min(kBq, s.q_length - i0), hk = h / pr.group;
@@ -266,7 +266,7 @@ HWY_INLINE void ForwardTile(const Problem& pr, const TQ* q, const TK* k, const T
           for (int64_t d = 0; d < D; ++d) ar[d] *= corr[i];
         }
       }
-      const TK* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
+      const T* vrows = v + ((b * s.kv_length + j0) * s.kv_heads + hk) * D;
       SmallGemm<true>(nq, D, nk, S, kBk, 1, vrows, s.kv_heads * D, acc, D);
     }
     bool redo = false;
@@ -292,10 +292,6 @@ HWY_INLINE void ForwardTile(const Problem& pr, const TQ* q, const TK* k, const T
 
 void AttnForwardTile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
                      int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
-  ForwardTile(pr, q, k, v, b, h, i0, out, lse, logl, ts);
-}
-void AttnForwardTileBf16Kv(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
-                           int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
   ForwardTile(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 void AttnForwardTileBf16(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, int64_t b,
@@ -430,7 +426,6 @@ HWY_AFTER_NAMESPACE();
 namespace t5x::cpu {
 
 HWY_EXPORT(AttnForwardTile);
-HWY_EXPORT(AttnForwardTileBf16Kv);
 HWY_EXPORT(AttnForwardTileBf16);
 HWY_EXPORT(AttnBackwardKvTile);
 HWY_EXPORT(AttnBackwardKvTileBf16);
@@ -503,11 +498,6 @@ TileScratch& scratch(int64_t head_dim) {
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b, int64_t h,
                   int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
   T5X_DISPATCH(AttnForwardTile)(pr, q, k, v, b, h, i0, out, lse, logl, ts);
-}
-
-void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b, int64_t h,
-                  int64_t i0, float* out, float* lse, float* logl, TileScratch& ts) {
-  T5X_DISPATCH(AttnForwardTileBf16Kv)(pr, q, k, v, b, h, i0, out, lse, logl, ts);
 }
 
 void forward_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, int64_t b, int64_t h,

@@ -48,13 +48,11 @@ struct TileScratch {
 // Thread-local scratch sized for head_dim.
 TileScratch& scratch(int64_t head_dim);
 
-// out/lse (and logl) rows of queries [i0, i0 + kBq) of (b, h); q, k, v in
-// f32, or k, v in bf16, or all three in bf16. With logl, a row with no
+// out/lse (and logl) rows of queries [i0, i0 + kBq) of (b, h); q, k, v all
+// in f32 or all in bf16. With logl, a row with no
 // allowed key gets lse = its max logit and logl = log(sum exp(logit - max));
 // every other row lse = max + log-sum and logl = 0.
 void forward_tile(const Problem& pr, const float* q, const float* k, const float* v, int64_t b,
-                  int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
-void forward_tile(const Problem& pr, const float* q, const bfloat16* k, const bfloat16* v, int64_t b,
                   int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);
 void forward_tile(const Problem& pr, const bfloat16* q, const bfloat16* k, const bfloat16* v, int64_t b,
                   int64_t h, int64_t i0, float* out, float* lse, float* logl, TileScratch& ts);

@@ -76,17 +76,13 @@ void cross_entropy_backward(int64_t rows, int64_t vocab, const float* logits, co
 
 void attention_forward(const AttentionDims& s, const AttentionArgs& p, DType q_dtype, const void* q, DType kv_dtype,
                        const void* k, const void* v, float* out, float* lse, float* logl) {
-  auto* kb = static_cast<const bfloat16*>(k);
-  auto* vb = static_cast<const bfloat16*>(v);
   if (q_dtype == DType::f32 && kv_dtype == DType::f32)
     return t5x::cpu::attention_forward(s, p, static_cast<const float*>(q), static_cast<const float*>(k),
                                        static_cast<const float*>(v), out, lse, logl);
-  if (q_dtype == DType::f32 && kv_dtype == DType::bf16)
-    return t5x::cpu::attention_forward(s, p, static_cast<const float*>(q), kb, vb, out, lse, logl);
   if (q_dtype == DType::bf16 && kv_dtype == DType::bf16)
-    return t5x::cpu::attention_forward(s, p, static_cast<const bfloat16*>(q), kb, vb, out, lse, logl);
-  throw std::invalid_argument(std::string("[attention] q / k / v must be float32, bfloat16, or float32 q with "
-                                          "bfloat16 k / v; got q ") +
+    return t5x::cpu::attention_forward(s, p, static_cast<const bfloat16*>(q), static_cast<const bfloat16*>(k),
+                                       static_cast<const bfloat16*>(v), out, lse, logl);
+  throw std::invalid_argument(std::string("[attention] q, k and v must be all float32 or all bfloat16; got q ") +
                               dtype_name(q_dtype) + ", k / v " + dtype_name(kv_dtype));
 }
 
