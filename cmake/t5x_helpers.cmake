@@ -104,3 +104,27 @@ function(t5x_export_seqio program)
   target_link_options(${program} PRIVATE "LINKER:--whole-archive" ${whole} "LINKER:--no-whole-archive")
   install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endfunction()
+
+# t5x_link_jemalloc(target): the programs that run models (t5x, seqio, the
+# model benchmark) allocate through jemalloc (libjemalloc-dev) instead of
+# glibc's malloc. An eager step makes a few hundred small allocations per
+# token (shapes, arrays, op records); glibc's free and consolidation of them
+# cost ~8 ms per batch-1 greedy decode of T5.1.1 small (248 -> 240 ms, AVX2,
+# docs/performance.md, session 59); training steps and batch-8 decodes are
+# level. Large buffers come from core/allocator.h's cache either way. Not with
+# the sanitizers, which bring their own malloc. Linked --no-as-needed: the program
+# must load it even where it calls no jemalloc symbol by name (the malloc
+# calls are resolved to it by interposition).
+set(T5X_JEMALLOC "")
+if(NOT T5X_ASAN AND NOT T5X_FUZZ)
+  find_library(T5X_JEMALLOC_LIBRARY NAMES jemalloc)
+  if(NOT T5X_JEMALLOC_LIBRARY)
+    message(FATAL_ERROR "jemalloc not found: install libjemalloc-dev (scripts/deps.sh does)")
+  endif()
+  set(T5X_JEMALLOC ${T5X_JEMALLOC_LIBRARY})
+endif()
+function(t5x_link_jemalloc target)
+  if(T5X_JEMALLOC)
+    target_link_libraries(${target} PRIVATE -Wl,--push-state,--no-as-needed ${T5X_JEMALLOC} -Wl,--pop-state)
+  endif()
+endfunction()

@@ -8,7 +8,8 @@ set -euo pipefail
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
 # checks' venv (scripts/python_env.sh). python3-dev, pybind11-dev: the Python
 # module t5xcpp.seqio (python/). iproute2: `ip netns` of the multi-host
-# test (tests/t5x/trainer/multihost_netns_test.sh).
+# test (tests/t5x/trainer/multihost_netns_test.sh). libjemalloc-dev: the
+# programs' malloc (cmake/t5x_helpers.cmake, t5x_link_jemalloc).
 pkgs=(cmake g++ make ccache pkg-config
       libdnnl-dev ocl-icd-opencl-dev libomp-dev
       libsentencepiece-dev sentencepiece
@@ -16,7 +17,7 @@ pkgs=(cmake g++ make ccache pkg-config
       zlib1g-dev libzstd-dev
       libprotobuf-dev protobuf-compiler libleveldb-dev libsnappy-dev
       libcli11-dev libhwy-dev libfftw3-dev
-      libopenmpi-dev openmpi-bin iproute2
+      libopenmpi-dev openmpi-bin iproute2 libjemalloc-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-venv python3-dev pybind11-dev)
 for arg in "$@"; do

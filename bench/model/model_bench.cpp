@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
       "\"fma_gflops_measured\":%.1f,\"mfu_fma_median\":%.3f,\"mfu_fma_max\":%.3f,"
       "\"cpu_ms\":%s,\"ms_value_and_grad\":%s,\"ms_optimizer\":%s,\"peak_rss_mib\":%.1f,\"array_peak_mib\":%.1f,"
       "\"loss\":%.4f,\"loadavg_1min\":%.2f,"
-      "\"omp_wait_policy\":\"%s\",\"malloc_tuning\":%s,\"optimizer\":\"%s\",\"params\":%lld%s}\n",
+      "\"omp_wait_policy\":\"%s\",\"malloc\":\"%s\",\"malloc_tuning\":%s,\"optimizer\":\"%s\",\"params\":%lld%s}\n",
       o.mode.c_str(), model_name.c_str(), t5x::dtype_name(cfg.dtype), (long long)o.batch, (long long)o.inputs,
       (long long)o.targets, threads, (long long)o.steps, st.median, st.min, json_list(ms).c_str(),
       tokens / (st.median / 1e3), tokens / (st.min / 1e3), flops / 1e9, naive / 1e9,
@@ -411,7 +411,8 @@ int main(int argc, char** argv) {
       flops / 1e9 / (st.median / 1e3) / fma, flops / 1e9 / (st.min / 1e3) / fma, json_list(cpu_ms).c_str(),
       json_list(ms_grad).c_str(), json_list(ms_update).c_str(), peak_rss_mib(),
       double(t5x::peak_bytes()) / (1024.0 * 1024.0), final_loss, loadavg1(),
-      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default", o.malloc_tuning ? "true" : "false",
+      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default", t5x::cpu::malloc_in_use(),
+      o.malloc_tuning ? "true" : "false",
       o.mode == "train" ? o.optimizer.c_str() : "none",
       (long long)model.num_params(), extra_json.c_str());
   return 0;
