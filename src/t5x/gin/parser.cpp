@@ -385,6 +385,7 @@ class Parser {
   std::vector<Token> toks_;
   std::string file_;
   size_t i_ = 0;
+  int depth_ = 0;  // brackets open in value()
 
   const Token& peek(size_t k = 0) const {
     return toks_[std::min(i_ + k, toks_.size() - 1)];
@@ -497,6 +498,10 @@ class Parser {
     return items;
   }
 
+  // Brackets nest at most this deep: the parser recurses per level, and a
+  // real config nests a handful (Python's gin stops at its recursion limit).
+  static constexpr int kMaxNesting = 256;
+
   Value value() {
     const Token& t = peek();
     const SourceLocation where = loc(t);
@@ -534,6 +539,14 @@ class Parser {
       default: fail(t, "expected a value, found " + show(t), kValueHint);
     }
     const char c = t.text[0];
+    struct Depth {  // brackets open around this one
+      int& d;
+      explicit Depth(int& x) : d(++x) {}
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxNesting && (c == '[' || c == '(' || c == '{'))
+      fail(t, "values nest deeper than " + std::to_string(kMaxNesting) + " brackets",
+           "flatten the value; a config needs no more than a few levels of [ ], ( ) or { }");
     ++i_;
     if (c == '[') return Value::list(items_until("]", "list")).at(where);
     if (c == '(') {
@@ -595,6 +608,8 @@ class Parser {
 }  // namespace
 
 std::vector<Statement> parse_gin(std::string_view text, const std::string& file) {
+  // A UTF-8 byte order mark (some Windows editors write one) is not text.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   Lexer lexer(text, file, 1, 1);
   Parser parser(text, lexer.run(), file);
   return parser.statements();

@@ -180,6 +180,13 @@ TEST(GinParse, BlocksImportsIncludesComments) {
   EXPECT_EQ(st[5].name, "batch_size");
 }
 
+TEST(GinParse, SkipsAUtf8ByteOrderMark) {
+  const auto st = parse_gin("\xEF\xBB\xBF" "f.x = 3\n", "m.gin");
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].value.as_int(), 3);
+  expect_gin_error([] { parse_gin("\xEF\xBB\xBF" "f.x 3\n", "m.gin"); }, {"m.gin:1:5", "expected '='"});
+}
+
 TEST(GinParse, LineContinuation) {
   const auto st = parse_gin("f.x = \\\n  [1, 2]\ng.y = 'a' \\\n  'b'\n", "t.gin");
   ASSERT_EQ(st.size(), 2u);
@@ -219,6 +226,24 @@ TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
   expect_gin_error([] { parse_gin("f.x = 012\n", "m.gin"); }, {"leading zeros", "hint:"});
   expect_gin_error([] { parse_gin("f.x = 1 \\ 2\n", "m.gin"); },
                    {"m.gin:1:9", "backslash must end the line", "hint:"});
+}
+
+// Deep nesting is an error at the bracket past the limit (256), not a stack
+// overflow: 20000 levels of each bracket kind.
+TEST(GinParseErrors, DeepNestingFailsAtTheLimit) {
+  auto nested = [](const std::string& open, const std::string& close, int n) {
+    std::string v;
+    for (int i = 0; i < n; ++i) v += open;
+    v += "1";
+    for (int i = 0; i < n; ++i) v += close;
+    return "f.x = " + v + "\n";
+  };
+  EXPECT_NO_THROW(parse_gin(nested("[", "]", 256), "m.gin"));
+  expect_gin_error([&] { parse_gin(nested("[", "]", 257), "m.gin"); },
+                   {"m.gin:1:263", "nest deeper than 256", "hint:"});
+  expect_gin_error([&] { parse_gin(nested("[", "]", 20000), "m.gin"); }, {"m.gin:1:263", "nest deeper"});
+  expect_gin_error([&] { parse_gin(nested("(", ",)", 20000), "m.gin"); }, {"m.gin:1:263", "nest deeper"});
+  expect_gin_error([&] { parse_gin(nested("{1: ", "}", 20000), "m.gin"); }, {"nest deeper"});
 }
 
 }  // namespace
