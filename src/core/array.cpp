@@ -134,7 +134,10 @@ std::vector<int64_t> Array::to_ints() const {
   dispatch_dtype(dtype(), [&](auto t) {
     using T = decltype(t);
     const T* p = static_cast<const T*>(h.raw_data());
-    for (size_t i = 0; i < r.size(); ++i) r[i] = int64_t(float(p[i]));
+    for (size_t i = 0; i < r.size(); ++i) {
+      if constexpr (std::is_integral_v<T>) r[i] = int64_t(p[i]);  // exact (not through float: 2^24 + 1)
+      else r[i] = int64_t(float(p[i]));
+    }
   });
   return r;
 }

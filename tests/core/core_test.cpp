@@ -59,6 +59,14 @@ TEST(CoreArray, ConstructionAccessAndPrinting) {
   EXPECT_THROW(Array::from_vector<float>(Shape{{"n", 2}}, {1.f}), std::invalid_argument);
 }
 
+// Integers come back exact, not through float: 2^24 + 1 (a restored step,
+// the case that found it) and the int32 extremes.
+TEST(CoreArray, IntegersReadBackExactly) {
+  const std::vector<int64_t> v{16777217, 2147483647, -2147483648LL, -16777217};
+  EXPECT_EQ(Array::from_ints(Shape({{"x", 4}}), v, DType::i32).to_ints(), v);
+  EXPECT_EQ(Array::from_ints(Shape{}, {16777217}, DType::i32).item(), 16777217.0);
+}
+
 TEST(CoreArray, HandlesShareDataCopiesDoNot) {
   Array a = Array::from_vector<float>(Shape{{"n", 2}}, {1, 2});
   Array b = a;

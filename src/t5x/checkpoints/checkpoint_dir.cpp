@@ -263,6 +263,32 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
 
 // ---------------------------------------------------------------- reader
 
+namespace {
+// Every open (eval, infer, a fine-tune's initial checkpoint, not only a
+// resume's scan) checks the msgpack against the manifest where the save wrote
+// one: it holds the step and the small arrays, which no codec checksum
+// guards (the zarr chunks are gzip, whose CRC the decoder checks).
+void check_msgpack_against_manifest(const std::string& path, const std::string& file,
+                                    const std::vector<uint8_t>& bytes) {
+  const std::string ckpt_dir = fileio::is_dir(path) ? path : fs::path(file).parent_path().string();
+  const std::optional<CheckpointManifest> m = read_manifest(ckpt_dir);
+  if (!m) return;  // t5x's own saves (and older t5x.cpp ones) have none
+  const std::string rel = fs::path(file).lexically_relative(ckpt_dir).generic_string();
+  auto it = m->files.find(rel);
+  if (it == m->files.end()) return;
+  const FileDigest got = FileDigest::of(bytes);
+  if (got == it->second) return;
+  char buf[160];
+  if (got.bytes != it->second.bytes)
+    std::snprintf(buf, sizeof buf, ": truncated or corrupt (%llu bytes; the manifest records %llu)",
+                  (unsigned long long)got.bytes, (unsigned long long)it->second.bytes);
+  else
+    std::snprintf(buf, sizeof buf, ": crc32c 0x%08x differs from the manifest's 0x%08x (the bytes changed after the save)",
+                  unsigned(got.crc32c), unsigned(it->second.crc32c));
+  throw CheckpointError(file + buf + "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)");
+}
+}  // namespace
+
 CheckpointReader CheckpointReader::open(const std::string& path) {
   CheckpointReader r;
   if (auto prefix = tf::tf_checkpoint_prefix(path)) {
@@ -293,6 +319,7 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
   if (!bytes)
     throw CheckpointError("not a complete t5x checkpoint: '" + file +
                           "' is missing (the msgpack is written last, so the save did not finish)");
+  check_msgpack_against_manifest(path, file, *bytes);
   DecodedCheckpoint d = decode_checkpoint_msgpack(*bytes, file);
   if (d.version != 0 && d.version < 2)
     throw CheckpointError(file + ": checkpoint version " + std::to_string(d.version) +

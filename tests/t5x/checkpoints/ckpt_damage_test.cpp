@@ -125,6 +125,34 @@ TEST(CkptDamage, DamagedNewestCheckpointIsMovedAsideAndSavedAgain) {
 }
 
 // Finding 8: `ckpt info checkpoint_N` called all of these fine.
+// Every restore checks the msgpack against the manifest, not only a resume's
+// scan (bad-input sweep, session 59): a fine-tune whose initial checkpoint
+// has a flipped msgpack (the step and small arrays; no codec checksum guards
+// them) used to start from its garbage step.
+TEST(CkptDamage, InitialCheckpointWithAFlippedMsgpackIsRefused) {
+  const std::string root = temp_dir("damage_initial");
+  train(root + "/ref", 2);
+  auto finetune = [&](const std::string& model_dir, const std::string& initial) {
+    std::vector<std::string> argv = train_argv(model_dir, 4, 2, {"INITIAL_CHECKPOINT_PATH = '" + initial + "'"});
+    std::replace(argv.begin(), argv.end(), std::string("--gin_file=configs/runs/pretrain.gin"),
+                 std::string("--gin_file=configs/runs/finetune.gin"));
+    return sh(join_cmd(argv));
+  };
+  // Intact, it is restored: the run fine-tunes from its step.
+  RunResult r = finetune(root + "/ft_ok", root + "/ref/checkpoint_2");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("restored parameters and optimizer state from " + root + "/ref/checkpoint_2 (step 2)"),
+            std::string::npos) << r.out;
+  // Damaged, it is refused, naming the file.
+  fs::copy(root + "/ref", root + "/bad", fs::copy_options::recursive);
+  const std::string file = damage(root + "/bad/checkpoint_2", Damage::flip_msgpack);
+  r = finetune(root + "/ft_bad", root + "/bad/checkpoint_2");
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find(file + ": crc32c 0x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("differs from the manifest's"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(root + "/ft_bad/checkpoint_4")) << r.out;
+}
+
 TEST(CkptDamage, InfoVerifiesByDefault) {
   const std::string root = temp_dir("damage_info");
   train(root + "/ref", 2);
