@@ -161,7 +161,14 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
   bool have_all = with_optimizer && reader.has("state/step");
   if (have_all)
     for (const auto& [k, v] : state.opt.slots)
-      if (!reader.has("state/param_states/" + k)) { have_all = false; break; }
+      if (!reader.has("state/param_states/" + k)) {
+        have_all = false;
+        r.missing_slot = k;
+        break;
+      }
+  if (with_optimizer && !have_all)
+    for (const auto& p : reader.array_paths())
+      if (p.rfind("state/param_states/", 0) == 0) r.checkpoint_slots.push_back(p.substr(19));
   if (have_all) {
     std::map<std::string, Array> dict;
     for (const auto& [k, v] : state.opt.slots) {

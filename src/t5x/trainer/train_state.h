@@ -57,6 +57,11 @@ std::string save_train_state(const std::string& model_dir, const TrainState& sta
 struct RestoreResult {
   std::string dir;
   bool optimizer_restored = false;
+  // With with_optimizer and optimizer_restored false: the checkpoint's own
+  // optimizer state ("state/param_states/..." paths), when it holds some (an
+  // other optimizer's slots), and the first slot of this state it lacks.
+  std::vector<std::string> checkpoint_slots;
+  std::string missing_slot;
   // The data position: this process's when saved with the same process count,
   // else process 0's of another count (the trainer's stream is global, so the
   // position does not depend on the count). data_state_process_count says which.

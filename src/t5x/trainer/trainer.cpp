@@ -203,6 +203,16 @@ void Trainer::initialize() {
   if (found) {
     const std::string dir = checkpoint_dir_for_step(cfg_.model_dir, *found);
     auto r = restore_train_state(dir, state_, true, "", dist_.rank(), dist_.size());
+    // A resume continues the run's optimizer: state saved by another optimizer
+    // is an error (t5x fails on the state's structure), not a silent restart.
+    if (!r.optimizer_restored && !r.checkpoint_slots.empty())
+      throw CheckpointError("[trainer] " + dir + " holds the optimizer state of another optimizer (e.g. '" +
+                            r.checkpoint_slots.front() + "'), not this OPTIMIZER's (" +
+                            (r.missing_slot.empty() ? std::string("'state/step' is missing")
+                                                    : "'" + r.missing_slot + "' is missing") +
+                            ")\n  hint: resume with the OPTIMIZER the run was trained with, or "
+                            "fine-tune from the checkpoint (INITIAL_CHECKPOINT_PATH, a fresh MODEL_DIR) to "
+                            "start a new optimizer state");
     restored_from_model_dir_ = true;
     if (r.data_state_json) {
       const int from = r.data_state_process_count == dist_.size() ? dist_.rank() : 0;

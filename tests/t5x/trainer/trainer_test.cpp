@@ -175,6 +175,30 @@ TEST(Trainer, KillAndResumeIsBitwiseEqual) {
   EXPECT_EQ(la[4], lb[4]);  // step 5 computed twice, identically
 }
 
+// A resume with another OPTIMIZER than the run's is an error naming both
+// states' slots (it dropped the saved Adafactor state without a word: the
+// bad-input sweep of session 59); the same optimizer resumes.
+TEST(Trainer, ResumeWithAnotherOptimizerIsAnError) {
+  const std::string dir = temp_dir("other_optimizer");
+  Trainer a(tiny_run(dir, 2), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  Trainer b(tiny_run(dir, 4, {"OPTIMIZER = @optimizers.chain()", "optimizers.chain.transformations = [@optax.adamw()]",
+                              "optax.adamw.learning_rate = 1e-3"}),
+            single(), fast());
+  try {
+    b.initialize();
+    FAIL() << "resumed with AdamW over Adafactor's state";
+  } catch (const CheckpointError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("holds the optimizer state of another optimizer"), std::string::npos) << m;
+    EXPECT_NE(m.find("' is missing"), std::string::npos) << m;
+    EXPECT_NE(m.find("hint: resume with the OPTIMIZER"), std::string::npos) << m;
+  }
+  Trainer c(tiny_run(dir, 3), single(), fast());
+  c.initialize();
+  EXPECT_EQ(c.state().step(), 2);
+}
+
 TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   std::string dir = temp_dir("nan");
   Trainer t(tiny_run(dir, 6, {"utils.create_learning_rate_scheduler.base_learning_rate = 1e30",
