@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include <fstream>
+#include <limits>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -191,7 +192,11 @@ int cmd_vocab(const std::string& op, const std::string& spec, std::istream& in, 
       try {
         auto first = line.find_first_not_of(" \t");
         if (first != std::string::npos && line[first] == '[') {
-          ids = nlohmann::json::parse(line).get<Tokens>();
+          for (int64_t v : nlohmann::json::parse(line).get<std::vector<int64_t>>()) {
+            if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+              throw std::invalid_argument("id " + std::to_string(v) + " is outside the int32 range of ids");
+            ids.push_back(int32_t(v));
+          }
         } else {
           ids = PassThroughVocabulary(0).encode(line);
         }

@@ -199,6 +199,13 @@ int main(int argc, char** argv) {
     auto st = trainer::run_infer(rc, trainer::Distributed::create(rc.partitioner, world), log);
     if (chief) std::cout << "wrote " << st.examples << " examples (" << st.chunks_skipped << " chunks reused)\n";
     return 0;
+  } catch (const std::bad_alloc&) {
+    std::cerr << ("t5x " + mode + ": out of memory\n  hint: the run needs more memory than this machine "
+                  "gives it; lower BATCH_SIZE or TASK_FEATURE_LENGTHS, use bfloat16 activations "
+                  "(ACTIVATION_DTYPE), or split the run over more processes\n")
+              << std::flush;
+    if (world && world->size() > 1) world->abort(1);
+    return 1;
   } catch (const std::exception& e) {
     // One write per process, so that the lines of several processes do not interleave.
     const std::string who =

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -214,6 +215,8 @@ Tokens PassThroughVocabulary::encode(std::string_view text) const {
     }
     if (used != tok.size())
       throw std::invalid_argument("[PassThroughVocabulary::encode] '" + tok + "' is not an integer id");
+    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+      throw std::invalid_argument("[PassThroughVocabulary::encode] id " + tok + " is outside the int32 range of ids");
     out.push_back(static_cast<int32_t>(v));
   }
   return out;

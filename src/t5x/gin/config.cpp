@@ -98,6 +98,12 @@ void Config::parse_path(const std::string& path, const std::string& including_fi
   if (!found) {
     std::string list;
     for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
+    for (const std::string& t : tried) {
+      std::error_code dir_ec;
+      if (fs::is_directory(t, dir_ec))
+        throw GinError(where, "gin file '" + path + "' is a directory (" + t + ")",
+                       "name a .gin file in it, e.g. " + (fs::path(t) / "train.gin").string());
+    }
     throw GinError(where, "cannot find gin file '" + path + "' (tried " + list + ")",
                    similar_files(tried) +
                        "check the path, or add its directory with --gin_search_paths=DIR");

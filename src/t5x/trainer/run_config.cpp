@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 
 #include "seqio/cache.h"
@@ -16,6 +17,11 @@
 namespace t5x::trainer {
 
 namespace {
+
+// Longest feature length accepted (2^20 tokens; LongT5 trains at 16k). A
+// longer one is a typo: its activations alone would not fit in memory, and
+// the run used to die in the kernel's out-of-memory killer with no message.
+constexpr int64_t kMaxLength = int64_t(1) << 20;
 
 using gin::Config;
 using gin::Reference;
@@ -163,6 +169,13 @@ LearningRateSchedule read_schedule(const Config& cfg, const Reference& ref) {
     lc.steps_per_cycle = cfg.get_int(s, c, "steps_per_cycle");
     lc.step_offset = cfg.get_int(s, c, "step_offset");
     lc.min_learning_rate = cfg.get_double(s, c, "min_learning_rate");
+    // t5x divides by them (rsqrt_decay takes max(step, warmup_steps)): a
+    // negative count gave an infinite learning rate at the first step.
+    for (const auto& [name, v] : {std::pair<const char*, int64_t>{"warmup_steps", lc.warmup_steps},
+                                  {"steps_per_decay", lc.steps_per_decay},
+                                  {"steps_per_cycle", lc.steps_per_cycle}})
+      if (v < 0)
+        throw std::invalid_argument("[trainer] " + c + "." + name + " must be >= 0, got " + std::to_string(v));
     return create_learning_rate_scheduler(lc);
   }
   if (c == "optax.warmup_cosine_decay_schedule")
@@ -223,9 +236,9 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
     for (const auto& [k, len] : v->as_dict()) {
       // Caught here, before initialisation writes anything (a length of 0
       // used to surface as a bad record of the data file).
-      if (len.as_int() < 1)
-        throw std::invalid_argument("[trainer] " + c + ".task_feature_lengths['" + k.as_string() +
-                                    "'] must be >= 1, got " + std::to_string(len.as_int()) +
+      if (len.as_int() < 1 || len.as_int() > kMaxLength)
+        throw std::invalid_argument("[trainer] " + c + ".task_feature_lengths['" + k.as_string() + "'] must be in [1, " +
+                                    std::to_string(kMaxLength) + "], got " + std::to_string(len.as_int()) +
                                     " (TASK_FEATURE_LENGTHS)");
       lens[k.as_string()] = static_cast<int>(len.as_int());
     }
@@ -243,8 +256,8 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   // A process-wide gin binding in T5, so a process-wide default here.
   seqio::preprocessors::set_random_spans_random_roll(
       cfg.get_bool("", "preprocessors.random_spans_noise_mask", "random_roll"));
-  if (d.batch_size < 1)
-    throw std::invalid_argument("[trainer] utils.DatasetConfig.batch_size must be >= 1, got " +
+  if (d.batch_size < 1 || d.batch_size > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("[trainer] utils.DatasetConfig.batch_size (BATCH_SIZE) must be in [1, 2^31 - 1], got " +
                                 std::to_string(d.batch_size));
   return d;
 }
@@ -348,9 +361,10 @@ TrainRunConfig read_train_config(const Config& cfg) {
   t.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   check_expert_partitions(t.model, t.partitioner);
   t.total_steps = cfg.get_int("", f, "total_steps");
-  if (t.total_steps < 0)
-    throw std::invalid_argument("[trainer] " + f + ".total_steps (TRAIN_STEPS) must be >= 0, got " +
-                                std::to_string(t.total_steps));
+  // The checkpoints' state/step is int32, as t5x's.
+  if (t.total_steps < 0 || t.total_steps > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("[trainer] " + f + ".total_steps (TRAIN_STEPS) must be in [0, 2^31 - 1], got " +
+                                std::to_string(t.total_steps) + " (a checkpoint's step is int32)");
   if (auto v = opt_value(cfg, "", f, "relative_steps")) t.relative_steps = v->as_int();
   if (t.relative_steps && *t.relative_steps < 0)
     throw std::invalid_argument("[trainer] " + f + ".relative_steps must be >= 0, got " +

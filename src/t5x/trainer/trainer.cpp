@@ -213,6 +213,10 @@ void Trainer::initialize() {
                             ")\n  hint: resume with the OPTIMIZER the run was trained with, or "
                             "fine-tune from the checkpoint (INITIAL_CHECKPOINT_PATH, a fresh MODEL_DIR) to "
                             "start a new optimizer state");
+    if (state_.step() != *found)  // the save names it by its step; no manifest caught the change
+      throw CheckpointError("[trainer] " + dir + " holds step " + std::to_string(state_.step()) +
+                            ", not the step of its name\n  hint: the checkpoint was altered or renamed; move it "
+                            "out of MODEL_DIR to resume from the one before");
     restored_from_model_dir_ = true;
     if (r.data_state_json) {
       const int from = r.data_state_process_count == dist_.size() ? dist_.rank() : 0;

@@ -236,6 +236,9 @@ TEST(GinConfig, IncludesSearchPathsAndCycles) {
   Config c5(nullptr);
   expect_gin_error([&] { c5.parse_file("does/not/exist.gin"); },
                    {"cannot find gin file 'does/not/exist.gin'", "hint:"});
+  Config c7(nullptr);  // a directory is not a gin file (it said "cannot find")
+  expect_gin_error([&] { c7.parse_file((dir.path() / "lib").string()); },
+                   {"gin file '" + (dir.path() / "lib").string() + "' is a directory", "hint: name a .gin file"});
 }
 
 TEST(GinConfig, ImportsAreKeptAndDeduplicated) {

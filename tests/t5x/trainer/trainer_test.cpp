@@ -92,6 +92,35 @@ TEST(TrainerConfig, ReadsTheGinRun) {
   EXPECT_EQ(c2.partitioner.num_partitions, 2);
 }
 
+// Values past what a run can hold are refused by name (bad-input sweep,
+// session 59): BATCH_SIZE was truncated to 32 bits, a TRAIN_STEPS past int32
+// (the checkpoints' step) ran on, a 2e9-token length died in the kernel's
+// out-of-memory killer, a negative warmup gave an infinite learning rate.
+TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
+  const std::string dir = temp_dir("cfg_range");
+  const std::pair<std::string, std::string> cases[] = {
+      {"BATCH_SIZE = 2147483648", "batch_size (BATCH_SIZE) must be in [1, 2^31 - 1], got 2147483648"},
+      {"TRAIN_STEPS = 2147483648", "total_steps (TRAIN_STEPS) must be in [0, 2^31 - 1], got 2147483648"},
+      {"TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 2000000000}",
+       "task_feature_lengths['targets'] must be in [1, 1048576], got 2000000000"},
+      {"utils.create_learning_rate_scheduler.warmup_steps = -10",
+       "utils.create_learning_rate_scheduler.warmup_steps must be >= 0, got -10"},
+  };
+  for (const auto& [binding, message] : cases) {
+    auto b = tiny_bindings(dir, 4);
+    b.push_back(binding);
+    try {
+      read_train_config(tiny_config(b));
+      ADD_FAILURE() << binding << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << binding << ": " << e.what();
+    }
+  }
+  auto ok = tiny_bindings(dir, 4);
+  ok.push_back("TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 1048576}");
+  EXPECT_NO_THROW(read_train_config(tiny_config(ok)));
+}
+
 TEST(TrainerConfig, PretrainScheduleAndAdamW) {
   std::string dir = temp_dir("cfg2");
   auto b = tiny_bindings(dir, 4);
@@ -197,6 +226,26 @@ TEST(Trainer, ResumeWithAnotherOptimizerIsAnError) {
   Trainer c(tiny_run(dir, 3), single(), fast());
   c.initialize();
   EXPECT_EQ(c.state().step(), 2);
+}
+
+// A checkpoint whose step is not the one of its name (renamed, or its
+// msgpack altered where no manifest guards it) is refused at resume: it
+// skipped or repeated steps.
+TEST(Trainer, ResumeRefusesACheckpointWhoseStepIsNotItsName) {
+  const std::string dir = temp_dir("renamed_step");
+  Trainer a(tiny_run(dir, 2), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  std::filesystem::remove(checkpoint_dir_for_step(dir, 2) + "/" + kManifestFile);
+  std::filesystem::rename(checkpoint_dir_for_step(dir, 2), checkpoint_dir_for_step(dir, 3));
+  Trainer b(tiny_run(dir, 4), single(), fast());
+  try {
+    b.initialize();
+    FAIL() << "resumed from a renamed checkpoint";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(checkpoint_dir_for_step(dir, 3) + " holds step 2, not the step of its name"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
