@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -125,6 +126,11 @@ SentencePieceVocabulary::SentencePieceVocabulary(std::string model_path, int ext
   std::ostringstream buf;
   buf << f.rdbuf();
   std::string proto = buf.str();
+  // (A directory opens as a stream with nothing in it.)
+  if (proto.empty())
+    throw std::runtime_error("SentencePiece model '" + model_path_ + "' is " +
+                             (std::filesystem::is_directory(model_path_) ? "a directory" : "an empty file") +
+                             " (hint: point --vocab or the Task at the .model file spm_train wrote)");
   for (int k = 0; k < extra_ids; ++k) {
     int idx = reverse_extra_ids ? extra_ids - 1 - k : k;
     append_user_defined_piece(proto, "\xE2\x96\x81<extra_id_" + std::to_string(idx) + ">");

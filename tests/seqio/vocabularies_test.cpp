@@ -87,6 +87,19 @@ TEST(SentencePieceVocabulary, MissingModelNamesPath) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("no/such/model.spm"), std::string::npos);
   }
+  // A directory or an empty file is named as such (it said "unk is not defined").
+  const std::string empty = ::testing::TempDir() + "/empty.model";
+  std::ofstream(empty).close();
+  for (const auto& [path, what] : {std::pair<std::string, std::string>{::testing::TempDir(), "is a directory"},
+                                   {empty, "is an empty file"}}) {
+    try {
+      SentencePieceVocabulary v(path, 100);
+      ADD_FAILURE() << path;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("SentencePiece model '" + path + "' " + what), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // seqio/vocabularies_test.py's "AsciiVocab": base 128, _decode drops 0 and
@@ -153,6 +166,8 @@ TEST(PassThroughVocabulary, SeqioT17) {
   EXPECT_EQ(v.encode("5 6  7"), (Tokens{5, 6, 7}));
   EXPECT_EQ(v.decode({5, 6, 1, 7}), "5 6 1");
   EXPECT_THROW(v.encode("5 x"), std::invalid_argument);
+  EXPECT_THROW(v.encode("2147483648"), std::invalid_argument);  // was read as -2147483648
+  EXPECT_EQ(v.encode("2147483647 -2147483648"), (Tokens{2147483647, -2147483648}));
   EXPECT_EQ(v.spec(), "passthrough:128:eos_id=1");
 }
 
