@@ -470,11 +470,14 @@ std::string Config::operative_config_str() const {
 }
 
 void Config::write_operative_config(const std::string& model_dir) const {
+  // The run's output directory: MODEL_DIR (train), EVAL_OUTPUT_DIR or INFER_OUTPUT_DIR.
+  const char* which = "check the run's output directory (MODEL_DIR, EVAL_OUTPUT_DIR or INFER_OUTPUT_DIR)";
+  if (model_dir.empty()) throw GinError(SourceLocation{"<command line>"}, "the output directory is empty", which);
   std::error_code ec;
   fs::create_directories(model_dir, ec);
   if (ec)
-    throw GinError(SourceLocation{model_dir}, "cannot create model directory: " + ec.message(),
-                   "check --gin.MODEL_DIR and its permissions");
+    throw GinError(SourceLocation{model_dir}, "cannot create the output directory: " + ec.message(),
+                   std::string(which) + " and its permissions");
   const fs::path path = fs::path(model_dir) / "config.gin";
   const fs::path tmp = fs::path(model_dir) / "config.gin.tmp";
   {

@@ -343,6 +343,9 @@ TrainRunConfig read_train_config(const Config& cfg) {
   t.model = read_model_config(cfg, model);
   t.optimizer = read_optimizer_config(cfg, model);
   t.model_dir = cfg.get_string("", f, "model_dir");
+  if (t.model_dir.empty())
+    throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) is empty\n  hint: name the directory "
+                                "that holds the run's checkpoints, e.g. --gin.MODEL_DIR=/tmp/run");
   t.train_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_dataset_cfg"));
   if (!cfg.is_none("", f, "train_eval_dataset_cfg"))
     t.train_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_eval_dataset_cfg"));
@@ -423,7 +426,34 @@ std::string file_bytes(const std::string& path) {
 }
 }  // namespace
 
+namespace {
+// The embedding must have a row for every id the tasks' vocabularies produce:
+// a smaller vocab_size failed at the first batch, in the embedding lookup
+// ("index 604 out of range for dim 'vocab' of size 10").
+void check_vocab_size(const ModelConfig& m, const DatasetConfig& d) {
+  std::vector<std::shared_ptr<const seqio::Task>> tasks;
+  try {
+    tasks = seqio::get_subtasks(d.mixture_or_task_name);
+  } catch (const std::exception&) {
+    return;  // an unknown task is reported, with suggestions, where the data is read
+  }
+  const char* binding = m.decoder_only ? "network.TransformerConfig.vocab_size" : "network.T5Config.vocab_size";
+  for (const auto& task : tasks)
+    for (const auto& [name, feature] : task->output_features()) {
+      if (!feature.vocabulary) continue;
+      const int64_t ids = feature.vocabulary->vocab_size();
+      if (ids > m.network.vocab_size)
+        throw std::invalid_argument("[trainer] " + std::string(binding) + " = " + std::to_string(m.network.vocab_size) +
+                                    " is smaller than the vocabulary of task '" + task->name() + "' feature '" + name +
+                                    "' (" + std::to_string(ids) + " ids, " + feature.vocabulary->spec() +
+                                    ")\n  hint: set " + binding + " to at least " + std::to_string(ids) +
+                                    " (t5x rounds it up to a multiple of 128: 32128 for the 32000-piece T5 vocabulary)");
+    }
+}
+}  // namespace
+
 std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const DatasetConfig& d) {
+  check_vocab_size(m, d);
   if (m.vocabulary_file.empty()) return std::nullopt;
   const std::string binding = "seqio.SentencePieceVocabulary.sentencepiece_model_file (SENTENCEPIECE_MODEL_FILE) = '" +
                               m.vocabulary_file + "'";

@@ -105,6 +105,9 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
        "task_feature_lengths['targets'] must be in [1, 1048576], got 2000000000"},
       {"utils.create_learning_rate_scheduler.warmup_steps = -10",
        "utils.create_learning_rate_scheduler.warmup_steps must be >= 0, got -10"},
+      {"network.T5Config.vocab_size = 10",
+       "network.T5Config.vocab_size = 10 is smaller than the vocabulary of task 'gpl3_lines_copy'"},
+      {"MODEL_DIR = ''", "model_dir (MODEL_DIR) is empty"},
   };
   for (const auto& [binding, message] : cases) {
     auto b = tiny_bindings(dir, 4);
@@ -406,11 +409,14 @@ TEST(Trainer, BadMicrobatchesAndMeshInvariantFailBeforeWriting) {
 TEST(Trainer, NegativeStepsAndEmptyFeatureLengthsFailAtRead) {
   const auto message_of = read_error;
   EXPECT_EQ(message_of({"TRAIN_STEPS = -1"}),
-            "[trainer] train_script.train.total_steps (TRAIN_STEPS) must be >= 0, got -1");
+            "[trainer] train_script.train.total_steps (TRAIN_STEPS) must be in [0, 2^31 - 1], got -1 (a checkpoint's "
+            "step is int32)");
   EXPECT_EQ(message_of({"TASK_FEATURE_LENGTHS = {'inputs': 0, 'targets': 24}"}),
-            "[trainer] utils.DatasetConfig.task_feature_lengths['inputs'] must be >= 1, got 0 (TASK_FEATURE_LENGTHS)");
+            "[trainer] utils.DatasetConfig.task_feature_lengths['inputs'] must be in [1, 1048576], got 0 "
+            "(TASK_FEATURE_LENGTHS)");
   EXPECT_EQ(message_of({"TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': -3}"}),
-            "[trainer] utils.DatasetConfig.task_feature_lengths['targets'] must be >= 1, got -3 (TASK_FEATURE_LENGTHS)");
+            "[trainer] utils.DatasetConfig.task_feature_lengths['targets'] must be in [1, 1048576], got -3 "
+            "(TASK_FEATURE_LENGTHS)");
 }
 
 // TRAIN_STEPS below the restored step trains nothing, as in t5x, and says so.
