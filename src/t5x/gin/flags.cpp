@@ -17,7 +17,11 @@ std::string rewrite_gin_arg(std::string_view arg) {
   std::string value(body.substr(eq + 1));
   const bool looks_like_gin =
       !value.empty() && std::string_view("[({'\"@%").find(value[0]) != std::string_view::npos;
-  if (!looks_like_gin && !is_value(value)) value = quote_string(value);
+  // A number stays a number even when it is malformed (too many digits): its
+  // parse error names it, where quoting made it a string of the wrong type.
+  const size_t digits = value.find_first_not_of("+-") == 1 ? 1 : 0;
+  const bool numeral = value.size() > digits && value.find_first_not_of("0123456789_", digits) == std::string::npos;
+  if (!looks_like_gin && !numeral && !is_value(value)) value = quote_string(value);
   return name + " = " + value;
 }
 

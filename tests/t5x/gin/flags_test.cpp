@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "t5x/gin/flags.h"
+#include "t5x/gin/parser.h"
 #include "test_util.h"
 
 namespace t5x::gin {
@@ -26,6 +27,13 @@ TEST(GinFlags, RewriteGinArg) {
             "TASK_FEATURE_LENGTHS = {'inputs': 256, 'targets': 256}");
   EXPECT_EQ(rewrite_gin_arg("--gin.train/utils.DatasetConfig.batch_size=64"),
             "train/utils.DatasetConfig.batch_size = 64");
+  // A numeral that does not parse stays unquoted, so that its own error shows
+  // (it read "expected int, got string '99...'").
+  EXPECT_EQ(rewrite_gin_arg("--gin.BATCH_SIZE=99999999999999999999999"), "BATCH_SIZE = 99999999999999999999999");
+  expect_gin_error([] { parse_gin(rewrite_gin_arg("--gin.BATCH_SIZE=-99999999999999999999999"), "<--gin.BATCH_SIZE>"); },
+                   {"<--gin.BATCH_SIZE>:1:15", "does not fit in 64 bits"});
+  EXPECT_EQ(rewrite_gin_arg("--gin.X=+"), "X = '+'");
+  EXPECT_EQ(rewrite_gin_arg("--gin.X=12ab"), "X = '12ab'");
   expect_gin_error([] { rewrite_gin_arg("--gin.TRAIN_STEPS"); },
                    {"<command line>", "malformed flag '--gin.TRAIN_STEPS'",
                     "hint: gin overrides read --gin.NAME=VALUE"});
