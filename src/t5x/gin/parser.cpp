@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 
@@ -99,8 +100,12 @@ class Lexer {
         out.push_back(std::move(t));
         continue;
       }
-      fail(std::string("unexpected character '") + c + "'",
-           "gin accepts Python literals, @references, %macros and `name = value` lines");
+      const unsigned char u = static_cast<unsigned char>(c);
+      char shown[64];  // a control or non-ASCII byte by its value, not raw
+      if (u >= 0x20 && u < 0x7f) std::snprintf(shown, sizeof shown, "character '%c'", c);
+      else std::snprintf(shown, sizeof shown, "byte 0x%02x (%s)", u, u < 0x80 ? "a control character" : "not ASCII");
+      fail(std::string("unexpected ") + shown,
+           "gin accepts Python literals, @references, %macros and `name = value` lines; outside strings, ASCII only");
     }
     if (!brackets_.empty()) {
       const Token& t = brackets_.back();

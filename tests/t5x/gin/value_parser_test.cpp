@@ -217,6 +217,10 @@ TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
                    {"m.gin:1:10", "arguments are not allowed", "hint:"});
   expect_gin_error([] { parse_gin("f.x = 1 $\n", "m.gin"); },
                    {"m.gin:1:9", "unexpected character '$'", "hint:"});
+  expect_gin_error([] { parse_gin(std::string("f.x = 1 \0\n", 10), "m.gin"); },
+                   {"m.gin:1:9", "unexpected byte 0x00 (a control character)", "hint:"});
+  expect_gin_error([] { parse_gin("f.x = \xC3\xA9\n", "m.gin"); },
+                   {"m.gin:1:7", "unexpected byte 0xc3 (not ASCII)", "ASCII only"});
   expect_gin_error([] { parse_gin("include base.gin\n", "m.gin"); },
                    {"m.gin:1:9", "include needs a quoted path", "hint:"});
   expect_gin_error([] { parse_gin("f.x = 99999999999999999999\n", "m.gin"); },
