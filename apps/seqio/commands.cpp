@@ -276,8 +276,15 @@ std::vector<std::string> jsonl_field(const std::string& path, const std::vector<
     ++n;
     if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
+    // Nesting is bounded: the value may be written back out (dump() recurses
+    // per level), and 300000 levels overflowed the stack.
+    constexpr int kMaxDepth = 256;
     try {
-      j = nlohmann::json::parse(l);
+      j = nlohmann::json::parse(l, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        if (depth > kMaxDepth)
+          throw line_error(path, n, "JSON nests deeper than " + std::to_string(kMaxDepth) + " levels");
+        return true;
+      });
     } catch (const nlohmann::json::exception& e) {
       throw line_error(path, n, std::string("not a JSON object: ") + e.what());
     }

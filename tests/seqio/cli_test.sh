@@ -153,5 +153,11 @@ fi
     fail "empty predictions scored $(cat "$T/out")"
   fi
   grep -q "no predictions" "$T/err" || fail "empty predictions: $(cat "$T/err")"
+  # A prediction nested 300000 levels deep is an error at its line, not a stack overflow.
+  python3 -c "print('{\"prediction\": ' + '['*300000 + ']'*300000 + ', \"target\": \"a\"}')" > "$T/deep.jsonl"
+  rc=0
+  "$SEQIO" metric bleu --predictions "$T/deep.jsonl" > /dev/null 2> "$T/err" || rc=$?
+  [ "$rc" = 1 ] || fail "deep JSON: exit $rc"
+  grep -q "deep.jsonl:1: JSON nests deeper than 256 levels" "$T/err" || fail "deep JSON: $(cat "$T/err")"
 }
 echo "cli_test: all checks passed"
