@@ -109,9 +109,9 @@ endfunction()
 # model benchmark) allocate through jemalloc (libjemalloc-dev) instead of
 # glibc's malloc. An eager step makes a few hundred small allocations per
 # token (shapes, arrays, op records); glibc's free and consolidation of them
-# cost ~8 ms per batch-1 greedy decode of T5.1.1 small (248 -> 240 ms, AVX2,
-# docs/performance.md, session 59); training steps and batch-8 decodes are
-# level. Large buffers come from core/allocator.h's cache either way. Not with
+# cost 6-9 ms per batch-1 greedy decode of T5.1.1 small (251-255 -> 242-245
+# ms, AVX2, docs/performance.md, session 59); training steps and batch-8
+# decodes are level. Large buffers come from core/allocator.h's cache either way. Not with
 # the sanitizers, which bring their own malloc. Linked --no-as-needed: the program
 # must load it even where it calls no jemalloc symbol by name (the malloc
 # calls are resolved to it by interposition).

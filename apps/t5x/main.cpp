@@ -200,9 +200,10 @@ int main(int argc, char** argv) {
     if (chief) std::cout << "wrote " << st.examples << " examples (" << st.chunks_skipped << " chunks reused)\n";
     return 0;
   } catch (const std::bad_alloc&) {
-    std::cerr << ((mode.empty() ? "t5x" : "t5x " + mode) + ": out of memory\n  hint: the run needs more memory than this machine "
-                  "gives it; lower BATCH_SIZE or TASK_FEATURE_LENGTHS, use bfloat16 activations "
-                  "(ACTIVATION_DTYPE), or split the run over more processes\n")
+    std::cerr << ((mode.empty() ? "t5x" : "t5x " + mode) +
+                  ": out of memory\n  hint: the run needs more memory than this machine gives it; lower "
+                  "BATCH_SIZE or TASK_FEATURE_LENGTHS, use bfloat16 activations (ACTIVATION_DTYPE), or split "
+                  "the run over more processes\n")
               << std::flush;
     if (world && world->size() > 1) world->abort(1);
     return 1;

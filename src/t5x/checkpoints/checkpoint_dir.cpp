@@ -283,7 +283,8 @@ void check_msgpack_against_manifest(const std::string& path, const std::string& 
     std::snprintf(buf, sizeof buf, ": truncated or corrupt (%llu bytes; the manifest records %llu)",
                   (unsigned long long)got.bytes, (unsigned long long)it->second.bytes);
   else
-    std::snprintf(buf, sizeof buf, ": crc32c 0x%08x differs from the manifest's 0x%08x (the bytes changed after the save)",
+    std::snprintf(buf, sizeof buf,
+                  ": crc32c 0x%08x differs from the manifest's 0x%08x (the bytes changed after the save)",
                   unsigned(got.crc32c), unsigned(it->second.crc32c));
   throw CheckpointError(file + buf + "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)");
 }

@@ -237,9 +237,9 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
       // Caught here, before initialisation writes anything (a length of 0
       // used to surface as a bad record of the data file).
       if (len.as_int() < 1 || len.as_int() > kMaxLength)
-        throw std::invalid_argument("[trainer] " + c + ".task_feature_lengths['" + k.as_string() + "'] must be in [1, " +
-                                    std::to_string(kMaxLength) + "], got " + std::to_string(len.as_int()) +
-                                    " (TASK_FEATURE_LENGTHS)");
+        throw std::invalid_argument("[trainer] " + c + ".task_feature_lengths['" + k.as_string() +
+                                    "'] must be in [1, " + std::to_string(kMaxLength) + "], got " +
+                                    std::to_string(len.as_int()) + " (TASK_FEATURE_LENGTHS)");
       lens[k.as_string()] = static_cast<int>(len.as_int());
     }
     d.task_feature_lengths = lens;
@@ -447,7 +447,8 @@ void check_vocab_size(const ModelConfig& m, const DatasetConfig& d) {
                                     " is smaller than the vocabulary of task '" + task->name() + "' feature '" + name +
                                     "' (" + std::to_string(ids) + " ids, " + feature.vocabulary->spec() +
                                     ")\n  hint: set " + binding + " to at least " + std::to_string(ids) +
-                                    " (t5x rounds it up to a multiple of 128: 32128 for the 32000-piece T5 vocabulary)");
+                                    " (t5x rounds it up to a multiple of 128: 32128 for the 32000-piece T5 "
+                                    "vocabulary)");
     }
 }
 }  // namespace

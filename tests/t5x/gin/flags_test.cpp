@@ -30,7 +30,8 @@ TEST(GinFlags, RewriteGinArg) {
   // A numeral that does not parse stays unquoted, so that its own error shows
   // (it read "expected int, got string '99...'").
   EXPECT_EQ(rewrite_gin_arg("--gin.BATCH_SIZE=99999999999999999999999"), "BATCH_SIZE = 99999999999999999999999");
-  expect_gin_error([] { parse_gin(rewrite_gin_arg("--gin.BATCH_SIZE=-99999999999999999999999"), "<--gin.BATCH_SIZE>"); },
+  expect_gin_error(
+      [] { parse_gin(rewrite_gin_arg("--gin.BATCH_SIZE=-99999999999999999999999"), "<--gin.BATCH_SIZE>"); },
                    {"<--gin.BATCH_SIZE>:1:15", "does not fit in 64 bits"});
   EXPECT_EQ(rewrite_gin_arg("--gin.X=+"), "X = '+'");
   EXPECT_EQ(rewrite_gin_arg("--gin.X=12ab"), "X = '12ab'");
