@@ -573,7 +573,13 @@ std::vector<int64_t> apply_retention(const std::string& model_dir, int keep, con
   for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
     const std::string d = checkpoint_dir_for_step(model_dir, steps[i], prefix);
     if (is_pinned(d)) continue;
-    fileio::remove_all(d);
+    // Renamed to a temporary name first (atomic): an interrupted removal then
+    // leaves a directory the next start removes (remove_temp_dirs), never a
+    // half-deleted checkpoint_N.
+    const std::string doomed = d + ".tmp-" + std::to_string(std::time(nullptr));
+    std::error_code ec;
+    fs::rename(d, doomed, ec);
+    fileio::remove_all(ec ? d : doomed);
     removed.push_back(steps[i]);
   }
   return removed;

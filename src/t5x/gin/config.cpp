@@ -483,14 +483,20 @@ void Config::write_operative_config(const std::string& model_dir) const {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << operative_config_str();
-    if (!out.flush())
+    if (!out.flush()) {
+      out.close();
+      fs::remove(tmp, ec);  // no empty config.gin.tmp left behind (a full disk)
       throw GinError(SourceLocation{tmp.string()}, "cannot write the operative config",
-                     "check free space and permissions of MODEL_DIR");
+                     "check free space and permissions of the output directory");
+    }
   }
   fs::rename(tmp, path, ec);  // atomic: a reader never sees half a file
-  if (ec)
-    throw GinError(SourceLocation{path.string()}, "cannot write the operative config: " + ec.message(),
-                   "check permissions of MODEL_DIR");
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw GinError(SourceLocation{path.string()}, "cannot write the operative config: " + why,
+                   "check permissions of the output directory");
+  }
 }
 
 Config parse_config_files_and_bindings(const std::vector<std::string>& files,
