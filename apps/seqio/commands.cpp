@@ -34,6 +34,10 @@ SequenceLengths parse_lengths(const std::string& s) {
     }
     if (eq == std::string::npos || eq == 0 || used != item.size() - eq - 1 || v < 0)
       throw std::invalid_argument("--lengths: '" + item + "' is not NAME=LENGTH (e.g. inputs=512,targets=114)");
+    constexpr int kMaxLength = 1 << 20;  // as t5x's TASK_FEATURE_LENGTHS (trainer/run_config.cpp)
+    if (v > kMaxLength)
+      throw std::invalid_argument("--lengths: '" + item + "' is longer than " + std::to_string(kMaxLength) +
+                                  " tokens (the buffers would not fit in memory)");
     out[item.substr(0, eq)] = v;
   }
   return out;

@@ -1,5 +1,6 @@
 #include "seqio/json_io.h"
 
+#include <cstdint>
 #include <stdexcept>
 
 #include "seqio/errors.h"
@@ -33,6 +34,11 @@ Example example_from_json(const nlohmann::json& j) {
       Tokens t;
       for (const auto& e : v) {
         if (!e.is_number_integer()) throw std::runtime_error("field '" + it.key() + "' must hold integer ids");
+        // (get<int32_t> wraps: 99999999999 became 1215752191)
+        const bool fits = e.is_number_unsigned() ? e.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                                 : e.get<int64_t>() >= INT32_MIN && e.get<int64_t>() <= INT32_MAX;
+        if (!fits)
+          throw std::runtime_error("field '" + it.key() + "' holds id " + e.dump() + ", outside the int32 range of ids");
         t.push_back(e.get<int32_t>());
       }
       ex[it.key()] = std::move(t);

@@ -30,6 +30,9 @@ Mixture::Mixture(std::string name, std::vector<MixtureEntry> entries, std::optio
                                     "' and no default_rate)");
       rate = *default_rate;
     }
+    if (const double* r = std::get_if<double>(&*rate); r && !(std::isfinite(*r) && *r >= 0))
+      throw std::invalid_argument("[Mixture] '" + name_ + "': the rate of '" + e.name + "' is " + std::to_string(*r) +
+                                  "; rates are finite and >= 0 (0 leaves the task out)");
     if (auto t = TaskRegistry::find(e.name)) {
       direct_.emplace_back(t, *rate);
     } else if (auto m = MixtureRegistry::find(e.name)) {
@@ -107,6 +110,9 @@ class MixtureDataset : public Dataset {
       Member m;
       m.task = t;
       m.rate = mix.get_rate(*t);
+      if (!(std::isfinite(m.rate) && m.rate >= 0))  // a rate function's value
+        throw DataError("mixture '" + mix.name() + "': the rate of task '" + t->name() + "' is " +
+                        std::to_string(m.rate) + "; rates are finite and >= 0");
       DatasetOptions o = opt;
       o.seed = derive_seed(seed_, name_hash(t->name()));
       o.start = 0;
@@ -126,6 +132,11 @@ class MixtureDataset : public Dataset {
       members_.push_back(std::move(m));
     }
     if (members_.empty()) throw DataError("mixture '" + mix.name() + "': no task has split '" + opt.split + "'");
+    double total = 0;
+    for (const Member& m : members_) total += m.rate;
+    if (!(total > 0))
+      throw DataError("mixture '" + mix.name() + "': every task's rate is 0 for split '" + opt.split +
+                      "', so it yields nothing (give one task a rate > 0)");
     if (opt.resume) step_ = opt.resume->stream.emitted;
     Example tmp;
     for (int64_t i = 0; i < opt.start && next(tmp); ++i) {

@@ -15,6 +15,12 @@ namespace seqio {
 
 Vocabulary::Vocabulary(int extra_ids) : extra_ids_(extra_ids) {
   if (extra_ids < 0) throw std::invalid_argument("[Vocabulary] extra_ids must be >= 0");
+  // T5 uses 100 sentinels; a count past this is a typo that used to build a
+  // model proto of gigabytes (and abort in protobuf).
+  constexpr int kMaxExtraIds = 1 << 20;
+  if (extra_ids > kMaxExtraIds)
+    throw std::invalid_argument("[Vocabulary] extra_ids = " + std::to_string(extra_ids) + " is more than " +
+                                std::to_string(kMaxExtraIds) + " (T5 uses 100)");
 }
 Vocabulary::~Vocabulary() = default;
 

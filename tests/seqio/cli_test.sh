@@ -153,6 +153,13 @@ fi
     fail "empty predictions scored $(cat "$T/out")"
   fi
   grep -q "no predictions" "$T/err" || fail "empty predictions: $(cat "$T/err")"
+  # convert: a length past 2^20 tokens and an id past int32 are named (they ran out of memory / wrapped).
+  if printf '{"inputs":[1],"targets":[2]}\n' | "$SEQIO" convert --converter enc_dec \
+       --lengths inputs=2000000000,targets=4 > /dev/null 2> "$T/err"; then fail "length 2e9 accepted"; fi
+  grep -q "is longer than 1048576 tokens" "$T/err" || fail "long length: $(cat "$T/err")"
+  if printf '{"inputs":[99999999999],"targets":[2]}\n' | "$SEQIO" convert --converter enc_dec \
+       --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "id 99999999999 accepted"; fi
+  grep -q "holds id 99999999999, outside the int32 range" "$T/err" || fail "big id: $(cat "$T/err")"
   # A prediction nested 300000 levels deep is an error at its line, not a stack overflow.
   python3 -c "print('{\"prediction\": ' + '['*300000 + ']'*300000 + ', \"target\": \"a\"}')" > "$T/deep.jsonl"
   rc=0

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "seqio/errors.h"
 #include "test_util.h"
 
@@ -55,6 +58,19 @@ TEST_F(MixtureTest, ConstructionErrors) {
   EXPECT_THROW(Mixture("m", {{"t_a", std::nullopt}}), std::invalid_argument);  // need a rate
   EXPECT_THROW(Mixture("m", {{"nope", 1.0}}), std::invalid_argument);
   EXPECT_THROW(Mixture("m", {}), std::invalid_argument);
+  // Rates are finite and >= 0 (inf and nan silently dropped a task; a
+  // negative one, or all 0, left an empty stream).
+  for (double bad : {std::numeric_limits<double>::infinity(), std::nan(""), -1.0}) {
+    try {
+      Mixture("m", {{"t_a", bad}, {"t_b", 1.0}});
+      ADD_FAILURE() << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("the rate of 't_a' is"), std::string::npos) << e.what();
+    }
+  }
+  DatasetOptions zero_opt;
+  EXPECT_THROW(Mixture("m", {{"t_a", 0.0}, {"t_b", 0.0}}).get_dataset(zero_opt), DataError);
+  EXPECT_THROW(Mixture("m", {{"t_a", RateFn([](const Task&) { return -2.0; })}}).get_dataset(zero_opt), DataError);
   MixtureRegistry::add(std::make_shared<Mixture>("sub", std::vector<MixtureEntry>{{"t_a", 1.0}}));
   EXPECT_THROW(Mixture("m", {{"sub", RateFn([](const Task&) { return 1.0; })}}), std::invalid_argument);
   EXPECT_THROW(MixtureRegistry::add(std::make_shared<Mixture>("sub", std::vector<MixtureEntry>{{"t_a", 1.0}})),
