@@ -1,12 +1,15 @@
 #include "t5x/trainer/infer.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "seqio/mixture.h"
 #include "spmd/spmd.h"
@@ -58,6 +61,41 @@ std::string fmt(const char* f, long long a) {
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A chunk's .COMPLETED marker records its examples, size and CRC-32C, so that
+// a resume reuses only chunks that are as they were written.
+std::string chunk_marker(int64_t examples, const std::string& chunk) {
+  const FileDigest d = digest_file(chunk);
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", unsigned(d.crc32c));
+  return dump({{"examples", examples}, {"bytes", d.bytes}, {"crc32c", crc}}) + "\n";
+}
+
+// Empty when `chunk` is as its marker records; else what is wrong. A marker
+// with no record (an older t5x.cpp's) is taken as it is.
+std::string chunk_problem(const std::string& chunk) {
+  const std::string marker = read_text(chunk + ".COMPLETED");
+  if (marker.find_first_not_of(" \n") == std::string::npos) return "";
+  try {
+    const nlohmann::json m = nlohmann::json::parse(marker);
+    if (!fs::exists(chunk)) return "missing (its .COMPLETED marker is there)";
+    const FileDigest d = digest_file(chunk);
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x", unsigned(d.crc32c));
+    if (d.bytes != m.at("bytes").get<uint64_t>())
+      return std::to_string(d.bytes) + " bytes; its marker records " + std::to_string(m.at("bytes").get<uint64_t>());
+    if (crc != m.at("crc32c").get<std::string>())
+      return std::string("crc32c ") + crc + " differs from its marker's " + m.at("crc32c").get<std::string>();
+  } catch (const std::exception& e) {
+    return std::string("unreadable (") + e.what() + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
@@ -92,11 +130,36 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
       continue;
     }
     const std::string tmp = cfg.output_dir + "/tmp-" + base;
-    if (writer) fs::create_directories(tmp);
     auto chunk_path = [&](int64_t c) { return tmp + "/" + base + fmt("-chunk%05lld", c); };
     int64_t chunk = 0;
-    if (writer)
-      while (fs::exists(chunk_path(chunk) + ".COMPLETED")) ++chunk;
+    if (writer) {
+      // The settings the chunks depend on: chunks of a run with others are not
+      // mixed into this one's output (a resume with another BATCH_SIZE,
+      // checkpoint_period or CHECKPOINT_PATH lost or mixed examples).
+      nlohmann::json run = {{"mode", cfg.mode},           {"checkpoint", lm.dir},   {"chunk_examples", chunk_examples},
+                            {"batch_size", cfg.dataset.batch_size}, {"shard", shard}, {"num_shards", num_shards}};
+      if (cfg.dataset.task_feature_lengths)
+        for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
+      const std::string run_file = tmp + "/run.json", want = dump(run) + "\n";
+      if (fs::exists(run_file) && read_text(run_file) != want)
+        throw std::runtime_error("[infer] the partial output in " + tmp + " was written by a run with other settings\n"
+                                 "  it:   " + read_text(run_file) + "  this: " + want +
+                                 "  hint: resume with the same settings, or delete " + tmp + " to start over");
+      fs::create_directories(tmp);
+      if (!fs::exists(run_file)) std::ofstream(run_file, std::ios::trunc) << want;
+      // Reuse the chunks that are as they were written; recompute from the
+      // first that is not (and drop those after it, which are rewritten).
+      for (; fs::exists(chunk_path(chunk) + ".COMPLETED"); ++chunk)
+        if (const std::string bad = chunk_problem(chunk_path(chunk)); !bad.empty()) {
+          if (log) *log << "warning: " << chunk_path(chunk) << ": " << bad << "; computing it again\n";
+          break;
+        }
+      const std::string prefix = base + "-chunk";
+      for (const auto& e : fs::directory_iterator(tmp)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind(prefix, 0) == 0 && std::atoll(name.c_str() + prefix.size()) >= chunk) fs::remove(e.path());
+      }
+    }
     chunk = int64_t(dist.broadcast(uint64_t(chunk)));
     stats.chunks_skipped += chunk;
     FiniteData data(task->name(), cfg.dataset, cfg.model, cfg.dataset.batch_size, shard, num_shards,
@@ -137,7 +200,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
       }
       out.close();
       if (in_chunk > 0 || chunk == 0) {
-        std::ofstream(chunk_path(chunk) + ".COMPLETED").put('\n');
+        std::ofstream(chunk_path(chunk) + ".COMPLETED") << chunk_marker(in_chunk, chunk_path(chunk));
         if (log) *log << task->name() << ": chunk " << chunk << " (" << in_chunk << " examples)\n";
         ++chunk;
       } else {

@@ -2,6 +2,9 @@
 // inference evaluation during training.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <sstream>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +12,7 @@
 
 #include "t5x/trainer/infer.h"
 #include "t5x/trainer/trainer.h"
+#include "t5x/checkpoints/manifest.h"
 #include "test_util.h"
 
 namespace t5x::trainer {
@@ -89,6 +93,56 @@ TEST(Infer, PredictWritesT5xJsonlAndResumesChunks) {
   EXPECT_EQ(rows2[8]["prediction"], rows[8]["prediction"]);
   EXPECT_EQ(rows2[19]["inputs"], rows[19]["inputs"]);
   EXPECT_FALSE(fs::exists(tmp));
+}
+
+// A resume reuses a chunk only when it is as its marker records (size and
+// CRC-32C), and only the chunks of a run with the same settings (bad-input
+// sweep, session 59: an emptied or padded chunk, or a resume with another
+// BATCH_SIZE, lost, doubled or mixed examples, and said COMPLETED).
+TEST(Infer, ResumeReusesOnlyIntactChunksOfTheSameRun) {
+  const std::string out = temp_dir("infer_resume_checks");
+  InferRunConfig c = infer_config(out, "predict");
+  const std::string file = out + "/gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  const std::string tmp = out + "/tmp-gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  const std::string chunk0 = tmp + "/gpl3_lines_copy-predict.jsonl-00000-of-00001-chunk00000";
+  run_infer(c, single());
+  const auto want = read_jsonl(file);
+  ASSERT_EQ(want.size(), 20u);
+  auto restart = [&] {
+    fs::remove(file);
+    fs::remove(file + ".COMPLETED");
+    fs::create_directories(tmp);
+  };
+  // A chunk changed after its marker was written is computed again.
+  restart();
+  {
+    std::ofstream f(chunk0, std::ios::binary);
+    for (int i = 0; i < 8; ++i) f << R"({"inputs": {}, "prediction": "from an earlier run"})" << "\n";
+  }
+  const FileDigest d = digest_file(chunk0);
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", unsigned(d.crc32c));
+  std::ofstream(chunk0 + ".COMPLETED") << nlohmann::json{{"examples", 8}, {"bytes", d.bytes}, {"crc32c", crc}}.dump();
+  std::ofstream(chunk0, std::ios::app) << "{}\n";  // one line more than recorded
+  std::ostringstream log;
+  InferStats s = run_infer(c, single(), &log);
+  EXPECT_EQ(s.chunks_skipped, 0);
+  EXPECT_NE(log.str().find(chunk0 + ": " + std::to_string(d.bytes + 3) + " bytes; its marker records " +
+                           std::to_string(d.bytes) + "; computing it again"),
+            std::string::npos)
+      << log.str();
+  EXPECT_EQ(read_jsonl(file), want);
+  // Partial output of a run with other settings is refused, not mixed in.
+  restart();
+  std::ofstream(tmp + "/run.json") << R"({"batch_size": 2})" << "\n";
+  try {
+    run_infer(c, single());
+    FAIL() << "mixed the output of another run";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("was written by a run with other settings"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("hint: resume with the same settings, or delete " + tmp), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(file));
 }
 
 TEST(Infer, ScoreWritesLogLikelihoods) {
