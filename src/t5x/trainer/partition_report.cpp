@@ -191,13 +191,22 @@ std::vector<int64_t> parse_mesh_flag(const std::string& value) {
 }
 
 PartitionReport partition_report(const TrainRunConfig& cfg, const PartitionOptions& o) {
+  // The largest mesh simulated: 2^20 processes (a pod slice has thousands).
+  // More hung, growing memory, or overflowed int.
+  constexpr int64_t kMaxProcesses = int64_t(1) << 20;
   int64_t data = 0, model = 0;
   if (!o.mesh.empty()) {
     if (o.mesh.size() != 2) fail("the mesh needs (data, model) sizes");
     data = o.mesh[0], model = o.mesh[1];
+    if (data < 1 || model < 1 || data > kMaxProcesses || model > kMaxProcesses || data * model > kMaxProcesses)
+      fail("--mesh=data=" + std::to_string(data) + ",model=" + std::to_string(model) + ": at most " +
+           std::to_string(kMaxProcesses) + " processes in all are simulated");
   } else {
     if (o.processes < 1)
       fail("how many processes? give --processes=N (with the gin partitioner settings) or --mesh=data=D,model=M");
+    if (o.processes > kMaxProcesses)
+      fail("--processes=" + std::to_string(o.processes) + ": at most " + std::to_string(kMaxProcesses) +
+           " processes are simulated");
     const Mesh m = Mesh::from_partitioner(o.processes, 0, cfg.partitioner.num_partitions,
                                           cfg.partitioner.model_parallel_submesh);
     data = m.axis_sizes()[0], model = m.axis_sizes()[1];

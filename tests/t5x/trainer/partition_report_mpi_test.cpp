@@ -107,6 +107,31 @@ TEST(PartitionReport, EqualsTheBytesOfRealStepsOnEveryMesh) {
       }
 }
 
+// Meshes past 2^20 processes are refused by name (--processes=99999999999
+// hung with growing memory; 4294967297 wrapped to one process; data x model
+// overflowed int).
+TEST(PartitionReport, MeshesPastTheLimitAreRefused) {
+  if (g_world->size() != 1) GTEST_SKIP() << "checked on one process";
+  const TrainRunConfig c = config(testing::temp_dir("partition_limit"), Model::kMini, 1, 1);
+  auto message = [&](const PartitionOptions& po) {
+    try {
+      partition_report(c, po);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  PartitionOptions po;
+  po.processes = 99999999999;
+  EXPECT_NE(message(po).find("--processes=99999999999: at most 1048576 processes"), std::string::npos) << message(po);
+  po.processes = 4294967297;
+  EXPECT_NE(message(po).find("at most 1048576"), std::string::npos) << message(po);
+  po.processes = 0;
+  po.mesh = {1000000, 1000000};
+  EXPECT_NE(message(po).find("--mesh=data=1000000,model=1000000: at most 1048576 processes in all"), std::string::npos)
+      << message(po);
+}
+
 TEST(PartitionReport, LayerExtrapolationEqualsTheDirectReport) {
   if (g_world->size() != 1) GTEST_SKIP() << "checked on one process (the simulation runs in-process)";
   const TrainRunConfig c = config(testing::temp_dir("partition_extrapolate"), Model::kMini, 2, 2);
