@@ -1,5 +1,7 @@
 #include "t5x/checkpoints/hf_convert.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -42,6 +44,25 @@ void check_against_config(const NamedTensors& hf, const HfT5Config& c, const std
     }
   }
   if (!bad.empty()) throw CheckpointError(where + ": tensor shapes disagree with config.json:" + bad);
+  // The blocks present against num_layers / num_decoder_layers (a count that
+  // disagreed imported, and a run then ignored or missed layers).
+  for (const bool enc : {true, false}) {
+    const std::string stack = enc ? "encoder" : "decoder";
+    std::set<int64_t> blocks;
+    for (const auto& [name, t] : hf)
+      if (name.rfind(stack + ".block.", 0) == 0) blocks.insert(std::atoll(name.c_str() + stack.size() + 7));
+    const int64_t want = enc ? c.num_layers : c.num_decoder_layers;
+    const int64_t have = int64_t(blocks.size());
+    const bool contiguous = blocks.empty() || (*blocks.begin() == 0 && *blocks.rbegin() == have - 1);
+    if (have != want || !contiguous)
+      throw CheckpointError(where + ": the tensors hold " + std::to_string(have) + " " + stack + " block(s)" +
+                            (contiguous ? "" : " (not numbered 0..n-1)") + ", config.json's " +
+                            (enc ? "num_layers" : "num_decoder_layers") + " is " + std::to_string(want) +
+                            "\n  hint: config.json must describe the saved model; fix its layer counts");
+  }
+  if (!(c.layer_norm_epsilon > 0) || !std::isfinite(c.layer_norm_epsilon))
+    throw CheckpointError(where + ": config.json's layer_norm_epsilon is " + std::to_string(c.layer_norm_epsilon) +
+                          "; it must be a positive number");
   if (!c.switch_transformers) return;
   // Sparse layers where transformers would build them (hf_sparse_layer).
   std::set<std::string> routers;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "t5_test_shapes.h"
@@ -95,6 +96,34 @@ TEST(HfConvert, ImportRefusesShapesThatDisagreeWithConfig) {
     EXPECT_NE(std::string(e.what()).find("encoder.block.0.layer.1.DenseReluDense.wi_0.weight (16, 8)"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Layer counts in config.json must be the blocks the tensors hold (bad-input
+// sweep, session 59: num_layers=1 over 2 blocks imported, and a run ignored
+// the second; num_decoder_layers=0 imported); so must a usable epsilon.
+TEST(HfConvert, ImportRefusesLayerCountsThatDisagreeWithTheTensors) {
+  const std::string base = tmpdir("layers");
+  save_tiny(base + "/model", true, false);  // 2 encoder and 2 decoder blocks
+  export_hf_t5(base + "/model/checkpoint_100", base + "/hf");
+  const auto good = nlohmann::json::parse(fileio::read_text(base + "/hf/config.json"));
+  const std::tuple<const char*, nlohmann::json, const char*> cases[] = {
+      {"num_layers", 1, "the tensors hold 2 encoder block(s), config.json's num_layers is 1"},
+      {"num_layers", 5, "the tensors hold 2 encoder block(s), config.json's num_layers is 5"},
+      {"num_decoder_layers", 0, "the tensors hold 2 decoder block(s), config.json's num_decoder_layers is 0"},
+      {"layer_norm_epsilon", -1.0, "config.json's layer_norm_epsilon is -1"},
+  };
+  int k = 0;
+  for (const auto& [key, value, message] : cases) {
+    auto cfg = good;
+    cfg[key] = value;
+    fileio::write_text(base + "/hf/config.json", cfg.dump(), false);
+    try {
+      import_hf_t5(base + "/hf", base + "/imported" + std::to_string(k++));
+      ADD_FAILURE() << key << " = " << value.dump() << " imported";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
 }
 
