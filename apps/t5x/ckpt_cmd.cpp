@@ -323,6 +323,18 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
                           "gated but the checkpoint's MLP has " + (gated_params ? "wi_0/wi_1" : "a single wi") +
                           "\n  hint: use a " + (gated_params ? "'gated-*'" : "non-gated") + " --feed_forward_proj");
   (void)dense_act_fn(c.feed_forward_proj);  // validates the name
+  // Values transformers (and import-hf) take: nan was written as null.
+  if (!(c.dropout_rate >= 0 && c.dropout_rate < 1))
+    throw Usage("--dropout_rate must be in [0, 1), got " + std::to_string(c.dropout_rate));
+  if (c.relative_attention_max_distance < 1)
+    throw Usage("--relative_attention_max_distance must be >= 1, got " +
+                std::to_string(c.relative_attention_max_distance));
+  {
+    std::error_code ec;
+    if (fs::equivalent(ckpt, out_dir, ec))
+      throw Usage("the output directory is the checkpoint itself (" + out_dir +
+                  "); give the Hugging Face model its own directory");
+  }
 
   HfExportResult res = export_hf_t5(ckpt, out_dir, dtype);
   nlohmann::json j = nlohmann::json::parse(c.to_json());

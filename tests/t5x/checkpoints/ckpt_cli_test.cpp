@@ -95,6 +95,19 @@ std::string score(const std::string& ckpt, const std::string& model_gin, const s
 TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
   const std::string root = temp_dir("imported_train");
   train(root + "/model", 2, 2);
+  // Values transformers cannot take, and the checkpoint as its own output, are refused (bad-input sweep,
+  // session 59: nan was written as null; the model landed inside the checkpoint).
+  const std::string ckpt2 = root + "/model/checkpoint_2";
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {quote(root + "/hf_bad") + " --dropout_rate=nan", "--dropout_rate must be in [0, 1), got nan"},
+           {quote(root + "/hf_bad") + " --relative_attention_max_distance=-5",
+            "--relative_attention_max_distance must be >= 1, got -5"},
+           {quote(ckpt2), "the output directory is the checkpoint itself"}}) {
+    RunResult bad = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(ckpt2) + " " + flags);
+    EXPECT_NE(bad.rc, 0) << flags;
+    EXPECT_NE(bad.out.find(message), std::string::npos) << bad.out;
+  }
+  EXPECT_FALSE(fs::exists(ckpt2 + "/config.json"));
   ASSERT_EQ(sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/model") + " " + quote(root + "/hf")).rc, 0);
   RunResult im = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/hf") + " " + quote(root + "/ft"));
   ASSERT_EQ(im.rc, 0) << im.out;
