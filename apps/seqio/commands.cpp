@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <iostream>
@@ -228,6 +229,9 @@ int cmd_cache(const CacheArgs& a, std::ostream& out) {
 
 namespace {
 std::vector<std::string> read_lines(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw DataError(path + ": is a directory (hint: give the predictions or targets file in it)");
   std::ifstream f(path);
   if (!f) throw DataError(path + ": cannot open file");
   std::vector<std::string> out;

@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
   auto* sh = app.add_subcommand("show", "Write a task's or mixture's examples as JSONL");
   sh->add_option("name", show.name, "Task or mixture")->required();
   sh->add_option("--split", show.options.split, "Split")->capture_default_str();
-  sh->add_option("-n", show.n, "Number of examples (default: all)");
+  sh->add_option("-n", show.n, "Number of examples (default: all)")->check(CLI::Validator(
+      [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be >= 0 (leave -n out for all examples)" : ""; },
+      "N >= 0"));
   sh->add_option("--seed", seed, "Pipeline seed")->capture_default_str();
   sh->add_flag("--shuffle", shuffle, "Shuffle (per-epoch file order and per-block permutation)");
   sh->add_option("--shard", shard, "Shard INDEX/COUNT")->capture_default_str();

@@ -174,7 +174,11 @@ int cmd_info(const Args& a, std::ostream& out) {
     else if (!(o.verify = parse_verify(v))) throw Usage("--verify must be checksums, sizes, decode or none, got '" + v + "'");
   }
   o.digest = a.opt.count("digest") || a.opt.count("digest_only");
-  if (a.opt.count("threads")) o.num_threads = int(to_int("threads", a.opt.at("threads")));
+  if (a.opt.count("threads")) {
+    const int64_t t = to_int("threads", a.opt.at("threads"));
+    if (t < 1 || t > 1024) throw Usage("--threads must be in [1, 1024], got " + std::to_string(t));
+    o.num_threads = int(t);
+  }
   CheckpointInventory inv = inspect_checkpoint(a.pos[0], o);
   out << (a.opt.count("digest_only") ? format_digests(inv) : format_inventory(inv));
   return 0;

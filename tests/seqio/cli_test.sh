@@ -160,6 +160,11 @@ fi
   if printf '{"inputs":[99999999999],"targets":[2]}\n' | "$SEQIO" convert --converter enc_dec \
        --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "id 99999999999 accepted"; fi
   grep -q "holds id 99999999999, outside the int32 range" "$T/err" || fail "big id: $(cat "$T/err")"
+  # A directory for a file, and a negative count, are named.
+  if "$SEQIO" metric bleu --predictions "$T" > /dev/null 2> "$T/err"; then fail "a directory scored"; fi
+  grep -q "is a directory" "$T/err" || fail "directory predictions: $(cat "$T/err")"
+  if "$SEQIO" show gpl3_lines_copy -n -5 > /dev/null 2> "$T/err"; then fail "-n -5 accepted"; fi
+  grep -q "must be >= 0" "$T/err" || fail "-n -5: $(cat "$T/err")"
   # A prediction nested 300000 levels deep is an error at its line, not a stack overflow.
   python3 -c "print('{\"prediction\": ' + '['*300000 + ']'*300000 + ', \"target\": \"a\"}')" > "$T/deep.jsonl"
   rc=0

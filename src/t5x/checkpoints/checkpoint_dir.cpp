@@ -474,6 +474,15 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
     if (fileio::exists(fileio::join(ckpt_dir, kMsgpackName)) && (manifest = read_manifest(ckpt_dir)))
       if (auto bad = verify_manifest(ckpt_dir, *manifest, level, num_threads)) return bad;
     CheckpointReader r = CheckpointReader::open(ckpt_dir);
+    // A save names its directory by its step: a checkpoint_<N> holding
+    // another step was renamed or altered (resuming it skips or repeats steps).
+    {
+      static const std::regex named(R"(checkpoint_(\d{1,18}))");
+      std::smatch sm;
+      const std::string name = fs::path(ckpt_dir).filename().string();
+      if (std::regex_match(name, sm, named) && r.step() && *r.step() != std::stoll(sm[1].str()))
+        return ckpt_dir + " holds step " + std::to_string(*r.step()) + ", not the step of its name";
+    }
     for (const auto& [path, leaf] : r.leaves()) {
       const auto* s = std::get_if<TensorStoreSpec>(&leaf);
       if (!s) continue;
