@@ -9,6 +9,7 @@
 
 #include "seqio/cache.h"
 #include "seqio/errors.h"
+#include "seqio/feature.h"
 #include "seqio/json_io.h"
 #include "seqio/mixture.h"
 #include "seqio/vocabularies.h"
@@ -35,9 +36,8 @@ SequenceLengths parse_lengths(const std::string& s) {
     }
     if (eq == std::string::npos || eq == 0 || used != item.size() - eq - 1 || v < 0)
       throw std::invalid_argument("--lengths: '" + item + "' is not NAME=LENGTH (e.g. inputs=512,targets=114)");
-    constexpr int kMaxLength = 1 << 20;  // as t5x's TASK_FEATURE_LENGTHS (trainer/run_config.cpp)
-    if (v > kMaxLength)
-      throw std::invalid_argument("--lengths: '" + item + "' is longer than " + std::to_string(kMaxLength) +
+    if (v > kMaxSequenceLength)
+      throw std::invalid_argument("--lengths: '" + item + "' is longer than " + std::to_string(kMaxSequenceLength) +
                                   " tokens (the buffers would not fit in memory)");
     out[item.substr(0, eq)] = v;
   }

@@ -36,6 +36,11 @@ using OutputFeatures = std::map<std::string, Feature>;
 // absent has no length (seqio's None): it is neither trimmed nor checked.
 using SequenceLengths = std::map<std::string, int>;
 
+// The longest feature length the programs accept (2^20 tokens; LongT5 trains
+// at 16k): a longer one is a typo whose buffers would not fit in memory (a
+// 2e9 length ran into the kernel's out-of-memory killer with no message).
+inline constexpr int kMaxSequenceLength = 1 << 20;
+
 // Does the value's variant alternative match the declared dtype?
 bool value_matches(const FeatureValue& v, DType d);
 

@@ -66,13 +66,17 @@ std::string read_text(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+std::string crc_hex(uint32_t crc) {
+  char s[16];
+  std::snprintf(s, sizeof s, "%08x", unsigned(crc));
+  return s;
+}
+
 // A chunk's .COMPLETED marker records its examples, size and CRC-32C, so that
 // a resume reuses only chunks that are as they were written.
 std::string chunk_marker(int64_t examples, const std::string& chunk) {
   const FileDigest d = digest_file(chunk);
-  char crc[16];
-  std::snprintf(crc, sizeof crc, "%08x", unsigned(d.crc32c));
-  return dump({{"examples", examples}, {"bytes", d.bytes}, {"crc32c", crc}}) + "\n";
+  return dump({{"examples", examples}, {"bytes", d.bytes}, {"crc32c", crc_hex(d.crc32c)}}) + "\n";
 }
 
 // Empty when `chunk` is as its marker records; else what is wrong. A marker
@@ -84,12 +88,11 @@ std::string chunk_problem(const std::string& chunk) {
     const nlohmann::json m = nlohmann::json::parse(marker);
     if (!fs::exists(chunk)) return "missing (its .COMPLETED marker is there)";
     const FileDigest d = digest_file(chunk);
-    char crc[16];
-    std::snprintf(crc, sizeof crc, "%08x", unsigned(d.crc32c));
+    const std::string crc = crc_hex(d.crc32c);
     if (d.bytes != m.at("bytes").get<uint64_t>())
       return std::to_string(d.bytes) + " bytes; its marker records " + std::to_string(m.at("bytes").get<uint64_t>());
     if (crc != m.at("crc32c").get<std::string>())
-      return std::string("crc32c ") + crc + " differs from its marker's " + m.at("crc32c").get<std::string>();
+      return "crc32c " + crc + " differs from its marker's " + m.at("crc32c").get<std::string>();
   } catch (const std::exception& e) {
     return std::string("unreadable (") + e.what() + ")";
   }

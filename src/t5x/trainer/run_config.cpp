@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "seqio/cache.h"
+#include "seqio/feature.h"
 #include "seqio/mixture.h"
 #include "seqio/vocabularies.h"
 #include "seqio/preprocessors/noise.h"
@@ -17,11 +18,6 @@
 namespace t5x::trainer {
 
 namespace {
-
-// Longest feature length accepted (2^20 tokens; LongT5 trains at 16k). A
-// longer one is a typo: its activations alone would not fit in memory, and
-// the run used to die in the kernel's out-of-memory killer with no message.
-constexpr int64_t kMaxLength = int64_t(1) << 20;
 
 using gin::Config;
 using gin::Reference;
@@ -236,9 +232,9 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
     for (const auto& [k, len] : v->as_dict()) {
       // Caught here, before initialisation writes anything (a length of 0
       // used to surface as a bad record of the data file).
-      if (len.as_int() < 1 || len.as_int() > kMaxLength)
+      if (len.as_int() < 1 || len.as_int() > seqio::kMaxSequenceLength)
         throw std::invalid_argument("[trainer] " + c + ".task_feature_lengths['" + k.as_string() +
-                                    "'] must be in [1, " + std::to_string(kMaxLength) + "], got " +
+                                    "'] must be in [1, " + std::to_string(seqio::kMaxSequenceLength) + "], got " +
                                     std::to_string(len.as_int()) + " (TASK_FEATURE_LENGTHS)");
       lens[k.as_string()] = static_cast<int>(len.as_int());
     }
