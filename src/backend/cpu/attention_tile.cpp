@@ -68,6 +68,16 @@ HWY_INLINE void LoadTransposed(const T* x, int64_t L, int64_t H, int64_t D, int6
   const T* base = x + ((b * L + j0) * H + h) * D;
   for (int64_t jb = 0; jb < KeyColumns(n); jb += N)
     for (int64_t db = 0; db < D; db += N) {
+      if (jb + N <= n && db + N <= D) {
+        // A whole N x N block: constant trip counts, so the rows stay in
+        // registers (the general case below spilled them and branched per
+        // row; it held most of a decode step's attention time).
+        VF r[N];
+        for (int64_t jj = 0; jj < N; ++jj) r[jj] = LoadF(d, base + (jb + jj) * row_stride + db);
+        TransposeSquare(d, r);
+        for (int64_t dd = 0; dd < N; ++dd) hn::StoreU(r[dd], d, dst + (db + dd) * kBk + jb);
+        continue;
+      }
       const size_t dn = size_t(std::min(N, D - db));
       VF r[N];
       for (int64_t jj = 0; jj < N; ++jj)
