@@ -276,17 +276,8 @@ void check_msgpack_against_manifest(const std::string& path, const std::string& 
   const std::string rel = fs::path(file).lexically_relative(ckpt_dir).generic_string();
   auto it = m->files.find(rel);
   if (it == m->files.end()) return;
-  const FileDigest got = FileDigest::of(bytes);
-  if (got == it->second) return;
-  char buf[160];
-  if (got.bytes != it->second.bytes)
-    std::snprintf(buf, sizeof buf, ": truncated or corrupt (%llu bytes; the manifest records %llu)",
-                  (unsigned long long)got.bytes, (unsigned long long)it->second.bytes);
-  else
-    std::snprintf(buf, sizeof buf,
-                  ": crc32c 0x%08x differs from the manifest's 0x%08x (the bytes changed after the save)",
-                  unsigned(got.crc32c), unsigned(it->second.crc32c));
-  throw CheckpointError(file + buf + "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)");
+  if (auto bad = digest_mismatch(file, FileDigest::of(bytes), it->second))
+    throw CheckpointError(*bad + "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)");
 }
 }  // namespace
 

@@ -92,6 +92,16 @@ std::optional<Verify> parse_verify(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<std::string> digest_mismatch(const std::string& path, const FileDigest& have, const FileDigest& want) {
+  if (have.bytes != want.bytes)
+    return path + ": truncated or corrupt (" + std::to_string(have.bytes) + " bytes; the manifest records " +
+           std::to_string(want.bytes) + ")";
+  if (have.crc32c != want.crc32c)
+    return path + ": crc32c " + hex32(have.crc32c, true) + " differs from the manifest's " +
+           hex32(want.crc32c, true) + " (the bytes changed after the save: a disk, copy or memory error)";
+  return std::nullopt;
+}
+
 std::optional<std::string> verify_manifest(const std::string& ckpt_dir, const CheckpointManifest& m, Verify level,
                                            int num_threads) {
   // Sizes first, all of them (stat only): the cheap check that finds
@@ -104,9 +114,7 @@ std::optional<std::string> verify_manifest(const std::string& ckpt_dir, const Ch
       if (!fs::exists(p, ec)) return p + " is missing (listed in " + kManifestFile + ")";
       return "cannot stat " + p + ": " + ec.message();
     }
-    if (size != d.bytes)
-      return p + ": truncated or corrupt (" + std::to_string(size) + " bytes; the manifest records " +
-             std::to_string(d.bytes) + ")";
+    if (size != d.bytes) return digest_mismatch(p, FileDigest{size, d.crc32c}, d);
   }
   if (level == Verify::kSizes) return std::nullopt;
   std::vector<const std::pair<const std::string, FileDigest>*> entries;
@@ -122,12 +130,7 @@ std::optional<std::string> verify_manifest(const std::string& ckpt_dir, const Ch
       problems[size_t(k)] = e.what();
       return;
     }
-    if (have.bytes != want.bytes)
-      problems[size_t(k)] = p + ": truncated or corrupt (" + std::to_string(have.bytes) +
-                            " bytes; the manifest records " + std::to_string(want.bytes) + ")";
-    else if (have.crc32c != want.crc32c)
-      problems[size_t(k)] = p + ": crc32c " + hex32(have.crc32c, true) + " differs from the manifest's " +
-                            hex32(want.crc32c, true) + " (the bytes changed after the save: a disk, copy or memory error)";
+    if (auto bad = digest_mismatch(p, have, want)) problems[size_t(k)] = *bad;
   });
   for (const auto& p : problems)
     if (!p.empty()) return p;

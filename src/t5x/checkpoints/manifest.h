@@ -48,6 +48,11 @@ std::optional<CheckpointManifest> read_manifest(const std::string& ckpt_dir);
 // The digest of a file on disk (read whole). Throws CheckpointError.
 FileDigest digest_file(const std::string& path);
 
+// How a file's digest `have` differs from the recorded `want`, naming the
+// file (the size first, then the CRC, as verify_manifest reports them);
+// nullopt when they are equal.
+std::optional<std::string> digest_mismatch(const std::string& path, const FileDigest& have, const FileDigest& want);
+
 // How much of a checkpoint to look at (validate_checkpoint, latest_valid_step).
 enum class Verify {
   kSizes,      // every listed file exists with its recorded size, plus the structure checks

@@ -14,6 +14,7 @@
 #include "seqio/mixture.h"
 #include "spmd/spmd.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
+#include "t5x/checkpoints/file_io.h"
 #include "t5x/trainer/data.h"
 #include "t5x/trainer/evaluation.h"
 #include "t5x/trainer/train_state.h"
@@ -61,11 +62,6 @@ std::string fmt(const char* f, long long a) {
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 std::string crc_hex(uint32_t crc) {
   char s[16];
   std::snprintf(s, sizeof s, "%08x", unsigned(crc));
@@ -82,7 +78,7 @@ std::string chunk_marker(int64_t examples, const std::string& chunk) {
 // Empty when `chunk` is as its marker records; else what is wrong. A marker
 // with no record (an older t5x.cpp's) is taken as it is.
 std::string chunk_problem(const std::string& chunk) {
-  const std::string marker = read_text(chunk + ".COMPLETED");
+  const std::string marker = fileio::read_text(chunk + ".COMPLETED");  // it exists (the caller checks)
   if (marker.find_first_not_of(" \n") == std::string::npos) return "";
   try {
     const nlohmann::json m = nlohmann::json::parse(marker);
@@ -144,9 +140,9 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
       if (cfg.dataset.task_feature_lengths)
         for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
       const std::string run_file = tmp + "/run.json", want = dump(run) + "\n";
-      if (fs::exists(run_file) && read_text(run_file) != want)
+      if (fs::exists(run_file) && fileio::read_text(run_file) != want)
         throw std::runtime_error("[infer] the partial output in " + tmp + " was written by a run with other settings\n"
-                                 "  it:   " + read_text(run_file) + "  this: " + want +
+                                 "  it:   " + fileio::read_text(run_file) + "  this: " + want +
                                  "  hint: resume with the same settings, or delete " + tmp + " to start over");
       fs::create_directories(tmp);
       if (!fs::exists(run_file)) std::ofstream(run_file, std::ios::trunc) << want;
