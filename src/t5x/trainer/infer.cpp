@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
