@@ -4,8 +4,10 @@
 // unfactored params of rank 1-3, both factor orientations, batch dims, row
 // lengths that are not a multiple of the vector width, and the options that
 // change the last pass (momentum, weight decay, clipping, scaling, NaN skip).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -170,6 +172,91 @@ TEST(AdafactorFastPath, EveryTargetAgreesBitwise) {
       EXPECT_EQ(best[i], got[i]) << cpu::simd_target_name(targets[t]) << " vs " << cpu::simd_target_name(targets[0])
                                  << ", array " << i;
   }
+}
+
+// Rows of a factored gradient that are all +0.0 (embedding rows no token
+// looked up) are passed over by the clip and apply passes (SkipZeroRows,
+// backend/cpu/adafactor.cpp). Against the same gradient with those rows
+// -0.0, which the passes compute in full and which give the same update
+// wherever no param is -0.0, every param and slot agrees bit for bit; and
+// the skipped rows' params stay as they were, NaN and -0.0 included.
+TEST(AdafactorFastPath, ZeroGradientRowsGiveTheComputedUpdateBitForBit) {
+  const std::vector<Leaf> leaves = {
+      {"embedding", Shape{{"vocab", 520}, {"embed", 130}}},  // outer lines: vocab rows
+      {"wi", Shape{{"embed", 136}, {"mlp", 203}}},
+  };
+  auto bits = [](const Array& a) {
+    const std::vector<float> f = a.to_floats();
+    std::vector<uint32_t> u(f.size());
+    std::memcpy(u.data(), f.data(), f.size() * sizeof(float));
+    return u;
+  };
+  auto touched = [](int64_t r) { return r % 37 == 5 || r == 0; };  // a few rows carry gradient
+  for (const bool skip_nan : {false, true}) {
+    AdafactorConfig c;  // t5x's defaults: update clipping at 1.0, parameter scale
+    c.skip_nan_updates = skip_nan;
+    Adafactor opt(c);
+    for (const auto& l : leaves) ASSERT_TRUE(opt.fast_path_applies(l.path, l.shape)) << l.path;
+    ParamTree pa = make_tree(leaves, 3, 0.5f, 0.02f), pb = make_tree(leaves, 3, 0.5f, 0.02f);
+    for (const auto& l : leaves)
+      for (float v : pa.at(l.path).to_floats()) ASSERT_NE(v, 0.0f) << "the -0.0 comparison needs no zero params";
+    OptimizerState sa = opt.init(pa), sb = opt.init(pb);
+    for (int t = 0; t < 3; ++t) {
+      ParamTree ga = make_tree(leaves, 50 + uint64_t(t), 0.02f, 0.0f), gb;
+      for (const auto& l : leaves) {
+        const int64_t rows = l.shape.dims()[0].size, cols = l.shape.dims()[1].size;
+        float* g = ga.at(l.path).data<float>();
+        std::vector<float> neg(g, g + rows * cols);
+        for (int64_t r = 0; r < rows; ++r)
+          if (!touched(r))
+            for (int64_t k = 0; k < cols; ++k) {
+              g[r * cols + k] = 0.0f;
+              neg[size_t(r * cols + k)] = -0.0f;
+            }
+        gb[l.path] = Array::from_vector(l.shape, neg);
+      }
+      const ParamTree before{{"embedding", pa.at("embedding").copy()}, {"wi", pa.at("wi").copy()}};
+      opt.apply_gradient(pa, sa, ga, 0.05);
+      opt.apply_gradient(pb, sb, gb, 0.05);
+      for (const auto& l : leaves) {
+        EXPECT_EQ(bits(pa.at(l.path)), bits(pb.at(l.path))) << "step " << t + 1 << " " << l.path;
+        const std::vector<uint32_t> now = bits(pa.at(l.path)), was = bits(before.at(l.path));
+        const int64_t rows = l.shape.dims()[0].size, cols = l.shape.dims()[1].size;
+        int changed = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t k = 0; k < cols; ++k) {
+            const size_t i = size_t(r * cols + k);
+            if (!touched(r)) ASSERT_EQ(now[i], was[i]) << l.path << " row " << r;
+            else changed += now[i] != was[i];
+          }
+        EXPECT_GT(changed, 0) << l.path << ": the touched rows must move";
+      }
+      for (const auto& [k, v] : sa.slots) EXPECT_EQ(bits(v), bits(sb.slots.at(k))) << "step " << t + 1 << " " << k;
+    }
+  }
+  // A NaN and a -0.0 in untouched rows come through unchanged (without the
+  // parameter scale, which a NaN param would make NaN for the whole param).
+  AdafactorConfig c;
+  c.multiply_by_parameter_scale = false;
+  Adafactor opt(c);
+  ParamTree p = make_tree(leaves, 4, 0.5f, 0.02f);
+  OptimizerState st = opt.init(p);
+  float* e = p.at("embedding").data<float>();
+  e[130 * 2] = std::nanf("");
+  e[130 * 3 + 7] = -0.0f;
+  const std::vector<uint32_t> was = bits(p.at("embedding"));
+  ParamTree g = make_tree(leaves, 90, 0.02f, 0.0f);
+  for (const auto& l : leaves) {
+    const int64_t rows = l.shape.dims()[0].size, cols = l.shape.dims()[1].size;
+    float* gp = g.at(l.path).data<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      if (!touched(r)) std::fill(gp + r * cols, gp + (r + 1) * cols, 0.0f);
+  }
+  opt.apply_gradient(p, st, g, 0.05);
+  const std::vector<uint32_t> now = bits(p.at("embedding"));
+  EXPECT_EQ(now[130 * 2], was[130 * 2]);
+  EXPECT_EQ(now[130 * 3 + 7], was[130 * 3 + 7]);
+  EXPECT_NE(now[5 * 130], was[5 * 130]);  // row 5 carries gradient
 }
 
 TEST(AdafactorFastPath, OtherLayoutsFallBackToTheGenericPath) {
