@@ -114,6 +114,11 @@ const Case kCases[] = {
     {"decode_logits_tB", "f32", 1, 1, 512, 32128, false, true, -1},
     {"decode_logits_b8_tB", "f32", 1, 8, 512, 32128, false, true, -1},
     {"attn_qk", "bf16", 48, 128, 64, 128, false, true, -1},
+    // A batch-1 decode's encoder (128 input tokens), bf16: q (k and v, and
+    // the cross-attention's k and v, alike), the fused wi_0 | wi_1, wo.
+    {"enc_b1_q", "bf16", 1, 128, 512, 384, false, false, -1},
+    {"enc_b1_wi01", "bf16", 1, 128, 512, 2048, false, false, -1},
+    {"enc_b1_wo", "bf16", 1, 128, 1024, 512, false, false, -1},
 };
 
 template <typename T>
