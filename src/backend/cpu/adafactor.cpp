@@ -239,7 +239,8 @@ void FactoredApplySlice(int64_t no, int64_t ni, const AdafactorScalars& s, float
 // or weight decay the new param is p * 1 - (+0) = p, bit for bit (NaN and
 // -0.0 included). Such rows are flagged (rows with a non-finite or negative
 // factor are not); the passes then skip them: for T5.1.1 small's embedding
-// that is most of 3 of its 6 trips to memory. Returns null where nothing
+// that is most of 4 of its 6 trips to memory (the clip pass reads g; the
+// apply pass reads p and g and writes p). Returns null where nothing
 // may be skipped.
 HWY_INLINE const uint8_t* SkipZeroRows(int64_t no, int64_t ni, const AdafactorScalars& s, const float* fo,
                                        const float* fi, uint8_t* zero, bool momentum) {
