@@ -77,6 +77,45 @@ void BM_value_and_grad_mlp(benchmark::State& st) {
                                               benchmark::Counter::kIsRate);
 }
 
+// The op layer's own cost per call, at a batch-1 decode step's scale: one
+// token's [batch 1, length 1, embed 8] activations against an [8, 8] kernel
+// (bf16, as a bf16 decode step's layer kernels), so that the product itself
+// is a few nanoseconds and the time is the op's validation, naming,
+// allocation and dispatch (a decode step makes ~300 such calls per token).
+void BM_op_overhead_einsum(benchmark::State& st) {
+  NoGradGuard ng;
+  Array x = cast(randn(Shape{{"batch", 1}, {"length", 1}, {"embed", 8}}, 13), DType::bf16);
+  Array w = cast(randn(Shape{{"embed", 8}, {"mlp", 8}}, 14), DType::bf16);
+  for (auto _ : st) benchmark::DoNotOptimize(einsum(x, w, {"batch", "length", "mlp"}));
+}
+void BM_op_overhead_add(benchmark::State& st) {
+  NoGradGuard ng;
+  Array x = cast(randn(Shape{{"batch", 1}, {"length", 1}, {"embed", 8}}, 15), DType::bf16);
+  Array y = cast(randn(Shape{{"batch", 1}, {"length", 1}, {"embed", 8}}, 16), DType::bf16);
+  for (auto _ : st) benchmark::DoNotOptimize(add(x, y));
+}
+void BM_op_overhead_rms_norm(benchmark::State& st) {
+  NoGradGuard ng;
+  Array x = cast(randn(Shape{{"batch", 1}, {"length", 1}, {"embed", 8}}, 17), DType::bf16);
+  Array scale = Array::ones(Shape{{"embed", 8}});
+  for (auto _ : st) benchmark::DoNotOptimize(rms_norm(x, scale));
+}
+
+void BM_op_overhead_attention(benchmark::State& st) {  // one query against 4 keys, as a decode step's
+  NoGradGuard ng;
+  Array q = cast(randn(Shape{{"batch", 1}, {"length", 1}, {"heads", 1}, {"kv", 8}}, 18), DType::bf16);
+  Array k = cast(randn(Shape{{"batch", 1}, {"kv_length", 4}, {"heads", 1}, {"kv", 8}}, 19), DType::bf16);
+  Array v = cast(randn(Shape{{"batch", 1}, {"kv_length", 4}, {"heads", 1}, {"kv", 8}}, 20), DType::bf16);
+  AttentionOptions o;
+  o.kv_mask = gt(randn(Shape{{"batch", 1}, {"kv_length", 4}}, 21), -100.0);
+  o.bias = cast(randn(Shape{{"heads", 1}, {"length", 1}, {"kv_length", 4}}, 22), DType::bf16);
+  for (auto _ : st) benchmark::DoNotOptimize(dot_product_attention(q, k, v, o));
+}
+
+BENCHMARK(BM_op_overhead_einsum)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_op_overhead_attention)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_op_overhead_add)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_op_overhead_rms_norm)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_add_broadcast)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gelu)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_softmax_vocab)->Unit(benchmark::kMicrosecond);

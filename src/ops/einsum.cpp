@@ -21,30 +21,95 @@ namespace {
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
-std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b,
-                             const std::vector<std::string>& c = {}) {
-  a.insert(a.end(), b.begin(), b.end());
-  a.insert(a.end(), c.begin(), c.end());
-  return a;
-}
-int64_t prod(const Array& x, const std::vector<std::string>& names) {
-  int64_t p = 1;
-  for (const auto& n : names) p *= x.dim(n);
-  return p;
-}
-
 // The result dtype of an einsum of x and y; `widen` asks for float32 from
 // bfloat16 operands (the GEMM's accumulators, unrounded).
 DType result_dtype(const Array& x, bool widen) { return widen && x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
 
 // T5X_OP_PROFILE: each product's time under its dtypes and shape.
 void profile_gemm(const char* dtypes, const kernels::GemmDims& g, std::chrono::steady_clock::time_point t0) {
-  if (!op_profile_enabled()) return;
+  if (t0 == std::chrono::steady_clock::time_point()) return;
   op_profile_add(std::string("  gemm ") + dtypes + " b" + std::to_string(g.batch) + " m" + std::to_string(g.m) +
                      " n" + std::to_string(g.n) + " k" + std::to_string(g.k) + (g.trans_a ? " tA" : "") +
                      (g.trans_b ? " tB" : ""),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
+
+// The clock for profile_gemm, read only when T5X_OP_PROFILE is on (a
+// decode step makes ~70 products per token).
+std::chrono::steady_clock::time_point profile_start() {
+  return op_profile_enabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+}
+
+// Where each dim of an einsum's operands goes (Einsum::eval_cpu): positions
+// in x and in y by role, found by comparing names once per call rather than
+// through vectors of names (the op's own cost is most of a batch-1 decode
+// step's small products).
+struct Roles {
+  static constexpr int kMax = 32;  // Shape ranks far beyond any model's
+  struct Group {
+    int x[kMax], y[kMax];  // positions in x and y (-1 where absent)
+    int count = 0;
+    bool in_x = true;      // sizes and dims taken from x (else y)
+    int64_t size(const Array& xa, const Array& ya) const {
+      int64_t p = 1;
+      for (int i = 0; i < count; ++i) p *= in_x ? xa.shape()[x[i]].size : ya.shape()[y[i]].size;
+      return p;
+    }
+    void add(int ix, int iy) {
+      if (count == kMax) throw std::invalid_argument("[einsum] more than 32 dims");
+      x[count] = ix;
+      y[count++] = iy;
+    }
+  };
+  Group b, m, n, k;
+  bool out_in_order = true;  // out == B ++ M ++ N
+  size_t rank_x = 0, rank_y = 0;
+
+  static int find(const std::vector<Dim>& d, const std::string& name) {
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i].name == name) return int(i);
+    return -1;
+  }
+  Roles(const std::vector<Dim>& xd, const std::vector<Dim>& yd, const std::vector<std::string>& out) {
+    n.in_x = false;
+    rank_x = xd.size();
+    rank_y = yd.size();
+    int last = 0;
+    for (const std::string& name : out) {
+      const int ix = find(xd, name), iy = find(yd, name);
+      const int role = ix >= 0 && iy >= 0 ? 0 : ix >= 0 ? 1 : 2;
+      if (ix < 0 && iy < 0) throw std::invalid_argument("[einsum] output dim '" + name + "' is in neither operand");
+      out_in_order = out_in_order && role >= last;
+      last = role;
+      (role == 0 ? b : role == 1 ? m : n).add(ix, iy);
+    }
+    for (size_t i = 0; i < xd.size(); ++i) {
+      const int iy = find(yd, xd[i].name);
+      if (iy >= 0 && !contains(out, xd[i].name)) k.add(int(i), iy);
+    }
+  }
+  // Whether the concatenated positions of the runs are 0, 1, ..., rank - 1.
+  static bool identity(std::initializer_list<std::pair<const int*, int>> runs, size_t rank) {
+    size_t at = 0;
+    for (const auto& [pos, count] : runs)
+      for (int i = 0; i < count; ++i)
+        if (pos[i] != int(at++)) return false;
+    return at == rank;
+  }
+  bool x_is(const Group& p, const Group& q, const Group& s) const {
+    return identity({{p.x, p.count}, {q.x, q.count}, {s.x, s.count}}, rank_x);
+  }
+  bool y_is(const Group& p, const Group& q, const Group& s) const {
+    return identity({{p.y, p.count}, {q.y, q.count}, {s.y, s.count}}, rank_y);
+  }
+  // The names of x's (of y's) dims in the groups' order.
+  static std::vector<std::string> names_in(const Array& v, bool of_x, std::initializer_list<const Group*> groups) {
+    std::vector<std::string> r;
+    for (const Group* g : groups)
+      for (int i = 0; i < g->count; ++i) r.push_back(v.shape()[of_x ? g->x[i] : g->y[i]].name);
+    return r;
+  }
+};
 
 // as_bf16: a bfloat16 product whose operands may be stored float32, each
 // taken as cast(operand, bf16) (EinsumPrecision::operand_dtype).
@@ -56,39 +121,41 @@ class Einsum : public Primitive {
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     const bool mixed = as_bf16_ && (in[0].dtype() != DType::bf16 || in[1].dtype() != DType::bf16);
     const Array &x = in[0], &y = in[1];  // f32 or bf16 when mixed (einsum_local)
-    std::vector<std::string> B, M, N, K;
-    for (const auto& n : out_) {
-      bool ix = x.has_dim(n), iy = y.has_dim(n);
-      (ix && iy ? B : ix ? M : N).push_back(n);
-    }
-    for (const auto& n : x.names())
-      if (y.has_dim(n) && !contains(out_, n)) K.push_back(n);
-    // Operand layouts: [B, M, K] or [B, K, M] (trans_a); [B, K, N] or [B, N, K] (trans_b).
+    // Every dim of x and y is a batch dim B (x, y, out), M (x, out), N (y, out)
+    // or K (x, y; summed): einsum_local summed the others out. Operand
+    // layouts: [B, M, K] or [B, K, M] (trans_a); [B, K, N] or [B, N, K]
+    // (trans_b), B and M and N in out's order, K in x's.
+    const Roles r(x.shape().dims(), y.shape().dims(), out_);
     // A float32 operand of a bf16 product that needs a transpose (a copy
     // anyway) is cast first, so that the copy is bf16.
     auto narrowed = [&](const Array& v) { return mixed && v.dtype() == DType::f32 ? cast(v, DType::bf16) : v; };
     Array a = x, b = y;
     bool ta = false, tb = false;
-    if (x.names() == cat(B, K, M)) ta = true;
-    else if (x.names() != cat(B, M, K)) a = transpose(narrowed(x), cat(B, M, K));
-    if (y.names() == cat(B, N, K)) tb = true;
-    else if (y.names() != cat(B, K, N)) b = transpose(narrowed(y), cat(B, K, N));
-    const int64_t nb = prod(x, B), m = prod(x, M), n = prod(y, N), k = prod(x, K);
+    if (r.x_is(r.b, r.k, r.m)) ta = true;
+    else if (!r.x_is(r.b, r.m, r.k)) a = transpose(narrowed(x), Roles::names_in(x, true, {&r.b, &r.m, &r.k}));
+    if (r.y_is(r.b, r.n, r.k)) tb = true;
+    else if (!r.y_is(r.b, r.k, r.n)) b = transpose(narrowed(y), Roles::names_in(y, false, {&r.b, &r.k, &r.n}));
+    const int64_t nb = r.b.size(x, y), m = r.m.size(x, y), n = r.n.size(x, y), k = r.k.size(x, y);
     std::vector<Dim> cdims;
-    for (const auto& s : cat(B, M)) cdims.push_back({s, x.dim(s)});
-    for (const auto& s : N) cdims.push_back({s, y.dim(s)});
-    Shape cshape(cdims);
+    cdims.reserve(size_t(r.b.count + r.m.count + r.n.count));
+    for (const Roles::Group* g : {&r.b, &r.m, &r.n})
+      for (int i = 0; i < g->count; ++i)
+        cdims.push_back(g->in_x ? x.shape()[g->x[i]] : y.shape()[g->y[i]]);
+    Shape cshape(std::move(cdims));
+    // The product's C comes out as [B, M, N]: out_'s order unless out_
+    // interleaves the roles.
+    auto in_out_order = [&](Array c) { return r.out_in_order ? c : transpose(c, out_); };
     kernels::GemmDims gs;
     gs.batch = nb; gs.m = m; gs.n = n; gs.k = k; gs.trans_a = ta; gs.trans_b = tb;
     if (mixed && k > 0 && (a.dtype() == DType::f32 || b.dtype() == DType::f32)) {
       // bf16 arithmetic on a float32 operand, rounded as the product reads it.
       const DType cdt = widen_ ? DType::f32 : DType::bf16;
       Array cc = make_output(cshape, cdt, {x, y});
-      auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = profile_start();
       if (nb * m * n > 0)
         kernels::cpu::gemm_as_bf16(gs, a.dtype(), b.dtype(), cdt, a.raw_data(), b.raw_data(), cc.raw_data());
       profile_gemm(cdt == DType::bf16 ? "bf16 (f32 operand)" : "bf16->f32 (f32 operand)", gs, t0);
-      return {transpose(cc, out_)};
+      return {in_out_order(cc)};
     }
     if (mixed) {  // k == 0, or the operands became bf16 in their transposes
       a = cast(a, DType::bf16);
@@ -99,26 +166,26 @@ class Einsum : public Primitive {
       // bf16 output straight from the f32 accumulators (one rounding, as the
       // f32 product followed by a cast): no f32 intermediate, no cast pass.
       Array cb = make_output(cshape, DType::bf16, {x, y});
-      auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = profile_start();
       if (nb * m * n > 0)
         kernels::cpu::gemm(gs, DType::bf16, DType::bf16, a.data<bfloat16>(), b.data<bfloat16>(), cb.data<bfloat16>());
       profile_gemm("bf16", gs, t0);
-      return {transpose(cb, out_)};
+      return {in_out_order(cb)};
     }
     Array c = make_output(cshape, DType::f32, {x, y}, /*zero=*/k == 0);
     if (nb * m * n > 0 && k > 0) {
       if (dt == DType::bf16) {
-        auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = profile_start();
         kernels::cpu::gemm(gs, DType::bf16, DType::f32, a.data<bfloat16>(), b.data<bfloat16>(), c.data<float>());
         profile_gemm("bf16->f32", gs, t0);
       } else {
         Array af = cast(a, DType::f32), bf = cast(b, DType::f32);
-        auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = profile_start();
         kernels::cpu::gemm(gs, DType::f32, DType::f32, af.data<float>(), bf.data<float>(), c.data<float>());
         profile_gemm("f32", gs, t0);
       }
     }
-    return {transpose(cast(c, result_dtype(a, widen_)), out_)};
+    return {in_out_order(cast(c, result_dtype(a, widen_)))};
   }
   // Cotangents that are sums over 'batch' (weight gradients), and with
   // wide_grads all cotangents, of bfloat16 operands leave their GEMMs in
@@ -184,8 +251,8 @@ Array einsum_local(const Array& x1, const Array& y1, const std::vector<std::stri
     throw_invalid("einsum", std::string("operand_dtype must be a floating dtype, got ") + dtype_name(*dt));
   if (!dt) check_same_dtype("einsum", x1, y1);
   auto summed_first = [&](const Array& v, const Array& other) {
-    for (const auto& n : v.names())
-      if (!other.has_dim(n) && !contains(out, n)) return true;
+    for (const Dim& d : v.shape().dims())
+      if (!other.has_dim(d.name) && !contains(out, d.name)) return true;
     return false;
   };
   const Array x0 = as_operand(x1, dt, summed_first(x1, y1)), y0 = as_operand(y1, dt, summed_first(y1, x1));
@@ -196,12 +263,15 @@ Array einsum_local(const Array& x1, const Array& y1, const std::vector<std::stri
     for (size_t j = 0; j < i; ++j)
       if (out[j] == out[i]) throw_invalid("einsum", "output dim '" + out[i] + "' listed twice");
   }
-  broadcast_shapes("einsum", x0.shape(), y0.shape());  // size check of same-named dims
   std::vector<std::string> xs, ys;  // dims summed out before the product
-  for (const auto& n : x0.names())
-    if (!y0.has_dim(n) && !contains(out, n)) xs.push_back(n);
-  for (const auto& n : y0.names())
-    if (!x0.has_dim(n) && !contains(out, n)) ys.push_back(n);
+  for (const Dim& d : x0.shape().dims()) {
+    const int iy = y0.shape().index(d.name);
+    if (iy >= 0 && y0.shape()[iy].size != d.size)
+      broadcast_shapes("einsum", x0.shape(), y0.shape());  // throws: same-named dims of different sizes
+    if (iy < 0 && !contains(out, d.name)) xs.push_back(d.name);
+  }
+  for (const Dim& d : y0.shape().dims())
+    if (!x0.has_dim(d.name) && !contains(out, d.name)) ys.push_back(d.name);
   Array x = xs.empty() ? x0 : sum(x0, xs);
   Array y = ys.empty() ? y0 : sum(y0, ys);
   const bool as_bf16 = dt == DType::bf16 && (x.dtype() != DType::bf16 || y.dtype() != DType::bf16);

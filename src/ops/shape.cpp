@@ -312,6 +312,12 @@ Shape with_size(const Shape& s, int axis, int64_t size) {
 }  // namespace
 
 Array transpose(const Array& x, const std::vector<std::string>& order) {
+  // The order x already has: x itself, without building a shape (the common
+  // case: einsum's and attention's outputs usually come out in order).
+  if (x.valid() && order.size() == x.shape().dims().size() &&
+      std::equal(order.begin(), order.end(), x.shape().dims().begin(),
+                 [](const std::string& n, const Dim& d) { return n == d.name; }))
+    return x;
   if (int(order.size()) != x.rank())
     throw_invalid("transpose", "order " + names_to_string(order) + " is not a permutation of the dims of " + describe(x));
   std::vector<Dim> dims;
