@@ -57,7 +57,8 @@ Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const Atte
   if (c.grouped && (k.dim(o.kv_heads) == 0 || q0.dim(o.heads) % k.dim(o.kv_heads) != 0))
     throw_invalid(kOp, "'" + o.kv_heads + "' = " + std::to_string(k.dim(o.kv_heads)) + " in k " + describe(k) +
                            " must divide '" + o.heads + "' = " + std::to_string(q0.dim(o.heads)) + " in q");
-  for (const std::string& d : {o.batch, c.grouped ? o.batch : o.heads, o.depth}) {
+  for (const std::string* dp : {&o.batch, c.grouped ? &o.batch : &o.heads, &o.depth}) {
+    const std::string& d = *dp;
     if (k.dim(d) != q0.dim(d))
       throw_invalid(kOp, "dim '" + d + "' has size " + std::to_string(q0.dim(d)) + " in q " + describe(q0) + " but " +
                              std::to_string(k.dim(d)) + " in k " + describe(k));
@@ -74,9 +75,9 @@ Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const Atte
       if (d.name != o.batch && d.name != o.heads && d.name != o.length && d.name != o.kv_length)
         throw_invalid(kOp, "bias dim '" + d.name + "' is not one of " +
                                names_to_string({o.batch, o.heads, o.length, o.kv_length}) + " in " + describe(o.bias));
-    Shape hs{{o.heads, H}, {o.length, L}, {o.kv_length, KL}};
-    Shape bhs{{o.batch, B}, {o.heads, H}, {o.length, L}, {o.kv_length, KL}};
-    c.bias = broadcast_to(cast(o.bias, q0.dtype()), o.bias.has_dim(o.batch) ? bhs : hs);
+    c.bias = broadcast_to(cast(o.bias, q0.dtype()),
+                          o.bias.has_dim(o.batch) ? Shape{{o.batch, B}, {o.heads, H}, {o.length, L}, {o.kv_length, KL}}
+                                                  : Shape{{o.heads, H}, {o.length, L}, {o.kv_length, KL}});
   }
   auto seq = [&](const Array& a, const std::string& len, int64_t n, const char* what, bool ids) -> Array {
     if (!a.valid()) return a;
@@ -101,7 +102,10 @@ Canon canonicalise(const Array& q0, const Array& k0, const Array& v0, const Atte
 // Canonical q, k, v (+ f32 bias), all f32 or all bf16 -> f32 out [b, l, h, d].
 class Attention : public Primitive {
  public:
-  Attention(kernels::AttentionDims s, Canon c, double scale, bool causal) : s_(s), c_(std::move(c)) {
+  // stats: keep the rows' statistics for the backward (off where the call is
+  // not recorded, e.g. a decode step: two arrays fewer per call).
+  Attention(kernels::AttentionDims s, Canon c, double scale, bool causal, bool stats)
+      : s_(s), c_(std::move(c)), stats_(stats) {
     p_.causal = causal;
     p_.scale = float(scale);
   }
@@ -109,18 +113,22 @@ class Attention : public Primitive {
   bool saves_outputs() const override { return true; }
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
     Array out = make_output(in[0].shape(), DType::f32, {in[0]});
-    const Shape rows{{"rows", s_.batch * s_.heads * s_.q_length}};
-    lse_ = Array(rows, DType::f32, {}, {}, false);
-    logl_ = Array(rows, DType::f32, {}, {}, false);
+    if (stats_) {
+      const Shape rows{{"rows", s_.batch * s_.heads * s_.q_length}};
+      lse_ = Array(rows, DType::f32, {}, {}, false);
+      logl_ = Array(rows, DType::f32, {}, {}, false);
+    }
     kernels::AttentionArgs p = params(in);
     kernels::cpu::attention_forward(s_, p, in[0].dtype(), in[0].raw_data(), in[1].dtype(), in[1].raw_data(),
-                                    in[2].raw_data(), out.data<float>(), lse_.data<float>(), logl_.data<float>());
+                                    in[2].raw_data(), out.data<float>(), stats_ ? lse_.data<float>() : nullptr,
+                                    stats_ ? logl_.data<float>() : nullptr);
     return {out};
   }
   std::vector<Array> vjp(const std::vector<Array>& in, const std::vector<Array>& out, const std::vector<Array>& cot,
                          const std::vector<bool>& needs) override {
     if (in[1].dtype() != in[0].dtype() || in[2].dtype() != in[0].dtype())
       throw_invalid(kOp, "internal: the backward needs q, k and v in one dtype");
+    if (!stats_) throw_invalid(kOp, "internal: a backward through a call made unrecorded");
     Array dq = make_output(in[0].shape(), DType::f32, {in[0]});
     Array dk = make_output(in[1].shape(), DType::f32, {in[1]});
     Array dv = make_output(in[2].shape(), DType::f32, {in[2]});
@@ -154,6 +162,7 @@ class Attention : public Primitive {
   kernels::AttentionDims s_;
   Canon c_;
   kernels::AttentionArgs p_;
+  bool stats_ = true;
   Array lse_, logl_;  // the backward's row statistics (kernels.h)
 };
 
@@ -178,8 +187,11 @@ Array attention_local(const Array& q, const Array& k, const Array& v, const Atte
   auto in_dtype = [&](const Array& x) { return narrow ? x : cast(x, DType::f32); };
   std::vector<Array> in = {in_dtype(c.q), in_dtype(c.k), in_dtype(c.v)};
   if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
-  Array out = apply1(std::make_shared<Attention>(s, c, o.scale, o.causal), in);
-  return transpose(cast(out, q.dtype()), q.names());
+  Array out = cast(apply1(std::make_shared<Attention>(s, c, o.scale, o.causal, is_recording()), in), q.dtype());
+  // out is [batch, length, heads, depth]; q's own order when q is canonical.
+  const std::vector<Dim>& qd = q.shape().dims();
+  const bool canonical = qd[0].name == o.batch && qd[1].name == o.length && qd[2].name == o.heads;
+  return canonical ? out : transpose(out, q.names());
 }
 }  // namespace
 

@@ -155,9 +155,11 @@ Array rms_norm_local(const Array& x, const Array& scale, const std::string& dim,
   check_rms_args("rms_norm", x, scale, dim, eps);
   // bf16 activations go in and come out as bf16 (no cast passes).
   const DType kdt = x.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
-  Array xt = cast(transpose(x, with_last(x, dim)), kdt);
-  Array y = apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)});
-  return transpose(cast(y, x.dtype()), x.names());
+  // dim is usually x's last already: then no names are built to say so.
+  const bool last = x.shape().dims().back().name == dim;
+  Array xt = cast(last ? x : transpose(x, with_last(x, dim)), kdt);
+  Array y = cast(apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)}), x.dtype());
+  return last ? y : transpose(y, x.names());
 }
 }  // namespace
 

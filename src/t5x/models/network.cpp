@@ -41,14 +41,25 @@ Array logits_from(const T5Config& cfg, const ParamTree& p, const std::string& em
 // one length) it is one dynamic_update_slice, in the cache's buffer when the
 // step holds the only handle (the decode step moves it in), else a copy; rows
 // at different positions take the masked select over the whole cache.
+// x in like's order of dims (x itself when it has it: no names built, as a
+// decode step writes each layer's keys and values).
+Array in_order_of(const Array& x, const Array& like) {
+  const auto& a = x.shape().dims();
+  const auto& b = like.shape().dims();
+  const bool same = a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Dim& p, const Dim& q) {
+                      return p.name == q.name;
+                    });
+  return same ? x : transpose(x, like.names());
+}
+
 void write_cache(Array& cache, const Array& new_kv, const Array& at, std::optional<int64_t> pos) {
-  if (pos) return dynamic_update_slice_into(cache, transpose(new_kv, cache.names()), {{"kv_length", *pos}});
+  if (pos) return dynamic_update_slice_into(cache, in_order_of(new_kv, cache), {{"kv_length", *pos}});
   std::vector<Dim> d;
   for (const auto& dim : new_kv.shape().dims())
     if (dim.name != "kv_length") d.push_back(dim);
   Array row = reshape(new_kv, Shape(d));
   Array upd = where(at, row, cache);
-  cache = transpose(upd, cache.names());
+  cache = in_order_of(upd, cache);
 }
 
 // What a stack's layers share: the encoder's names and masks, or the
@@ -173,8 +184,12 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
   }
   a.self_mask.kv_mask =
       transpose(le(iota(Shape{{"kv_length", c.max_length}}, "kv_length"), c.index), {"batch", "kv_length"});
-  a.self_bias = nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
-                                           nn::relative_position_buckets_at(c.index, c.max_length, false, cfg.relpos));
+  // In the activation dtype once, as each layer's attention takes it (the
+  // same values; one cast per step instead of one per layer).
+  a.self_bias = cast(nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
+                                                nn::relative_position_buckets_at(c.index, c.max_length, false,
+                                                                                 cfg.relpos)),
+                     cfg.dtype);
   a.cross = cross;
   if (cross) a.cross_mask.kv_mask = c.encoder_mask;
   std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
