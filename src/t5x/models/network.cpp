@@ -35,12 +35,6 @@ Array logits_from(const T5Config& cfg, const ParamTree& p, const std::string& em
   return nn::dense(yf, nn::get(p, "decoder/logits_dense/kernel"), "embed");
 }
 
-// Self-attention cache write: cache [batch, kv_length, heads, kv] gets
-// new_kv [batch, kv_length=1, heads, kv] at position index[b]. When every
-// row writes the same position (`pos`: encoder-decoder decoding, prompts of
-// one length) it is one dynamic_update_slice, in the cache's buffer when the
-// step holds the only handle (the decode step moves it in), else a copy; rows
-// at different positions take the masked select over the whole cache.
 // x in like's order of dims (x itself when it has it: no names built, as a
 // decode step writes each layer's keys and values).
 Array in_order_of(const Array& x, const Array& like) {
@@ -52,6 +46,12 @@ Array in_order_of(const Array& x, const Array& like) {
   return same ? x : transpose(x, like.names());
 }
 
+// Self-attention cache write: cache [batch, kv_length, heads, kv] gets
+// new_kv [batch, kv_length=1, heads, kv] at position index[b]. When every
+// row writes the same position (`pos`: encoder-decoder decoding, prompts of
+// one length) it is one dynamic_update_slice, in the cache's buffer when the
+// step holds the only handle (the decode step moves it in), else a copy; rows
+// at different positions take the masked select over the whole cache.
 void write_cache(Array& cache, const Array& new_kv, const Array& at, std::optional<int64_t> pos) {
   if (pos) return dynamic_update_slice_into(cache, in_order_of(new_kv, cache), {{"kv_length", *pos}});
   std::vector<Dim> d;
