@@ -187,11 +187,8 @@ Array attention_local(const Array& q, const Array& k, const Array& v, const Atte
   auto in_dtype = [&](const Array& x) { return narrow ? x : cast(x, DType::f32); };
   std::vector<Array> in = {in_dtype(c.q), in_dtype(c.k), in_dtype(c.v)};
   if (c.bias.valid()) in.push_back(cast(c.bias, DType::f32));
-  Array out = cast(apply1(std::make_shared<Attention>(s, c, o.scale, o.causal, is_recording()), in), q.dtype());
-  // out is [batch, length, heads, depth]; q's own order when q is canonical.
-  const std::vector<Dim>& qd = q.shape().dims();
-  const bool canonical = qd[0].name == o.batch && qd[1].name == o.length && qd[2].name == o.heads;
-  return canonical ? out : transpose(out, q.names());
+  Array out = apply1(std::make_shared<Attention>(s, c, o.scale, o.causal, is_recording()), in);
+  return transpose_like(cast(out, q.dtype()), q);
 }
 }  // namespace
 

@@ -158,8 +158,8 @@ Array rms_norm_local(const Array& x, const Array& scale, const std::string& dim,
   // dim is usually x's last already: then no names are built to say so.
   const bool last = x.shape().dims().back().name == dim;
   Array xt = cast(last ? x : transpose(x, with_last(x, dim)), kdt);
-  Array y = cast(apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)}), x.dtype());
-  return last ? y : transpose(y, x.names());
+  Array y = apply1(std::make_shared<RmsNorm>(float(eps)), {xt, cast(scale, DType::f32)});
+  return transpose_like(cast(y, x.dtype()), x);
 }
 }  // namespace
 

@@ -331,6 +331,15 @@ Array transpose(const Array& x, const std::vector<std::string>& order) {
   return apply1(std::make_shared<Transpose>(out, order), {x});
 }
 
+Array transpose_like(const Array& x, const Array& like) {
+  const auto& a = x.shape().dims();
+  const auto& b = like.shape().dims();
+  const bool same = a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Dim& p, const Dim& q) {
+                      return p.name == q.name;
+                    });
+  return same ? x : transpose(x, like.names());
+}
+
 Array rename(const Array& x, const std::map<std::string, std::string>& renames) {
   std::vector<Dim> dims = x.shape().dims();
   for (const auto& [from, to] : renames) {

@@ -17,6 +17,10 @@ namespace t5x {
 // Reorders dims: `order` is a permutation of x's dim names.
 // x[a, b, c], {"c", "a", "b"} -> [c, a, b] (data moved accordingly).
 Array transpose(const Array& x, const std::vector<std::string>& order);
+// x with its dims in like's order (like has the same dim names): x itself,
+// without building a list of names, when it already has that order (most
+// calls on a decode step's hot path).
+Array transpose_like(const Array& x, const Array& like);
 
 // Renames dims without moving data: {"length": "q_length"}. New names must not
 // collide with remaining ones.

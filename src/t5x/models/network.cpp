@@ -35,17 +35,6 @@ Array logits_from(const T5Config& cfg, const ParamTree& p, const std::string& em
   return nn::dense(yf, nn::get(p, "decoder/logits_dense/kernel"), "embed");
 }
 
-// x in like's order of dims (x itself when it has it: no names built, as a
-// decode step writes each layer's keys and values).
-Array in_order_of(const Array& x, const Array& like) {
-  const auto& a = x.shape().dims();
-  const auto& b = like.shape().dims();
-  const bool same = a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Dim& p, const Dim& q) {
-                      return p.name == q.name;
-                    });
-  return same ? x : transpose(x, like.names());
-}
-
 // Self-attention cache write: cache [batch, kv_length, heads, kv] gets
 // new_kv [batch, kv_length=1, heads, kv] at position index[b]. When every
 // row writes the same position (`pos`: encoder-decoder decoding, prompts of
@@ -53,13 +42,13 @@ Array in_order_of(const Array& x, const Array& like) {
 // step holds the only handle (the decode step moves it in), else a copy; rows
 // at different positions take the masked select over the whole cache.
 void write_cache(Array& cache, const Array& new_kv, const Array& at, std::optional<int64_t> pos) {
-  if (pos) return dynamic_update_slice_into(cache, in_order_of(new_kv, cache), {{"kv_length", *pos}});
+  if (pos) return dynamic_update_slice_into(cache, transpose_like(new_kv, cache), {{"kv_length", *pos}});
   std::vector<Dim> d;
   for (const auto& dim : new_kv.shape().dims())
     if (dim.name != "kv_length") d.push_back(dim);
   Array row = reshape(new_kv, Shape(d));
   Array upd = where(at, row, cache);
-  cache = in_order_of(upd, cache);
+  cache = transpose_like(upd, cache);
 }
 
 // What a stack's layers share: the encoder's names and masks, or the
