@@ -312,8 +312,7 @@ Shape with_size(const Shape& s, int axis, int64_t size) {
 }  // namespace
 
 Array transpose(const Array& x, const std::vector<std::string>& order) {
-  // The order x already has: x itself, without building a shape (the common
-  // case: einsum's and attention's outputs usually come out in order).
+  // The order x already has: x itself, without building a shape.
   if (x.valid() && order.size() == x.shape().dims().size() &&
       std::equal(order.begin(), order.end(), x.shape().dims().begin(),
                  [](const std::string& n, const Dim& d) { return n == d.name; }))

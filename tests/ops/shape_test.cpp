@@ -16,6 +16,22 @@ TEST(ShapeOps, TransposeMovesDataByName) {
   check_grad([](const std::vector<Array>& v) { return transpose(v[0], {"length", "embed", "batch"}); }, {x});
 }
 
+// transpose_like: x in another array's order of dims; x's own buffer when it
+// already has it (transpose to x's own order, likewise); and a mismatch of
+// names is transpose's error.
+TEST(ShapeOps, TransposeLikeTakesTheOtherArraysOrder) {
+  Array x = rand_array(Shape{{"batch", 2}, {"length", 3}, {"embed", 4}}, 7);
+  Array like = Array::zeros(Shape{{"embed", 4}, {"batch", 2}, {"length", 3}});
+  Array t = transpose_like(x, like);
+  EXPECT_EQ(t.names(), like.names());
+  EXPECT_TRUE(array_equal(t, transpose(x, like.names())));
+  EXPECT_FALSE(t.same_buffer(x));
+  EXPECT_TRUE(transpose_like(x, Array::zeros(x.shape())).same_buffer(x));
+  EXPECT_TRUE(transpose(x, x.names()).same_buffer(x));
+  expect_invalid([&] { transpose_like(x, Array::zeros(Shape{{"batch", 2}, {"vocab", 3}, {"embed", 4}})); },
+                 {"[transpose]", "'vocab'"});
+}
+
 TEST(ShapeOps, RenameReshapeBroadcast) {
   Array x = rand_array(kS, 2);
   Array r = rename(x, {{"length", "q"}});
