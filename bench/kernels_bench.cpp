@@ -216,6 +216,19 @@ void BM_AttentionForward(benchmark::State& st) {
 }
 BENCHMARK(BM_AttentionForward)->Apply(AttentionCases)->UseRealTime()->ComputeStatistics("min", min_of);
 
+// The same with bf16 q, k and v (a bf16 training step's activations; out,
+// dout and the gradients f32), the cases of one T5.1.1 small step.
+void BM_AttentionForwardBf16(benchmark::State& st) {
+  AttnData d(st.range(0), st.range(1), st.range(2) != 0, st.range(3), st.range(4) != 0);
+  const std::vector<t5x::bfloat16> q(d.q.begin(), d.q.end()), k(d.k.begin(), d.k.end()), v(d.v.begin(), d.v.end());
+  for (auto _ : st) attention_forward(d.s, d.p, q.data(), k.data(), v.data(), d.out.data(), d.lse.data());
+  st.counters["flops"] = benchmark::Counter(d.flops() * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+void StepAttentionCases(benchmark::internal::Benchmark* b) {
+  b->Args({8, 128, 0, 0, 1})->Args({8, 32, 1, 0, 1})->Args({8, 32, 0, 128, 1});
+}
+BENCHMARK(BM_AttentionForwardBf16)->Apply(StepAttentionCases)->UseRealTime()->ComputeStatistics("min", min_of);
+
 // One decode step's attention: a single query per row against the cache.
 // Args: batch, kv_length (T5.1.1 small: 128 encoder positions for the
 // cross-attention, 32 target positions for the self-attention).
@@ -257,6 +270,17 @@ void BM_AttentionBackward(benchmark::State& st) {
                                             benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AttentionBackward)->Apply(AttentionCases)->UseRealTime()->ComputeStatistics("min", min_of);
+
+void BM_AttentionBackwardBf16(benchmark::State& st) {
+  AttnData d(st.range(0), st.range(1), st.range(2) != 0, st.range(3), st.range(4) != 0);
+  const std::vector<t5x::bfloat16> q(d.q.begin(), d.q.end()), k(d.k.begin(), d.k.end()), v(d.v.begin(), d.v.end());
+  attention_forward(d.s, d.p, q.data(), k.data(), v.data(), d.out.data(), d.lse.data());
+  for (auto _ : st)
+    attention_backward(d.s, d.p, q.data(), k.data(), v.data(), d.out.data(), d.lse.data(), d.dout.data(),
+                       d.dq.data(), d.dk.data(), d.dv.data(), d.p.bias ? d.db.data() : nullptr);
+  st.counters["flops"] = benchmark::Counter(2.5 * d.flops() * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionBackwardBf16)->Apply(StepAttentionCases)->UseRealTime()->ComputeStatistics("min", min_of);
 
 // One Adafactor step (defaults plus update clipping) of a factored
 // [outer, inner] param: the token embedding [32128, 512] and an MLP kernel
