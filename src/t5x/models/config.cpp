@@ -111,6 +111,28 @@ bool T5Config::encoder_attention_layer(int64_t layer) const {
   return is_sparse_layer(layer, num_encoder_layers, num_encoder_attention_layers, encoder_attention_layout);
 }
 
+void validate_sizes(const T5Config& c) {
+  auto at_least = [](const char* field, int64_t v, int64_t lo) {
+    if (v < lo)
+      throw std::invalid_argument("[T5Config] " + std::string(field) + " = " + std::to_string(v) + " must be >= " +
+                                  std::to_string(lo) + "\n  hint: check the gin binding network.T5Config." + field +
+                                  " (network.TransformerConfig." + field + " for a decoder-only model)");
+  };
+  at_least("vocab_size", c.vocab_size, 1);
+  at_least("emb_dim", c.emb_dim, 1);
+  at_least("num_heads", c.num_heads, 1);
+  at_least("head_dim", c.head_dim, 1);
+  at_least("mlp_dim", c.mlp_dim, 1);
+  at_least("num_encoder_layers", c.num_encoder_layers, 0);
+  at_least("num_decoder_layers", c.num_decoder_layers, 0);
+  at_least("num_kv_heads", c.num_kv_heads, 0);
+  at_least("encoder_num_kv_heads", c.encoder_num_kv_heads, 0);
+  if (!(c.dropout_rate >= 0.0 && c.dropout_rate < 1.0))  // NaN fails too
+    throw std::invalid_argument("[T5Config] dropout_rate = " + std::to_string(c.dropout_rate) +
+                                " must be in [0, 1)\n  hint: check the gin binding network.T5Config.dropout_rate "
+                                "(DROPOUT_RATE in the t5x gins)");
+}
+
 void validate_mixing(const T5Config& c) {
   if (c.encoder_mixing == T5Config::Mixing::kLinear && c.encoder_mixing_length <= 0)
     throw std::invalid_argument("[T5Config] encoder_mixing = 'linear' needs encoder_mixing_length > 0 (got " +
@@ -193,6 +215,7 @@ void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) 
 }  // namespace
 
 nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
+  validate_sizes(c);
   validate_moe(c);
   validate_mixing(c);
   nn::ParamSpecs s;
@@ -224,6 +247,7 @@ nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
 nn::ParamSpecs decoder_only_param_specs(const T5Config& c) {
   if (c.num_encoder_sparse_layers > 0)
     throw std::invalid_argument("[T5Config] a decoder-only model has no encoder; set num_encoder_sparse_layers = 0");
+  validate_sizes(c);
   validate_moe(c);
   nn::ParamSpecs s;
   s.push_back(nn::embedding_param_spec("decoder/token_embedder/embedding", c.vocab_size, c.emb_dim));

@@ -126,6 +126,11 @@ T5Config::SparseLayout parse_sparse_layout(const std::string& name);
 // counts, E > 0 when a layer is sparse, k <= E, experts-choose only in the
 // encoder). Throws std::invalid_argument("[T5Config] ...").
 void validate_moe(const T5Config& cfg);
+// Checks the sizes: vocab_size, emb_dim, num_heads, head_dim, mlp_dim >= 1;
+// layer and kv-head counts >= 0; dropout_rate in [0, 1). Throws
+// std::invalid_argument("[T5Config] <field> = ... must be ...") naming the
+// gin binding. The param_specs functions call it.
+void validate_sizes(const T5Config& cfg);
 // Checks the mixing fields: kLinear needs encoder_mixing_length > 0;
 // num_encoder_attention_layers in 0 .. num_encoder_layers, and > 0 only
 // with mixing. Throws std::invalid_argument("[T5Config] ...").

@@ -38,6 +38,7 @@ LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& r
                        const LogicalAxisRules& rules) {
   LoadedModel m;
   m.model = make_model(mcfg);
+  check_param_memory(m.model->param_specs(), dist.size());
   auto path = resolve_restore_path(rc);
   if (!path)
     throw CheckpointError("[checkpoint] no checkpoint to restore\n  hint: set CHECKPOINT_PATH to a checkpoint_<step> directory");

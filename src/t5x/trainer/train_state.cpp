@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "backend/kernels.h"
 #include "core/dtype_bf16.h"
 #include "mesh/partition_spec.h"
@@ -203,6 +205,33 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
   return r;
 }
 
+void check_param_memory(const nn::ParamSpecs& specs, int process_count) {
+  // In doubles: an absurd size (num_heads = 2^31) must not overflow here.
+  double elems = 0, bytes = 0, largest = 0;
+  std::string largest_name;
+  for (const auto& spec : specs) {
+    double e = 1;
+    for (int i = 0; i < spec.shape.rank(); ++i) e *= double(spec.shape[i].size);
+    elems += e;
+    bytes += e * double(dtype_size(spec.dtype));
+    if (e > largest) {
+      largest = e;
+      largest_name = spec.name;
+    }
+  }
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double per_process = bytes / double(std::max(process_count, 1));
+  if (memory <= 0 || per_process <= memory) return;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "[model] the parameters alone (%.4g of them, %.1f GiB; %.1f GiB a process over %d process(es)) "
+                "exceed this machine's memory (%.1f GiB); the largest is %s (%.4g values)\n  hint: check the "
+                "model's sizes in the gin (network.T5Config.num_heads, emb_dim, mlp_dim, vocab_size, ...)",
+                elems, bytes / 1073741824.0, per_process / 1073741824.0, process_count, memory / 1073741824.0,
+                largest_name.c_str(), largest);
+  throw std::invalid_argument(buf);
+}
+
 ParamTree init_params_on_mesh(const BaseTransformerModel& model, const PRNGKey& key, const LogicalAxisRules& rules) {
   ParamTree params;
   for (const auto& spec : model.param_specs())
@@ -279,8 +308,20 @@ std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& c
     // `checkpoint` state file names the newest one (before the t5x test below:
     // both call their file `checkpoint`).
     if (auto prefix = tf::tf_checkpoint_prefix(p)) return prefix;
-    if (fs::exists(fs::path(p) / "checkpoint")) return p;
+    if (fs::exists(fs::path(p) / "checkpoint")) {
+      // A checkpoint named outright gets the check a resume's scan gives each
+      // step (the manifest's files and sizes, every chunk present): zarr reads
+      // a missing chunk as fill values, so a damaged step would restore
+      // silently.
+      if (auto bad = validate_checkpoint(p))
+        throw CheckpointError("[checkpoint] " + *bad + "\n  hint: the checkpoint is damaged; `t5x ckpt info " + p +
+                              "` lists what is wrong; restore another checkpoint_<step>");
+      return p;
+    }
     auto scan = latest_valid_step(p);
+    for (const auto& [dir, why] : scan.skipped)
+      std::fprintf(stderr, "warning: checkpoint %s skipped while looking for the latest one: %s\n", dir.c_str(),
+                   why.c_str());
     if (scan.step) return checkpoint_dir_for_step(p, *scan.step);
     if (cfg.mode == "specific")
       throw CheckpointError("[checkpoint] no checkpoint at '" + p +

@@ -97,6 +97,13 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
 // restore maps its Mesh-TF T5 names to t5x paths (t5x's TF restore).
 std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& cfg);
 
+// Throws std::invalid_argument ("[model] the parameters alone ... exceed this
+// machine's memory ...", naming the largest parameter) when the specs' bytes
+// over `process_count` processes (the most a layout can split them) exceed
+// the physical memory: a mistyped size (num_heads = 2^31) fails before any
+// allocation instead of under the out-of-memory killer.
+void check_param_memory(const nn::ParamSpecs& specs, int process_count);
+
 // `model`'s parameters drawn from `key` (each from fold_in(key, hash(name)),
 // as model.init), laid out on the current spmd context's mesh by `rules`
 // (spmd::param_spec): one parameter at a time, so the peak is one whole

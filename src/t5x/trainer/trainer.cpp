@@ -61,6 +61,7 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
       model_(make_model(cfg_.model)),
       rules_(logical_axis_rules(cfg_.partitioner)) {
   check_expert_mesh();
+  check_param_memory(model_->param_specs(), dist_.size());
   if (!dist_.spmd_active()) return;
   // The model's ops on split parameters and batches run through the spmd
   // lowering of dist_'s mesh (the whole mesh, or this data replica's).

@@ -1,6 +1,8 @@
 // Configurations: t5x parameter names, counts computed from shapes, model-info listing.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "mesh/logical_axis_rules.h"
 #include "t5x/models/models.h"
 
@@ -31,6 +33,39 @@ TEST(ModelConfig, T5_1_1ParamCountsMatchT5x) {
   }
   EXPECT_EQ(EncoderDecoderModel(t5_1_1_config("small")).num_params(), 76961152);
   EXPECT_EQ(EncoderDecoderModel(t5_1_1_config("base")).num_params(), 247577856);
+}
+
+TEST(ModelConfig, NonsenseSizesAreRefusedByTheirGinName) {
+  auto message = [](const T5Config& c) {
+    try {
+      (void)EncoderDecoderModel(c).param_specs();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  T5Config c = t5_1_1_config("small");
+  c.num_heads = 0;
+  EXPECT_NE(message(c).find("num_heads = 0 must be >= 1"), std::string::npos) << message(c);
+  EXPECT_NE(message(c).find("network.T5Config.num_heads"), std::string::npos) << message(c);
+  c = t5_1_1_config("small");
+  c.emb_dim = -3;
+  EXPECT_NE(message(c).find("emb_dim = -3"), std::string::npos) << message(c);
+  c = t5_1_1_config("small");
+  c.num_encoder_layers = -1;
+  EXPECT_NE(message(c).find("num_encoder_layers = -1"), std::string::npos) << message(c);
+  for (double rate : {-0.5, 1.0, std::nan("")}) {
+    c = t5_1_1_config("small");
+    c.dropout_rate = rate;
+    EXPECT_NE(message(c).find("dropout_rate"), std::string::npos) << rate << ": " << message(c);
+  }
+  c = t5_1_1_config("small");
+  c.dropout_rate = 0.1;
+  EXPECT_EQ(message(c), "no error");
+  // The decoder-only model checks them too.
+  T5Config d = decoder_only_config("small");
+  d.head_dim = 0;
+  EXPECT_THROW((void)DecoderOnlyModel(d).param_specs(), std::invalid_argument);
 }
 
 TEST(ModelConfig, T5_1_0AndDecoderOnly) {

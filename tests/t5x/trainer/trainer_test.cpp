@@ -254,6 +254,53 @@ TEST(Trainer, ResumeSkipsACheckpointWhoseStepIsNotItsName) {
   EXPECT_EQ(moved, 1);
 }
 
+TEST(Trainer, ADamagedCheckpointNamedOutrightIsRefused) {
+  const std::string pre = temp_dir("damaged_named");
+  Trainer a(tiny_run(pre, 2), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  const std::string ckpt = checkpoint_dir_for_step(pre, 2);
+  const std::string chunk = ckpt + "/target.decoder.decoder_norm.scale/0";
+  ASSERT_TRUE(std::filesystem::exists(chunk));
+  std::filesystem::remove(chunk);  // zarr would read it as fill values
+  Trainer b(tiny_run(temp_dir("damaged_named_ft"), 3,
+                     {"utils.RestoreCheckpointConfig.path = '" + ckpt + "'",
+                      "utils.RestoreCheckpointConfig.mode = 'specific'"}),
+            single(), fast());
+  try {
+    b.initialize();
+    FAIL() << "expected a CheckpointError";
+  } catch (const CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(chunk + " is missing (listed in manifest.t5xcpp.json)"), std::string::npos) << what;
+    EXPECT_NE(what.find("t5x ckpt info " + ckpt), std::string::npos) << what;
+  }
+  // Named by its model directory, the newest valid step (0) is restored.
+  Trainer c(tiny_run(temp_dir("damaged_latest_ft"), 3,
+                     {"utils.RestoreCheckpointConfig.path = '" + pre + "'",
+                      "utils.RestoreCheckpointConfig.mode = 'latest'"}),
+            single(), fast());
+  c.initialize();
+  EXPECT_EQ(c.state().step(), 0);
+}
+
+TEST(Trainer, ParametersBeyondTheMachinesMemoryAreRefusedBeforeAllocating) {
+  nn::ParamSpecs specs = {{"a/kernel", Shape{{"embed", 8}, {"mlp", 16}}, nn::InitSpec::normal(1.0)}};
+  EXPECT_NO_THROW(check_param_memory(specs, 1));
+  specs.push_back({"encoder/relpos_bias/rel_embedding", Shape{{"heads", int64_t(1) << 40}, {"relpos_buckets", 32}},
+                   nn::InitSpec::normal(1.0)});
+  try {
+    check_param_memory(specs, 1);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("exceed this machine's memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("the largest is encoder/relpos_bias/rel_embedding"), std::string::npos) << what;
+    EXPECT_NE(what.find("network.T5Config.num_heads"), std::string::npos) << what;
+  }
+  // Split over enough processes it may fit (each holds a shard).
+  EXPECT_NO_THROW(check_param_memory(specs, 1 << 30));
+}
+
 TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   std::string dir = temp_dir("nan");
   Trainer t(tiny_run(dir, 6, {"utils.create_learning_rate_scheduler.base_learning_rate = 1e30",
