@@ -6,6 +6,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include "seqio/errors.h"
 #include "seqio/json_io.h"
 #include "seqio/mixture.h"
@@ -56,29 +58,30 @@ const char* value_dtype(const FeatureValue& v) {
 CacheWriteResult write_cache(const Task& task, const std::string& output_dir, const CacheWriteOptions& opt) {
   if (!task.supports_caching())
     throw DataError("task '" + task.name() + "' has no CacheDatasetPlaceholder, so there is nothing to cache "
-                    "(hint: add Preprocessor::CachePlaceholder() after the deterministic steps)");
+                    "(hint: add @seqio.CacheDatasetPlaceholder() to the task's preprocessors, after the deterministic steps; "
+                    "Preprocessor::CachePlaceholder() in C++)");
   CacheWriteResult res;
   const fs::path dir = fs::path(output_dir) / task.cache_subdir();
   res.dir = dir.string();
   if (fs::exists(dir / "COMPLETED") && !opt.overwrite)
     throw DataError(dir.string() + ": a completed cache exists (hint: pass --overwrite to replace it)");
   std::vector<std::string> splits = opt.splits.empty() ? task.splits() : opt.splits;
+  // The new files are written to a staging directory beside the cache and
+  // swapped in only once every split is done, so that a failure (bad data,
+  // an unknown split, a full disk) leaves an existing cache as it was.
+  const std::string pid = std::to_string(::getpid());
+  const fs::path stage = dir.parent_path() / (dir.filename().string() + ".tmp-" + pid);
   std::error_code ec;
-  if (opt.splits.empty() || !fs::exists(dir / "COMPLETED")) {
-    fs::remove_all(dir, ec);
-  } else {
-    // Overwriting some splits of a completed cache keeps the others: remove
-    // only these splits' shards and metadata (and the marker until done).
-    fs::remove(dir / "COMPLETED", ec);
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string f = e.path().filename().string();
-      for (const auto& split : splits)
-        if (f.rfind(split + ".tfrecord-", 0) == 0 || f == "info." + split + ".json" || f == "stats." + split + ".json")
-          fs::remove(e.path(), ec);
+  fs::remove_all(stage, ec);
+  fs::create_directories(stage, ec);
+  if (ec) throw DataError(stage.string() + ": cannot create directory: " + ec.message());
+  struct RemoveOnFailure {
+    fs::path p;
+    ~RemoveOnFailure() {
+      std::error_code e;
+      if (!p.empty()) fs::remove_all(p, e);
     }
-  }
-  fs::create_directories(dir, ec);
-  if (ec) throw DataError(dir.string() + ": cannot create directory: " + ec.message());
+  } staged{stage};
 
   for (const auto& split : splits) {
     const int n = static_cast<int>(task.source().list_shards(split).size());
@@ -87,7 +90,7 @@ CacheWriteResult write_cache(const Task& task, const std::string& output_dir, co
     int64_t examples = 0;
     std::map<std::string, int64_t> tokens, max_tokens;
     for (int s = 0; s < n; ++s) {
-      TFRecordWriter w((dir / shard_name(split, s, n)).string());
+      TFRecordWriter w((stage / shard_name(split, s, n)).string());
       auto ds = task.get_precache_dataset(split, ShardInfo{s, n}, opt.seed, opt.num_threads);
       Example ex;  // carries "_seqio_key" (PipelineSpec::emit_keys)
       while (ds->next(ex)) {
@@ -118,12 +121,44 @@ CacheWriteResult write_cache(const Task& task, const std::string& output_dir, co
       stats[k + "_tokens"] = v;
       stats[k + "_max_tokens"] = max_tokens[k];
     }
-    write_json(dir / ("info." + split + ".json"),
+    write_json(stage / ("info." + split + ".json"),
                {{"features", features}, {"num_shards", n}, {"seqio_version", kVersion}});
-    write_json(dir / ("stats." + split + ".json"), stats);
+    write_json(stage / ("stats." + split + ".json"), stats);
     res.examples[split] = examples;
   }
-  std::ofstream(dir / "COMPLETED").close();
+  auto fail = [&](const fs::path& p, const std::error_code& e) {
+    throw DataError(p.string() + ": cannot move the new cache files into place: " + e.message() +
+                    " (hint: check the directory's permissions and free space, then rerun seqio cache --overwrite)");
+  };
+  if (opt.splits.empty() || !fs::exists(dir / "COMPLETED")) {
+    // The whole cache: the old directory (if any) set aside, the new one
+    // renamed into its place, then the old one removed.
+    std::ofstream(stage / "COMPLETED").close();
+    const fs::path old = dir.parent_path() / (dir.filename().string() + ".old-" + pid);
+    fs::remove_all(old, ec);
+    if (fs::exists(dir)) {
+      fs::rename(dir, old, ec);
+      if (ec) fail(dir, ec);
+    }
+    fs::rename(stage, dir, ec);
+    if (ec) fail(dir, ec);
+    staged.p = old;
+  } else {
+    // Some splits of a completed cache: the others stay; these splits' old
+    // shards and metadata are replaced (the marker is off meanwhile).
+    fs::remove(dir / "COMPLETED", ec);
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string f = e.path().filename().string();
+      for (const auto& split : splits)
+        if (f.rfind(split + ".tfrecord-", 0) == 0 || f == "info." + split + ".json" || f == "stats." + split + ".json")
+          fs::remove(e.path(), ec);
+    }
+    for (const auto& e : fs::directory_iterator(stage)) {
+      fs::rename(e.path(), dir / e.path().filename(), ec);
+      if (ec) fail(dir / e.path().filename(), ec);
+    }
+    std::ofstream(dir / "COMPLETED").close();
+  }
   return res;
 }
 

@@ -120,6 +120,45 @@ TEST(Cache, GlobalCacheDirsAreSearched) {
   EXPECT_FALSE(find_cache_dir(*t, {}));
 }
 
+TEST(Cache, AFailedOverwriteKeepsTheCompletedCache) {
+  TempDir d("cache_keep");
+  auto good = cached_task(d);
+  const auto first = write_cache(*good, d.file("out"), {});
+  const fs::path dir(first.dir);
+  const std::string shard = (dir / "train.tfrecord-00000-of-00002").string();
+  const auto size = fs::file_size(shard);
+  // The same task name, whose data fails half-way through the first split.
+  auto src = std::make_shared<TextLineDataSource>(std::map<std::string, std::vector<std::string>>{
+      {"train", {d.file("a-*.txt")}}, {"validation", {d.file("a-1.txt")}}});
+  auto failing = std::make_shared<Task>(
+      "cache:demo", src, good->output_features(),
+      std::vector<Preprocessor>{Preprocessor::Map("fail_on_gamma",
+                                                  [](Example ex, const PreprocessContext&) -> std::optional<Example> {
+                                                    if (get_text(ex, "text") == "gamma")
+                                                      throw DataError("line 'gamma' is malformed");
+                                                    return ex;
+                                                  }),
+                                Preprocessor::CachePlaceholder()});
+  CacheWriteOptions ow;
+  ow.overwrite = true;
+  EXPECT_THROW(write_cache(*failing, d.file("out"), ow), DataError);
+  ow.splits = {"train"};  // replacing one split of it fails the same way
+  EXPECT_THROW(write_cache(*failing, d.file("out"), ow), DataError);
+  EXPECT_TRUE(fs::exists(dir / "COMPLETED"));
+  EXPECT_EQ(fs::file_size(shard), size);
+  EXPECT_EQ(find_cache_dir(*good, {d.file("out")}).value_or(""), first.dir);
+  // Nothing staged is left beside it.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.parent_path())) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"demo"});
+  // A successful overwrite of one split keeps the other.
+  ow.splits = {"validation"};
+  EXPECT_EQ(write_cache(*good, d.file("out"), ow).examples.at("validation"), 3);
+  EXPECT_TRUE(fs::exists(dir / "COMPLETED"));
+  EXPECT_EQ(fs::file_size(shard), size);
+  EXPECT_TRUE(fs::exists(dir / "info.validation.json"));
+}
+
 TEST(Cache, TaskWithoutPlaceholderIsRefused) {
   auto src = std::make_shared<InMemoryDataSource>(std::map<std::string, std::vector<Example>>{{"train", {}}});
   Task t("no_placeholder", src, OutputFeatures{{"targets", Feature{std::make_shared<ByteVocabulary>()}}});
