@@ -96,6 +96,7 @@ void Config::parse_path(const std::string& path, const std::string& including_fi
   const std::optional<std::string> found =
       resolve_gin_path(path, including_file, options.search_paths, &tried);
   if (!found) {
+    if (path.empty()) throw GinError(where, "empty gin file name", "name a .gin file, e.g. --gin_file=train.gin");
     std::string list;
     for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
     for (const std::string& t : tried) {
@@ -103,10 +104,13 @@ void Config::parse_path(const std::string& path, const std::string& including_fi
       if (fs::is_directory(t, dir_ec))
         throw GinError(where, "gin file '" + path + "' is a directory (" + t + ")",
                        "name a .gin file in it, e.g. " + (fs::path(t) / "train.gin").string());
+      if (fs::exists(t, dir_ec))
+        throw GinError(where, "gin file '" + path + "' is not a regular file (" + t + ")",
+                       "name a .gin text file");
     }
     throw GinError(where, "cannot find gin file '" + path + "' (tried " + list + ")",
                    similar_files(tried) +
-                       "check the path, or add its directory with --gin_search_paths=DIR");
+                       "check the path (t5x also searches the directories of --gin_search_paths=DIR)");
   }
   std::error_code ec;
   const std::string id = fs::weakly_canonical(*found, ec).string();

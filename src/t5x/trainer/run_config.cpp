@@ -342,6 +342,10 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (t.model_dir.empty())
     throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) is empty\n  hint: name the directory "
                                 "that holds the run's checkpoints, e.g. --gin.MODEL_DIR=/tmp/run");
+  if (std::error_code ec; std::filesystem::exists(t.model_dir, ec) && !std::filesystem::is_directory(t.model_dir, ec))
+    throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) '" + t.model_dir +
+                                "' is a file, not a directory\n  hint: name a directory (new or a run's) for the "
+                                "checkpoints");
   t.train_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_dataset_cfg"));
   if (!cfg.is_none("", f, "train_eval_dataset_cfg"))
     t.train_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_eval_dataset_cfg"));
@@ -371,6 +375,13 @@ TrainRunConfig read_train_config(const Config& cfg) {
   t.eval_steps = cfg.get_int("", f, "eval_steps");
   t.eval_period = cfg.get_int("", f, "eval_period");
   if (auto v = opt_value(cfg, "", f, "stats_period")) t.stats_period = v->as_int();
+  // Periods count steps; a negative one is a typo, not a setting.
+  for (const auto& [name, v] : {std::pair<std::string, int64_t>{f + ".eval_period", t.eval_period},
+                                {f + ".stats_period", t.stats_period},
+                                {"utils.SaveCheckpointConfig.period", t.save.period}})
+    if (v < 0)
+      throw std::invalid_argument("[trainer] " + name + " must be >= 0, got " + std::to_string(v) +
+                                  "\n  hint: a number of steps (0: the default)");
   if (auto v = opt_value(cfg, "", f, "random_seed")) t.random_seed = v->as_int();
   t.run_eval_before_training = cfg.get_bool("", f, "run_eval_before_training");
   if (auto v = opt_value(cfg, "", "trainer.Trainer", "num_microbatches")) t.num_microbatches = std::max<int64_t>(1, v->as_int());

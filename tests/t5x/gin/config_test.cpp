@@ -239,6 +239,11 @@ TEST(GinConfig, IncludesSearchPathsAndCycles) {
   Config c7(nullptr);  // a directory is not a gin file (it said "cannot find")
   expect_gin_error([&] { c7.parse_file((dir.path() / "lib").string()); },
                    {"gin file '" + (dir.path() / "lib").string() + "' is a directory", "hint: name a .gin file"});
+  Config c8(nullptr);  // a device is no gin file either (it said "cannot find")
+  const std::string dev = dir.write("dev.gin", "include '/dev/null'\n");
+  expect_gin_error([&] { c8.parse_file(dev); }, {"dev.gin:1:1", "'/dev/null' is not a regular file", "hint:"});
+  Config c9(nullptr);
+  expect_gin_error([&] { c9.parse_file(""); }, {"empty gin file name", "hint:"});
 }
 
 TEST(GinConfig, ImportsAreKeptAndDeduplicated) {

@@ -108,7 +108,11 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
       {"network.T5Config.vocab_size = 10",
        "network.T5Config.vocab_size = 10 is smaller than the vocabulary of task 'gpl3_lines_copy'"},
       {"MODEL_DIR = ''", "model_dir (MODEL_DIR) is empty"},
+      {"utils.SaveCheckpointConfig.period = -1", "utils.SaveCheckpointConfig.period must be >= 0, got -1"},
+      {"train_script.train.eval_period = -3", "train_script.train.eval_period must be >= 0, got -3"},
+      {"MODEL_DIR = '" + dir + "/a_file'", "(MODEL_DIR) '" + dir + "/a_file' is a file, not a directory"},
   };
+  std::ofstream(dir + "/a_file") << "x";
   for (const auto& [binding, message] : cases) {
     auto b = tiny_bindings(dir, 4);
     b.push_back(binding);
