@@ -8,12 +8,13 @@ namespace t5x {
 
 namespace {
 
-DType dtype_from(const std::string& s) {
+// `binding` (e.g. "network.T5Config.dtype") names the gin key in the error.
+DType dtype_from(const std::string& s, const std::string& binding) {
   if (s == "float32") return DType::f32;
   if (s == "bfloat16") return DType::bf16;
   if (s == "float16") return DType::f16;
-  throw std::invalid_argument("[model_from_gin] unsupported activation dtype '" + s +
-                              "' (float32, bfloat16, float16)");
+  throw std::invalid_argument("[model_from_gin] " + binding + " = '" + s +
+                              "': unsupported activation dtype\n  hint: use 'float32', 'bfloat16' or 'float16'");
 }
 
 // num_kv_heads / encoder_num_kv_heads: None -> 0 (multi-head); else a
@@ -105,7 +106,7 @@ void read_moe(const gin::Config& cfg, const std::string& ns, const std::string& 
     bad("num_expert_partitions", "= " + std::to_string(m.num_expert_partitions) + " must be positive",
         "t5x's pretrain.gin uses NUM_EXPERT_PARTITIONS = NUM_EXPERTS");
   m.expert_init_scale = cfg.get_double(ns, nc, "expert_init_scale");
-  m.dtype = dtype_from(cfg.get_string(ns, nc, "expert_dtype"));
+  m.dtype = dtype_from(cfg.get_string(ns, nc, "expert_dtype"), nc + ".expert_dtype");
 }
 
 bool registered(const gin::Config& cfg, const std::string& name) {
@@ -162,7 +163,7 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   for (const auto& a : cfg.get_list(ns, nc, "mlp_activations")) t.mlp_activations.push_back(a.as_string());
   t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
-  t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"));
+  t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"), nc + ".dtype");
   t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
   read_moe(cfg, ns, nc, decoder_only, t);
   if (!decoder_only) {

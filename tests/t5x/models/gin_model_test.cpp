@@ -213,6 +213,17 @@ TEST(GinModel, NoModelIsAClearError) {
   }
 }
 
+TEST(GinModel, AnUnsupportedDtypeNamesItsBinding) {
+  try {
+    load("t5_1_1/tiny.gin", {"DROPOUT_RATE = 0.0", "network.T5Config.dtype = 'float64'"});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("network.T5Config.dtype = 'float64': unsupported activation dtype"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GinModel, MissingDropoutRateIsAGinError) {
   EXPECT_THROW(load("t5_1_1/small.gin", {}), gin::GinError);
 }
