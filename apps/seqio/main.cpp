@@ -38,7 +38,11 @@ int main(int argc, char** argv) {
   sh->add_option("--shard", shard, "Shard INDEX/COUNT")->capture_default_str();
   sh->add_option("--start", show.options.start, "Skip this many examples");
   sh->add_option("--lengths", lengths, "Sequence lengths NAME=N,... (trims)");
-  sh->add_option("--epochs", epochs, "Epochs (0: forever)")->capture_default_str();
+  sh->add_option("--epochs", epochs, "Epochs (0: forever)")->capture_default_str()->check(CLI::Validator(
+      [](std::string& v) -> std::string {
+        return !v.empty() && v[0] == '-' ? "must be >= 0 (0: forever), got " + v : std::string();
+      },
+      "EPOCHS"));
   sh->add_option("--threads", show.options.num_threads, "Preprocessing threads")->capture_default_str();
   sh->add_option("--block-size", show.options.block_size, "Examples per block")->capture_default_str();
   sh->add_flag("--use-cached", show.options.use_cached, "Read the offline cache");

@@ -298,6 +298,9 @@ std::shared_ptr<const Vocabulary> parse_vocabulary(const std::string& spec) {
     auto c = rest.find(':');
     std::string size_s = rest.substr(0, c);
     int size = parse_int_opt(spec, "size=" + size_s, "size");
+    if (size < 1)
+      throw std::invalid_argument("[make_vocabulary] '" + spec + "': size must be >= 1, got " + std::to_string(size) +
+                                  " (hint: passthrough:SIZE, SIZE the number of token ids)");
     std::optional<int32_t> eos;
     if (c != std::string::npos) eos = parse_int_opt(spec, rest.substr(c + 1), "eos_id");
     return std::make_shared<PassThroughVocabulary>(size, eos);

@@ -185,6 +185,8 @@ TEST(MakeVocabulary, SpecsRoundTripAndErrors) {
   EXPECT_EQ(make_vocabulary(std::string("sentencepiece:") + kModel + ":extra_ids=5")->vocab_size(), 1005);
   EXPECT_THROW(make_vocabulary("word:foo"), std::invalid_argument);
   EXPECT_THROW(make_vocabulary("byte:extra=3"), std::invalid_argument);
+  EXPECT_THROW(make_vocabulary("passthrough:0"), std::invalid_argument);  // no token ids
+  EXPECT_THROW(make_vocabulary("passthrough:-1"), std::invalid_argument);
   // A runaway sentinel count is refused before anything is built.
   EXPECT_THROW(make_vocabulary("sentencepiece:tests/golden/seqio/vocab/spm1000.model:extra_ids=100000000"),
                std::invalid_argument);
