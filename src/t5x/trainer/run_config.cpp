@@ -1,5 +1,6 @@
 #include "t5x/trainer/run_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -167,6 +168,11 @@ LearningRateSchedule read_schedule(const Config& cfg, const Reference& ref) {
     lc.min_learning_rate = cfg.get_double(s, c, "min_learning_rate");
     // t5x divides by them (rsqrt_decay takes max(step, warmup_steps)): a
     // negative count gave an infinite learning rate at the first step.
+    for (const auto& [name, v] : {std::pair<const char*, double>{"base_learning_rate", lc.base_learning_rate},
+                                  {"decay_factor", lc.decay_factor},
+                                  {"min_learning_rate", lc.min_learning_rate}})
+      if (!std::isfinite(v))
+        throw std::invalid_argument("[trainer] " + c + "." + name + " must be finite, got " + std::to_string(v));
     for (const auto& [name, v] : {std::pair<const char*, int64_t>{"warmup_steps", lc.warmup_steps},
                                   {"steps_per_decay", lc.steps_per_decay},
                                   {"steps_per_cycle", lc.steps_per_cycle}})

@@ -105,6 +105,8 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
        "task_feature_lengths['targets'] must be in [1, 1048576], got 2000000000"},
       {"utils.create_learning_rate_scheduler.warmup_steps = -10",
        "utils.create_learning_rate_scheduler.warmup_steps must be >= 0, got -10"},
+      {"utils.create_learning_rate_scheduler.base_learning_rate = nan",
+       "utils.create_learning_rate_scheduler.base_learning_rate must be finite, got nan"},
       {"network.T5Config.vocab_size = 10",
        "network.T5Config.vocab_size = 10 is smaller than the vocabulary of task 'gpl3_lines_copy'"},
       {"MODEL_DIR = ''", "model_dir (MODEL_DIR) is empty"},
