@@ -141,7 +141,11 @@ CacheWriteResult write_cache(const Task& task, const std::string& output_dir, co
       if (ec) fail(dir, ec);
     }
     fs::rename(stage, dir, ec);
-    if (ec) fail(dir, ec);
+    if (ec) {
+      std::error_code back;
+      if (fs::exists(old)) fs::rename(old, dir, back);  // the old cache returns to its place
+      fail(dir, ec);
+    }
     staged.p = old;
   } else {
     // Some splits of a completed cache: the others stay; these splits' old
