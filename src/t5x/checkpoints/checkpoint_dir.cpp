@@ -481,10 +481,7 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
       ZarrMetadata m = zarr_read_metadata(adir);
       if (!s->shape.empty() && m.shape != s->shape)
         return adir + "/.zarray: shape differs from the msgpack spec of '" + path + "'";
-      if (level == Verify::kDecode) {
-        zarr_read_box(adir, m, IndexBox::full(m.shape), num_threads);
-        continue;
-      }
+      const bool decode = level == Verify::kDecode;
       const auto grid = m.grid_shape();
       int64_t n = 1;
       for (auto g : grid) n *= g;
@@ -496,6 +493,12 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
         // Listed in the manifest: its size (and CRC) were checked above.
         if (manifest && manifest->files.count(s->path + "/" + key)) continue;
         const std::string cf = fileio::join(adir, key);
+        // Decoding reads a missing chunk as fill values, so its presence is
+        // checked here at every level; the decode below checks the bytes.
+        if (decode) {
+          if (!m.fill_value && !fileio::exists(cf)) return "missing chunk '" + cf + "' of '" + path + "'";
+          continue;
+        }
         auto bytes = fileio::read_file_if_exists(cf);
         if (!bytes) {
           // With a numeric fill_value TensorStore may omit chunks equal to it;
@@ -506,6 +509,7 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
         std::string why = quick_check_chunk(m.compressor, *bytes, m.chunk_nbytes());
         if (!why.empty()) return "damaged chunk '" + cf + "': " + why;
       }
+      if (decode) zarr_read_box(adir, m, IndexBox::full(m.shape), num_threads);
     }
   } catch (const std::exception& e) {
     return std::string(e.what());

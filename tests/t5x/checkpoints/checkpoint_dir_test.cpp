@@ -385,6 +385,20 @@ TEST(CheckpointDir, CheckpointWithoutManifestKeepsStructureChecks) {
   EXPECT_NE(err->find("damaged chunk '" + d + "/target.w/0.0'"), std::string::npos) << *err;
 }
 
+// Decoding reads an absent chunk as fill values, so without a manifest a
+// missing chunk must still be reported at the decode level, as at the others.
+TEST(CheckpointDir, MissingChunkWithoutManifestIsFoundAtEveryLevel) {
+  const std::string model_dir = tmpdir("no_manifest_missing");
+  const std::string d = save_simple(model_dir, 1).dir;
+  fs::remove(d + "/" + kManifestFile);
+  fs::remove(d + "/target.w/0.0");
+  for (Verify level : {Verify::kSizes, Verify::kChecksums, Verify::kDecode}) {
+    auto err = validate_checkpoint(d, level);
+    ASSERT_TRUE(err.has_value()) << int(level);
+    EXPECT_NE(err->find("missing chunk '" + d + "/target.w/0.0'"), std::string::npos) << *err;
+  }
+}
+
 TEST(CheckpointDir, MoveDamagedAsideNeverOverwrites) {
   const std::string model_dir = tmpdir("move_aside");
   const std::string a = save_simple(model_dir, 3).dir;
