@@ -208,7 +208,13 @@ int cmd_vocab(const std::string& op, const std::string& spec, std::istream& in, 
       } catch (const std::exception& e) {
         throw line_error("stdin", line_no, std::string("expected ids as '3 4 5' or [3, 4, 5]: ") + e.what());
       }
-      out << vocab->decode(ids) << "\n";
+      std::string text;
+      try {
+        text = vocab->decode(ids);
+      } catch (const std::exception& e) {
+        throw line_error("stdin", line_no, e.what());
+      }
+      out << text << "\n";
     }
   }
   return 0;
@@ -276,7 +282,8 @@ const nlohmann::json* at_path(const nlohmann::json& j, const std::string& path) 
 // One string per JSONL line from `field`. With candidates, the first field
 // present in line 1 is used for every line.
 std::vector<std::string> jsonl_field(const std::string& path, const std::vector<std::string>& lines,
-                                     std::vector<std::string> candidates, std::string* chosen) {
+                                     std::vector<std::string> candidates, std::string* chosen,
+                                     const char* text_metric = nullptr) {
   std::vector<std::string> out;
   std::string field;
   int64_t n = 0;
@@ -311,6 +318,9 @@ std::vector<std::string> jsonl_field(const std::string& path, const std::vector<
     }
     const nlohmann::json* v = at_path(j, field);
     if (!v) throw line_error(path, n, "no field " + field + " (line 1 has it; every line needs it)");
+    if (text_metric && !v->is_string())
+      throw line_error(path, n, field + " is " + v->dump() + ", not a string; " + text_metric +
+                                    " scores text (hint: a label or number metric such as accuracy takes it)");
     out.push_back(v->is_string() ? v->get<std::string>() : v->dump());
   }
   if (chosen) *chosen = field;
@@ -327,7 +337,7 @@ int cmd_metric(const MetricArgs& a, std::ostream& out) {
     // t5x infer writes {"inputs": {..._pretokenized}, "prediction": ...};
     // the trainer's inference_eval files write {"input", "target", "prediction"}.
     p = jsonl_field(a.predictions_file, plines, {a.prediction_field.empty() ? "prediction" : a.prediction_field},
-                    nullptr);
+                    nullptr, seqio::metrics::scores_text(a.name) ? a.name.c_str() : nullptr);
     if (a.targets_file.empty()) {
       std::vector<std::string> c = {"target", "inputs.targets_pretokenized", "targets_pretokenized"};
       if (!a.target_field.empty()) c = {a.target_field};

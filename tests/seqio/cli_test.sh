@@ -108,6 +108,10 @@ grep -q "note: Bible tasks not registered: .*T5X_DATA_DIR" "$T/err" || fail "lis
 # Bad input names the line.
 if printf '{"text": "a"}\n\n' | "$SEQIO" vocab decode --vocab byte > /dev/null 2> "$T/err"; then fail "bad ids accepted"; fi
 grep -q "stdin:1:" "$T/err" || fail "decode error lacks line: $(cat "$T/err")"
+# An id the vocabulary refuses (SentencePiece: negative) names its line too.
+if printf '3 4\n5 -2\n' | "$SEQIO" vocab decode --vocab sentencepiece:tests/golden/seqio/vocab/spm1000.model \
+  > /dev/null 2> "$T/err"; then fail "negative id accepted"; fi
+grep -q "stdin:2:.*negative id -2" "$T/err" || fail "vocabulary's decode error lacks line: $(cat "$T/err")"
 if "$SEQIO" show gpl3_lm --shard 3/2 > /dev/null 2> "$T/err"; then fail "bad shard accepted"; fi
 
 if "$SEQIO" convert --converter lm --lengths targets=4 < /dev/null > /dev/null 2>&1; then
@@ -145,6 +149,11 @@ fi
     fail "missing field accepted"
   fi
   grep -q "infer.jsonl:1: no field nope" "$T/err" || fail "metric error lacks place: $(cat "$T/err")"
+  # A number where a text metric wants a string is named; a label metric takes it.
+  printf '%s\n' '{"target":"1","prediction":"1"}' '{"target":"2","prediction":3}' > "$T/num.jsonl"
+  if "$SEQIO" metric bleu --predictions "$T/num.jsonl" > /dev/null 2> "$T/err"; then fail "bleu scored a number"; fi
+  grep -q "num.jsonl:2: prediction is 3, not a string; bleu scores text" "$T/err" || fail "number for bleu: $(cat "$T/err")"
+  [ "$("$SEQIO" metric accuracy --predictions "$T/num.jsonl")" = '{"accuracy":50.0}' ] || fail "accuracy on numbers"
   # Plain-text predictions need --targets; empty predictions are an error, not a zero score.
   if "$SEQIO" metric bleu --predictions "$T/pred" > /dev/null 2> "$T/err"; then fail "plain predictions without targets"; fi
   grep -q "one prediction per line and no --targets" "$T/err" || fail "plain predictions: $(cat "$T/err")"

@@ -192,6 +192,9 @@ TEST(TaskFile, MissingSplitPatternsAndFilesAreNamed) {
   expect_has(e, {"names no split"});
   e = load_error(with("examples/my_tsv/train.tsv", "examples/my_tsv/tran.tsv"));
   expect_has(e, {"task.gin:7:", "split 'train': no file matches 'examples/my_tsv/tran.tsv'"});
+  // A pattern naming a directory exists: it is named as one, not as missing.
+  e = load_error(with("examples/my_tsv/train.tsv", "examples/my_tsv"));
+  expect_has(e, {"task.gin:7:", "split 'train': 'examples/my_tsv' is a directory, not a file", "examples/my_tsv/*.tsv"});
   // A split the task does not have: the pipeline names it and the ones it has.
   reset_registries();
   TempDir dir("task_file");

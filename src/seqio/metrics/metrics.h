@@ -54,6 +54,10 @@ std::map<std::string, double> compute(const std::string& name,
                                       const std::vector<std::vector<std::string>>& targets,
                                       const std::vector<std::string>& predictions);
 
+// Whether `name` scores text (bleu, rouge, squad, ...; seqio's versions take
+// strings and fail on numbers), as opposed to labels or numbers.
+bool scores_text(const std::string& name);
+
 // The registered names, sorted (mean_<N>class_f1 is accepted in addition).
 std::vector<std::string> metric_names();
 

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <stdexcept>
 
 #include "seqio/metrics/metrics.h"
@@ -137,6 +138,12 @@ std::map<std::string, double> compute(const std::string& name, const Refs& targe
   if (int n = multiclass_n(name))
     return mean_multiclass_f1(single(name, targets), predictions, n);
   unknown(name);
+}
+
+bool scores_text(const std::string& name) {
+  static const std::set<std::string> kText = {"bleu",  "bleu_intl", "rouge",   "rouge_mean",
+                                              "squad", "trivia_qa", "coqa_f1", "edit_distance"};
+  return kText.count(name) > 0;
 }
 
 std::map<std::string, double> compute(const std::string& name, const Strings& targets,

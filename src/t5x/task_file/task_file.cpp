@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -101,14 +102,22 @@ SplitPatterns read_splits(const Node& n) {
       n.fail(v.where(), "split_to_filepattern['" + split + "'] has no file pattern", "give one path or glob");
     for (const auto& p : pats) {
       const std::string pat = expand_env(p.as_string(), p.where());
+      std::optional<std::string> not_file;  // a match that is a directory or other non-file
       try {
-        for (const auto& f : seqio::list_files({pat}))  // a plain path is kept as is
-          if (!std::filesystem::is_regular_file(f)) throw std::runtime_error(f);
+        for (const auto& f : seqio::list_files({pat})) {  // a plain path is kept as is
+          std::error_code ec;
+          if (std::filesystem::exists(f, ec) && !std::filesystem::is_regular_file(f, ec)) not_file = f;
+          else if (!std::filesystem::is_regular_file(f, ec)) throw std::runtime_error(f);
+          if (not_file) break;
+        }
       } catch (const std::exception&) {
         n.fail(p.where(), "split '" + split + "': no file matches '" + pat + "'",
                "paths are relative to the working directory (" + std::filesystem::current_path().string() +
                    "); check the path or run from the directory the task file expects");
       }
+      if (not_file)
+        n.fail(p.where(), "split '" + split + "': '" + *not_file + "' is a directory, not a file",
+               "name the files inside it, e.g. '" + (std::filesystem::path(*not_file) / "*.tsv").string() + "'");
       out[split].push_back(pat);
     }
   }
