@@ -1,7 +1,7 @@
 // GEMM throughput on T5-shaped products; one JSON object per case per line.
 //
 //   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]
-//   t5x_gemm_bench --step-products [--rounds N] [--threads N]
+//   t5x_gemm_bench --step-products [--rounds N] [--threads N] [--flush]
 //   t5x_gemm_bench --kernel-cast [--rounds N] [--threads N]
 //
 // --step-products: every product of a T5.1.1-small training step (batch 8,
@@ -10,6 +10,8 @@
 // (each round runs every shape on every implementation, so slow spells of a
 // shared machine hit all alike); per shape the best of N rounds, and per
 // implementation the step's product time, sum over shapes of count x best.
+// With --flush the caches are flushed (a 64 MiB write) before every call:
+// in a step the kernels and the saved activations come from memory.
 //
 // --kernel-cast: the step's products whose B is a float32 kernel taken as
 // bf16 (a bf16 step's forward and activation-gradient products), on the
@@ -151,7 +153,7 @@ const StepProduct kStepProducts[] = {
 
 std::vector<float> random_floats(size_t n, uint32_t seed) { return random_buffer<float>(n, seed); }
 
-int run_step_products(int threads, int rounds) {
+int run_step_products(int threads, int rounds, bool flush_caches) {
   using t5x::cpu::packed_gemm;
   const char* names[4] = {"oneDNN f32", "packed f32", "oneDNN bf16", "packed bf16"};
   struct Bufs {
@@ -173,9 +175,12 @@ int run_step_products(int threads, int rounds) {
     u.s = GemmShape{p.m, p.n, p.k, p.trans_a, p.trans_b, p.trans_a ? p.m : p.k, p.trans_b ? p.k : p.n, p.n};
     bufs.push_back(std::move(u));
   }
+  std::vector<char> flush(flush_caches ? size_t(64) << 20 : 0);
+  char tick = 0;
   for (int r = 0; r <= rounds; ++r)  // round 0 warms up (oneDNN's JIT, packing buffers)
     for (Bufs& u : bufs)
       for (int v = 0; v < 4; ++v) {
+        if (flush_caches) std::memset(flush.data(), ++tick, flush.size());
         const auto t0 = std::chrono::steady_clock::now();
         if (v == 0) t5x::cpu::gemm_f32(u.s, 1.f, u.a.data(), u.b.data(), 0.f, u.c.data());
         if (v == 1) packed_gemm(u.s, 1, 0, 0, 0, 1.f, u.a.data(), u.b.data(), 0.f, u.c.data(), threads);
@@ -199,7 +204,8 @@ int run_step_products(int threads, int rounds) {
     }
     std::printf("}\n");
   }
-  std::printf("{\"suite\":\"gemm_step\",\"rounds\":%d,\"threads\":%d", rounds, threads);
+  std::printf("{\"suite\":\"gemm_step\",\"rounds\":%d,\"threads\":%d,\"flush\":%s", rounds, threads,
+              flush_caches ? "true" : "false");
   for (int v = 0; v < 4; ++v) std::printf(",\"%s ms_per_step\":%.1f", names[v], step[v] * 1e3);
   std::printf(",\"packed over oneDNN f32\":%.3f,\"packed over oneDNN bf16\":%.3f}\n", step[0] / step[1],
               step[2] / step[3]);
@@ -277,7 +283,7 @@ int main(int argc, char** argv) {
   double min_time = 1.0;
   std::string filter;
   bool fma_check = true;
-  bool cold = false;
+  bool cold = false, flush = false;
   bool step_products = false, kernel_cast = false;
   int rounds = 10;
   for (int i = 1; i < argc; ++i) {
@@ -287,13 +293,14 @@ int main(int argc, char** argv) {
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--no-fma-check") fma_check = false;
     else if (a == "--cold") cold = true;
+    else if (a == "--flush") flush = true;
     else if (a == "--step-products") step_products = true;
     else if (a == "--kernel-cast") kernel_cast = true;
     else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]\n"
-                   "       %s --step-products [--rounds N] [--threads N]\n"
+                   "       %s --step-products [--rounds N] [--threads N] [--flush]\n"
                    "       %s --kernel-cast [--rounds N] [--threads N]\n",
                    argv[0], argv[0], argv[0]);
       return 2;
@@ -321,7 +328,7 @@ int main(int argc, char** argv) {
       peak.gflops(), fma.gflops, fma.gflops_per_cpu_s, peak.gflops() / threads,
       t5x::cpu::describe_cpu().c_str());
   std::fflush(stdout);
-  if (step_products) return run_step_products(threads, rounds);
+  if (step_products) return run_step_products(threads, rounds, flush);
   if (kernel_cast) return run_kernel_cast(threads, rounds);
 
   for (const Case& c : kCases) {
