@@ -53,8 +53,8 @@ constexpr const char* kUsage =
     "  eval   eval.py: configs/runs/eval.gin (CHECKPOINT_PATH, EVAL_OUTPUT_DIR)\n"
     "  infer  infer.py: configs/runs/infer.gin (CHECKPOINT_PATH, INFER_OUTPUT_DIR)\n"
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
-    "  ckpt   checkpoint tools: info, export-hf, import-hf, import-tf, convert-gqa (t5x ckpt --help)\n"
-    "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path)\n"
+    "  ckpt   checkpoint tools: info, export-hf, import-hf, import-tf, convert-gqa, upcycle (t5x ckpt --help)\n"
+    "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path; T5X_CPU_ISA caps the ISA)\n"
     "  partition  the train config's bytes per process (parameters, optimizer state, step peak) and\n"
     "         communication per collective of one one-mesh training step, for one process of\n"
     "         --mesh=data=D,model=M (or --processes=N with the gin partitioner), simulated in this\n"
@@ -119,7 +119,17 @@ int main(int argc, char** argv) {
   cpu::retain_freed_memory();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "cpu") {  // the startup line alone
-    std::cout << cpu::describe_cpu() << "\n";
+    if (args.size() > 1) {
+      std::cout << "usage: t5x cpu\n  prints the CPU line every command logs at start-up: the SIMD target chosen "
+                   "(capped by T5X_CPU_ISA) and oneDNN's\n";
+      return args[1] == "-h" || args[1] == "--help" ? 0 : 64;
+    }
+    try {
+      std::cout << cpu::describe_cpu() << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "t5x cpu: " << e.what() << "\n";
+      return 1;
+    }
     return 0;
   }
   if (!args.empty() && args[0] == "ckpt")  // checkpoint tools: no gin, no MPI
@@ -135,9 +145,17 @@ int main(int argc, char** argv) {
       if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
       if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
       else if (a.rfind("--module=", 0) == 0) modules.push_back(a.substr(9));
-      else if (a.rfind("--mesh=", 0) == 0) part.mesh = trainer::parse_mesh_flag(a.substr(7));
-      else if (a.rfind("--processes=", 0) == 0) part.processes = int_flag(a);
-      else if (a.rfind("--rank=", 0) == 0) part.rank = int(int_flag(a));
+      else if (a.rfind("--mesh=", 0) == 0 || a.rfind("--processes=", 0) == 0 || a.rfind("--rank=", 0) == 0) {
+        // A malformed flag is a usage error (exit 64), like an unknown one.
+        try {
+          if (a[2] == 'm') part.mesh = trainer::parse_mesh_flag(a.substr(7));
+          else if (a[2] == 'p') part.processes = int_flag(a);
+          else part.rank = int(int_flag(a));
+        } catch (const std::invalid_argument& e) {
+          std::cerr << "t5x: " << e.what() << "\n" << kUsage;
+          return 64;
+        }
+      }
       else if (a == "--extrapolate_layers") part.extrapolate_layers = true;
       else if (a.rfind("--seqio_additional_cache_dirs=", 0) == 0) seqio::add_global_cache_dirs(split_list(a.substr(30)));
       else if (a.rfind("--", 0) != 0 && mode.empty()) mode = a;

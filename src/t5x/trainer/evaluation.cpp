@@ -119,9 +119,11 @@ Batch prediction_batch(const Batch& features, bool decoder_only) {
   return b;
 }
 
-InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg) : cfg_(cfg), mcfg_(mcfg) {
+InferenceEvaluator::InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg, const EvaluatorConfig& ecfg)
+    : cfg_(cfg), mcfg_(mcfg), ecfg_(ecfg) {
   seqio::EvaluatorOptions o;
   o.split = cfg.split;
+  o.num_examples = ecfg.num_examples > 0 ? ecfg.num_examples : -1;
   if (cfg.task_feature_lengths) o.sequence_lengths = *cfg.task_feature_lengths;
   o.batch_size = static_cast<int>(cfg.batch_size);
   o.seed = cfg.seed.value_or(42);
@@ -196,11 +198,14 @@ std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
     for (const auto& [k, v] : res.metrics) ev.add_scalar("eval/" + k, static_cast<float>(v), step);
     ev.flush();
     MetricsJsonlWriter(out_dir + "/" + task + "-metrics.jsonl").write(step, res.metrics);
+    if (ecfg_.write_n_results == 0) continue;  // seqio's JSONLogger writes no predictions file
     char name[64];
     std::snprintf(name, sizeof name, "-%06lld.jsonl", (long long)step);
     std::ofstream f(out_dir + "/" + task + name);
     const auto& exs = evaluator_->examples(task);
-    for (size_t i = 0; i < res.targets.size(); ++i) {
+    const size_t n = ecfg_.write_n_results < 0 ? res.targets.size()
+                                               : std::min(res.targets.size(), size_t(ecfg_.write_n_results));
+    for (size_t i = 0; i < n; ++i) {
       nlohmann::json j;
       auto it = exs[i].find("inputs_pretokenized");
       if (it != exs[i].end() && std::holds_alternative<std::string>(it->second))

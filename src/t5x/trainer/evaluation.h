@@ -71,7 +71,7 @@ std::map<std::string, std::map<std::string, double>> evaluate_teacher_forced(
 // seqio Evaluator over `cfg` (one epoch of its split, unshuffled).
 class InferenceEvaluator {
  public:
-  InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg);
+  InferenceEvaluator(const DatasetConfig& cfg, const ModelConfig& mcfg, const EvaluatorConfig& ecfg = {});
   bool empty() const { return evaluator_->task_names().empty(); }
   // Runs every task; writes summaries under `out_dir` when it is non-empty.
   // On several processes every process runs it (under a MeshScope), on the
@@ -88,6 +88,7 @@ class InferenceEvaluator {
  private:
   DatasetConfig cfg_;
   ModelConfig mcfg_;
+  EvaluatorConfig ecfg_;
   std::unique_ptr<seqio::Evaluator> evaluator_;
 };
 

@@ -258,7 +258,7 @@ std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfi
   {
     // Every process decodes its rows on the mesh; process 0 writes and logs.
     MeshScope on_mesh(dist, rules);
-    InferenceEvaluator ev(cfg.dataset, cfg.model);
+    InferenceEvaluator ev(cfg.dataset, cfg.model, cfg.evaluator);
     std::ostream* out_log = dist.is_chief() ? log : nullptr;
     auto res = ev.run(*lm.model, lm.state.params, dist, step, dist.is_chief() ? cfg.output_dir + "/inference_eval" : "",
                       [out_log](const std::string& line) { if (out_log) *out_log << line << "\n" << std::flush; });

@@ -338,6 +338,22 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
   return o;
 }
 
+EvaluatorConfig read_evaluator_config(const Config& cfg) {
+  EvaluatorConfig e;
+  auto count = [&](const std::string& conf, const std::string& param, const char* macro) -> std::optional<int64_t> {
+    auto v = opt_value(cfg, "", conf, param);
+    if (!v) return std::nullopt;
+    const int64_t n = v->as_int();
+    if (n < 0)
+      throw std::invalid_argument("[trainer] " + conf + "." + param + " (" + macro + ") must be >= 0 or None, got " +
+                                  std::to_string(n) + "\n  hint: None for all");
+    return n;
+  };
+  if (auto n = count("seqio.Evaluator", "num_examples", "EVALUATOR_NUM_EXAMPLES")) e.num_examples = *n;
+  if (auto n = count("seqio.JSONLogger", "write_n_results", "JSON_WRITE_N_RESULTS")) e.write_n_results = *n;
+  return e;
+}
+
 TrainRunConfig read_train_config(const Config& cfg) {
   const std::string f = "train_script.train";
   TrainRunConfig t;
@@ -357,6 +373,7 @@ TrainRunConfig read_train_config(const Config& cfg) {
     t.train_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_eval_dataset_cfg"));
   if (!cfg.is_none("", f, "infer_eval_dataset_cfg"))
     t.infer_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "infer_eval_dataset_cfg"));
+  t.evaluator = read_evaluator_config(cfg);
   Reference ck = cfg.get_reference("", f, "checkpoint_cfg");
   const std::string ckc = canonical_name(cfg, ck);
   if (!cfg.is_none(ck.scope, ckc, "save")) {
@@ -403,6 +420,7 @@ EvalRunConfig read_eval_config(const Config& cfg) {
   Reference model = cfg.get_reference("", f, "model");
   e.model = read_model_config(cfg, model);
   e.dataset = read_dataset_config(cfg, cfg.get_reference("", f, "dataset_cfg"));
+  e.evaluator = read_evaluator_config(cfg);
   e.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   e.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   check_expert_partitions(e.model, e.partitioner);

@@ -55,6 +55,16 @@ struct DatasetConfig {
   bool pack = false;
 };
 
+// The inference evaluator's gin settings (t5x passes seqio.Evaluator as
+// inference_evaluator_cls): seqio.Evaluator.num_examples (EVALUATOR_NUM_EXAMPLES:
+// the first N examples of each task, seqio's take(N); None or 0: all) and
+// seqio.JSONLogger.write_n_results (JSON_WRITE_N_RESULTS: the first N
+// predictions written to <task>-<step>.jsonl; None: all; 0: no file).
+struct EvaluatorConfig {
+  int64_t num_examples = 0;      // 0: all
+  int64_t write_n_results = -1;  // -1: all
+};
+
 struct SaveCheckpointConfig {
   int64_t period = 0;      // 0: only at the end
   std::string dtype = "float32";
@@ -121,6 +131,7 @@ struct TrainRunConfig {
   DatasetConfig train_ds;
   std::optional<DatasetConfig> train_eval_ds;
   std::optional<DatasetConfig> infer_eval_ds;
+  EvaluatorConfig evaluator;
   SaveCheckpointConfig save;
   RestoreCheckpointConfig restore;
   PartitionerConfig partitioner;
@@ -137,6 +148,7 @@ struct TrainRunConfig {
 struct EvalRunConfig {
   ModelConfig model;
   DatasetConfig dataset;
+  EvaluatorConfig evaluator;
   RestoreCheckpointConfig restore;
   PartitionerConfig partitioner;
   std::string output_dir;
@@ -161,6 +173,8 @@ InferRunConfig read_infer_config(const gin::Config& cfg);
 // Pieces, exposed for tests and for the other modes.
 OptimizerConfig read_optimizer_config(const gin::Config& cfg, const gin::Reference& model_ref);
 DatasetConfig read_dataset_config(const gin::Config& cfg, const gin::Reference& ref);
+// Throws std::invalid_argument naming the binding for a negative count.
+EvaluatorConfig read_evaluator_config(const gin::Config& cfg);
 
 // Warnings for a DatasetConfig with use_cached = True over tasks without a
 // cache step (read from their source, as seqio does), one per task, naming

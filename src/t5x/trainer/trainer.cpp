@@ -239,7 +239,7 @@ void Trainer::initialize() {
   }
   data_ = std::make_unique<TrainData>(cfg_.train_ds, cfg_.model, data_state_.seed, dist_.data_shard,
                                       dist_.num_data_shards, resume);
-  if (cfg_.infer_eval_ds) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model);
+  if (cfg_.infer_eval_ds) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model, cfg_.evaluator);
   train_log_ = SummaryLogger(summary_dir(cfg_.model_dir, SummaryKind::kTrain), chief);
   if (chief && opt_.gin) train_log_.text(state_.step(), "config/gin", opt_.gin->operative_config_str());
   train_log_.write(state_.step(), {{"timing/init_or_restore_seconds", seconds_since(t0)}});

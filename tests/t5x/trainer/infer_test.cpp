@@ -184,5 +184,49 @@ TEST(Infer, EvalComputesTaskMetrics) {
   EXPECT_EQ(read_jsonl(out + "/inference_eval/gpl3_lines_copy-000006.jsonl").size(), 20u);
 }
 
+// seqio.Evaluator.num_examples takes the first N examples of the task (the
+// metrics are those of evaluating that prefix alone); JSONLogger's
+// write_n_results writes the first N predictions (0: no file).
+TEST(Infer, EvaluatorNumExamplesAndWriteNResults) {
+  auto eval = [](const std::string& out, const std::vector<std::string>& extra) {
+    std::vector<std::string> b = {
+        "MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
+        "CHECKPOINT_PATH = '" + trained_dir() + "/checkpoint_6'",
+        "EVAL_OUTPUT_DIR = '" + out + "'",
+        "MIXTURE_OR_TASK_SPLIT = 'validation'",
+        "BATCH_SIZE = 8",
+        "ACTIVATION_DTYPE = 'float32'",
+        "network.T5Config.vocab_size = 1152",
+        "network.T5Config.emb_dim = 32",
+        "network.T5Config.head_dim = 8",
+        "network.T5Config.mlp_dim = 64",
+    };
+    b.insert(b.end(), extra.begin(), extra.end());
+    return run_eval(read_eval_config(tiny_config(b, "configs/runs/eval.gin")), single());
+  };
+  const std::string all = temp_dir("eval_all"), five = temp_dir("eval_five"), none = temp_dir("eval_none");
+  auto m_all = eval(all, {});
+  auto m_five = eval(five, {"seqio.Evaluator.num_examples = 5", "seqio.JSONLogger.write_n_results = 3"});
+  const auto rows_all = read_jsonl(all + "/inference_eval/gpl3_lines_copy-000006.jsonl");
+  const auto rows_five = read_jsonl(five + "/inference_eval/gpl3_lines_copy-000006.jsonl");
+  ASSERT_EQ(rows_all.size(), 20u);
+  ASSERT_EQ(rows_five.size(), 3u);
+  for (size_t i = 0; i < rows_five.size(); ++i) EXPECT_EQ(rows_five[i], rows_all[i]) << i;
+  // Sequence accuracy over 5 examples is a multiple of 20%.
+  const double acc = m_five.at("gpl3_lines_copy").at("sequence_accuracy");
+  EXPECT_NEAR(acc / 20.0, std::round(acc / 20.0), 1e-9) << acc;
+  eval(none, {"seqio.JSONLogger.write_n_results = 0"});
+  EXPECT_TRUE(fs::exists(none + "/inference_eval/gpl3_lines_copy-metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(none + "/inference_eval/gpl3_lines_copy-000006.jsonl"));
+  try {
+    eval(temp_dir("eval_neg"), {"seqio.Evaluator.num_examples = -1"});
+    ADD_FAILURE() << "a negative num_examples was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("seqio.Evaluator.num_examples (EVALUATOR_NUM_EXAMPLES) must be >= 0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace t5x::trainer

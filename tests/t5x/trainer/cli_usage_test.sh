@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The t5x program's usage errors and its `cpu` subcommand: exit statuses
+# (64 for a usage error, 1 for a bad setting) and messages, never an abort.
+# Usage: cli_usage_test.sh PATH/TO/t5x   (run from the repository root)
+set -uo pipefail
+T5X="$1"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$T5X" cpu > "$T/out" 2>&1 || fail "t5x cpu: $(cat "$T/out")"
+grep -q "kernels" "$T/out" || fail "t5x cpu prints no CPU line: $(cat "$T/out")"
+T5X_CPU_ISA=bogus "$T5X" cpu > "$T/out" 2> "$T/err"; rc=$?
+[ "$rc" -eq 1 ] || fail "bad T5X_CPU_ISA: exit $rc (want 1): $(cat "$T/err")"
+grep -q "^t5x cpu: T5X_CPU_ISA='bogus' is not a CPU target; use one of" "$T/err" || fail "bad T5X_CPU_ISA: $(cat "$T/err")"
+"$T5X" cpu --help > "$T/out" 2>&1; rc=$?
+[ "$rc" -eq 0 ] && grep -q "^usage: t5x cpu" "$T/out" || fail "t5x cpu --help: exit $rc: $(cat "$T/out")"
+"$T5X" cpu extra > /dev/null 2>&1; rc=$?
+[ "$rc" -eq 64 ] || fail "t5x cpu extra: exit $rc (want 64)"
+
+# A malformed --mesh / --processes / --rank is a usage error, like an unknown flag.
+for flag in --mesh=foo --processes=x --rank=1.5; do
+  "$T5X" partition --gin_file=configs/runs/pretrain.gin "$flag" > /dev/null 2> "$T/err"; rc=$?
+  [ "$rc" -eq 64 ] || fail "$flag: exit $rc (want 64): $(cat "$T/err")"
+  grep -q "^t5x: " "$T/err" && grep -q "^usage: t5x" "$T/err" || fail "$flag: $(cat "$T/err")"
+done
+grep -q "not data=N or model=N" <("$T5X" partition --gin_file=x --mesh=foo 2>&1) || fail "--mesh=foo names the form"
+
+# The usage lists every checkpoint tool.
+"$T5X" --help | grep -q "info, export-hf, import-hf, import-tf, convert-gqa, upcycle" || fail "t5x --help misses a ckpt tool"
+echo OK
