@@ -65,11 +65,18 @@ constexpr const char* kUsage =
     "split over 'data'; parameters split over 'model' by logical_axis_rules when\n"
     "partitioning.PjitPartitioner.num_partitions > 1; infer/score/eval write on process 0)\n";
 
-void register_tasks(std::ostream& err, bool verbose) {
+// Why the Bible tasks are not registered (no prepared data), or empty. Said
+// only when a task or mixture name is not found: other runs do not need them.
+std::string& bible_note() {
+  static std::string why;
+  return why;
+}
+
+void register_tasks() {
   seqio::register_builtin_tasks();
 #ifdef T5X_HAVE_BIBLE_TASKS
   std::string why;
-  if (!t5x::bible::register_bible_tasks(&why) && verbose) err << "note: Bible tasks not registered: " << why << "\n";
+  if (!t5x::bible::register_bible_tasks(&why)) bible_note() = why;
 #endif
   seqio::load_task_modules();
 }
@@ -169,7 +176,7 @@ int main(int argc, char** argv) {
     // `partition` simulates a rank of the mesh in this one process: no MPI.
     if (mode != "partition") world = init_communicator();
     const bool chief = !world || world->rank() == 0;
-    register_tasks(std::cerr, chief && mode != "partition");
+    register_tasks();
     task_file::register_configurables();
     for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
@@ -231,7 +238,12 @@ int main(int argc, char** argv) {
         world && world->size() > 1 ? " [process " + std::to_string(world->rank()) + " of " +
                                          std::to_string(world->size()) + "]"
                                    : "";
-    std::cerr << ((mode.empty() ? "t5x" : "t5x " + mode) + who + ": " + e.what() + "\n") << std::flush;
+    std::string note;
+    const std::string what = e.what();
+    if (!bible_note().empty() && (what.find("Provider name not registered") != std::string::npos ||
+                                  what.find("No Task or Mixture found") != std::string::npos))
+      note = "note: Bible tasks not registered: " + bible_note() + "\n";
+    std::cerr << ((mode.empty() ? "t5x" : "t5x " + mode) + who + ": " + e.what() + "\n" + note) << std::flush;
     // A failure seen by one process would leave the others waiting.
     if (world && world->size() > 1) world->abort(1);
     return 1;

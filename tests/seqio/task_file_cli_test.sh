@@ -25,8 +25,10 @@ expect "bad.gin:31:[0-9]*: .*seqio.preprocessors.tokenise" "$tmp/err"
 expect "hint: .*seqio.preprocessors.tokenize" "$tmp/err"
 
 # t5x: train (the task file is included by train.gin), evaluate, infer.
-"$t5x" train --gin_file=examples/my_tsv/train.gin --gin.MODEL_DIR="$tmp/run" > "$tmp/train" 2>&1
+# Without Bible data the run says nothing about the Bible tasks: it does not use them.
+T5X_DATA_DIR="$tmp/no-data" "$t5x" train --gin_file=examples/my_tsv/train.gin --gin.MODEL_DIR="$tmp/run" > "$tmp/train" 2>&1
 expect "done at step 20" "$tmp/train"
+if grep -q "Bible tasks" "$tmp/train"; then fail "a run on my_tsv notes the Bible tasks: $(grep Bible "$tmp/train")"; fi
 expect "training_eval/my_tsv_en_es step 20: loss" "$tmp/train"
 "$t5x" eval --gin_file=examples/my_tsv/model.gin --gin_file=configs/runs/eval.gin \
   --gin.MIXTURE_OR_TASK_NAME=my_tsv_en_es --gin.MIXTURE_OR_TASK_SPLIT=validation \
@@ -40,6 +42,14 @@ if "$t5x" eval --gin_file=examples/my_tsv/model.gin --gin_file=configs/runs/eval
 fi
 expect "no task of 'my_tsv_en_es' has split 'test'" "$tmp/eval_test.log"
 expect "task 'my_tsv_en_es': splits train, validation" "$tmp/eval_test.log"
+# A task name that is not registered: the error, and then why the Bible tasks are missing.
+if T5X_DATA_DIR="$tmp/no-data" "$t5x" eval --gin_file=examples/my_tsv/model.gin --gin_file=configs/runs/eval.gin \
+  --gin.MIXTURE_OR_TASK_NAME=bible_translate_en_es --gin.CHECKPOINT_PATH="$tmp/run/checkpoint_20" \
+  --gin.EVAL_OUTPUT_DIR="$tmp/eval_nope" > "$tmp/eval_nope.log" 2>&1; then
+  fail "eval of an unregistered task exited 0"
+fi
+expect "No Task or Mixture found with name 'bible_translate_en_es'" "$tmp/eval_nope.log"
+expect "note: Bible tasks not registered: .*T5X_DATA_DIR" "$tmp/eval_nope.log"
 # infer names the task file with t5x's MIXTURE_OR_TASK_MODULE instead of a --gin_file
 # (found through --gin_search_paths, as gin files are).
 "$t5x" infer --gin_file=configs/models/t5_1_1/tiny.gin --gin_file=configs/runs/infer.gin \

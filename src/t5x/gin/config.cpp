@@ -1,6 +1,7 @@
 #include "t5x/gin/config.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -358,6 +359,38 @@ double Config::get_double(std::string_view s, std::string_view c, std::string_vi
 std::string Config::get_string(std::string_view s, std::string_view c, std::string_view p) const {
   return typed<std::string>(s, c, p, "string", [](const Value& v) { return v.as_string(); });
 }
+std::string Config::get_path(std::string_view s, std::string_view c, std::string_view p) const {
+  const std::string raw = get_string(s, c, p);
+  return expand_env(raw, get(s, c, p).where());  // the string's place, through any macro
+}
+
+std::string expand_env(const std::string& s, const SourceLocation& at) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, 2, "${") != 0) {
+      out += s[i++];
+      continue;
+    }
+    const size_t end = s.find('}', i);
+    if (end == std::string::npos) throw GinError(at, "unclosed '${' in '" + s + "'", "write ${NAME} or ${NAME:-default}");
+    std::string body = s.substr(i + 2, end - i - 2), def;
+    const size_t dash = body.find(":-");
+    const bool has_def = dash != std::string::npos;
+    if (has_def) {
+      def = body.substr(dash + 2);
+      body = body.substr(0, dash);
+    }
+    const char* env = std::getenv(body.c_str());
+    if (env && *env) out += env;
+    else if (has_def) out += def;
+    else
+      throw GinError(at, "environment variable " + body + " is not set (in '" + s + "')",
+                     "set it, or give a default: ${" + body + ":-DIR}");
+    i = end + 1;
+  }
+  return out;
+}
+
 bool Config::get_bool(std::string_view s, std::string_view c, std::string_view p) const {
   return typed<bool>(s, c, p, "bool", [](const Value& v) { return v.as_bool(); });
 }

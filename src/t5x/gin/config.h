@@ -111,6 +111,9 @@ class Config {
   std::vector<std::pair<Value, Value>> get_dict(std::string_view scope, std::string_view configurable,
                                                 std::string_view param) const;
   Reference get_reference(std::string_view scope, std::string_view configurable, std::string_view param) const;
+  // get_string with ${VAR} and ${VAR:-default} taken from the environment
+  // (expand_env), for paths such as '${T5X_DATA_DIR:-data}/vocab/x.model'.
+  std::string get_path(std::string_view scope, std::string_view configurable, std::string_view param) const;
   // True when the parameter resolves to None (or is unbound with default None).
   bool is_none(std::string_view scope, std::string_view configurable, std::string_view param) const;
 
@@ -197,5 +200,11 @@ Config parse_config_files_and_bindings(const std::vector<std::string>& files,
                                        const std::vector<std::string>& bindings,
                                        const LoadOptions& options = {},
                                        const Registry* registry = &Registry::global());
+
+// ${VAR} and ${VAR:-default} in `s` from the environment (an empty VAR
+// counts as unset). An unset VAR without a default throws GinError at `at`
+// (a typo should not read the wrong directory), as does an unclosed '${'.
+// The same rule as the task files' paths (docs/seqio.md).
+std::string expand_env(const std::string& s, const SourceLocation& at);
 
 }  // namespace t5x::gin

@@ -244,7 +244,7 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
     gin::Reference vr = cfg.resolve(*v).as_reference();
     vr.scope = gin::join_scope(s, vr.scope);
     if (canonical_name(cfg, vr) == "seqio.SentencePieceVocabulary") {
-      m.vocabulary_file = cfg.get_string(vr.scope, "seqio.SentencePieceVocabulary", "sentencepiece_model_file");
+      m.vocabulary_file = cfg.get_path(vr.scope, "seqio.SentencePieceVocabulary", "sentencepiece_model_file");
       m.vocabulary_extra_ids = int(cfg.get_int(vr.scope, "seqio.SentencePieceVocabulary", "extra_ids"));
     }
   }

@@ -67,27 +67,7 @@ std::string hint_names(const std::string& word, const std::vector<std::string>& 
   return h + kind + ": " + all;
 }
 
-// ${VAR} and ${VAR:-default} from the environment (an unset VAR without a
-// default is an error, so that a typo does not read the wrong directory).
-std::string expand_env(const std::string& s, const SourceLocation& at) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    if (s.compare(i, 2, "${") != 0) { out += s[i++]; continue; }
-    const size_t end = s.find('}', i);
-    if (end == std::string::npos) throw GinError(at, "unclosed '${' in '" + s + "'", "write ${NAME} or ${NAME:-default}");
-    std::string body = s.substr(i + 2, end - i - 2), def;
-    const size_t dash = body.find(":-");
-    const bool has_def = dash != std::string::npos;
-    if (has_def) { def = body.substr(dash + 2); body = body.substr(0, dash); }
-    const char* env = std::getenv(body.c_str());
-    if (env && *env) out += env;
-    else if (has_def) out += def;
-    else throw GinError(at, "environment variable " + body + " is not set (in '" + s + "')",
-                        "set it, or give a default: ${" + body + ":-DIR}");
-    i = end + 1;
-  }
-  return out;
-}
+using gin::expand_env;
 
 // ---- sources ---------------------------------------------------------------
 

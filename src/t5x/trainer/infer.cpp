@@ -1,5 +1,6 @@
 #include "t5x/trainer/infer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -99,6 +100,20 @@ std::string chunk_problem(const std::string& chunk) {
 
 InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
   InferStats stats;
+  // Every task must have the split (t5x infer.py reads each task's split);
+  // checked before the restore, naming the setting to change.
+  for (const auto& task : seqio::get_subtasks(cfg.dataset.mixture_or_task_name)) {
+    const auto splits = task->splits();
+    if (splits.empty() || std::find(splits.begin(), splits.end(), cfg.dataset.split) != splits.end()) continue;
+    std::string names;
+    for (const auto& sp : splits) names += (names.empty() ? "" : ", ") + sp;
+    throw std::invalid_argument("[infer] task '" + task->name() + "'" +
+                                (task->name() == cfg.dataset.mixture_or_task_name
+                                     ? std::string()
+                                     : " of '" + cfg.dataset.mixture_or_task_name + "'") +
+                                " has no split '" + cfg.dataset.split + "' (its splits: " + names +
+                                ")\n  hint: set MIXTURE_OR_TASK_SPLIT (utils.DatasetConfig.split) to one of them");
+  }
   const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
   for (const auto& [k, p] : lm.state.params) {
@@ -123,8 +138,30 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
     const std::string base = task->name() + "-" + cfg.mode + ".jsonl" + fmt("-%05lld", shard) + fmt("-of-%05lld", num_shards);
     const std::string final_path = cfg.output_dir + "/" + base;
     stats.outputs[task->name()] = final_path;
-    // Process 0 looks at the files; the others follow its answer.
-    if (dist.broadcast(writer && fs::exists(final_path + ".COMPLETED"))) {
+    // The settings the output depends on: chunks of a run with others are not
+    // mixed into this one's output (a resume with another BATCH_SIZE,
+    // checkpoint_period or CHECKPOINT_PATH lost or mixed examples), and a
+    // finished file of another run is not taken for this one's.
+    nlohmann::json run = {{"mode", cfg.mode},           {"checkpoint", lm.dir},   {"chunk_examples", chunk_examples},
+                          {"batch_size", cfg.dataset.batch_size}, {"shard", shard}, {"num_shards", num_shards}};
+    if (cfg.dataset.task_feature_lengths)
+      for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
+    const std::string want = dump(run) + "\n";
+    // Process 0 looks at the files; the others follow its answer: 1 done by
+    // a run with these settings (or an older marker without them), 2 by
+    // another run.
+    std::string done_by;
+    uint64_t done = 0;
+    if (writer && fs::exists(final_path + ".COMPLETED")) {
+      done_by = fileio::read_text(final_path + ".COMPLETED");
+      done = done_by.find_first_not_of(" \n") == std::string::npos || done_by == want ? 1 : 2;
+    }
+    done = dist.broadcast(done);
+    if (done == 2)
+      throw std::runtime_error("[infer] " + final_path + " was written by a run with other settings\n  it:   " +
+                               done_by + "  this: " + want + "  hint: write into another INFER_OUTPUT_DIR, or delete " +
+                               final_path + " and its .COMPLETED to run again");
+    if (done == 1) {
       if (log && writer) *log << final_path << " is complete; skipping\n";
       continue;
     }
@@ -132,14 +169,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
     auto chunk_path = [&](int64_t c) { return tmp + "/" + base + fmt("-chunk%05lld", c); };
     int64_t chunk = 0;
     if (writer) {
-      // The settings the chunks depend on: chunks of a run with others are not
-      // mixed into this one's output (a resume with another BATCH_SIZE,
-      // checkpoint_period or CHECKPOINT_PATH lost or mixed examples).
-      nlohmann::json run = {{"mode", cfg.mode},           {"checkpoint", lm.dir},   {"chunk_examples", chunk_examples},
-                            {"batch_size", cfg.dataset.batch_size}, {"shard", shard}, {"num_shards", num_shards}};
-      if (cfg.dataset.task_feature_lengths)
-        for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
-      const std::string run_file = tmp + "/run.json", want = dump(run) + "\n";
+      const std::string run_file = tmp + "/run.json";
       if (fs::exists(run_file) && fileio::read_text(run_file) != want)
         throw std::runtime_error("[infer] the partial output in " + tmp + " was written by a run with other settings\n"
                                  "  it:   " + fileio::read_text(run_file) + "  this: " + want +
@@ -219,7 +249,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
       }
     }
     fs::rename(final_path + ".tmp", final_path);
-    std::ofstream(final_path + ".COMPLETED").put('\n');
+    std::ofstream(final_path + ".COMPLETED") << want;  // the settings it was written with
     fs::remove_all(tmp);
     if (log) *log << "wrote " << final_path << "\n";
     dist.barrier();

@@ -231,7 +231,10 @@ void Trainer::initialize() {
       message("warning: " + dir + " holds no data position for " + std::to_string(dist_.size()) +
               " process(es); the data stream restarts from its beginning");
     }
-    message("resumed from " + dir + " at step " + std::to_string(state_.step()));
+    // A checkpoint without optimizer state (t5x ckpt import-hf / import-tf
+    // writes only the parameters): the optimizer starts fresh, said so.
+    message("resumed from " + dir + " at step " + std::to_string(state_.step()) +
+            (r.optimizer_restored ? "" : " (parameters only: it holds no optimizer state, which starts fresh)"));
   } else if (auto path = resolve_restore_path(cfg_.restore)) {
     auto r = restore_initial_state(*path, state_, cfg_.restore, dist_.rank(), dist_.size());
     message("restored " + std::string(r.optimizer_restored ? "parameters and optimizer state" : "parameters") +
@@ -561,8 +564,13 @@ TrainResult Trainer::train() {
       res.status = TrainResult::Status::kNonFinite;
       res.step = failed - 1;
       res.last_loss = so.loss;
-      res.message = "non-finite " + std::string(so.loss_finite ? "parameters after the update" : "loss (" + std::to_string(so.loss) + ")") +
-                    " at step " + std::to_string(failed) + " (learning rate " + std::to_string(so.learning_rate) +
+      auto g = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", x);
+        return std::string(b);
+      };
+      res.message = "non-finite " + std::string(so.loss_finite ? "parameters after the update" : "loss (" + g(so.loss) + ")") +
+                    " at step " + std::to_string(failed) + " (learning rate " + g(so.learning_rate) +
                     "); training stopped without saving. The last good checkpoint is " +
                     (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
                     "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "

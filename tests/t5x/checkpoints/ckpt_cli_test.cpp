@@ -123,7 +123,11 @@ TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
     if (b.rfind("network.", 0) != 0) argv.push_back("--gin_bindings=" + b);
   RunResult r = sh(join_cmd(argv));
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("resumed from " + root + "/ft/checkpoint_0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resumed from " + root + "/ft/checkpoint_0 at step 0 (parameters only: it holds no optimizer "
+                       "state, which starts fresh)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("holds no data position"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(root + "/ft/checkpoint_1/checkpoint"));
   fs::remove_all(root);
 }

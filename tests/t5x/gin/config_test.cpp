@@ -1,5 +1,6 @@
 // Config: override order, scope resolution, lazy macros, includes, typed
 // getters, missing-macro errors and the operative-config round trip.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,6 +94,25 @@ TEST(GinConfig, MissingMacroErrorNamesUseSiteAndFlag) {
                     "--gin.MODEL_DIR="});
   c.parse_string("MODEL_DIR = '/tmp/m'\n", "<--gin.MODEL_DIR>");
   EXPECT_EQ(c.get_string("", "f", "dir"), "/tmp/m");
+}
+
+// get_path: ${VAR} and ${VAR:-default} from the environment, through a
+// macro; an unset VAR without a default is an error at the string's place.
+TEST(GinConfig, GetPathExpandsEnvironmentVariables) {
+  ::setenv("T5X_GIN_TEST_DIR", "/srv/d", 1);
+  ::unsetenv("T5X_GIN_TEST_UNSET");
+  Config c(nullptr);
+  c.parse_string("F = '${T5X_GIN_TEST_DIR:-data}/vocab/x.model'\nf.a = %F\n"
+                 "f.b = '${T5X_GIN_TEST_UNSET:-data}/v'\nf.c = '${T5X_GIN_TEST_UNSET}/v'\nf.d = 'a${b'\n",
+                 "run.gin");
+  EXPECT_EQ(c.get_path("", "f", "a"), "/srv/d/vocab/x.model");
+  EXPECT_EQ(c.get_string("", "f", "a"), "${T5X_GIN_TEST_DIR:-data}/vocab/x.model");
+  EXPECT_EQ(c.get_path("", "f", "b"), "data/v");
+  expect_gin_error([&] { c.get_path("", "f", "c"); },
+                   {"run.gin:4:7", "environment variable T5X_GIN_TEST_UNSET is not set",
+                    "hint: set it, or give a default: ${T5X_GIN_TEST_UNSET:-DIR}"});
+  expect_gin_error([&] { c.get_path("", "f", "d"); }, {"run.gin:5:7", "unclosed '${' in 'a${b'"});
+  ::unsetenv("T5X_GIN_TEST_DIR");
 }
 
 TEST(GinConfig, RequiredDoesNotReplaceAnEarlierValue) {

@@ -95,6 +95,48 @@ TEST(Infer, PredictWritesT5xJsonlAndResumesChunks) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
+// A finished output file is reused only by a run with its settings: another
+// checkpoint's (or batch size's) run is refused, not answered with the old
+// predictions; an older marker without settings is still taken as done. A
+// split the task lacks is refused before the restore, naming the setting.
+TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
+  std::string out = temp_dir("infer_done");
+  InferRunConfig c = infer_config(out, "predict");
+  run_infer(c, single());
+  const std::string file = out + "/gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  {
+    std::ifstream f(file + ".COMPLETED");
+    const std::string marker((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_NE(marker.find("\"checkpoint\""), std::string::npos) << marker;
+  }
+  EXPECT_EQ(run_infer(c, single()).examples, 0);  // the same run: done
+  InferRunConfig other = c;
+  other.restore.paths = {trained_dir() + "/checkpoint_4"};
+  ASSERT_TRUE(fs::exists(other.restore.paths[0]));
+  try {
+    run_infer(other, single());
+    ADD_FAILURE() << "another checkpoint's run reused the output";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(file + " was written by a run with other settings"), std::string::npos) << m;
+    EXPECT_NE(m.find("checkpoint_4"), std::string::npos) << m;
+    EXPECT_NE(m.find("hint: write into another INFER_OUTPUT_DIR"), std::string::npos) << m;
+  }
+  std::ofstream(file + ".COMPLETED", std::ios::trunc) << "\n";
+  EXPECT_EQ(run_infer(other, single()).examples, 0);
+  InferRunConfig bad = c;
+  bad.dataset.split = "test";
+  bad.output_dir = temp_dir("infer_no_split");
+  try {
+    run_infer(bad, single());
+    ADD_FAILURE() << "a missing split was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[infer] task 'gpl3_lines_copy' has no split 'test' (its splits: "), std::string::npos) << m;
+    EXPECT_NE(m.find("hint: set MIXTURE_OR_TASK_SPLIT"), std::string::npos) << m;
+  }
+}
+
 // A resume reuses a chunk only when it is as its marker records (size and
 // CRC-32C), and only the chunks of a run with the same settings (bad-input
 // sweep, session 59: an emptied or padded chunk, or a resume with another
