@@ -268,16 +268,39 @@ namespace {
 // resume's scan) checks the msgpack against the manifest where the save wrote
 // one: it holds the step and the small arrays, which no codec checksum
 // guards (the zarr chunks are gzip, whose CRC the decoder checks).
-void check_msgpack_against_manifest(const std::string& path, const std::string& file,
-                                    const std::vector<uint8_t>& bytes) {
+constexpr const char* kRestoreHint = "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)";
+
+// The manifest of the checkpoint `path` names (nullopt: none, as in t5x's own
+// saves and older t5x.cpp ones) and its directory; the msgpack's bytes are
+// checked against it.
+std::pair<std::optional<CheckpointManifest>, std::string> check_msgpack_against_manifest(
+    const std::string& path, const std::string& file, const std::vector<uint8_t>& bytes) {
   const std::string ckpt_dir = fileio::is_dir(path) ? path : fs::path(file).parent_path().string();
-  const std::optional<CheckpointManifest> m = read_manifest(ckpt_dir);
-  if (!m) return;  // t5x's own saves (and older t5x.cpp ones) have none
+  std::optional<CheckpointManifest> m = read_manifest(ckpt_dir);
+  if (!m) return {std::nullopt, ckpt_dir};
   const std::string rel = fs::path(file).lexically_relative(ckpt_dir).generic_string();
   auto it = m->files.find(rel);
-  if (it == m->files.end()) return;
-  if (auto bad = digest_mismatch(file, FileDigest::of(bytes), it->second))
-    throw CheckpointError(*bad + "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)");
+  if (it != m->files.end())
+    if (auto bad = digest_mismatch(file, FileDigest::of(bytes), it->second)) throw CheckpointError(*bad + kRestoreHint);
+  return {std::move(m), ckpt_dir};
+}
+
+// How a .zarray contradicts the msgpack's spec of `path` beyond its shape
+// (checked by the callers): its dtype (when the spec names one) or chunks
+// (when the spec has them); nullopt when it does not.
+std::optional<std::string> spec_mismatch(const TensorStoreSpec& s, const ZarrMetadata& m, const std::string& adir,
+                                         const std::string& path) {
+  auto dims = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (auto x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+    return "[" + out + "]";
+  };
+  if (s.dtype_given && m.dtype != s.dtype)
+    return adir + "/.zarray: dtype " + m.dtype + " differs from the msgpack spec of '" + path + "' (" + s.dtype + ")";
+  if (!s.chunks.empty() && m.chunks != s.chunks)
+    return adir + "/.zarray: chunks " + dims(m.chunks) + " differ from the msgpack spec of '" + path + "' (" +
+           dims(s.chunks) + ")";
+  return std::nullopt;
 }
 }  // namespace
 
@@ -311,7 +334,9 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
   if (!bytes)
     throw CheckpointError("not a complete t5x checkpoint: '" + file +
                           "' is missing (the msgpack is written last, so the save did not finish)");
-  check_msgpack_against_manifest(path, file, *bytes);
+  auto [manifest, root] = check_msgpack_against_manifest(path, file, *bytes);
+  if (manifest) r.manifest_ = std::make_shared<const CheckpointManifest>(std::move(*manifest));
+  r.manifest_root_ = root;
   DecodedCheckpoint d = decode_checkpoint_msgpack(*bytes, file);
   if (d.version != 0 && d.version < 2)
     throw CheckpointError(file + ": checkpoint version " + std::to_string(d.version) +
@@ -381,10 +406,25 @@ HostTensor CheckpointReader::read(const std::string& path, const std::optional<I
     }
   } else if (auto* s = std::get_if<TensorStoreSpec>(&it->second)) {
     const std::string adir = fileio::join(dir_, s->path);
+    // The files the manifest lists are read only as it records them.
+    const std::string rel = manifest_ ? fs::path(adir).lexically_relative(manifest_root_).generic_string() + "/" : "";
+    auto check = [&](const std::string& name, const std::vector<uint8_t>* bytes) {
+      auto e = manifest_->files.find(rel + name);
+      if (e == manifest_->files.end()) return;  // not listed: the structure checks alone
+      const std::string file = fileio::join(adir, name);
+      if (!bytes) throw CheckpointError(file + " is missing (listed in " + kManifestFile + ")" + kRestoreHint);
+      if (auto bad = digest_mismatch(file, FileDigest::of(*bytes), e->second)) throw CheckpointError(*bad + kRestoreHint);
+    };
+    if (manifest_) {
+      const auto zarray = fileio::read_file_if_exists(fileio::join(adir, ".zarray"));
+      check(".zarray", zarray ? &*zarray : nullptr);
+    }
     ZarrMetadata m = zarr_read_metadata(adir);
     if (!s->shape.empty() && s->shape != m.shape)
       throw CheckpointError(adir + "/.zarray: shape does not match the msgpack spec of '" + path + "'");
-    out = zarr_read_box(adir, m, box ? *box : IndexBox::full(m.shape), num_threads);
+    if (auto bad = spec_mismatch(*s, m, adir, path)) throw CheckpointError(*bad + kRestoreHint);
+    out = zarr_read_box(adir, m, box ? *box : IndexBox::full(m.shape), num_threads,
+                        manifest_ ? ZarrChunkCheck(check) : ZarrChunkCheck());
   } else {
     throw CheckpointError("'" + path + "' in checkpoint '" + dir_ + "' is not an array");
   }
@@ -481,6 +521,7 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
       ZarrMetadata m = zarr_read_metadata(adir);
       if (!s->shape.empty() && m.shape != s->shape)
         return adir + "/.zarray: shape differs from the msgpack spec of '" + path + "'";
+      if (auto bad = spec_mismatch(*s, m, adir, path)) return *bad;
       const bool decode = level == Verify::kDecode;
       const auto grid = m.grid_shape();
       int64_t n = 1;

@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,7 +141,12 @@ class CheckpointReader {
 
   // Reads `box` (default: whole array) of an array leaf; only the chunks that
   // intersect the box are read. `cast_to` ("float32"/"bfloat16"/"float16",
-  // empty = none) converts floats after reading.
+  // empty = none) converts floats after reading. With a manifest
+  // (manifest.h), every file read that it lists (.zarray, chunks) must have
+  // its recorded size and CRC-32C: a CheckpointError names the file
+  // otherwise, so a restore never takes damaged bytes, whatever the verify
+  // level of the scan before it. A .zarray whose dtype or chunks contradict
+  // the msgpack spec is refused too.
   HostTensor read(const std::string& path, const std::optional<IndexBox>& box = std::nullopt,
                   std::string_view cast_to = "", int num_threads = 1) const;
   // As read(), but first refuses a global shape other than `expected_shape`:
@@ -155,6 +161,8 @@ class CheckpointReader {
   std::string dir_;
   int version_ = 0;
   FlatState leaves_;
+  std::shared_ptr<const CheckpointManifest> manifest_;  // null: none (t5x's saves)
+  std::string manifest_root_;                           // the directory its paths start at
 };
 
 // ---- Directory scanning, validation and retention ----

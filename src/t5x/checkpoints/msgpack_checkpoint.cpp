@@ -279,7 +279,7 @@ TensorStoreSpec TensorStoreSpec::from_json(const json& j, const std::string& whe
     if (s.driver != "zarr")
       throw CheckpointError(where + ": TensorStore driver \"" + s.driver +
                             "\" is not supported (t5x writes \"zarr\")");
-    if (j.contains("dtype")) s.dtype = j["dtype"].get<std::string>();
+    if (j.contains("dtype")) s.dtype = j["dtype"].get<std::string>(), s.dtype_given = true;
     std::string p;
     if (j.contains("kvstore") && j["kvstore"].is_object()) {
       const json& kv = j["kvstore"];

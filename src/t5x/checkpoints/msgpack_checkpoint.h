@@ -45,13 +45,20 @@ struct TensorStoreSpec {
   std::string bucket;                   // gcs only ("t5x-dummy-bucket" in t5x)
   std::vector<int64_t> shape, chunks;
   ZarrCompressor compressor{"gzip", 1};
+  // Whether the spec read named its dtype (older layouts may not; then
+  // `dtype` is the default and the .zarray's is the only one).
+  bool dtype_given = false;
 
   // Spec as TensorStore's Spec.to_json() writes it (kvstore path gets a '/').
   nlohmann::json to_json() const;
   // Accepts the current layout and the older ones (path at the top level,
   // gfile/gcs drivers, missing chunks/compressor). `where` prefixes errors.
   static TensorStoreSpec from_json(const nlohmann::json& j, const std::string& where);
-  bool operator==(const TensorStoreSpec&) const = default;
+  // The spec's fields (dtype_given, a fact about the text read, aside).
+  bool operator==(const TensorStoreSpec& o) const {
+    return driver == o.driver && dtype == o.dtype && kvstore_driver == o.kvstore_driver && path == o.path &&
+           bucket == o.bucket && shape == o.shape && chunks == o.chunks && compressor == o.compressor;
+  }
 };
 
 // '/'-joined state path -> zarr directory name ("target/a/b" -> "target.a.b").

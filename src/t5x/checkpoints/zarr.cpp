@@ -187,24 +187,32 @@ ZarrMetadata ZarrMetadata::from_json(const std::string& text, const std::string&
     return j.at(k);
   };
   ZarrMetadata m;
+  std::string field;  // the one being read, for the message of a wrongly typed value
+  auto at = [&](const char* k) -> const json& {
+    field = k;
+    return need(k);
+  };
   try {
-    if (json_int(need("zarr_format")) != 2)
+    if (json_int(at("zarr_format")) != 2)
       throw CheckpointError(where + ": zarr_format " + j["zarr_format"].dump() + ", expected 2");
-    m.shape = json_ints(need("shape"));
-    m.chunks = json_ints(need("chunks"));
-    m.dtype = numpy_from_code(need("dtype").get<std::string>(), where, &m.big_endian);
+    m.shape = json_ints(at("shape"));
+    m.chunks = json_ints(at("chunks"));
+    m.dtype = numpy_from_code(at("dtype").get<std::string>(), where, &m.big_endian);
+    field = "order";
     if (j.contains("order") && j["order"] != "C")
       throw CheckpointError(where + ": order " + j["order"].dump() + " is not supported (only \"C\")");
     if (j.contains("filters") && !j["filters"].is_null() && !j["filters"].empty())
       throw CheckpointError(where + ": zarr filters are not supported: " + j["filters"].dump());
-    const json& c = need("compressor");
+    const json& c = at("compressor");
     if (!c.is_null()) {
       m.compressor.id = c.at("id").get<std::string>();
       m.compressor.level = c.contains("level") ? int(json_int(c["level"])) : 1;
     } else {
       m.compressor.id.clear();
     }
+    field = "dimension_separator";
     if (j.contains("dimension_separator")) m.dimension_separator = j["dimension_separator"];
+    field = "fill_value";
     const json& f = j.contains("fill_value") ? j["fill_value"] : json(nullptr);
     if (f.is_number()) m.fill_value = f.get<double>();
     else if (f.is_boolean()) m.fill_value = f.get<bool>() ? 1.0 : 0.0;
@@ -216,15 +224,25 @@ ZarrMetadata ZarrMetadata::from_json(const std::string& text, const std::string&
       else throw CheckpointError(where + ": unsupported fill_value " + f.dump());
     }
   } catch (const json::exception& e) {
-    throw CheckpointError(where + ": malformed .zarray (" + e.what() + ")");
+    // nlohmann's text without its "[json.exception.type_error.302] " tag.
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why.erase(0, why.find("] ") + 2);
+    throw CheckpointError(where + ": malformed .zarray: \"" + field + "\": " + why +
+                          " (a t5x .zarray: {\"chunks\": [..], \"compressor\": {\"id\": \"gzip\", ...}, \"dtype\": \"<f4\", ...})");
   }
   if (m.shape.size() != m.chunks.size())
     throw CheckpointError(where + ": shape and chunks have different ranks");
   for (size_t i = 0; i < m.chunks.size(); ++i)
     if (m.chunks[i] < 1 || m.shape[i] < 0)
       throw CheckpointError(where + ": invalid chunk/shape in dimension " + std::to_string(i));
-  if (!checked_nbytes(m.shape, m.itemsize()) || !checked_nbytes(m.chunks, m.itemsize()))
-    throw CheckpointError(where + ": shape or chunks of over 2^63 bytes");
+  const auto array_bytes = checked_nbytes(m.shape, m.itemsize()), chunk_bytes = checked_nbytes(m.chunks, m.itemsize());
+  if (!array_bytes || !chunk_bytes) throw CheckpointError(where + ": shape or chunks of over 2^63 bytes");
+  // A chunk is decoded whole: one far larger than the array it tiles is a
+  // damaged .zarray, not something to allocate.
+  if (*chunk_bytes > std::max<uint64_t>(uint64_t(*array_bytes), uint64_t(1) << 20))
+    throw CheckpointError(where + ": chunks " + json(m.chunks).dump() + " make a chunk of " +
+                          std::to_string(*chunk_bytes) + " bytes, more than the whole array " + json(m.shape).dump() +
+                          " (" + std::to_string(*array_bytes) + " bytes); the .zarray is damaged");
   // Chunk keys become file names: only zarr v2's two separators.
   if (m.dimension_separator != "." && m.dimension_separator != "/")
     throw CheckpointError(where + ": dimension_separator " + json(m.dimension_separator).dump() +
@@ -314,7 +332,7 @@ uint64_t zarr_write_box(const std::string& dir, const ZarrMetadata& m, const Hos
 }
 
 HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& m, const IndexBox& box,
-                         int num_threads) {
+                         int num_threads, const ZarrChunkCheck& check) {
   check_box(m, box, "zarr_read_box");
   HostTensor out = HostTensor::zeros(m.dtype, box.extent());
   const auto pattern = fill_bytes(m);
@@ -325,6 +343,7 @@ HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& m, const In
     const auto& g = grid[size_t(k)];
     const std::string path = fileio::join(dir, m.chunk_key(g));
     auto enc = fileio::read_file_if_exists(path);
+    if (check) check(m.chunk_key(g), enc ? &*enc : nullptr);
     if (!enc) return;  // missing chunk == fill_value
     auto raw = decode_chunk(m.compressor, *enc, m.chunk_nbytes(),
                             "chunk '" + path + "' (chunk shape " + [&] {

@@ -72,10 +72,15 @@ ZarrMetadata zarr_read_metadata(const std::string& dir);
 uint64_t zarr_write_box(const std::string& dir, const ZarrMetadata& meta, const HostTensor& local,
                     const IndexBox& box, const ZarrWriteOptions& opt = {});
 
+// Called with each chunk's file name ("0.1") and encoded bytes as read (null
+// for a chunk file that is absent), from the reading thread, before it is
+// decoded; it may throw to refuse the chunk (the reader's manifest check).
+using ZarrChunkCheck = std::function<void(const std::string& chunk_key, const std::vector<uint8_t>* bytes)>;
+
 // Reads `box` (any box inside the array). Throws CheckpointError naming the
 // chunk file for truncated/corrupt chunks and for a missing/invalid .zarray.
 HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& meta, const IndexBox& box,
-                         int num_threads = 1);
+                         int num_threads = 1, const ZarrChunkCheck& check = {});
 HostTensor zarr_read(const std::string& dir);  // whole array
 
 }  // namespace t5x

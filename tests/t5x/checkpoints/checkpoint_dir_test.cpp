@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/dtype_bf16.h"
+#include "error_of.h"
 #include "t5x/checkpoints/crc32c.h"
 #include "t5x/checkpoints/file_io.h"
 #include "t5x/checkpoints/model_info.h"
@@ -397,6 +398,71 @@ TEST(CheckpointDir, MissingChunkWithoutManifestIsFoundAtEveryLevel) {
     ASSERT_TRUE(err.has_value()) << int(level);
     EXPECT_NE(err->find("missing chunk '" + d + "/target.w/0.0'"), std::string::npos) << *err;
   }
+}
+
+// A restore reads the files the manifest lists only as it records them,
+// whatever the verify level of the scan before it: a same-size change to a
+// chunk or a .zarray passes the sizes check but not the read.
+TEST(CheckpointDir, ReaderRefusesListedFilesWhoseBytesChanged) {
+  const std::string model_dir = tmpdir("read_crc");
+  const std::string d = save_simple(model_dir, 1).dir;
+  const HostTensor good = CheckpointReader::open(d).read("target/w");
+  flip_bytes(d + "/target.w/1.0", 4);
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kSizes).has_value());
+  std::string e = testing_ckpt::error_of([&] { CheckpointReader::open(d).read("target/w"); });
+  EXPECT_NE(e.find(d + "/target.w/1.0: crc32c "), std::string::npos) << e;
+  EXPECT_NE(e.find("hint: restore another checkpoint"), std::string::npos) << e;
+  flip_bytes(d + "/target.w/1.0", 4);  // flipped back
+  EXPECT_EQ(CheckpointReader::open(d).read("target/w").data, good.data);
+  {
+    auto z = fileio::read_file(d + "/target.w/.zarray");
+    std::string t(z.begin(), z.end());
+    const size_t at = t.find("<f4");
+    ASSERT_NE(at, std::string::npos) << t;
+    t[at] = '>';
+    fileio::write_file(d + "/target.w/.zarray", std::vector<uint8_t>(t.begin(), t.end()), false);
+  }
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kSizes).has_value());
+  e = testing_ckpt::error_of([&] { CheckpointReader::open(d).read("target/w"); });
+  EXPECT_NE(e.find(d + "/target.w/.zarray: crc32c "), std::string::npos) << e;
+  fs::remove(d + "/target.w/0.0");
+  fs::remove(d + "/target.w/.zarray");
+  save_simple(model_dir, 2);
+  const std::string d2 = model_dir + "/checkpoint_2";
+  fs::remove(d2 + "/target.w/0.0");
+  e = testing_ckpt::error_of([&] { CheckpointReader::open(d2).read("target/w"); });
+  EXPECT_NE(e.find(d2 + "/target.w/0.0 is missing (listed in manifest.t5xcpp.json)"), std::string::npos) << e;
+}
+
+// The .zarray must agree with the msgpack's spec on the dtype and chunks, as
+// on the shape: an int32 .zarray under a float32 spec read the float bits as
+// integers (and resumed training on them).
+TEST(CheckpointDir, ZarrayDtypeOrChunksAgainstTheSpecAreRefused) {
+  const std::string model_dir = tmpdir("spec_dtype");
+  const std::string d = save_simple(model_dir, 1).dir;
+  fs::remove(d + "/" + kManifestFile);
+  auto edit = [&](const std::string& from, const std::string& to) {
+    auto z = fileio::read_file(d + "/target.w/.zarray");
+    std::string t(z.begin(), z.end());
+    const size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << t;
+    t.replace(at, from.size(), to);
+    fileio::write_file(d + "/target.w/.zarray", std::vector<uint8_t>(t.begin(), t.end()), false);
+  };
+  edit("<f4", "<i4");
+  auto err = validate_checkpoint(d, Verify::kSizes);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find(d + "/target.w/.zarray: dtype int32 differs from the msgpack spec of 'target/w' (float32)"),
+            std::string::npos)
+      << *err;
+  std::string e = testing_ckpt::error_of([&] { CheckpointReader::open(d).read("target/w"); });
+  EXPECT_NE(e.find("dtype int32 differs from the msgpack spec"), std::string::npos) << e;
+  edit("<i4", "<f4");
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kDecode).has_value());
+  edit("[8,16]", "[4,16]");
+  err = validate_checkpoint(d, Verify::kSizes);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("chunks [4,16] differ from the msgpack spec of 'target/w' ([8,16])"), std::string::npos) << *err;
 }
 
 TEST(CheckpointDir, MoveDamagedAsideNeverOverwrites) {

@@ -99,8 +99,29 @@ TEST(ZarrMetadata, RejectsOverflowingShapesAndOtherSeparators) {
     ZarrMetadata::from_json(R"({"zarr_format":2,"shape":[6.5e44,12],"chunks":[8,6],"dtype":"<f2","compressor":null})",
                             "d/.zarray");
   });
-  EXPECT_EQ(msg.rfind("d/.zarray: malformed .zarray (", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("d/.zarray: malformed .zarray: \"shape\": ", 0), 0u) << msg;
   EXPECT_NE(msg.find("expected an integer of at most 2^63 - 1, got 6.5e+44"), std::string::npos) << msg;
+  // A wrongly typed field is named, without the JSON library's tag.
+  const std::string typed = testing_ckpt::error_of([] {
+    ZarrMetadata::from_json(R"({"zarr_format":2,"shape":[4],"chunks":[4],"dtype":7,"compressor":null})", "e/.zarray");
+  });
+  EXPECT_EQ(typed.rfind("e/.zarray: malformed .zarray: \"dtype\": type must be string, but is number", 0), 0u)
+      << typed;
+  EXPECT_EQ(typed.find("json.exception"), std::string::npos) << typed;
+  // A chunk far larger than its array is refused before anything is allocated
+  // (a 4.8 GB chunk for a [8, 12] array was allocated and decoded).
+  EXPECT_EQ(testing_ckpt::error_of([] {
+              ZarrMetadata::from_json(
+                  R"({"zarr_format":2,"shape":[8,12],"chunks":[100000000,12],"dtype":"<f4","compressor":null})",
+                  "f/.zarray");
+            }),
+            "f/.zarray: chunks [100000000,12] make a chunk of 4800000000 bytes, more than the whole array [8,12] "
+            "(384 bytes); the .zarray is damaged");
+  // A chunk past a small array's edge is still valid zarr.
+  EXPECT_EQ(ZarrMetadata::from_json(R"({"zarr_format":2,"shape":[5],"chunks":[10],"dtype":"<f4","compressor":null})",
+                                    "g")
+                .chunks,
+            std::vector<int64_t>{10});
 }
 
 TEST(Zarr, ChunkShapeFollowsT5xRule) {
