@@ -114,6 +114,9 @@ class LineReader {
     if (!std::getline(in_, line)) return false;
     ++line_no_;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A UTF-8 byte order mark (as some editors and spreadsheets save) is not
+    // text: left in, it became part of the first field and was tokenized.
+    if (line_no_ == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (auto bad = first_invalid_utf8(line))
       throw line_error(path_, line_no_, "invalid UTF-8 at column " + std::to_string(*bad + 1) +
                                             " (hint: convert the file to UTF-8)");

@@ -137,13 +137,16 @@ SentencePieceVocabulary::SentencePieceVocabulary(std::string model_path, int ext
     throw std::runtime_error("SentencePiece model '" + model_path_ + "' is " +
                              (std::filesystem::is_directory(model_path_) ? "a directory" : "an empty file") +
                              " (hint: point --vocab or the Task at the .model file spm_train wrote)");
+  const size_t file_bytes = proto.size();
   for (int k = 0; k < extra_ids; ++k) {
     int idx = reverse_extra_ids ? extra_ids - 1 - k : k;
     append_user_defined_piece(proto, "\xE2\x96\x81<extra_id_" + std::to_string(idx) + ">");
   }
   auto st = sp_->LoadFromSerializedProto(proto);
   if (!st.ok())
-    throw std::runtime_error("SentencePiece model '" + model_path_ + "' cannot be loaded: " + st.ToString());
+    throw std::runtime_error("SentencePiece model '" + model_path_ + "' cannot be loaded: " + st.ToString() +
+                             " (hint: its " + std::to_string(file_bytes) +
+                             " bytes are truncated or not a SentencePiece model; point --vocab or the Task at the .model file spm_train wrote)");
 }
 SentencePieceVocabulary::~SentencePieceVocabulary() = default;
 

@@ -116,6 +116,14 @@ TEST(TsvDataSource, ColumnsAndErrors) {
   TsvDataSource bad(Patterns{{"train", {d.file("b.tsv")}}}, {"inputs", "targets"});
   auto msg = error_of([&] { read_all(bad, "train"); });
   EXPECT_NE(msg.find(d.file("b.tsv") + ":2: expected 2 tab-separated columns, found 1"), std::string::npos) << msg;
+  // A UTF-8 byte order mark starting the file is not part of the first field
+  // (only there: one inside a later line is text).
+  d.write("bom.tsv", "\xEF\xBB\xBFwhat\tthat\n\xEF\xBB\xBFx\ty\n");
+  TsvDataSource bom(Patterns{{"train", {d.file("bom.tsv")}}}, {"inputs", "targets"});
+  exs = read_all(bom, "train");
+  ASSERT_EQ(exs.size(), 2u);
+  EXPECT_EQ(get_text(exs[0], "inputs"), "what");
+  EXPECT_EQ(get_text(exs[1], "inputs"), "\xEF\xBB\xBFx");
 }
 
 TEST(TFRecord, Crc32cKnownAnswers) {

@@ -100,6 +100,21 @@ TEST(SentencePieceVocabulary, MissingModelNamesPath) {
           << e.what();
     }
   }
+  // A truncated model: the loader's message, then a hint naming the cause.
+  const std::string cut = ::testing::TempDir() + "/cut.model";
+  {
+    std::ifstream in(kModel, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, 100000);
+  }
+  try {
+    SentencePieceVocabulary v(cut);
+    ADD_FAILURE() << "a truncated model loaded";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("SentencePiece model '" + cut + "' cannot be loaded: "), std::string::npos) << m;
+    EXPECT_NE(m.find("(hint: its 100000 bytes are truncated or not a SentencePiece model"), std::string::npos) << m;
+  }
 }
 
 // seqio/vocabularies_test.py's "AsciiVocab": base 128, _decode drops 0 and

@@ -518,6 +518,9 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
       const auto* s = std::get_if<TensorStoreSpec>(&leaf);
       if (!s) continue;
       const std::string adir = fileio::join(r.dir(), s->path);
+      if (manifest && !manifest->files.count(s->path + "/.zarray") && fileio::exists(fileio::join(adir, ".zarray")))
+        return adir + "/.zarray is not listed in " + kManifestFile +
+               " (the manifest was edited, or the file added after the save)";
       ZarrMetadata m = zarr_read_metadata(adir);
       if (!s->shape.empty() && m.shape != s->shape)
         return adir + "/.zarray: shape differs from the msgpack spec of '" + path + "'";
@@ -534,6 +537,11 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
         // Listed in the manifest: its size (and CRC) were checked above.
         if (manifest && manifest->files.count(s->path + "/" + key)) continue;
         const std::string cf = fileio::join(adir, key);
+        // A t5x.cpp manifest lists every file of the save: one it leaves out
+        // would be read unchecked.
+        if (manifest && fileio::exists(cf))
+          return cf + " is not listed in " + kManifestFile +
+                 " (the manifest was edited, or the file added after the save)";
         // Decoding reads a missing chunk as fill values, so its presence is
         // checked here at every level; the decode below checks the bytes.
         if (decode) {

@@ -365,6 +365,10 @@ std::string Config::get_path(std::string_view s, std::string_view c, std::string
 }
 
 std::string expand_env(const std::string& s, const SourceLocation& at) {
+  // The functions that open a path stop at a NUL: 'a.tsv\x00junk' read a.tsv.
+  if (s.find('\0') != std::string::npos)
+    throw GinError(at, "the path contains a NUL character (\\x00), which no file name can hold",
+                   "remove the \\x00 escape from the string");
   std::string out;
   for (size_t i = 0; i < s.size();) {
     if (s.compare(i, 2, "${") != 0) {

@@ -203,7 +203,8 @@ Config parse_config_files_and_bindings(const std::vector<std::string>& files,
 
 // ${VAR} and ${VAR:-default} in `s` from the environment (an empty VAR
 // counts as unset). An unset VAR without a default throws GinError at `at`
-// (a typo should not read the wrong directory), as does an unclosed '${'.
+// (a typo should not read the wrong directory), as does an unclosed '${' or
+// a NUL character (a path cannot hold one).
 // The same rule as the task files' paths (docs/seqio.md).
 std::string expand_env(const std::string& s, const SourceLocation& at);
 

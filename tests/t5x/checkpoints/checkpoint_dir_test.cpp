@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "core/dtype_bf16.h"
 #include "error_of.h"
 #include "t5x/checkpoints/crc32c.h"
@@ -432,6 +434,25 @@ TEST(CheckpointDir, ReaderRefusesListedFilesWhoseBytesChanged) {
   fs::remove(d2 + "/target.w/0.0");
   e = testing_ckpt::error_of([&] { CheckpointReader::open(d2).read("target/w"); });
   EXPECT_NE(e.find(d2 + "/target.w/0.0 is missing (listed in manifest.t5xcpp.json)"), std::string::npos) << e;
+}
+
+// A manifest lists every file of a t5x.cpp save: a chunk or .zarray it leaves
+// out (an edited manifest, a file added later) is damage, not a file to read
+// unchecked.
+TEST(CheckpointDir, FileLeftOutOfTheManifestIsReported) {
+  for (const std::string name : {"target.w/1.0", "target.w/.zarray"}) {
+    const std::string model_dir = tmpdir("manifest_gap");
+    const std::string d = save_simple(model_dir, 1).dir;
+    ASSERT_FALSE(validate_checkpoint(d).has_value());
+    auto bytes = fileio::read_file(d + "/" + kManifestFile);
+    auto j = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
+    ASSERT_EQ(j["files"].erase(name), 1u) << name;
+    const std::string text = j.dump();
+    fileio::write_file(d + "/" + kManifestFile, std::vector<uint8_t>(text.begin(), text.end()), false);
+    auto err = validate_checkpoint(d);
+    ASSERT_TRUE(err.has_value()) << name;
+    EXPECT_NE(err->find(d + "/" + name + " is not listed in manifest.t5xcpp.json"), std::string::npos) << *err;
+  }
 }
 
 // The .zarray must agree with the msgpack's spec on the dtype and chunks, as

@@ -112,6 +112,9 @@ TEST(GinConfig, GetPathExpandsEnvironmentVariables) {
                    {"run.gin:4:7", "environment variable T5X_GIN_TEST_UNSET is not set",
                     "hint: set it, or give a default: ${T5X_GIN_TEST_UNSET:-DIR}"});
   expect_gin_error([&] { c.get_path("", "f", "d"); }, {"run.gin:5:7", "unclosed '${' in 'a${b'"});
+  c.parse_string("f.e = 'train.tsv\\x00junk'\n", "nul.gin");
+  EXPECT_EQ(c.get_string("", "f", "e"), std::string("train.tsv\0junk", 14));
+  expect_gin_error([&] { c.get_path("", "f", "e"); }, {"nul.gin:1:7", "the path contains a NUL character"});
   ::unsetenv("T5X_GIN_TEST_DIR");
 }
 
