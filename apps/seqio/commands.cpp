@@ -153,9 +153,21 @@ int cmd_convert(const ConvertArgs& a, std::istream& in, std::ostream& out) {
   const int64_t chunk = conv->packing_window(lengths) * 64;  // whole windows: same output as one call
   std::vector<Example> batch;
   ConversionStats stats;
+  int64_t batch_first_line = 1;  // the stdin line of batch[0]
   auto flush = [&] {
     if (batch.empty()) return;
-    for (const auto& e : (*conv)(batch, lengths, &stats)) out << example_to_json_line(e) << "\n";
+    std::vector<Example> rows;
+    try {
+      rows = (*conv)(batch, lengths, &stats);
+    } catch (const std::invalid_argument& e) {
+      // The converter's own hint names library calls; here the fix is a flag.
+      std::string m = e.what();
+      if (m.find("not less than or equal to the expected length") == std::string::npos) throw;
+      m = m.substr(0, m.find(" (trim it first"));
+      throw DataError("stdin (examples from line " + std::to_string(batch_first_line) + "): " + m +
+                      " (hint: raise that feature's --lengths value to the longest example)");
+    }
+    for (const auto& e : rows) out << example_to_json_line(e) << "\n";
     batch.clear();
   };
   std::string line;
@@ -164,6 +176,7 @@ int cmd_convert(const ConvertArgs& a, std::istream& in, std::ostream& out) {
     ++line_no;
     if (line.empty()) throw line_error("stdin", line_no, "empty line (hint: one JSON object per line)");
     try {
+      if (batch.empty()) batch_first_line = line_no;
       batch.push_back(example_from_json(nlohmann::json::parse(line)));
     } catch (const std::exception& e) {
       throw line_error("stdin", line_no, e.what());

@@ -122,6 +122,12 @@ if "$SEQIO" convert --converter lm --lengths targets=4 < /dev/null > /dev/null 2
   got=$(printf '{"targets":[3,9,1]}\n' | "$SEQIO" convert --converter lm --lengths targets=5 2>/dev/null)
   [ "$got" = '{"decoder_input_tokens":[0,3,9,1,0],"decoder_loss_weights":[1,1,1,0,0],"decoder_target_tokens":[3,9,1,0,0]}' ] \
     || fail "convert lm: $got"
+  # An example longer than --lengths: the hint is the flag, not a library call.
+  if printf '{"targets":[3]}\n{"targets":[3,9,1,4,4,4,4]}\n' | "$SEQIO" convert --converter lm --lengths targets=5 \
+    > /dev/null 2> "$T/err"; then fail "a too-long example converted"; fi
+  grep -q "has length 7, not less than or equal to the expected length of 5" "$T/err" || fail "too long: $(cat "$T/err")"
+  grep -q "hint: raise that feature's --lengths value" "$T/err" || fail "too long, hint: $(cat "$T/err")"
+  if grep -q "trim_to_lengths" "$T/err"; then fail "the hint names a C++ call: $(cat "$T/err")"; fi
 fi
 # metric: JSONL predictions (t5x infer's layout and inference_eval's) give the
 # same score as line files; --strip_prefix scores a copy-the-input baseline.

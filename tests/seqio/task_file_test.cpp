@@ -167,6 +167,24 @@ void expect_has(const std::string& e, std::initializer_list<const char*> parts) 
 
 TEST(TaskFile, TheGoodFileLoads) { EXPECT_EQ(load_error(kGood), "no error"); }
 
+// seqio's rekey maps a None old key to an empty feature (C4's
+// {'inputs': None, 'targets': 'text'}); before, it was an error.
+TEST(TaskFile, RekeyTakesNoneAsAnEmptyFeature) {
+  reset_registries();
+  TempDir dir("task_file");
+  t5x::task_file::load_task_file(dir.write(
+      "task.gin", with("preprocessors = [@seqio.preprocessors.tokenize]",
+                       "preprocessors = [@seqio.preprocessors.rekey, @seqio.preprocessors.tokenize]") +
+                      "t/seqio.preprocessors.rekey.key_map = {'inputs': None, 'targets': 'inputs'}\n"));
+  seqio::DatasetOptions o;
+  auto ds = seqio::get_dataset("t", o);
+  seqio::Example ex;
+  ASSERT_TRUE(ds->next(ex));
+  EXPECT_TRUE(std::get<seqio::Tokens>(ex.at("inputs")).empty());
+  EXPECT_FALSE(std::get<seqio::Tokens>(ex.at("targets")).empty());
+  reset_registries();
+}
+
 TEST(TaskFile, UnknownPreprocessorNamesTheNearest) {
   const auto e = load_error(with("@seqio.preprocessors.tokenize", "@seqio.preprocessors.tokenise"));
   expect_has(e, {"task.gin:5:", "seqio.preprocessors.tokenise", "seqio.preprocessors.tokenize"});

@@ -213,6 +213,7 @@ std::string Value::to_gin() const {
 }
 
 std::string Value::describe() const {
+  if (kind_ == ValueKind::kNone) return "None";  // not "None None"
   std::string text = to_gin();
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return std::string(kind_name(kind_)) + " " + text;

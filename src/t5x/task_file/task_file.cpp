@@ -49,9 +49,12 @@ struct Node {
     for (const auto& v : cfg.get_list(scope, configurable, p)) out.push_back(v.as_string());
     return out;
   }
+  // A dict of strings; a None value reads as '' (seqio's rekey maps a falsy
+  // old key, e.g. C4's {'inputs': None, 'targets': 'text'}, to an empty feature).
   std::map<std::string, std::string> string_map(const std::string& p) const {
     std::map<std::string, std::string> out;
-    for (const auto& [k, v] : cfg.get_dict(scope, configurable, p)) out[k.as_string()] = v.as_string();
+    for (const auto& [k, v] : cfg.get_dict(scope, configurable, p))
+      out[k.as_string()] = v.kind() == gin::ValueKind::kNone ? std::string() : v.as_string();
     return out;
   }
   [[noreturn]] void fail(const SourceLocation& at, const std::string& what, const std::string& hint = {}) const {

@@ -270,7 +270,8 @@ std::vector<std::string> use_cached_warnings(const DatasetConfig& d) {
   for (const auto& t : seqio::tasks_without_cache_step(d.mixture_or_task_name))
     out.push_back("warning: task '" + t + "' has no cache step (CacheDatasetPlaceholder), so use_cached = True " +
                   "(USE_CACHED_TASKS) reads it from its source, as seqio does; set USE_CACHED_TASKS = False, " +
-                  "or add a cache step to the task and run `seqio cache " + t + " --output DIR`");
+                  "or add a cache step to the task and run `seqio cache " + t + " --output DIR` (with " +
+                  "--module TASKS.gin first when a task file declares the task)");
   return out;
 }
 
