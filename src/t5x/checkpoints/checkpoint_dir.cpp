@@ -264,15 +264,13 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
 // ---------------------------------------------------------------- reader
 
 namespace {
-// Every open (eval, infer, a fine-tune's initial checkpoint, not only a
-// resume's scan) checks the msgpack against the manifest where the save wrote
-// one: it holds the step and the small arrays, which no codec checksum
-// guards (the zarr chunks are gzip, whose CRC the decoder checks).
 constexpr const char* kRestoreHint = "\n  hint: restore another checkpoint (`t5x ckpt info DIR` checks one)";
 
 // The manifest of the checkpoint `path` names (nullopt: none, as in t5x's own
-// saves and older t5x.cpp ones) and its directory; the msgpack's bytes are
-// checked against it.
+// saves and older t5x.cpp ones) and its directory. Every open (eval, infer, a
+// fine-tune's initial checkpoint, not only a resume's scan) checks the msgpack
+// against it: the msgpack holds the step and the small arrays, which no codec
+// checksum guards. The arrays' files are checked as they are read.
 std::pair<std::optional<CheckpointManifest>, std::string> check_msgpack_against_manifest(
     const std::string& path, const std::string& file, const std::vector<uint8_t>& bytes) {
   const std::string ckpt_dir = fileio::is_dir(path) ? path : fs::path(file).parent_path().string();

@@ -199,8 +199,10 @@ TEST(Infer, ScoreWritesLogLikelihoods) {
   }
 }
 
-TEST(Infer, EvalComputesTaskMetrics) {
-  std::string out = temp_dir("eval_out");
+// `t5x eval` of the trained checkpoint_6 on the validation split into `out`,
+// with `extra` bindings.
+std::map<std::string, std::map<std::string, double>> eval_into(const std::string& out,
+                                                               const std::vector<std::string>& extra = {}) {
   std::vector<std::string> b = {
       "MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
       "CHECKPOINT_PATH = '" + trained_dir() + "/checkpoint_6'",
@@ -213,8 +215,13 @@ TEST(Infer, EvalComputesTaskMetrics) {
       "network.T5Config.head_dim = 8",
       "network.T5Config.mlp_dim = 64",
   };
-  EvalRunConfig c = read_eval_config(tiny_config(b, "configs/runs/eval.gin"));
-  auto m = run_eval(c, single());
+  b.insert(b.end(), extra.begin(), extra.end());
+  return run_eval(read_eval_config(tiny_config(b, "configs/runs/eval.gin")), single());
+}
+
+TEST(Infer, EvalComputesTaskMetrics) {
+  std::string out = temp_dir("eval_out");
+  auto m = eval_into(out);
   ASSERT_EQ(m.count("gpl3_lines_copy"), 1u);
   ASSERT_FALSE(m["gpl3_lines_copy"].empty());
   for (const auto& [k, v] : m["gpl3_lines_copy"]) {
@@ -230,22 +237,7 @@ TEST(Infer, EvalComputesTaskMetrics) {
 // metrics are those of evaluating that prefix alone); JSONLogger's
 // write_n_results writes the first N predictions (0: no file).
 TEST(Infer, EvaluatorNumExamplesAndWriteNResults) {
-  auto eval = [](const std::string& out, const std::vector<std::string>& extra) {
-    std::vector<std::string> b = {
-        "MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
-        "CHECKPOINT_PATH = '" + trained_dir() + "/checkpoint_6'",
-        "EVAL_OUTPUT_DIR = '" + out + "'",
-        "MIXTURE_OR_TASK_SPLIT = 'validation'",
-        "BATCH_SIZE = 8",
-        "ACTIVATION_DTYPE = 'float32'",
-        "network.T5Config.vocab_size = 1152",
-        "network.T5Config.emb_dim = 32",
-        "network.T5Config.head_dim = 8",
-        "network.T5Config.mlp_dim = 64",
-    };
-    b.insert(b.end(), extra.begin(), extra.end());
-    return run_eval(read_eval_config(tiny_config(b, "configs/runs/eval.gin")), single());
-  };
+  auto eval = [](const std::string& out, const std::vector<std::string>& extra) { return eval_into(out, extra); };
   const std::string all = temp_dir("eval_all"), five = temp_dir("eval_five"), none = temp_dir("eval_none");
   auto m_all = eval(all, {});
   auto m_five = eval(five, {"seqio.Evaluator.num_examples = 5", "seqio.JSONLogger.write_n_results = 3"});
