@@ -147,14 +147,18 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
     if (cfg.dataset.task_feature_lengths)
       for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
     const std::string want = dump(run) + "\n";
+    // The settings of the finished file, beside it as a hidden file: not in
+    // <file>.COMPLETED, which a `cat TASK-predict.jsonl-*` takes in (t5x
+    // writes it empty), nor matched by that glob.
+    const std::string settings_path = cfg.output_dir + "/." + base + ".settings.json";
     // Process 0 looks at the files; the others follow its answer: 1 done by
-    // a run with these settings (or an older marker without them), 2 by
+    // a run with these settings (or an older output without them), 2 by
     // another run.
     std::string done_by;
     uint64_t done = 0;
     if (writer && fs::exists(final_path + ".COMPLETED")) {
-      done_by = fileio::read_text(final_path + ".COMPLETED");
-      done = done_by.find_first_not_of(" \n") == std::string::npos || done_by == want ? 1 : 2;
+      done_by = fs::exists(settings_path) ? fileio::read_text(settings_path) : want;
+      done = done_by == want ? 1 : 2;
     }
     done = dist.broadcast(done);
     if (done == 2)
@@ -249,7 +253,8 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
       }
     }
     fs::rename(final_path + ".tmp", final_path);
-    std::ofstream(final_path + ".COMPLETED") << want;  // the settings it was written with
+    std::ofstream(settings_path, std::ios::trunc) << want;  // the settings it was written with
+    std::ofstream(final_path + ".COMPLETED").put('\n');
     fs::remove_all(tmp);
     if (log) *log << "wrote " << final_path << "\n";
     dist.barrier();

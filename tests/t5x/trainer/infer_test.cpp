@@ -97,17 +97,22 @@ TEST(Infer, PredictWritesT5xJsonlAndResumesChunks) {
 
 // A finished output file is reused only by a run with its settings: another
 // checkpoint's (or batch size's) run is refused, not answered with the old
-// predictions; an older marker without settings is still taken as done. A
+// predictions; an older output without settings is still taken as done. A
 // split the task lacks is refused before the restore, naming the setting.
 TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
   std::string out = temp_dir("infer_done");
   InferRunConfig c = infer_config(out, "predict");
   run_infer(c, single());
   const std::string file = out + "/gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  // The settings live in a hidden file beside the output: `cat
+  // TASK-predict.jsonl-*` takes in the .COMPLETED marker, which stays a blank line.
+  const std::string settings = out + "/.gpl3_lines_copy-predict.jsonl-00000-of-00001.settings.json";
   {
-    std::ifstream f(file + ".COMPLETED");
-    const std::string marker((std::istreambuf_iterator<char>(f)), {});
-    EXPECT_NE(marker.find("\"checkpoint\""), std::string::npos) << marker;
+    std::ifstream f(settings);
+    const std::string text((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_NE(text.find("\"checkpoint\""), std::string::npos) << text;
+    std::ifstream m(file + ".COMPLETED");
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(m)), {}), "\n");
   }
   EXPECT_EQ(run_infer(c, single()).examples, 0);  // the same run: done
   InferRunConfig other = c;
@@ -122,7 +127,7 @@ TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
     EXPECT_NE(m.find("checkpoint_4"), std::string::npos) << m;
     EXPECT_NE(m.find("hint: write into another INFER_OUTPUT_DIR"), std::string::npos) << m;
   }
-  std::ofstream(file + ".COMPLETED", std::ios::trunc) << "\n";
+  fs::remove(settings);  // an output written before the settings were kept: taken as done
   EXPECT_EQ(run_infer(other, single()).examples, 0);
   InferRunConfig bad = c;
   bad.dataset.split = "test";
