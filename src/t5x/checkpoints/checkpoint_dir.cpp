@@ -413,11 +413,15 @@ HostTensor CheckpointReader::read(const std::string& path, const std::optional<I
       if (!bytes) throw CheckpointError(file + " is missing (listed in " + kManifestFile + ")" + kRestoreHint);
       if (auto bad = digest_mismatch(file, FileDigest::of(*bytes), e->second)) throw CheckpointError(*bad + kRestoreHint);
     };
+    // With a manifest the .zarray's bytes are checked, then parsed: read once.
+    std::optional<std::vector<uint8_t>> zarray;
     if (manifest_) {
-      const auto zarray = fileio::read_file_if_exists(fileio::join(adir, ".zarray"));
+      zarray = fileio::read_file_if_exists(fileio::join(adir, ".zarray"));
       check(".zarray", zarray ? &*zarray : nullptr);
     }
-    ZarrMetadata m = zarr_read_metadata(adir);
+    ZarrMetadata m = zarray ? ZarrMetadata::from_json(std::string(zarray->begin(), zarray->end()),
+                                                      fileio::join(adir, ".zarray"))
+                            : zarr_read_metadata(adir);
     if (!s->shape.empty() && s->shape != m.shape)
       throw CheckpointError(adir + "/.zarray: shape does not match the msgpack spec of '" + path + "'");
     if (auto bad = spec_mismatch(*s, m, adir, path)) throw CheckpointError(*bad + kRestoreHint);
