@@ -185,6 +185,35 @@ TEST(TaskFile, RekeyTakesNoneAsAnEmptyFeature) {
   reset_registries();
 }
 
+// The same step twice with different arguments: each a scoped reference,
+// which runs in its own scope as in gin-config (`@t/a/...` reads `t/a/...`
+// bindings; `@b/...` reads `b/...`, never the task's `t/b/...`).
+TEST(TaskFile, ScopedPreprocessorReferencesRunInTheirOwnScope) {
+  reset_registries();
+  TempDir dir("task_file");
+  seqio::DatasetOptions in_order;
+  in_order.shuffle = false;
+  t5x::task_file::load_task_file(dir.write("plain.gin", kGood));
+  seqio::Example plain;
+  ASSERT_TRUE(seqio::get_dataset("t", in_order)->next(plain));
+  reset_registries();
+  t5x::task_file::load_task_file(dir.write(
+      "task.gin",
+      with("preprocessors = [@seqio.preprocessors.tokenize]",
+           "preprocessors = [@t/a/seqio.preprocessors.rekey, @b/seqio.preprocessors.rekey,\n"
+           "                   @seqio.preprocessors.tokenize]") +
+          "t/a/seqio.preprocessors.rekey.key_map = {'inputs': 'targets', 'targets': 'inputs'}\n"  // swap
+          "b/seqio.preprocessors.rekey.key_map = {'inputs': 'inputs', 'targets': 'inputs'}\n"
+          "t/b/seqio.preprocessors.rekey.key_map = {'inputs': None, 'targets': 'targets'}\n"));  // not read
+  seqio::Example ex;
+  ASSERT_TRUE(seqio::get_dataset("t", in_order)->next(ex));
+  const auto& targets = std::get<seqio::Tokens>(plain.at("targets"));
+  ASSERT_FALSE(targets.empty());
+  EXPECT_EQ(std::get<seqio::Tokens>(ex.at("inputs")), targets);
+  EXPECT_EQ(std::get<seqio::Tokens>(ex.at("targets")), targets);
+  reset_registries();
+}
+
 TEST(TaskFile, UnknownPreprocessorNamesTheNearest) {
   const auto e = load_error(with("@seqio.preprocessors.tokenize", "@seqio.preprocessors.tokenise"));
   expect_has(e, {"task.gin:5:", "seqio.preprocessors.tokenise", "seqio.preprocessors.tokenize"});

@@ -234,10 +234,8 @@ std::vector<std::string> Config::bound_params(std::string_view scope,
   return out;
 }
 
-std::string join_scope(std::string_view outer, std::string_view inner) {
-  if (outer.empty()) return std::string(inner);
-  if (inner.empty()) return std::string(outer);
-  return std::string(outer) + "/" + std::string(inner);
+std::string reference_scope(std::string_view caller, std::string_view reference) {
+  return std::string(reference.empty() ? caller : reference);
 }
 
 const Macro* Config::find_macro(std::string_view name) const {

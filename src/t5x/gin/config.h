@@ -179,10 +179,13 @@ class Config {
                        std::vector<std::string>& stack, std::vector<MissingMacro>& out) const;
 };
 
-// The scope a referenced configurable runs in: gin nests the reference's
-// scope inside the caller's, so `@train/f()` bound in scope "outer" gives
-// "outer/train". Either part may be empty.
-std::string join_scope(std::string_view outer, std::string_view inner);
+// The scope a referenced configurable runs in, as gin-config evaluates a
+// reference (config.py, _decorate_with_scope): an unscoped `@f()` bound in
+// scope "outer" runs in "outer" (it inherits the caller's scope); a scoped
+// `@train/f()` runs in "train" alone, whatever the caller's scope (gin enters
+// the reference's own scope list, replacing the active one). Write
+// `@outer/train/f()` for the nested scope.
+std::string reference_scope(std::string_view caller, std::string_view reference);
 
 // Where a gin path is found: absolute paths as they are; a relative path is
 // tried (1) next to `including_file` when given, (2) against the working

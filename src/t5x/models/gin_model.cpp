@@ -208,7 +208,7 @@ std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref) {
 
 gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param) {
   gin::Reference r = cfg.get_reference(outer.scope, canonical_name(cfg, outer), param);
-  r.scope = gin::join_scope(outer.scope, r.scope);
+  r.scope = gin::reference_scope(outer.scope, r.scope);
   return r;
 }
 
@@ -242,7 +242,7 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
   const char* vocab_param = m.decoder_only ? "vocabulary" : "output_vocabulary";
   if (auto v = cfg.get_optional(s, c, vocab_param); v && cfg.resolve(*v).kind() == gin::ValueKind::kReference) {
     gin::Reference vr = cfg.resolve(*v).as_reference();
-    vr.scope = gin::join_scope(s, vr.scope);
+    vr.scope = gin::reference_scope(s, vr.scope);
     if (canonical_name(cfg, vr) == "seqio.SentencePieceVocabulary") {
       m.vocabulary_file = cfg.get_path(vr.scope, "seqio.SentencePieceVocabulary", "sentencepiece_model_file");
       m.vocabulary_extra_ids = int(cfg.get_int(vr.scope, "seqio.SentencePieceVocabulary", "extra_ids"));

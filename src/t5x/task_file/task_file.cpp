@@ -245,7 +245,7 @@ Node referenced(const Node& parent, const Value& v, const std::string& field, co
     parent.fail(v.where(), field + ": expected a " + kind + " reference (@name), got " + v.describe(),
                 hint_names("", allowed, kind + "s"));
   const auto& ref = v.as_reference();
-  Node n{parent.cfg, gin::join_scope(parent.scope, ref.scope), canonical(parent.cfg, ref), parent.field + ": " + field,
+  Node n{parent.cfg, gin::reference_scope(parent.scope, ref.scope), canonical(parent.cfg, ref), parent.field + ": " + field,
          v.where()};
   if (std::find(allowed.begin(), allowed.end(), n.configurable) == allowed.end())
     parent.fail(v.where(), field + ": '" + ref.name + "' is not a " + kind, hint_names(ref.name, allowed, kind + "s"));

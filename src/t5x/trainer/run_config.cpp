@@ -73,7 +73,7 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
       throw gin::GinError(ck->where(), c + ".checkpointer_cls is " + v.describe(),
                           "write @checkpoints.UpcycleCheckpointer (sparse upcycling) or None");
     Reference k = v.as_reference();
-    k.scope = gin::join_scope(ref.scope, k.scope);
+    k.scope = gin::reference_scope(ref.scope, k.scope);
     const std::string kc = canonical_name(cfg, k);
     if (kc == "checkpoints.UpcycleCheckpointer") {
       r.upcycle_num_experts = cfg.get_int(k.scope, kc, "num_experts");
@@ -134,7 +134,7 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
   if (rules && rules->kind() == ValueKind::kReference) {
     const Reference& rr = rules->as_reference();
     const std::string rc = canonical_name(cfg, rr);
-    const std::string scope = gin::join_scope(ref.scope, rr.scope);
+    const std::string scope = gin::reference_scope(ref.scope, rr.scope);
     if (auto a = opt_value(cfg, scope, rc, "activation_partitioning_dims")) p.activation_partitioning_dims = int(a->as_int());
     if (auto b = opt_value(cfg, scope, rc, "parameter_partitioning_dims")) p.parameter_partitioning_dims = int(b->as_int());
   }
@@ -201,7 +201,7 @@ LearningRateSchedule read_lr_value(const Config& cfg, const std::string& scope, 
   if (!v) return nullptr;
   if (v->kind() == ValueKind::kReference) {
     Reference r = v->as_reference();
-    r.scope = gin::join_scope(scope, r.scope);
+    r.scope = gin::reference_scope(scope, r.scope);
     return read_schedule(cfg, r);
   }
   double lr = v->as_double();
@@ -313,7 +313,7 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
     std::optional<Reference> adam;
     for (const auto& item : cfg.get_list(s, c, "transformations")) {
       Reference r = item.as_reference();
-      r.scope = gin::join_scope(s, r.scope);
+      r.scope = gin::reference_scope(s, r.scope);
       const std::string rc = canonical_name(cfg, r);
       if (rc == "optax.clip_by_global_norm") clip = cfg.get_double(r.scope, rc, "max_norm");
       else if (rc.ends_with("adamw") || rc.ends_with("adam")) adam = r;

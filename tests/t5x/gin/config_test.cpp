@@ -59,9 +59,12 @@ TEST(GinConfig, MostSpecificScopeWins) {
   EXPECT_FALSE(c.has("", "f", "z"));
   EXPECT_EQ(c.bound_params("train", "f"), (std::vector<std::string>{"x", "y"}));
   EXPECT_TRUE(c.bound_params("", "g").empty());
-  EXPECT_EQ(join_scope("outer", "train"), "outer/train");
-  EXPECT_EQ(join_scope("", "train"), "train");
-  EXPECT_EQ(join_scope("outer", ""), "outer");
+  // gin-config: a scoped reference runs in its own scope, replacing the
+  // caller's; an unscoped one inherits it.
+  EXPECT_EQ(reference_scope("outer", "train"), "train");
+  EXPECT_EQ(reference_scope("", "train"), "train");
+  EXPECT_EQ(reference_scope("outer", ""), "outer");
+  EXPECT_EQ(reference_scope("outer", "outer/train"), "outer/train");
 }
 
 TEST(GinConfig, MacrosResolveLazilyAndDeeply) {

@@ -41,6 +41,24 @@ TEST(GinModel, T5_1_1SmallFromGin) {
   EXPECT_EQ(a.loss.loss_normalizing_factor.kind, LossNormalizingFactor::Kind::average_per_sequence);
 }
 
+// gin-config evaluates a scoped reference in its own scope: `@enc/...` read
+// inside `outer` sees `enc/...` bindings and not `outer/...` ones; an
+// unscoped reference there inherits `outer`.
+TEST(GinModel, AScopedReferenceRunsInItsOwnScope) {
+  const std::vector<std::string> common = {"DROPOUT_RATE = 0.0", "MODEL = @outer/models.EncoderDecoderModel()",
+                                           "enc/network.T5Config.emb_dim = 16", "outer/network.T5Config.emb_dim = 32"};
+  auto with = [&](const std::string& module) {
+    std::vector<std::string> b = common;
+    b.push_back("models.EncoderDecoderModel.module = " + module);
+    return load("t5_1_1/tiny.gin", b);
+  };
+  EXPECT_EQ(with("@enc/network.Transformer()").network.emb_dim, 16);
+  EXPECT_EQ(with("@network.Transformer()").network.emb_dim, 32);
+  // Scope outer/enc reads outer/enc, then outer, then unscoped bindings (gin
+  // looks at prefixes only: enc alone is not one).
+  EXPECT_EQ(with("@outer/enc/network.Transformer()").network.emb_dim, 32);
+}
+
 TEST(GinModel, T5_1_0AndDecoderOnlyFromGin) {
   ModelConfig t = load("t5_1_0/base.gin", {"DROPOUT_RATE = 0.0"});
   EXPECT_TRUE(t.network.logits_via_embedding);
