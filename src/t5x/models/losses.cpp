@@ -124,22 +124,22 @@ Metrics compute_base_metrics(const Array& logits, const Array& targets, const Ar
   Array w = weights.valid() ? as_f32(weights) : Array::ones(targets.shape());
   double nonpad = sum(w).item();
   Array correct = cast(eq(argmax(logits, "vocab"), cast(targets, DType::i32)), DType::f32);
-  m["accuracy"] = {sum(mul(correct, w)).item(), nonpad};
+  m["accuracy"] = Metric::average(sum(mul(correct, w)).item(), nonpad);
   double loss = out.loss.item();
-  m["loss"] = {loss, 1.0};
-  m["loss_per_nonpadding_target_token"] = {loss, nonpad};
-  m["loss_per_all_target_tokens"] = {loss, num_tokens};
-  m["nonpadding_fraction"] = {nonpad, num_tokens};
+  m["loss"] = Metric::step(loss);
+  m["loss_per_nonpadding_target_token"] = Metric::average(loss, nonpad);
+  m["loss_per_all_target_tokens"] = Metric::average(loss, num_tokens);
+  m["nonpadding_fraction"] = Metric::average(nonpad, num_tokens);
   if (out.z_loss.valid()) {
     double z = out.z_loss.item();
-    m["z_loss"] = {z, 1.0};
-    m["z_loss_per_all_target_tokens"] = {z, num_tokens};
-    m["cross_ent_loss"] = {loss - z, 1.0};
-    m["cross_ent_loss_per_all_target_tokens"] = {loss - z, num_tokens};
+    m["z_loss"] = Metric::step(z);
+    m["z_loss_per_all_target_tokens"] = Metric::average(z, num_tokens);
+    m["cross_ent_loss"] = Metric::step(loss - z);
+    m["cross_ent_loss_per_all_target_tokens"] = Metric::average(loss - z, num_tokens);
   }
-  m["num_examples"] = {num_examples, 1.0};
-  m["num_tokens"] = {num_tokens, 1.0};
-  m["num_nonpadding_tokens"] = {nonpad, 1.0};
+  m["num_examples"] = Metric::step(num_examples);
+  m["num_tokens"] = Metric::step(num_tokens);
+  m["num_nonpadding_tokens"] = Metric::step(nonpad);
   if (segment_ids.valid()) {
     // Number of non-zero segments over the batch: seqio packs each example
     // into one run of its id, so count the positions where a run starts.
@@ -152,7 +152,7 @@ Metrics compute_base_metrics(const Array& logits, const Array& targets, const Ar
       const Array cur = slice(segment_ids, "length", 1, nl - 1), prev = slice(segment_ids, "length", 0, nl - 1);
       segments += sum(mul(f32(ne(cur, prev)), f32(ne(cur, 0.0)))).item();
     }
-    m["effective_batch_size/decoder"] = {segments, 1.0};
+    m["effective_batch_size/decoder"] = Metric::step(segments);
   }
   return m;
 }

@@ -50,12 +50,19 @@ struct LossOptions {
   double router_z_loss_factor = 0.0;
 };
 
-// A metric as t5x aggregates it: value = total / count (AveragePerStep and
-// Sum metrics have count 1).
+// A metric as t5x aggregates it. An average (clu_metrics.Average: accuracy,
+// loss_per_nonpadding_target_token) sums total and count over microbatches,
+// processes and steps, value = total / count. A per-step metric
+// (t5x metrics_lib.AveragePerStep and Sum: loss, num_examples) sums total
+// within a step and averages it over steps; its count is unused (1). The kind
+// is explicit: a count of 1 is also what an average over one token has.
 struct Metric {
   double total = 0.0;
-  double count = 1.0;
-  double value() const { return count != 0.0 ? total / count : 0.0; }
+  double count = 0.0;
+  bool per_step = false;
+  static Metric step(double total) { return {total, 1.0, true}; }
+  static Metric average(double total, double count) { return {total, count, false}; }
+  double value() const { return per_step ? total : count != 0.0 ? total / count : 0.0; }
 };
 using Metrics = std::map<std::string, Metric>;
 

@@ -187,21 +187,21 @@ Array add_expert_losses(const Array& loss, const std::vector<nn::MoeMetrics>& la
   NoGradGuard ng;
   const double a = aux.item(), r = rz.item(), t = total.item();
   const double z = z_loss.valid() ? z_loss.item() : 0.0;
-  metrics["experts/auxiliary_loss"] = {a, 1.0};
-  metrics["experts/router_z_loss"] = {r, 1.0};
-  metrics["experts/fraction_tokens_left_behind"] = {mean_of(&nn::MoeMetrics::fraction_tokens_left_behind).item(), 1.0};
-  metrics["experts/expert_usage"] = {mean_of(&nn::MoeMetrics::expert_usage).item(), 1.0};
-  metrics["experts/router_confidence"] = {mean_of(&nn::MoeMetrics::router_confidence).item(), 1.0};
+  metrics["experts/auxiliary_loss"] = Metric::step(a);
+  metrics["experts/router_z_loss"] = Metric::step(r);
+  metrics["experts/fraction_tokens_left_behind"] = Metric::step(mean_of(&nn::MoeMetrics::fraction_tokens_left_behind).item());
+  metrics["experts/expert_usage"] = Metric::step(mean_of(&nn::MoeMetrics::expert_usage).item());
+  metrics["experts/router_confidence"] = Metric::step(mean_of(&nn::MoeMetrics::router_confidence).item());
   // loss and its per-token forms are the total, as t5x's _compute_metrics gets it.
   const double ce = t - z - a - r;
-  metrics["loss"] = {t, 1.0};
+  metrics["loss"] = Metric::step(t);
   const double nonpad = metrics.count("loss_per_nonpadding_target_token")
                             ? metrics["loss_per_nonpadding_target_token"].count : 1.0;
   const double tokens = metrics.count("loss_per_all_target_tokens") ? metrics["loss_per_all_target_tokens"].count : 1.0;
-  metrics["loss_per_nonpadding_target_token"] = {t, nonpad};
-  metrics["loss_per_all_target_tokens"] = {t, tokens};
-  metrics["cross_ent_loss"] = {ce, 1.0};
-  metrics["cross_ent_loss_per_all_target_tokens"] = {ce, tokens};
+  metrics["loss_per_nonpadding_target_token"] = Metric::average(t, nonpad);
+  metrics["loss_per_all_target_tokens"] = Metric::average(t, tokens);
+  metrics["cross_ent_loss"] = Metric::step(ce);
+  metrics["cross_ent_loss_per_all_target_tokens"] = Metric::average(ce, tokens);
   return total;
 }
 

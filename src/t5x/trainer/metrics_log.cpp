@@ -11,7 +11,7 @@ void MetricAccumulator::add(const Metrics& m) {
     auto& a = step_[k];
     a.total += v.total;
     a.count += v.count;
-    a.per_step = v.count == 1.0 || a.per_step;
+    a.per_step = v.per_step;
   }
 }
 

@@ -349,10 +349,11 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     if (share != 1.0)
       for (const char* k : {"loss", "z_loss", "cross_ent_loss"})
         if (m.count(k)) m[k].total *= share;
+    // Microbatches sum totals, and an average's counts (Metric).
     for (const auto& [k, v] : m) {
-      auto& d = out.metrics[k];
+      Metric& d = out.metrics.try_emplace(k, Metric{0.0, 0.0, v.per_step}).first->second;
       d.total += v.total;
-      d.count = (n_micro > 1 && v.count != 1.0) ? d.count + v.count : v.count;
+      d.count = v.per_step ? 1.0 : d.count + v.count;
     }
     return std::move(vg.grads);
   });
@@ -370,8 +371,7 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
     out.loss = buf[j++];
     for (auto& [k, v] : out.metrics) {
       v.total = buf[j++];
-      // A per-step value (count 1, MetricAccumulator) stays one.
-      v.count = v.count == 1.0 ? (++j, 1.0) : buf[j++];
+      v.count = v.per_step ? (++j, 1.0) : buf[j++];  // a per-step value's count stays one
     }
   } else {
     out.loss = local_loss;

@@ -621,20 +621,8 @@ TEST(TrainerConfig, SentencePieceModelFileMustExistAndBeTheTaskVocabulary) {
 // loss_per_nonpadding_target_token: that value is the printed loss divided by
 // the non-padding target tokens of the step's batch (counted here from the
 // same batches, read again). The final inference evaluation prints progress.
-TEST(Trainer, ConsoleShowsPerTokenLossAndInferenceEvalProgress) {
-  const std::string dir = temp_dir("console");
-  const int steps = 3;
-  auto b = tiny_bindings(dir, steps);
-  for (const std::string& x : testing::infer_eval_bindings()) b.push_back(x);
-  const TrainRunConfig cfg = read_train_config(tiny_config(b));
-  ASSERT_TRUE(cfg.infer_eval_ds);
-  std::ostringstream log;
-  TrainerOptions o = fast();
-  o.log = &log;
-  Trainer t(cfg, single(), o);
-  ASSERT_EQ(t.train().status, TrainResult::Status::kDone);
-  const std::string text = log.str();
-
+// Each console line of a `steps`-step run of `cfg` against its batches.
+void expect_per_token_loss_lines(const TrainRunConfig& cfg, const std::string& text, int steps) {
   TrainData data(cfg.train_ds, cfg.model, *cfg.train_ds.seed, 0, 1);
   for (int s = 1; s <= steps; ++s) {
     const std::string head = "step " + std::to_string(s) + "/" + std::to_string(steps) + "  loss ";
@@ -655,6 +643,22 @@ TEST(Trainer, ConsoleShowsPerTokenLossAndInferenceEvalProgress) {
     EXPECT_GT(std::fabs(per_token - loss / double(targets.size())), 1e-3) << "step " << s;
     EXPECT_GT(loss, 10 * per_token);  // the sum, not a mean
   }
+}
+
+TEST(Trainer, ConsoleShowsPerTokenLossAndInferenceEvalProgress) {
+  const std::string dir = temp_dir("console");
+  const int steps = 3;
+  auto b = tiny_bindings(dir, steps);
+  for (const std::string& x : testing::infer_eval_bindings()) b.push_back(x);
+  const TrainRunConfig cfg = read_train_config(tiny_config(b));
+  ASSERT_TRUE(cfg.infer_eval_ds);
+  std::ostringstream log;
+  TrainerOptions o = fast();
+  o.log = &log;
+  Trainer t(cfg, single(), o);
+  ASSERT_EQ(t.train().status, TrainResult::Status::kDone);
+  const std::string text = log.str();
+  expect_per_token_loss_lines(cfg, text, steps);
   // 20 validation examples in batches of 8: a line per batch here (each is
   // another tenth), before the metrics line.
   const size_t p1 = text.find("inference_eval step 3: batch 1/3, 8 examples, ");
@@ -668,6 +672,42 @@ TEST(Trainer, ConsoleShowsPerTokenLossAndInferenceEvalProgress) {
   EXPECT_NE(text.find("examples/s, ETA", p1), std::string::npos) << text;
 }
 
+
+// An average's count may be 1 (one non-padding token); it stays an average
+// (total / count over the steps), and a per-step metric is the mean of its
+// step totals.
+TEST(MetricAccumulator, KindsAreExplicitNotInferredFromCounts) {
+  MetricAccumulator acc;
+  acc.add({{"accuracy", Metric::average(1.0, 1.0)}, {"loss", Metric::step(10.0)}});
+  acc.end_step();
+  acc.add({{"accuracy", Metric::average(1.0, 3.0)}, {"loss", Metric::step(4.0)}});
+  acc.add({{"accuracy", Metric::average(0.0, 1.0)}, {"loss", Metric::step(2.0)}});  // a second microbatch
+  acc.end_step();
+  EXPECT_DOUBLE_EQ(acc.last("accuracy"), 1.0 / 4.0);
+  EXPECT_DOUBLE_EQ(acc.last("loss"), 6.0);
+  const auto v = acc.values();
+  EXPECT_DOUBLE_EQ(v.at("accuracy"), 2.0 / 5.0);
+  EXPECT_DOUBLE_EQ(v.at("loss"), (10.0 + 6.0) / 2.0);
+  EXPECT_FALSE(acc.is_per_step("accuracy"));
+  EXPECT_TRUE(acc.is_per_step("loss"));
+}
+
+// With microbatches the per-token loss still divides by the step's
+// non-padding tokens (the microbatches' counts summed; a fresh metric used to
+// start from a count of 1, one token too many).
+TEST(Trainer, PerTokenLossOverMicrobatchesCountsTheStepsTokens) {
+  const std::string dir = temp_dir("console_mb");
+  const int steps = 2;
+  auto b = tiny_bindings(dir, steps);
+  b.push_back("trainer.Trainer.num_microbatches = 2");
+  const TrainRunConfig cfg = read_train_config(tiny_config(b));
+  std::ostringstream log;
+  TrainerOptions o = fast();
+  o.log = &log;
+  Trainer t(cfg, single(), o);
+  ASSERT_EQ(t.train().status, TrainResult::Status::kDone);
+  expect_per_token_loss_lines(cfg, log.str(), steps);
+}
 
 // T5's gin binding of span corruption's roll reaches seqio's default with
 // every DatasetConfig read; unbound, it stays T5's False.
