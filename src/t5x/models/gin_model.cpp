@@ -179,22 +179,44 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   }
 }
 
-// t5x's decode_fn defaults (decoding.beam_search / temperature_sample are
-// called unscoped by the model's predict_batch).
+// The model's decode_fn (t5x: EncoderDecoderModel defaults to
+// decoding.beam_search, DecoderOnlyModel to decoding.temperature_sample) and
+// both functions' arguments. decode_fn is a function reference that
+// predict_batch calls outside any scope: its arguments are read in the
+// reference's own scope (unscoped for a plain @decoding.beam_search).
 void read_decoding(const gin::Config& cfg, const std::string& model, const std::string& scope, DecodeOptions& d) {
   const std::string pc = model + ".predict_batch_with_aux";
-  if (registered(cfg, pc)) d.beam.num_decodes = d.sampling.num_decodes = cfg.get_int(scope, pc, "num_decodes");
+  if (registered(cfg, pc)) {
+    d.beam.num_decodes = d.sampling.num_decodes = cfg.get_int(scope, pc, "num_decodes");
+    if (cfg.get_bool(scope, pc, "return_all_decodes"))
+      throw gin::GinError(cfg.get_optional(scope, pc, "return_all_decodes")->where(),
+                          pc + ".return_all_decodes = True is not supported: infer and eval write one prediction "
+                               "per example (the best decode)",
+                          "leave it False; num_decodes still sets the beams or samples searched");
+  }
+  std::string fn_scope;
+  if (auto v = cfg.get_optional(scope, model, "decode_fn"); v && !cfg.resolve(*v).is_none()) {
+    const gin::Value f = cfg.resolve(*v);
+    const std::string name = f.kind() == gin::ValueKind::kReference ? canonical_name(cfg, f.as_reference()) : "";
+    if (name == "decoding.beam_search") d.method = DecodeOptions::Method::beam_search;
+    else if (name == "decoding.temperature_sample") d.method = DecodeOptions::Method::temperature_sample;
+    else
+      throw gin::GinError(v->where(), model + ".decode_fn is " + f.describe() + ", not a decoding function",
+                          "write @decoding.beam_search or @decoding.temperature_sample");
+    fn_scope = f.as_reference().scope;
+  }
   if (registered(cfg, "decoding.beam_search")) {
-    d.beam.alpha = cfg.get_double("", "decoding.beam_search", "alpha");
-    d.beam.eos_id = cfg.get_int("", "decoding.beam_search", "eos_id");
+    d.beam.alpha = cfg.get_double(fn_scope, "decoding.beam_search", "alpha");
+    d.beam.eos_id = cfg.get_int(fn_scope, "decoding.beam_search", "eos_id");
   }
   const char* ts = "decoding.temperature_sample";
   if (registered(cfg, ts)) {
-    d.sampling.temperature = cfg.get_double("", ts, "temperature");
-    d.sampling.topk = cfg.get_int("", ts, "topk");
-    d.sampling.topp = cfg.get_double("", ts, "topp");
-    d.sampling.eos_id = cfg.get_int("", ts, "eos_id");
-    if (!cfg.is_none("", ts, "max_decode_steps")) d.sampling.max_decode_steps = cfg.get_int("", ts, "max_decode_steps");
+    d.sampling.temperature = cfg.get_double(fn_scope, ts, "temperature");
+    d.sampling.topk = cfg.get_int(fn_scope, ts, "topk");
+    d.sampling.topp = cfg.get_double(fn_scope, ts, "topp");
+    d.sampling.eos_id = cfg.get_int(fn_scope, ts, "eos_id");
+    if (!cfg.is_none(fn_scope, ts, "max_decode_steps"))
+      d.sampling.max_decode_steps = cfg.get_int(fn_scope, ts, "max_decode_steps");
   }
 }
 

@@ -72,6 +72,44 @@ TEST(GinModel, T5_1_0AndDecoderOnlyFromGin) {
   EXPECT_EQ(make_model(d)->num_params(), DecoderOnlyModel(decoder_only_config("small")).num_params());
 }
 
+// models.*.decode_fn picks the algorithm (t5x: beam search for the
+// encoder-decoder unless bound), its arguments read in the reference's scope;
+// anything else, and return_all_decodes (one prediction per example is
+// written), is refused at the binding.
+TEST(GinModel, DecodeFnChoosesTheAlgorithm) {
+  using M = DecodeOptions::Method;
+  auto with = [](std::vector<std::string> b) {
+    b.insert(b.begin(), "DROPOUT_RATE = 0.0");
+    return load("t5_1_1/tiny.gin", b).decode;
+  };
+  EXPECT_EQ(with({}).method, M::default_for_model);
+  EXPECT_EQ(with({"models.EncoderDecoderModel.decode_fn = @decoding.beam_search"}).method, M::beam_search);
+  const DecodeOptions t = with({"models.EncoderDecoderModel.decode_fn = @decoding.temperature_sample",
+                                "decoding.temperature_sample.temperature = 5.0",
+                                "decoding.temperature_sample.topk = 0"});
+  EXPECT_EQ(t.method, M::temperature_sample);
+  EXPECT_DOUBLE_EQ(t.sampling.temperature, 5.0);
+  EXPECT_EQ(t.sampling.topk, 0);
+  const DecodeOptions h = with({"models.EncoderDecoderModel.decode_fn = @hot/decoding.temperature_sample",
+                                "decoding.temperature_sample.temperature = 0.5",
+                                "hot/decoding.temperature_sample.temperature = 2.0"});
+  EXPECT_EQ(h.method, M::temperature_sample);
+  EXPECT_DOUBLE_EQ(h.sampling.temperature, 2.0);
+  auto error = [&](const std::string& binding) {
+    try {
+      with({binding});
+    } catch (const gin::GinError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string e1 = error("models.EncoderDecoderModel.decode_fn = @network.Transformer");
+  EXPECT_NE(e1.find("decode_fn is configurable reference @network.Transformer, not a decoding function"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("@decoding.temperature_sample"), std::string::npos) << e1;
+  const std::string e2 = error("models.EncoderDecoderModel.predict_batch_with_aux.return_all_decodes = True");
+  EXPECT_NE(e2.find("return_all_decodes = True is not supported"), std::string::npos) << e2;
+}
+
 // Every field the reader handles, through the MODEL macro and through the
 // run script's `model` reference (the path of `t5x train` / `t5x infer`).
 TEST(GinModel, PrefixLMAndDecodingFieldsThroughEitherEntry) {
