@@ -229,7 +229,15 @@ std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref) {
 }
 
 gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param) {
-  gin::Reference r = cfg.get_reference(outer.scope, canonical_name(cfg, outer), param);
+  const std::string oc = canonical_name(cfg, outer);
+  gin::Reference r = cfg.get_reference(outer.scope, oc, param);
+  // t5x passes these objects (a module, a config, an optimizer): `@x` would
+  // hand Python the class and fail there, so a config written here would not
+  // run under t5x.
+  if (!r.call)
+    throw gin::GinError(cfg.get_optional(outer.scope, oc, param)->where(),
+                        oc + "." + param + " = " + r.str() + " passes the configurable itself, not an instance",
+                        "write " + r.str() + "() (gin calls it), as t5x's configs do");
   r.scope = gin::reference_scope(outer.scope, r.scope);
   return r;
 }
@@ -279,6 +287,9 @@ ModelConfig read_model_config(const gin::Config& cfg) {
     if (v.kind() != gin::ValueKind::kReference)
       throw gin::GinError(v.where(), "MODEL is " + v.describe(),
                           "write MODEL = @models.EncoderDecoderModel() or @models.DecoderOnlyModel()");
+    if (!v.as_reference().call)
+      throw gin::GinError(v.where(), "MODEL = " + v.as_reference().str() + " is the model class, not a model",
+                          "write MODEL = " + v.as_reference().str() + "() (gin calls it), as t5x's configs do");
     return read_model_config(cfg, v.as_reference());
   }
   for (const char* script : {"train_script.train", "eval_script.evaluate", "infer_script.infer"})

@@ -57,7 +57,9 @@ std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m);
 
 // Reference helpers shared by the run-config readers: the registry's
 // canonical name of a reference (gin accepts shortened names), and the
-// reference bound to `param` of `outer`, in the scope `outer` runs in.
+// reference bound to `param` of `outer`, in the scope it runs in
+// (gin::reference_scope). The nested reference must be a call (`@x()`: t5x
+// passes an instance); throws gin::GinError at the binding otherwise.
 std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref);
 gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param);
 

@@ -72,6 +72,28 @@ TEST(GinModel, T5_1_0AndDecoderOnlyFromGin) {
   EXPECT_EQ(make_model(d)->num_params(), DecoderOnlyModel(decoder_only_config("small")).num_params());
 }
 
+// t5x passes instances: `@x` (the class) where `@x()` belongs would fail
+// under Python, so it is refused here too, at the binding.
+TEST(GinModel, AClassWhereT5xPassesAnInstanceIsRefused) {
+  auto error = [](const std::vector<std::string>& b) {
+    std::vector<std::string> all = {"DROPOUT_RATE = 0.0"};
+    all.insert(all.end(), b.begin(), b.end());
+    try {
+      load("t5_1_1/tiny.gin", all);
+    } catch (const gin::GinError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string m = error({"MODEL = @models.EncoderDecoderModel"});
+  EXPECT_NE(m.find("MODEL = @models.EncoderDecoderModel is the model class, not a model"), std::string::npos) << m;
+  EXPECT_NE(m.find("write MODEL = @models.EncoderDecoderModel()"), std::string::npos) << m;
+  const std::string n = error({"models.EncoderDecoderModel.module = @network.Transformer"});
+  EXPECT_NE(n.find("models.EncoderDecoderModel.module = @network.Transformer passes the configurable itself"),
+            std::string::npos) << n;
+  EXPECT_EQ(error({}), "no error");
+}
+
 // models.*.decode_fn picks the algorithm (t5x: beam search for the
 // encoder-decoder unless bound), its arguments read in the reference's scope;
 // anything else, and return_all_decodes (one prediction per example is
