@@ -30,6 +30,7 @@
 #include "backend/cpu/malloc_tuning.h"
 #include "seqio/cache.h"
 #include "seqio/registration.h"
+#include "t5x/checkpoints/fault_inject.h"
 #include "t5x/gin/flags.h"
 #include "t5x/task_file/task_file.h"
 #include "t5x/trainer/infer.h"
@@ -186,6 +187,7 @@ int main(int argc, char** argv) {
       std::cout << trainer::partition_report(trainer::read_train_config(cfg), part).to_string();
       return 0;
     }
+    check_fault_injection();  // a malformed T5X_FAULT_INJECT fails before anything runs
     std::ostream* log = chief ? &std::cout : nullptr;
     // What the kernels run on: speed and the bf16 path differ between CPUs.
     if (log) *log << cpu::describe_cpu() << "\n";

@@ -64,16 +64,30 @@ int own_rank() {
 
 }  // namespace
 
-void fault_point(std::string_view point, int64_t step) {
+namespace {
+struct Faults {
+  std::vector<Fault> faults;
+  int rank = 0;
+};
+
+// Parsed once (a malformed value throws, and is parsed again next time).
+const Faults& faults() {
   static std::once_flag once;
-  static std::vector<Fault> faults;
-  static int rank = 0;
+  static Faults f;
   std::call_once(once, [] {
-    if (const char* env = std::getenv("T5X_FAULT_INJECT")) faults = parse(env);
-    rank = own_rank();
+    if (const char* env = std::getenv("T5X_FAULT_INJECT")) f.faults = parse(env);
+    f.rank = own_rank();
   });
-  for (const auto& f : faults)
-    if (f.point == point && f.step == step && (f.rank < 0 || f.rank == rank)) ::kill(::getpid(), SIGKILL);
+  return f;
+}
+}  // namespace
+
+void check_fault_injection() { (void)faults(); }
+
+void fault_point(std::string_view point, int64_t step) {
+  const Faults& s = faults();
+  for (const auto& f : s.faults)
+    if (f.point == point && f.step == step && (f.rank < 0 || f.rank == s.rank)) ::kill(::getpid(), SIGKILL);
 }
 
 }  // namespace t5x

@@ -25,4 +25,8 @@ namespace t5x {
 
 void fault_point(std::string_view point, int64_t step);
 
+// Parses T5X_FAULT_INJECT now, so that a malformed value fails at start-up
+// (the commands call it first), not at the first fault point reached.
+void check_fault_injection();
+
 }  // namespace t5x

@@ -323,7 +323,9 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
     o.optimizer = read_adamw(cfg, *adam, clip, &own_lr);
   } else {
     throw std::invalid_argument("[trainer] unsupported optimizer @" + c +
-                                "; use adafactor.Adafactor, optimizers.adamw or optimizers.chain");
+                                "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam or optimizers.chain" +
+                                (c == "optimizers.sgd" ? " (optimizers.sgd is known so that t5x configs parse, but "
+                                                         "not implemented)" : ""));
   }
   // t5x passes trainer.Trainer.learning_rate_fn(step) to Adafactor; optax
   // optimizers carry their own schedule.
@@ -355,6 +357,32 @@ EvaluatorConfig read_evaluator_config(const Config& cfg) {
   return e;
 }
 
+namespace {
+// An FNet / Sparse Mixer encoder mixes every position of its input: packed
+// examples would be mixed together, and a linear mixer's W_seq has one
+// length. Checked when the config is read, before the run writes anything
+// (the model used to refuse the first batch, after checkpoint_0).
+void check_mixing_encoder(const ModelConfig& m, const DatasetConfig& d, const Reference& ref, const Config& cfg) {
+  using Mixing = T5Config::Mixing;
+  if (m.decoder_only || m.network.encoder_mixing == Mixing::kAttention) return;
+  const bool fourier = m.network.encoder_mixing == Mixing::kFourier;
+  const std::string what = fourier ? "Fourier-mixing (FNet)" : "linear-mixing (Sparse Mixer)";
+  const std::string binding = (ref.scope.empty() ? "" : ref.scope + "/") + canonical_name(cfg, ref);
+  if (d.pack)
+    throw std::invalid_argument("[trainer] the " + what + " encoder cannot take packed inputs: its mixing over the "
+                                "length would mix the examples, but " + binding + ".pack is True\n  hint: --gin." +
+                                binding + ".pack=False");
+  const auto& lens = d.task_feature_lengths;
+  if (!fourier && lens && lens->count("inputs") && lens->at("inputs") != m.network.encoder_mixing_length)
+    throw std::invalid_argument("[trainer] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
+                                std::to_string(m.network.encoder_mixing_length) + " but " + binding +
+                                ".task_feature_lengths['inputs'] is " +
+                                std::to_string(lens->at("inputs")) +
+                                "\n  hint: make TASK_FEATURE_LENGTHS['inputs'] and "
+                                "network.T5Config.encoder_mixing_length equal");
+}
+}  // namespace
+
 TrainRunConfig read_train_config(const Config& cfg) {
   const std::string f = "train_script.train";
   TrainRunConfig t;
@@ -369,11 +397,16 @@ TrainRunConfig read_train_config(const Config& cfg) {
     throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) '" + t.model_dir +
                                 "' is a file, not a directory\n  hint: name a directory (new or a run's) for the "
                                 "checkpoints");
-  t.train_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_dataset_cfg"));
-  if (!cfg.is_none("", f, "train_eval_dataset_cfg"))
-    t.train_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "train_eval_dataset_cfg"));
-  if (!cfg.is_none("", f, "infer_eval_dataset_cfg"))
-    t.infer_eval_ds = read_dataset_config(cfg, cfg.get_reference("", f, "infer_eval_dataset_cfg"));
+  const Reference train_ref = cfg.get_reference("", f, "train_dataset_cfg");
+  t.train_ds = read_dataset_config(cfg, train_ref);
+  check_mixing_encoder(t.model, t.train_ds, train_ref, cfg);
+  for (const char* p : {"train_eval_dataset_cfg", "infer_eval_dataset_cfg"}) {
+    if (cfg.is_none("", f, p)) continue;
+    const Reference r = cfg.get_reference("", f, p);
+    auto& d = std::string(p) == "train_eval_dataset_cfg" ? t.train_eval_ds : t.infer_eval_ds;
+    d = read_dataset_config(cfg, r);
+    check_mixing_encoder(t.model, *d, r, cfg);
+  }
   t.evaluator = read_evaluator_config(cfg);
   Reference ck = cfg.get_reference("", f, "checkpoint_cfg");
   const std::string ckc = canonical_name(cfg, ck);
@@ -420,7 +453,9 @@ EvalRunConfig read_eval_config(const Config& cfg) {
   EvalRunConfig e;
   Reference model = cfg.get_reference("", f, "model");
   e.model = read_model_config(cfg, model);
-  e.dataset = read_dataset_config(cfg, cfg.get_reference("", f, "dataset_cfg"));
+  const Reference ds = cfg.get_reference("", f, "dataset_cfg");
+  e.dataset = read_dataset_config(cfg, ds);
+  check_mixing_encoder(e.model, e.dataset, ds, cfg);
   e.evaluator = read_evaluator_config(cfg);
   e.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   e.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
@@ -439,7 +474,9 @@ InferRunConfig read_infer_config(const Config& cfg) {
   if (r.mode == "predict_with_aux") r.mode = "predict";
   Reference model = cfg.get_reference("", f, "model");
   r.model = read_model_config(cfg, model);
-  r.dataset = read_dataset_config(cfg, cfg.get_reference("", f, "dataset_cfg"));
+  const Reference ds = cfg.get_reference("", f, "dataset_cfg");
+  r.dataset = read_dataset_config(cfg, ds);
+  check_mixing_encoder(r.model, r.dataset, ds, cfg);
   r.restore = read_restore(cfg, cfg.get_reference("", f, "restore_checkpoint_cfg"));
   r.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));
   check_expert_partitions(r.model, r.partitioner);
@@ -463,12 +500,10 @@ namespace {
 // a smaller vocab_size failed at the first batch, in the embedding lookup
 // ("index 604 out of range for dim 'vocab' of size 10").
 void check_vocab_size(const ModelConfig& m, const DatasetConfig& d) {
-  std::vector<std::shared_ptr<const seqio::Task>> tasks;
-  try {
-    tasks = seqio::get_subtasks(d.mixture_or_task_name);
-  } catch (const std::exception&) {
-    return;  // an unknown task is reported, with suggestions, where the data is read
-  }
+  // An unknown task name fails here (seqio's error, with the nearest names),
+  // as the config is read: before, the run wrote config.gin and
+  // model-info.txt first.
+  const auto tasks = seqio::get_subtasks(d.mixture_or_task_name);
   const char* binding = m.decoder_only ? "network.TransformerConfig.vocab_size" : "network.T5Config.vocab_size";
   for (const auto& task : tasks)
     for (const auto& [name, feature] : task->output_features()) {

@@ -187,8 +187,9 @@ std::vector<std::string> use_cached_warnings(const DatasetConfig& d);
 // every task behind `d` (same model bytes and extra_ids); tokens always come
 // from the task, so a model vocabulary that differs would be ignored. Throws
 // std::invalid_argument naming the gin binding and the path. A remote path
-// (gs://...) cannot be read here: it returns a warning instead. The
-// read_*_config functions call it for every DatasetConfig.
+// (gs://...) cannot be read here: it returns a warning instead. An unknown
+// task or mixture name throws seqio's error. The read_*_config functions call
+// it for every DatasetConfig.
 std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const DatasetConfig& d);
 
 // EncDecFeatureConverter for encoder-decoder models; for decoder-only models

@@ -576,8 +576,7 @@ TrainResult Trainer::train() {
                     "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
                     "optax.clip_by_global_norm) or check the data";
       if (progress_) progress_->finish();
-      message("ERROR: " + res.message);
-      return res;
+      return res;  // the caller reports res.message (`t5x train` on stderr, once)
     }
     acc.add(so.metrics);
     acc.end_step();

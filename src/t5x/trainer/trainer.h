@@ -82,7 +82,7 @@ struct TrainResult {
   Status status = Status::kDone;
   int64_t step = 0;
   double last_loss = 0;
-  std::string message;
+  std::string message;         // why kNonFinite stopped the run (not printed: the caller reports it)
   std::vector<double> losses;  // per step run in this call
 };
 

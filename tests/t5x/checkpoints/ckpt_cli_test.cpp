@@ -155,7 +155,10 @@ TEST(CkptCli, FNetEncoderTrainsDecodesAndRefusesHfExport) {
   EXPECT_EQ(packed.rc, 1) << packed.out;
   EXPECT_NE(packed.out.find("the Fourier-mixing (FNet) encoder cannot take packed inputs"), std::string::npos)
       << packed.out;
-  EXPECT_NE(packed.out.find("hint: set the feature converter's pack = False"), std::string::npos) << packed.out;
+  EXPECT_NE(packed.out.find("but train/utils.DatasetConfig.pack is True"), std::string::npos) << packed.out;
+  EXPECT_NE(packed.out.find("hint: --gin.train/utils.DatasetConfig.pack=False"), std::string::npos) << packed.out;
+  // Refused as the config is read: nothing of the run was written.
+  EXPECT_FALSE(std::filesystem::exists(root + "/packed")) << packed.out;
 
   const std::string model = root + "/model";
   RunResult r = sh(join_cmd(argv(model, 20, false)));

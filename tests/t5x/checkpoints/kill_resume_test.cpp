@@ -265,7 +265,8 @@ TEST(KillResume, SigkillAtNamedPointsIsBitwiseEqual) {
   fs::remove_all(root);
 }
 
-// A typo in the test hook is named rather than silently never firing.
+// A typo in the test hook is named rather than silently never firing, at
+// start-up: before the run writes anything.
 TEST(KillResume, UnknownFaultPointIsNamed) {
   const std::string root = temp_dir("kill_bad_point");
   for (const std::string bad : {"save_chunk:2", "train_step:x"}) {
@@ -273,6 +274,7 @@ TEST(KillResume, UnknownFaultPointIsNamed) {
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find("T5X_FAULT_INJECT: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(bad.substr(0, bad.find(':'))), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(root + "/run")) << r.out;
   }
   fs::remove_all(root);
 }

@@ -254,7 +254,9 @@ TEST(MoeCli, SparseMixerTrainsAndLossFalls) {
     b.push_back(std::string("--gin_bindings=") + s + "/utils.DatasetConfig.pack = False");
   RunResult bad = sh(join_cmd(b));
   EXPECT_NE(bad.rc, 0);
-  EXPECT_NE(bad.out.find("has W_seq of length 8 but the encoder inputs have length 16"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("has W_seq of length 8 but train/utils.DatasetConfig.task_feature_lengths['inputs'] is 16"),
+            std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(root + "/len")) << "refused as the config is read, before the run writes";
   fs::remove_all(root);
 }
 
