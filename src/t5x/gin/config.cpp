@@ -44,9 +44,9 @@ std::optional<std::string> resolve_gin_path(const std::string& path,
   if (p.is_absolute()) {
     candidates.push_back(p);
   } else {
-    if (!including_file.empty()) candidates.push_back(fs::path(including_file).parent_path() / p);
     candidates.push_back(p);
     for (const std::string& dir : search_paths) candidates.push_back(fs::path(dir) / p);
+    if (!including_file.empty()) candidates.push_back(fs::path(including_file).parent_path() / p);
   }
   for (const fs::path& c : candidates) {
     if (tried) tried->push_back(c.string());

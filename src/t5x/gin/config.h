@@ -188,10 +188,10 @@ class Config {
 std::string reference_scope(std::string_view caller, std::string_view reference);
 
 // Where a gin path is found: absolute paths as they are; a relative path is
-// tried (1) next to `including_file` when given, (2) against the working
-// directory (gin's default "" search path), (3) against each search path in
-// order. Returns the first existing file, or nullopt; `tried` lists the
-// candidates in order.
+// tried (1) against the working directory (gin's default "" search path),
+// (2) against each search path in order, as gin-config does, then (3) next
+// to `including_file` when given (an addition: where gin would fail). Returns
+// the first existing file, or nullopt; `tried` lists the candidates in order.
 std::optional<std::string> resolve_gin_path(const std::string& path,
                                             const std::string& including_file,
                                             const std::vector<std::string>& search_paths,

@@ -238,7 +238,18 @@ class Lexer {
           case 'n': out += '\n'; break;
           case 't': out += '\t'; break;
           case 'r': out += '\r'; break;
-          case '0': out += '\0'; break;
+          case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+            // Python's \ooo: one to three octal digits.
+            uint32_t v = uint32_t(n - '0');
+            for (int k = 0; k < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++k) {
+              v = v * 8 + uint32_t(src_[pos_] - '0');
+              advance();
+            }
+            append_utf8(out, v);
+            break;
+          }
+          case 'N':
+            fail("\\N{...} escapes (Unicode names) are not supported", "write the character itself, or \\uXXXX");
           case 'a': out += '\a'; break;
           case 'b': out += '\b'; break;
           case 'f': out += '\f'; break;
@@ -276,10 +287,9 @@ class Parser {
     while (peek().type != Tok::kEnd) {
       if (peek().type == Tok::kNewline) { ++i_; continue; }
       const Token& first = peek();
-      if (first.col > block_col) {
-        if (!in_block)
-          fail(first, "unexpected indentation",
-               "only the `param = value` lines of a `configurable:` block are indented");
+      // Lines indented past a `configurable:` header are its block; other
+      // indentation means nothing (gin-config reads such lines as any other).
+      if (in_block && first.col > block_col) {
         Statement s;
         s.kind = Statement::Kind::kBinding;
         s.where = loc(first);
@@ -298,17 +308,45 @@ class Parser {
       }
       in_block = false;
       block_col = first.col;
-      if (first.type == Tok::kIdent && (first.text == "import" || first.text == "from")) {
+      // `import a.b [as c]` or `from a.b import c [as d]`, as gin-config
+      // reads them; `from/f.x = 1` is a binding in scope 'from'.
+      if (first.type == Tok::kIdent && (first.text == "import" || first.text == "from") &&
+          peek(1).type == Tok::kIdent) {
         Statement s;
         s.kind = Statement::Kind::kImport;
         s.where = loc(first);
         const size_t b = first.begin;
-        size_t e = first.end;
-        while (peek().type != Tok::kNewline && peek().type != Tok::kEnd) e = next().end;
+        ++i_;
+        const char* form = first.text == "import" ? "import a.b.c [as name]" : "from a.b import c [as name]";
+        auto dotted = [&] {
+          expect_ident("a module name", std::string("write ") + form);
+          while (is_punct(".")) {
+            ++i_;
+            expect_ident("a module name after '.'", std::string("write ") + form);
+          }
+        };
+        dotted();
+        if (first.text == "from") {
+          if (!(peek().type == Tok::kIdent && peek().text == "import"))
+            fail(peek(), "expected 'import' in a from-import, found " + show(peek()), std::string("write ") + form);
+          ++i_;
+          expect_ident("the name imported", std::string("write ") + form);
+        }
+        if (peek().type == Tok::kIdent && peek().text == "as") {
+          ++i_;
+          expect_ident("a name after 'as'", std::string("write ") + form);
+        }
+        const size_t e = toks_[i_ - 1].end;
+        if (peek().type != Tok::kNewline && peek().type != Tok::kEnd)
+          fail(peek(), "unexpected " + show(peek()) + " in an import line", std::string("write ") + form);
         s.text = std::string(src_.substr(b, e - b));
         out.push_back(std::move(s));
         continue;
       }
+      if (first.type == Tok::kIdent && (first.text == "import" || first.text == "from") &&
+          !(peek(1).type == Tok::kPunct && std::string_view("./=:").find(peek(1).text[0]) != std::string_view::npos))
+        fail(peek(1), first.text + " needs a module name, found " + show(peek(1)),
+             first.text == "import" ? "write import a.b.c" : "write from a.b import c");
       if (first.type == Tok::kIdent && first.text == "include" &&
           peek(1).type == Tok::kString) {
         Statement s;
@@ -418,10 +456,9 @@ class Parser {
 
   bool is_punct(const char* p) const { return peek().type == Tok::kPunct && peek().text == p; }
 
-  const Token& expect_ident(const std::string& what) {
-    if (peek().type != Tok::kIdent)
-      fail(peek(), "expected " + what + ", found " + show(peek()),
-           "names are identifiers like `emb_dim` or `utils.DatasetConfig`");
+  const Token& expect_ident(const std::string& what,
+                            const std::string& hint = "names are identifiers like `emb_dim` or `utils.DatasetConfig`") {
+    if (peek().type != Tok::kIdent) fail(peek(), "expected " + what + ", found " + show(peek()), hint);
     return next();
   }
   void expect_punct(const char* p, const std::string& after, const std::string& hint) {
@@ -575,7 +612,11 @@ class Parser {
                "dict entries read `key: value`");
         ++i_;
         Value v = value();
-        entries.emplace_back(std::move(k), std::move(v));
+        // A repeated key keeps its first place and takes the later value, as
+        // a Python dict literal does.
+        auto same = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == k; });
+        if (same != entries.end()) same->second = std::move(v);
+        else entries.emplace_back(std::move(k), std::move(v));
         if (is_punct(",")) { ++i_; continue; }
         if (!is_punct("}"))
           fail(peek(), "expected ',' or '}' in dict, found " + show(peek()),

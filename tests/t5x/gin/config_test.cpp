@@ -246,6 +246,20 @@ TEST(GinConfig, IncludesSearchPathsAndCycles) {
   c2.parse_file("lib/size.gin", root);
   EXPECT_EQ(c2.get_int("", "f", "x"), 2);
 
+  // gin's order: the working directory and the search paths before the
+  // including file's directory, which is only the last resort.
+  const std::string inc = dir.write("inc/a.gin", "include 'b.gin'\n");
+  dir.write("inc/b.gin", "g.v = 'beside'\n");
+  LoadOptions sp2;
+  sp2.search_paths = {(dir.path() / "sp2").string()};
+  Config beside(nullptr);
+  beside.parse_file(inc, sp2);
+  EXPECT_EQ(beside.get_string("", "g", "v"), "beside");
+  dir.write("sp2/b.gin", "g.v = 'search path'\n");
+  Config first(nullptr);
+  first.parse_file(inc, sp2);
+  EXPECT_EQ(first.get_string("", "g", "v"), "search path");
+
   dir.write("cyc/a.gin", "f.x = 1\ninclude 'b.gin'\n");
   dir.write("cyc/b.gin", "\n\ninclude 'a.gin'\n");
   Config c3(nullptr);

@@ -195,6 +195,28 @@ TEST(GinParse, LineContinuation) {
   EXPECT_EQ(st[1].where.line, 3);
 }
 
+// Where gin-config reads these lines differently from an error, the same.
+TEST(GinParse, IndentationImportsEscapesAndRepeatedKeysAsGinReadsThem) {
+  // Indentation outside a `configurable:` block means nothing (a multi-line
+  // --gin_bindings is often indented).
+  auto st = parse_gin("  f.x = 1\n  f.y = 2\n", "m.gin");
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[1].name, "y");
+  EXPECT_EQ(st[1].value.as_int(), 2);
+  // Imports, and a scope named `from`.
+  st = parse_gin("import a.b as c\nfrom x.y import z\nfrom/m.f.x = 1\n", "m.gin");
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[0].text, "import a.b as c");
+  EXPECT_EQ(st[1].text, "from x.y import z");
+  EXPECT_EQ(st[2].kind, Statement::Kind::kBinding);
+  EXPECT_EQ(st[2].scope, "from");
+  EXPECT_EQ(st[2].configurable, "m.f");
+  // Python's octal escapes.
+  EXPECT_EQ(parse_value("'\\101\\012\\0'").as_string(), std::string("A\n\0", 3));
+  // A repeated dict key: the later value, in the first key's place.
+  EXPECT_EQ(parse_value("{'a': 1, 'b': 2, 'a': 3}").to_gin(), "{'a': 3, 'b': 2}");
+}
+
 TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
   expect_gin_error([] { parse_gin("a.b = 1\nf.x 5\n", "m.gin"); },
                    {"m.gin:2:5", "expected '='", "hint:"});
@@ -207,8 +229,11 @@ TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
   expect_gin_error([] { parse_gin("f.x = (1, 2]\n", "m.gin"); },
                    {"m.gin:1:12", "does not match '('", "hint: close it with ')'"});
   expect_gin_error([] { parse_gin("f.x = 1 2\n", "m.gin"); }, {"m.gin:1:9", "hint:"});
-  expect_gin_error([] { parse_gin("  f.x = 1\n", "m.gin"); },
-                   {"m.gin:1:3", "unexpected indentation", "hint:"});
+  // gin-config's import forms only (it raises SyntaxError on the rest).
+  for (const char* bad : {"import foo bar\n", "from foo\n", "import a.b as\n", "import 'x'\n", "import a/b\n",
+                          "from a import\n"})
+    expect_gin_error([&] { parse_gin(bad, "m.gin"); }, {"m.gin:1:", "hint: write "});
+  expect_gin_error([] { parse_gin("f.x = '\\N{BULLET}'\n", "m.gin"); }, {"\\N{...} escapes", "hint:"});
   expect_gin_error([] { parse_gin("f:\ng.x = 1\n", "m.gin"); },
                    {"m.gin:1:1", "no indented parameter lines", "hint:"});
   expect_gin_error([] { parse_gin("s/MACRO = 1\n", "m.gin"); },
