@@ -278,7 +278,13 @@ HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   const auto& rel = need("encoder/relpos_bias/rel_embedding");
   c.num_heads = rel[0];
   c.relative_attention_num_buckets = rel[1];
-  c.d_kv = need("encoder/layers_0/attention/query/kernel")[1] / c.num_heads;
+  // The heads come from the relpos table; the kernels must split into them.
+  const int64_t width = need("encoder/layers_0/attention/query/kernel")[1];
+  if (c.num_heads < 1 || width % c.num_heads != 0)
+    throw CheckpointError("encoder/relpos_bias/rel_embedding has " + std::to_string(c.num_heads) +
+                          " heads but encoder/layers_0/attention/query/kernel is " + std::to_string(width) +
+                          " wide, not num_heads x head_dim\n  hint: pass the model's --gin_file, or check the checkpoint");
+  c.d_kv = width / c.num_heads;
   auto count = [&](const std::string& prefix) {
     int64_t n = 0;
     while (find_shape(params, prefix + std::to_string(n) + "/pre_mlp_layer_norm/scale")) ++n;
@@ -386,6 +392,7 @@ std::string HfT5Config::to_json() const {
     j["model_type"] = "t5";
     j["feed_forward_proj"] = feed_forward_proj;
     j["is_gated_act"] = is_gated_act();
+    j["scale_decoder_outputs"] = tie_word_embeddings;  // transformers 5 reads this, not tie_word_embeddings
     return j.dump(2) + "\n";
   }
   j["architectures"] = {"SwitchTransformersForConditionalGeneration"};
@@ -477,6 +484,8 @@ HfT5Config HfT5Config::from_json(const std::string& text, const std::string& whe
     c.layer_norm_epsilon = j.value("layer_norm_epsilon", 1e-6);
     if (!c.switch_transformers) c.feed_forward_proj = j.value("feed_forward_proj", c.feed_forward_proj);
     c.tie_word_embeddings = j.value("tie_word_embeddings", c.tie_word_embeddings);
+    c.scale_decoder_outputs = c.switch_transformers ? c.tie_word_embeddings
+                                                    : j.value("scale_decoder_outputs", c.tie_word_embeddings);
   } catch (const json::exception& e) {
     throw CheckpointError(where + ": malformed T5 config (" + e.what() + ")");
   }

@@ -61,6 +61,11 @@ struct HfT5Config {
   double layer_norm_epsilon = 1e-6;
   std::string feed_forward_proj = "gated-gelu";  // T5.1.1; "relu" for T5.1.0
   bool tie_word_embeddings = false;              // T5.1.1 false; T5.1.0 true
+  // transformers 5's T5 multiplies the decoder output by d_model^-0.5 before
+  // lm_head when this is set: config.json's scale_decoder_outputs, else
+  // tie_word_embeddings != false (Switch: tie_word_embeddings). Its lm_head is
+  // the file's lm_head.weight, else shared.weight (T5Config always ties).
+  bool scale_decoder_outputs = false;
   // SwitchTransformersConfig (model_type "switch_transformers"). Its MLPs are
   // never gated: feed_forward_proj then holds config.json's dense_act_fn.
   bool switch_transformers = false;
