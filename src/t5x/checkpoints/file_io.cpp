@@ -112,6 +112,16 @@ bool is_dir(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
+void require_regular_file(const std::string& path, const std::string& hint) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw CheckpointError(path + ": missing" + (hint.empty() ? "" : "\n  hint: " + hint));
+  if (!fs::is_regular_file(st))
+    throw CheckpointError(path + ": not a regular file (" +
+                          (fs::is_directory(st) ? "a directory" : fs::is_fifo(st) ? "a FIFO" : "a special file") + ")" +
+                          (hint.empty() ? "" : "\n  hint: " + hint));
+}
+
 void remove_all(const std::string& path) {
   std::error_code ec;
   fs::remove_all(path, ec);

@@ -24,6 +24,9 @@ void fsync_dir(const std::string& dir);
 void make_dirs(const std::string& dir);
 bool exists(const std::string& path);
 bool is_dir(const std::string& path);
+// Throws CheckpointError "<path>: missing" / "not a regular file (a FIFO)" (+ hint):
+// reading a FIFO would block, a directory or device fail obscurely.
+void require_regular_file(const std::string& path, const std::string& hint = "");
 void remove_all(const std::string& path);
 std::string join(const std::string& a, const std::string& b);
 
