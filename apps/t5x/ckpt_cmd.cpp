@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <unistd.h>
 
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/file_io.h"
@@ -379,8 +380,7 @@ int cmd_import(const Args& a, std::ostream& out) {
   if (!fileio::is_dir(hf_dir))
     throw CheckpointError(hf_dir + ": no such directory\n  hint: give a Hugging Face model directory with config.json and model.safetensors");
   const std::string cfg_path = fileio::join(hf_dir, "config.json");
-  if (!fileio::exists(cfg_path))
-    throw CheckpointError(cfg_path + ": missing\n  hint: a Hugging Face T5 directory holds config.json and model.safetensors (save_pretrained)");
+  fileio::require_regular_file(cfg_path, "a Hugging Face T5 directory holds config.json and model.safetensors (save_pretrained)");
   if (!fileio::exists(fileio::join(hf_dir, "model.safetensors")) &&
       !fileio::exists(fileio::join(hf_dir, "model.safetensors.index.json"))) {
     std::string hint = fileio::exists(fileio::join(hf_dir, "pytorch_model.bin"))
@@ -399,9 +399,10 @@ int cmd_import(const Args& a, std::ostream& out) {
     (void)sparse_layout_for_hf_config(c, true, cfg_path);
     (void)sparse_layout_for_hf_config(c, false, cfg_path);
   }
-  const std::string dir = import_hf_t5(hf_dir, model_dir, o);
+  HfT5Config resolved;  // c with the logits transformers computes
+  const std::string dir = import_hf_t5(hf_dir, model_dir, o, &resolved);
   const std::string gin_path = fileio::join(model_dir, "model.gin");
-  fileio::write_text(gin_path, model_gin_for_hf_config(c, cfg_path), true);
+  fileio::write_text(gin_path, model_gin_for_hf_config(resolved, cfg_path), true);
   out << "imported " << hf_dir << " into " << dir << " (step " << o.step << ")\n"
       << "model gin: " << gin_path << " (use --gin_file=" << gin_path << " --gin_search_paths=configs/models)\n";
   if (approx)
@@ -444,7 +445,12 @@ int cmd_convert_gqa(const Args& a, std::ostream& out, std::ostream& err) {
   if (!a.opt.count("num_kv_heads")) throw Usage("--num_kv_heads=G is required");
   GqaConvertOptions o;
   o.num_kv_heads = to_int("num_kv_heads", a.opt.at("num_kv_heads"));
-  if (a.opt.count("encoder_num_kv_heads")) o.encoder_num_kv_heads = to_int("encoder_num_kv_heads", a.opt.at("encoder_num_kv_heads"));
+  if (a.opt.count("encoder_num_kv_heads")) {  // 0 is the library's "not given"; a given 0 is refused like num_kv_heads
+    o.encoder_num_kv_heads = to_int("encoder_num_kv_heads", a.opt.at("encoder_num_kv_heads"));
+    if (o.encoder_num_kv_heads < 1)
+      throw Usage("--encoder_num_kv_heads must be >= 1, got " + a.opt.at("encoder_num_kv_heads") +
+                  " (omit it to keep the encoder's attention multi-head)");
+  }
   std::string source = "--num_heads";
   if (a.opt.count("num_heads")) {
     o.num_heads = to_int("num_heads", a.opt.at("num_heads"));
@@ -493,6 +499,16 @@ int cmd_upcycle(const Args& a, std::ostream& out, std::ostream& err) {
     throw CheckpointError("--num_experts=" + a.opt.at("num_experts") + " but " + source + " has num_experts = " +
                           std::to_string(net.moe.num_experts) + "\n  hint: drop --num_experts or set NUM_EXPERTS");
   const auto specs = make_model(m)->param_specs();
+  {  // the upcycled arrays are held in memory: refuse a size that cannot be, naming the binding
+    double bytes = 0;
+    for (const auto& s : specs) bytes += 4.0 * double(s.shape.numel());
+    const double mem = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    if (mem > 0 && bytes > mem)
+      throw CheckpointError(source + ": num_experts = " + std::to_string(net.moe.num_experts) + " (NUM_EXPERTS) makes a " +
+                            std::to_string(int64_t(bytes / double(1 << 30))) + " GiB float32 model, more than this "
+                            "machine's " + std::to_string(int64_t(mem / double(1 << 30))) + " GiB of memory"
+                            "\n  hint: check NUM_EXPERTS (--gin.NUM_EXPERTS=E) and the model's sizes");
+  }
   nn::ParamSpecs routers;
   for (const auto& s : specs)
     if (s.name.find("/mlp/router/") != std::string::npos) routers.push_back(s);

@@ -118,6 +118,17 @@ std::string save_converted_checkpoint(const std::string& model_dir, int64_t step
                           std::to_string(step) + " is outside [0, 2^31 - 1] (state/step is int32); choose another --step");
   leaves.push_back(SaveLeaf::inline_array(
       "state/step", HostTensor::from_values<int32_t>("int32", {}, {int32_t(step)})));
+  // A run (or an earlier conversion) there would resume from, or mix with, the
+  // new model: refuse before writing anything.
+  std::string held;
+  auto add = [&](const std::string& n) { held += (held.empty() ? "" : ", ") + n; };
+  for (int64_t s : all_steps(model_dir)) add("checkpoint_" + std::to_string(s));
+  for (const auto& t : list_temp_dirs(model_dir)) add(fs::path(t).filename().string());
+  for (const char* f : {"model.gin", "config.gin"})
+    if (fileio::exists(fileio::join(model_dir, f))) add(f);
+  if (!held.empty())
+    throw CheckpointError(model_dir + " already holds " + held + " (a run or an earlier conversion); nothing was "
+                          "written\n  hint: choose a new output directory");
   SaveOptions so;
   so.compressor = compressor;
   so.save_dtype = "";

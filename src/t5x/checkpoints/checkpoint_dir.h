@@ -105,8 +105,9 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
 // The converters' save (import-hf, import-tf): `leaves` plus an inline int32
 // "state/step", written as they are (no dtype cast) to
 // MODEL_DIR/checkpoint_<step>. Returns that directory; throws CheckpointError
-// for a step outside [0, 2^31 - 1], when it already exists (nothing is
-// overwritten) or on I/O failures.
+// for a step outside [0, 2^31 - 1], when MODEL_DIR already holds a checkpoint
+// (of any step, or a temporary one), model.gin or config.gin (nothing is
+// written), or on I/O failures.
 std::string save_converted_checkpoint(const std::string& model_dir, int64_t step, std::vector<SaveLeaf> leaves,
                                       const ZarrCompressor& compressor, bool durable);
 

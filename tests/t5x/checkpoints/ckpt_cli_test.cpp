@@ -54,10 +54,18 @@ void export_import_is_bitwise(const std::string& name, const std::vector<std::st
   ASSERT_FALSE(a.empty()) << err;
   auto b = only_target(digests(back + "/checkpoint_2", &err));
   EXPECT_EQ(a, b) << err;
-  // Importing into the same place again refuses to overwrite.
-  RunResult again = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(hf) + " " + quote(back) + " --step=2");
+  // Importing into the same place (or any run) again refuses, keeping its model.gin.
+  const std::string gin = fileio_read(back + "/model.gin");
+  RunResult again = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(hf) + " " + quote(back) + " --step=7");
   EXPECT_EQ(again.rc, 1);
-  EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(back + " already holds checkpoint_2, model.gin (a run or an earlier conversion)"),
+            std::string::npos) << again.out;
+  EXPECT_FALSE(fs::exists(back + "/checkpoint_7"));
+  EXPECT_EQ(fileio_read(back + "/model.gin"), gin);
+  RunResult into_run = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(hf) + " " + quote(model) + " --step=7");
+  EXPECT_EQ(into_run.rc, 1);
+  EXPECT_NE(into_run.out.find(model + " already holds checkpoint_0, checkpoint_2, config.gin"), std::string::npos) << into_run.out;
+  EXPECT_FALSE(fs::exists(model + "/checkpoint_7"));
   fs::remove_all(root);
 }
 
@@ -228,6 +236,18 @@ TEST(CkptCli, ConvertGqaRestoresInTrainAndLossFalls) {
                      " --num_kv_heads=3");
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.out.find("num_kv_heads = 3 must divide num_heads = 4"), std::string::npos) << bad.out;
+  // A given 0 is refused for the encoder as for the decoder.
+  RunResult enc0 = sh(quote(t5x_bin()) + " ckpt convert-gqa " + quote(root + "/mha") + " " + quote(root + "/bad") +
+                      " --num_kv_heads=2 --encoder_num_kv_heads=0");
+  EXPECT_EQ(enc0.rc, 64);
+  EXPECT_NE(enc0.out.find("--encoder_num_kv_heads must be >= 1, got 0"), std::string::npos) << enc0.out;
+  // Into its own run: refused, the run untouched (it would resume from the GQA step).
+  RunResult self = sh(quote(t5x_bin()) + " ckpt convert-gqa " + quote(root + "/mha/checkpoint_2") + " " +
+                      quote(root + "/mha") + " --num_kv_heads=2 --step=5");
+  EXPECT_EQ(self.rc, 1);
+  EXPECT_NE(self.out.find(root + "/mha already holds checkpoint_0, checkpoint_2, config.gin"), std::string::npos) << self.out;
+  EXPECT_FALSE(fs::exists(root + "/mha/checkpoint_5"));
+  EXPECT_FALSE(fs::exists(root + "/bad"));
 
   // An unreadable config.gin: the note said "the config comes from the
   // parameter shapes" (export-hf's fallback), which convert-gqa has not.

@@ -27,6 +27,11 @@ inline std::string temp_dir(const std::string& name) {
   return d.string();
 }
 
+inline std::string fileio_read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 inline std::string quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);

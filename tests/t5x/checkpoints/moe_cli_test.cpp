@@ -118,8 +118,13 @@ TEST(MoeCli, UpcycleCopiesTheDenseMlpIntoEveryExpert) {
   EXPECT_NE(twice.out.find("already has expert arrays"), std::string::npos) << twice.out;
   RunResult exists = upcycle(root + "/dense", root + "/moe", "configs/models/moe/tiny.gin");
   EXPECT_EQ(exists.rc, 1);
-  EXPECT_NE(exists.out.find("already exists"), std::string::npos) << exists.out;
-  for (const char* x : {"/x1", "/x2", "/x3", "/x4"}) EXPECT_FALSE(fs::exists(root + x + "/checkpoint_2")) << x;
+  EXPECT_NE(exists.out.find(root + "/moe already holds checkpoint_2"), std::string::npos) << exists.out;
+  // A binding too large to hold is named up front (it was a bare std::bad_alloc).
+  RunResult huge = upcycle(root + "/dense", root + "/x5", "configs/models/moe/tiny.gin", {"--gin.NUM_EXPERTS=100000000"});
+  EXPECT_EQ(huge.rc, 1);
+  EXPECT_NE(huge.out.find("num_experts = 100000000 (NUM_EXPERTS) makes a "), std::string::npos) << huge.out;
+  EXPECT_NE(huge.out.find("hint: check NUM_EXPERTS"), std::string::npos) << huge.out;
+  for (const char* x : {"/x1", "/x2", "/x3", "/x4", "/x5"}) EXPECT_FALSE(fs::exists(root + x + "/checkpoint_2")) << x;
 
   // The upcycled model trains (steps 3..14), reports the expert metrics, and decodes.
   const std::string ft = root + "/ft";

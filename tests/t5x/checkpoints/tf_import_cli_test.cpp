@@ -56,10 +56,13 @@ TEST(TfImport, RoundTripIsBitwiseAndScoresMatch) {
   const std::string s1 = score(root + "/model/checkpoint_2", root + "/model/model.gin", root + "/score_b");
   EXPECT_NE(s0.find("\"score\":"), std::string::npos) << s0;
   EXPECT_EQ(s0, s1);
-  // Importing into the same step again refuses to overwrite.
-  RunResult again = sh(quote(t5x_bin()) + " ckpt import-tf " + quote(kPrefix) + " " + quote(root + "/model"));
+  // Importing into the run again (any step) refuses, keeping its model.gin.
+  const std::string gin = fileio_read(root + "/model/model.gin");
+  RunResult again = sh(quote(t5x_bin()) + " ckpt import-tf " + quote(kPrefix) + " " + quote(root + "/model") + " --step=9");
   EXPECT_EQ(again.rc, 1);
-  EXPECT_NE(again.out.find("checkpoint_2 already exists"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(root + "/model already holds checkpoint_2, model.gin"), std::string::npos) << again.out;
+  EXPECT_FALSE(fs::exists(root + "/model/checkpoint_9"));
+  EXPECT_EQ(fileio_read(root + "/model/model.gin"), gin);
   fs::remove_all(root);
 }
 
