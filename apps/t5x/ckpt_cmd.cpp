@@ -354,6 +354,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     out << ", " << c.num_experts << " experts, num_sparse_encoder_layers " << c.num_sparse_encoder_layers
         << ", num_sparse_decoder_layers " << c.num_sparse_decoder_layers << ", expert_capacity " << c.expert_capacity;
   out << "; from " << source << ")\n";
+  for (const auto& f : res.removed) out << "removed " << fileio::join(out_dir, f) << " (an older export's weights)\n";
   return 0;
 }
 

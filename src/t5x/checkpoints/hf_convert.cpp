@@ -211,17 +211,27 @@ void check_against_config(const NamedTensors& hf, const HfT5Config& c, const std
 
 }  // namespace
 
-// Weight files transformers could load instead of (or besides) ours.
+// Weight files transformers could load instead of (or besides) ours; called
+// after model.safetensors is written, so a stale index is still there to read.
 std::vector<std::string> stale_weight_files(const std::string& dir) {
   static const std::regex kWeights(
       R"(model\.safetensors\.index\.json|model-\d+-of-\d+\.safetensors|pytorch_model\.bin(\.index\.json)?|)"
       R"(pytorch_model-\d+-of-\d+\.bin|tf_model\.h5|flax_model\.msgpack)");
-  std::vector<std::string> out;
+  std::set<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (std::regex_match(e.path().filename().string(), kWeights)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
+    if (std::regex_match(e.path().filename().string(), kWeights)) out.insert(e.path().filename().string());
+  // The shards an old index names, whatever their names (a damaged index lists none).
+  try {
+    const auto j = nlohmann::json::parse(fileio::read_text(fileio::join(dir, "model.safetensors.index.json")));
+    for (const auto& [n, f] : j.at("weight_map").items())
+      if (f.is_string() && f.get<std::string>().find('/') == std::string::npos &&
+          f.get<std::string>().ends_with(".safetensors") && f.get<std::string>() != "model.safetensors" &&
+          fs::is_regular_file(fileio::join(dir, f.get<std::string>())))
+        out.insert(f.get<std::string>());
+  } catch (const std::exception&) {
+  }
+  return {out.begin(), out.end()};
 }
 
 HfExportResult export_hf_t5(const std::string& ckpt_dir, const std::string& out_dir,

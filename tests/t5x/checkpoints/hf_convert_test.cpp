@@ -329,9 +329,11 @@ TEST(HfConvert, StaleShardsAreRemovedAndModelSafetensorsWins) {
   NamedTensors old_params = save_tiny(base + "/old", true, false);
   export_hf_t5(base + "/old/checkpoint_100", base + "/hf");
   NamedTensors old_hf = read_safetensors(base + "/hf/model.safetensors").tensors;
-  write_safetensors(base + "/hf/model-00001-of-00001.safetensors", old_hf, {{"format", "pt"}});
+  write_safetensors(base + "/hf/model-00001-of-00002.safetensors", old_hf, {{"format", "pt"}});
+  write_safetensors(base + "/hf/other.safetensors", {}, {{"format", "pt"}});
   nlohmann::json idx;
-  for (auto& [n, t] : old_hf) idx["weight_map"][n] = "model-00001-of-00001.safetensors";
+  for (auto& [n, t] : old_hf) idx["weight_map"][n] = "model-00001-of-00002.safetensors";
+  idx["weight_map"]["x"] = "other.safetensors";  // a shard of any name listed in the index
   fileio::write_text(base + "/hf/model.safetensors.index.json", idx.dump(), false);
   fileio::write_text(base + "/hf/pytorch_model.bin", "old", false);
   fileio::write_text(base + "/hf/tokenizer.json", "{}", false);
@@ -351,8 +353,8 @@ TEST(HfConvert, StaleShardsAreRemovedAndModelSafetensorsWins) {
   so.durable = false;
   save_checkpoint(base + "/new", 1, leaves, so);
   HfExportResult ex = export_hf_t5(base + "/new/checkpoint_1", base + "/hf");
-  EXPECT_EQ(ex.removed, (std::vector<std::string>{"model-00001-of-00001.safetensors", "model.safetensors.index.json",
-                                                  "pytorch_model.bin"}));
+  EXPECT_EQ(ex.removed, (std::vector<std::string>{"model-00001-of-00002.safetensors", "model.safetensors.index.json",
+                                                  "other.safetensors", "pytorch_model.bin"}));
   EXPECT_FALSE(fs::exists(base + "/hf/model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(base + "/hf/tokenizer.json"));
   expect_same_target(import_hf_t5(base + "/hf", base + "/b"), params);
