@@ -307,8 +307,11 @@ TEST(HfConvert, ImportCastsFloatsAndRefusesOtherDtypes) {
   HfImportOptions bf;
   bf.dtype = "bfloat16";
   CheckpointReader rb = CheckpointReader::open(import_hf_t5(base + "/hf", base + "/b", bf));
-  for (const auto& p : rb.array_paths())
-    if (p.rfind("target/", 0) == 0) EXPECT_EQ(rb.info(p).dtype, "bfloat16") << p;
+  for (const auto& p : rb.array_paths()) {
+    if (p.rfind("target/", 0) == 0) {
+      EXPECT_EQ(rb.info(p).dtype, "bfloat16") << p;
+    }
+  }
   // Integer / bool weights (a quantized model) are refused by name.
   for (const char* dt : {"int32", "int8", "bool"}) {
     NamedTensors bad = hf;

@@ -243,9 +243,11 @@ TEST(MoeCli, SparseMixerTrainsAndLossFalls) {
   int experts = 0;
   for (const auto& [k, v] : d) experts += k.find("/mlp/expert/") != std::string::npos;
   EXPECT_GT(experts, 0);
-  for (const auto& [k, v] : d)
-    if (k.find("/mlp/expert/") != std::string::npos || k.find("/mlp/router/") != std::string::npos)
+  for (const auto& [k, v] : d) {
+    if (k.find("/mlp/expert/") != std::string::npos || k.find("/mlp/router/") != std::string::npos) {
       EXPECT_EQ(k.rfind("target/encoder/layers_1/", 0), 0u) << k;
+    }
+  }
 
   RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root) + " " + quote(root + "/hf"));
   EXPECT_EQ(ex.rc, 1) << ex.out;
