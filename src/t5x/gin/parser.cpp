@@ -644,6 +644,9 @@ class Parser {
     }
     if (c == '%') {
       const std::string name = dotted();
+      if (is_punct("/"))
+        fail(peek(), "scoped macros (%scope/NAME) are not supported",
+             "define a macro of its own for the scope's value, e.g. TRAIN_" + name + " = ...");
       if (name == "gin.REQUIRED") return Value::required().at(where);
       return Value::macro(name).at(where);
     }

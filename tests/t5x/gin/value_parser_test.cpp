@@ -234,6 +234,8 @@ TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
                           "from a import\n"})
     expect_gin_error([&] { parse_gin(bad, "m.gin"); }, {"m.gin:1:", "hint: write "});
   expect_gin_error([] { parse_gin("f.x = '\\N{BULLET}'\n", "m.gin"); }, {"\\N{...} escapes", "hint:"});
+  expect_gin_error([] { parse_gin("f.x = %s/A\n", "m.gin"); },
+                   {"m.gin:1:9", "scoped macros (%scope/NAME) are not supported", "hint:"});
   expect_gin_error([] { parse_gin("f:\ng.x = 1\n", "m.gin"); },
                    {"m.gin:1:1", "no indented parameter lines", "hint:"});
   expect_gin_error([] { parse_gin("s/MACRO = 1\n", "m.gin"); },
