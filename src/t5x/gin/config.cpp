@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -343,8 +344,15 @@ T Config::typed(std::string_view scope, std::string_view configurable, std::stri
     // Name the macro when the value came through one (e.g. `= %BATCH_SIZE`).
     if (b && b->value.kind() == ValueKind::kMacro)
       msg += " (from %" + b->value.macro_name() + " at " + v.where().str() + ")";
-    throw GinError(b ? b->where : v.where(), msg,
-                   "bind " + sel + " to a value of type " + what);
+    std::string hint = "bind " + sel + " to a value of type " + what;
+    // --gin.X=false arrives as the string 'false' (a bare word on the
+    // command line is quoted): gin's booleans are True and False.
+    if (std::string_view(what) == "bool" && v.kind() == ValueKind::kString) {
+      std::string low = v.as_string();
+      for (char& ch : low) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      if (low == "true" || low == "false") hint = "write " + std::string(low == "true" ? "True" : "False") + " (gin's booleans are capitalised)";
+    }
+    throw GinError(b ? b->where : v.where(), msg, hint);
   }
 }
 

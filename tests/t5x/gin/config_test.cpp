@@ -177,6 +177,11 @@ TEST(GinConfig, TypedGettersReportBindingLocation) {
                     "string 'many'", "from %BATCH at typed.gin:1:9", "hint:"});
   expect_gin_error([&] { c.get_string("", "utils.DatasetConfig", "split"); },
                    {"typed.gin:3:1", "expected string, got int 3"});
+  // `--gin.utils.DatasetConfig.shuffle=false` arrives as a string.
+  Config flag(&r);
+  flag.parse_string("utils.DatasetConfig.shuffle = 'false'\n", "flag.gin");
+  expect_gin_error([&] { flag.get_bool("", "utils.DatasetConfig", "shuffle"); },
+                   {"expected bool, got string 'false'", "hint: write False (gin's booleans are capitalised)"});
   const auto acts = c.get_list("", "network.T5Config", "mlp_activations");
   ASSERT_EQ(acts.size(), 2u);
   EXPECT_EQ(acts[1].as_string(), "linear");
