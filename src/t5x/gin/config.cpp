@@ -199,9 +199,15 @@ void Config::set_macro(const std::string& name, Value value, SourceLocation wher
   macros_[name] = Macro{name, std::move(value), std::move(where)};
 }
 
+// The C++ layers ask by canonical name; gin text's names are resolved as gin does.
+static const ConfigurableSpec* spec_of(const Registry* registry, std::string_view configurable) {
+  if (!registry) return nullptr;
+  if (const ConfigurableSpec* spec = registry->get(configurable)) return spec;
+  return registry->find(configurable);
+}
+
 std::string Config::canonical(std::string_view configurable) const {
-  if (registry_)
-    if (const ConfigurableSpec* spec = registry_->find(configurable)) return spec->name;
+  if (const ConfigurableSpec* spec = spec_of(registry_, configurable)) return spec->name;
   return std::string(configurable);
 }
 
@@ -302,9 +308,8 @@ Value Config::get_checked(std::string_view scope, std::string_view configurable,
   *binding = b;
   const std::string sel = selector_str(scope, canonical(configurable), param);
   if (!b) {
-    if (registry_)
-      if (const ConfigurableSpec* spec = registry_->find(configurable))
-        if (const ParamSpec* p = spec->param(param); p && p->default_value) return *p->default_value;
+    if (const ConfigurableSpec* spec = spec_of(registry_, configurable))
+      if (const ParamSpec* p = spec->param(param); p && p->default_value) return *p->default_value;
     throw GinError(SourceLocation{}, "no value bound for " + sel,
                    "bind it in a gin file (`" + sel + " = ...`) or pass --gin." + sel + "=...");
   }
@@ -323,9 +328,8 @@ Value Config::get(std::string_view scope, std::string_view configurable,
 std::optional<Value> Config::get_optional(std::string_view scope, std::string_view configurable,
                                           std::string_view param) const {
   if (!find(scope, configurable, param)) {
-    if (registry_)
-      if (const ConfigurableSpec* spec = registry_->find(configurable))
-        if (const ParamSpec* p = spec->param(param); p && p->default_value) return *p->default_value;
+    if (const ConfigurableSpec* spec = spec_of(registry_, configurable))
+      if (const ParamSpec* p = spec->param(param); p && p->default_value) return *p->default_value;
     return std::nullopt;
   }
   return get(scope, configurable, param);

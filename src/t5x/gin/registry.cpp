@@ -23,24 +23,38 @@ Registry& Registry::global() {
   return registry;
 }
 
+static bool dotted_suffix(std::string_view longer, std::string_view shorter) {
+  return longer.size() > shorter.size() && longer.ends_with(shorter) &&
+         longer[longer.size() - shorter.size() - 1] == '.';
+}
+
 void Registry::add(ConfigurableSpec spec) {
   if (spec.name.empty()) throw std::invalid_argument("[gin] configurable name is empty");
+  if (spec.full_name.empty()) spec.full_name = spec.name;
   if (specs_.count(spec.name))
     throw std::invalid_argument("[gin] configurable '" + spec.name + "' is already registered");
+  if (auto it = by_full_name_.find(spec.full_name); it != by_full_name_.end())
+    throw std::invalid_argument("[gin] configurable '" + spec.name + "': full name '" + spec.full_name +
+                                "' is already registered (by '" + it->second + "')");
+  if (spec.full_name != spec.name && !dotted_suffix(spec.full_name, spec.name))
+    throw std::invalid_argument("[gin] configurable '" + spec.name + "' is not a dotted suffix of its full name '" +
+                                spec.full_name + "'");
   for (size_t i = 0; i < spec.params.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (spec.params[i].name == spec.params[j].name)
         throw std::invalid_argument("[gin] configurable '" + spec.name + "' lists parameter '" +
                                     spec.params[i].name + "' twice");
+  by_full_name_.emplace(spec.full_name, spec.name);
   std::string name = spec.name;
   specs_.emplace(std::move(name), std::move(spec));
 }
 
 void Registry::add(const std::string& name,
                    const std::vector<std::pair<std::string, std::string>>& params,
-                   const std::string& doc) {
+                   const std::string& doc, const std::string& full_name) {
   ConfigurableSpec spec;
   spec.name = name;
+  spec.full_name = full_name;
   spec.doc = doc;
   for (const auto& [p, text] : params) {
     ParamSpec ps;
@@ -56,32 +70,84 @@ bool Registry::contains(std::string_view canonical_name) const {
   return specs_.find(canonical_name) != specs_.end();
 }
 
+const ConfigurableSpec* Registry::get(std::string_view canonical_name) const {
+  auto it = specs_.find(canonical_name);
+  return it == specs_.end() ? nullptr : &it->second;
+}
+
 std::vector<std::string> Registry::names() const {
   std::vector<std::string> out;
   for (const auto& [n, s] : specs_) out.push_back(n);
   return out;
 }
 
-static bool dotted_suffix(std::string_view longer, std::string_view shorter) {
-  return longer.size() > shorter.size() && longer.ends_with(shorter) &&
-         longer[longer.size() - shorter.size() - 1] == '.';
+// gin-config's SelectorMap.matching_selectors: a full name written out
+// matches itself alone; otherwise every full name that ends with the name's
+// dot-separated components matches.
+std::vector<const ConfigurableSpec*> Registry::matches(std::string_view name) const {
+  std::vector<const ConfigurableSpec*> out;
+  if (auto it = by_full_name_.find(name); it != by_full_name_.end()) {
+    out.push_back(get(it->second));
+    return out;
+  }
+  for (const auto& [full, canonical] : by_full_name_)
+    if (dotted_suffix(full, name)) out.push_back(get(canonical));
+  return out;
+}
+
+std::string Registry::minimal_name(const ConfigurableSpec& spec) const {
+  const std::string_view full = spec.full_name;
+  for (size_t dot = full.rfind('.'); dot != std::string_view::npos && dot > 0;
+       dot = full.rfind('.', dot - 1)) {
+    const std::string_view suffix = full.substr(dot + 1);
+    const auto m = matches(suffix);
+    if (m.size() == 1 && m[0] == &spec) return std::string(suffix);
+  }
+  return spec.full_name;
+}
+
+static std::string quoted_list(const std::vector<std::string>& names, const char* last_sep) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? last_sep : ", ") + std::string("'") + names[i] + "'";
+  return out;
 }
 
 const ConfigurableSpec* Registry::find(std::string_view name, const SourceLocation& where) const {
-  if (auto it = specs_.find(name); it != specs_.end()) return &it->second;
-  std::vector<const ConfigurableSpec*> matches;
-  for (const auto& [n, s] : specs_)
-    if (dotted_suffix(n, name) || dotted_suffix(name, n)) matches.push_back(&s);
-  if (matches.size() == 1) return matches[0];
-  if (matches.empty()) return nullptr;
+  const std::vector<const ConfigurableSpec*> m = matches(name);
+  if (m.size() == 1) return m[0];
+  if (m.empty()) return nullptr;
   std::string list;
-  for (const ConfigurableSpec* s : matches) list += (list.empty() ? "" : ", ") + s->name;
+  std::vector<std::string> minimal;
+  for (const ConfigurableSpec* s : m) {
+    list += (list.empty() ? "" : ", ") + s->full_name;
+    minimal.push_back(minimal_name(*s));
+  }
   throw GinError(where, "configurable name '" + std::string(name) + "' is ambiguous: " + list,
-                 "write the module-qualified name, e.g. '" + matches[0]->name + "'");
+                 "write more of the module path, e.g. " + quoted_list(minimal, " or "));
+}
+
+// The full name with the canonical name when they differ: "'utils.DatasetConfig'
+// (t5x.utils.DatasetConfig)".
+static std::string shown(const ConfigurableSpec& s) {
+  return "'" + s.name + "'" + (s.full_name == s.name ? "" : " (" + s.full_name + ")");
 }
 
 const ConfigurableSpec& Registry::lookup(std::string_view name, const SourceLocation& where) const {
   if (const ConfigurableSpec* s = find(name, where)) return *s;
+  // A known name under a module path that is not its own
+  // (`garbage.utils.DatasetConfig`): gin-config matches suffixes of the
+  // registered path only, never a longer or different prefix.
+  for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1)) {
+    const std::vector<const ConfigurableSpec*> m = matches(name.substr(dot + 1));
+    if (m.empty()) continue;
+    std::string known;
+    for (const ConfigurableSpec* s : m) known += (known.empty() ? "" : ", ") + shown(*s);
+    throw GinError(where, "unknown configurable '" + std::string(name) + "'",
+                   "no registered module path ends with '" + std::string(name) + "'; registered: " +
+                       known + "; a name may leave out leading module components of the registered "
+                       "path, not add or change them");
+  }
   const std::vector<std::string> near = nearest(name);
   std::string hint;
   if (!near.empty()) {
@@ -162,7 +228,7 @@ std::vector<std::string> Registry::nearest(std::string_view name, size_t k) cons
   const size_t limit_tail = std::max<size_t>(2, tail.size() / 2);
   std::vector<std::pair<size_t, std::string>> scored;
   for (const auto& [n, s] : specs_) {
-    const size_t full = edit_distance(name, n);
+    const size_t full = std::min(edit_distance(name, n), edit_distance(name, s.full_name));
     const size_t part = edit_distance(tail, last_component(n));
     if (full <= limit_full || part <= limit_tail)
       scored.emplace_back(std::min(full, part), n);

@@ -1,12 +1,17 @@
 // Registry of gin configurables: the names a gin file may bind and the
 // parameters each accepts, with optional defaults.
 //
-// Names follow t5x's gin files (`network.T5Config`, `utils.DatasetConfig`,
-// `train_script.train`, ...). As in gin, a name may be written shorter or
-// longer than registered as long as the dotted suffixes agree and the match
-// is unique: `DatasetConfig`, `utils.DatasetConfig` and
-// `t5x.utils.DatasetConfig` all name `utils.DatasetConfig`, and `train`
-// names `train_script.train`.
+// Each configurable has a canonical name, the one t5x's gin files write and
+// the C++ layers read (`network.T5Config`, `utils.DatasetConfig`,
+// `train_script.train`, ...), and a full name, the one gin-config registers
+// it under: its module path plus the name (`t5x.examples.t5.network.T5Config`,
+// `t5x.utils.DatasetConfig`). As in gin-config (selector_map.py), a name in
+// gin text matches a configurable when it is its full name or a suffix of it
+// that starts after a dot: `DatasetConfig`, `utils.DatasetConfig` and
+// `t5x.utils.DatasetConfig` all name `utils.DatasetConfig`, and `train` names
+// `train_script.train`; `garbage.utils.DatasetConfig` and `tils.DatasetConfig`
+// name nothing. A name equal to a full name matches that one only; otherwise
+// a name matching several configurables is ambiguous (an error).
 #pragma once
 
 #include <map>
@@ -27,6 +32,10 @@ struct ParamSpec {
 
 struct ConfigurableSpec {
   std::string name;              // canonical name, e.g. "network.T5Config"
+  // gin-config's registered name: the module path plus the name, e.g.
+  // "t5x.examples.t5.network.T5Config". add() fills an empty one with `name`;
+  // `name` must be this or a dotted suffix of it.
+  std::string full_name;
   std::vector<ParamSpec> params;
   std::string doc;               // one line, shown by tools
 
@@ -41,16 +50,20 @@ class Registry {
   static Registry& global();
 
   // Adds a configurable. Throws std::invalid_argument ("[gin] ...") when the
-  // name is already registered or a parameter is listed twice.
+  // canonical or full name is already registered, the canonical name is not
+  // a dotted suffix of the full name, or a parameter is listed twice.
   void add(ConfigurableSpec spec);
 
   // Convenience: params given as {name, default gin text} pairs; an empty
   // text means "no default". The defaults are parsed with parse_value.
+  // `full_name` empty: the name itself.
   void add(const std::string& name,
            const std::vector<std::pair<std::string, std::string>>& params,
-           const std::string& doc = {});
+           const std::string& doc = {}, const std::string& full_name = {});
 
   bool contains(std::string_view canonical_name) const;
+  // The configurable whose canonical name is exactly `canonical_name`.
+  const ConfigurableSpec* get(std::string_view canonical_name) const;
   size_t size() const { return specs_.size(); }
   std::vector<std::string> names() const;  // sorted
 
@@ -58,6 +71,14 @@ class Registry {
   // Returns nullptr when nothing matches; throws GinError at `where` when
   // several configurables match.
   const ConfigurableSpec* find(std::string_view name, const SourceLocation& where = {}) const;
+
+  // Every configurable `name` matches under gin-config's rule (the header
+  // comment), in full-name order; no error for several.
+  std::vector<const ConfigurableSpec*> matches(std::string_view name) const;
+
+  // The shortest dotted suffix of `spec.full_name` that names `spec` alone
+  // (gin-config's minimal_selector).
+  std::string minimal_name(const ConfigurableSpec& spec) const;
 
   // find() that throws GinError at `where` for an unknown name, listing the
   // nearest registered names as the hint.
@@ -68,12 +89,14 @@ class Registry {
   void check_param(const ConfigurableSpec& spec, std::string_view param,
                    const SourceLocation& where) const;
 
-  // Up to `k` registered names closest to `name` by edit distance
-  // (case-insensitive, compared on the full name and on its last component).
+  // Up to `k` canonical names closest to `name` by edit distance
+  // (case-insensitive, compared with the canonical name, the full name and,
+  // on the last component, the configurable's own name).
   std::vector<std::string> nearest(std::string_view name, size_t k = 3) const;
 
  private:
-  std::map<std::string, ConfigurableSpec, std::less<>> specs_;
+  std::map<std::string, ConfigurableSpec, std::less<>> specs_;      // by canonical name
+  std::map<std::string, std::string, std::less<>> by_full_name_;   // full -> canonical
 };
 
 // Levenshtein distance, case-insensitive.

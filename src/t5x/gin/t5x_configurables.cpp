@@ -3,13 +3,27 @@
 // t5x/train.py, t5x/eval.py, t5x/infer.py, t5x/trainer.py, t5x/adafactor.py,
 // t5x/optimizers.py, t5x/partitioning.py, t5x/models.py, t5x/decoding.py,
 // t5x/examples/t5/network.py, t5x/examples/decoder_only/network.py, seqio.
-// Behaviour is bound to these names by the layers that own it.
+// Behaviour is bound to these names by the layers that own it. Each is also
+// registered under gin-config's full name, the module path t5x's gin files
+// import it from (see Module), so that names resolve as in gin-config.
 #include "t5x/gin/registry.h"
 
 namespace t5x::gin {
 namespace {
 
 using Params = std::vector<std::pair<std::string, std::string>>;
+
+// Registers `name` (as t5x's gin files write it) under gin-config's full name
+// `module.name`, the module being the path those files import it from
+// (`from t5x import utils` -> `t5x.utils.DatasetConfig`; `import seqio` ->
+// `seqio.Evaluator`; `import __main__ as train_script` -> `train_script.train`).
+struct Module {
+  Registry& r;
+  std::string path;  // empty: the name is already the full name
+  void add(const std::string& name, const Params& params, const std::string& doc = {}) const {
+    r.add(name, params, doc, path.empty() ? name : path + "." + name);
+  }
+};
 
 // Mixture-of-Experts parameters of both network configs (T5Config): names
 // of flaxformer's MoeLayer / routers / SparseEncoder (moe.md 2.5-2.6).
@@ -27,7 +41,13 @@ Params with_moe(Params p) {
 }
 
 void add_model_configurables(Registry& r) {
-  r.add("network.T5Config",
+  const Module in_t5x{r, "t5x"};
+  const Module t5_example{r, "t5x.examples.t5"};
+  const Module decoder_only_example{r, "t5x.examples.decoder_only"};
+  const Module in_moe{r, "t5x.contrib.moe"};
+  const Module as_written{r, ""};  // seqio, optax, train_script: the name is the full name
+
+  t5_example.add("network.T5Config",
         with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_encoder_layers", "6"}, {"num_decoder_layers", "6"}, {"head_dim", "64"},
          {"mlp_dim", "2048"}, {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
@@ -41,8 +61,8 @@ void add_model_configurables(Registry& r) {
         "Fourier mixing in the encoder, 'linear': Sparse Mixer's (encoder_mixing_length, "
         "num_encoder_attention_layers, encoder_attention_layout: hybrids); num_experts ... expert_dtype: Mixture-of-Experts "
         "feed-forwards (flaxformer architectures/moe); this port's additions)");
-  r.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
-  r.add("network.TransformerConfig",
+  t5_example.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
+  decoder_only_example.add("network.TransformerConfig",
         with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},
          {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
@@ -51,7 +71,7 @@ void add_model_configurables(Registry& r) {
         "decoder-only hyperparameters (t5x/examples/decoder_only/network.py; num_kv_heads: "
         "grouped-query attention; num_experts ... expert_dtype: Mixture-of-Experts feed-forwards; "
         "this port's additions)");
-  r.add("network.DecoderWrapper", {{"config", ""}}, "decoder-only network");
+  decoder_only_example.add("network.DecoderWrapper", {{"config", ""}}, "decoder-only network");
 
   const Params common = {{"module", ""},
                          {"optimizer_def", ""},
@@ -63,41 +83,45 @@ void add_model_configurables(Registry& r) {
   Params encdec = common;
   encdec.push_back({"input_vocabulary", ""});
   encdec.push_back({"output_vocabulary", ""});
-  r.add("models.EncoderDecoderModel", encdec, "T5 encoder-decoder model (t5x/models.py)");
+  in_t5x.add("models.EncoderDecoderModel", encdec, "T5 encoder-decoder model (t5x/models.py)");
   Params dec = common;
   dec.push_back({"vocabulary", ""});
   dec.push_back({"inputs_bidirectional_attention", "False"});
-  r.add("models.DecoderOnlyModel", dec, "decoder-only / prefix-LM model (t5x/models.py)");
+  in_t5x.add("models.DecoderOnlyModel", dec, "decoder-only / prefix-LM model (t5x/models.py)");
   // t5x/contrib/moe/models.py: the same models plus the expert losses' weights.
   for (Params* p : {&encdec, &dec}) {
     p->push_back({"aux_loss_factor", "0.0"});
     p->push_back({"router_z_loss_factor", "0.0"});
   }
-  r.add("models.MoeEncoderDecoderModel", encdec, "T5 encoder-decoder Mixture-of-Experts model (t5x/contrib/moe/models.py)");
-  r.add("models.MoeDecoderOnlyModel", dec, "decoder-only Mixture-of-Experts model (t5x/contrib/moe/models.py)");
+  in_moe.add("models.MoeEncoderDecoderModel", encdec, "T5 encoder-decoder Mixture-of-Experts model (t5x/contrib/moe/models.py)");
+  in_moe.add("models.MoeDecoderOnlyModel", dec, "decoder-only Mixture-of-Experts model (t5x/contrib/moe/models.py)");
   const Params predict = {{"num_decodes", "1"},
                           {"decoder_params", "None"},
                           {"return_all_decodes", "False"},
                           {"prompt_with_targets", "False"}};
-  r.add("models.EncoderDecoderModel.predict_batch_with_aux", predict);
-  r.add("models.DecoderOnlyModel.predict_batch_with_aux", predict);
-  r.add("models.MoeEncoderDecoderModel.predict_batch_with_aux", predict);
-  r.add("models.MoeDecoderOnlyModel.predict_batch_with_aux", predict);
+  in_t5x.add("models.EncoderDecoderModel.predict_batch_with_aux", predict);
+  in_t5x.add("models.DecoderOnlyModel.predict_batch_with_aux", predict);
+  in_moe.add("models.MoeEncoderDecoderModel.predict_batch_with_aux", predict);
+  in_moe.add("models.MoeDecoderOnlyModel.predict_batch_with_aux", predict);
 
-  r.add("decoding.beam_search",
+  in_t5x.add("decoding.beam_search",
         {{"alpha", "0.6"}, {"max_decode_len", "None"}, {"eos_id", "1"}});
-  r.add("decoding.temperature_sample",
+  in_t5x.add("decoding.temperature_sample",
         {{"temperature", "1.0"}, {"topk", "1"}, {"topp", "0.0"}, {"max_decode_steps", "None"},
          {"eos_id", "1"}});
 
-  r.add("seqio.SentencePieceVocabulary",
+  as_written.add("seqio.SentencePieceVocabulary",
         {{"sentencepiece_model_file", ""}, {"extra_ids", "0"}, {"normalizer_spec_overrides", "None"},
          {"reverse_extra_ids", "True"}});
-  r.add("seqio.ByteVocabulary", {{"extra_ids", "0"}});
+  as_written.add("seqio.ByteVocabulary", {{"extra_ids", "0"}});
 }
 
 void add_optimizer_configurables(Registry& r) {
-  r.add("adafactor.Adafactor",
+  const Module in_t5x{r, "t5x"};
+  const Module in_moe{r, "t5x.contrib.moe"};
+  const Module as_written{r, ""};  // seqio, optax, train_script: the name is the full name
+
+  in_t5x.add("adafactor.Adafactor",
         {{"learning_rate", "None"}, {"factored", "True"}, {"multiply_by_parameter_scale", "True"},
          {"beta1", "None"}, {"decay_rate", "0.8"}, {"step_offset", "0"},
          {"clipping_threshold", "1.0"}, {"weight_decay_rate", "None"},
@@ -106,8 +130,8 @@ void add_optimizer_configurables(Registry& r) {
          {"weight_decay_rate_lr_exponent", "None"}, {"global_norm_clip_threshold", "None"},
          {"max_parameter_scale", "None"}, {"skip_nan_updates", "False"}},
         "T5X Adafactor (t5x/adafactor.py)");
-  r.add("adafactor.standard_logical_factor_rules", {});
-  r.add("adafactor_utils.logical_factor_rules", {},
+  in_t5x.add("adafactor.standard_logical_factor_rules", {});
+  in_moe.add("adafactor_utils.logical_factor_rules", {},
         "standard rules plus the MoE axes: expert BATCH, expert_mlp COL, mlp_embed ROW, unmodeled NONE "
         "(t5x/contrib/moe/adafactor_utils.py)");
   const Params adam = {{"learning_rate", ""}, {"b1", "0.9"},          {"b2", "0.999"},
@@ -115,22 +139,22 @@ void add_optimizer_configurables(Registry& r) {
   Params adamw = adam;
   adamw.push_back({"weight_decay", "1e-4"});
   adamw.push_back({"mask", "None"});
-  r.add("optimizers.adamw", adamw, "optax.adamw wrapped for t5x (t5x/optimizers.py)");
-  r.add("optimizers.adam", adam);
-  r.add("optimizers.sgd", {{"learning_rate", ""}, {"momentum", "None"}, {"nesterov", "False"}});
-  r.add("optimizers.chain", {{"transformations", ""}});
-  r.add("optax.adamw", adamw);
-  r.add("optax.adam", adam);
-  r.add("optax.clip_by_global_norm", {{"max_norm", ""}});
-  r.add("optax.warmup_cosine_decay_schedule",
+  in_t5x.add("optimizers.adamw", adamw, "optax.adamw wrapped for t5x (t5x/optimizers.py)");
+  in_t5x.add("optimizers.adam", adam);
+  in_t5x.add("optimizers.sgd", {{"learning_rate", ""}, {"momentum", "None"}, {"nesterov", "False"}});
+  in_t5x.add("optimizers.chain", {{"transformations", ""}});
+  as_written.add("optax.adamw", adamw);
+  as_written.add("optax.adam", adam);
+  as_written.add("optax.clip_by_global_norm", {{"max_norm", ""}});
+  as_written.add("optax.warmup_cosine_decay_schedule",
         {{"init_value", ""}, {"peak_value", ""}, {"warmup_steps", ""}, {"decay_steps", ""},
          {"end_value", "0.0"}});
-  r.add("optax.linear_schedule",
+  as_written.add("optax.linear_schedule",
         {{"init_value", ""}, {"end_value", ""}, {"transition_steps", ""},
          {"transition_begin", "0"}});
-  r.add("optax.cosine_decay_schedule",
+  as_written.add("optax.cosine_decay_schedule",
         {{"init_value", ""}, {"decay_steps", ""}, {"alpha", "0.0"}});
-  r.add("utils.create_learning_rate_scheduler",
+  in_t5x.add("utils.create_learning_rate_scheduler",
         {{"factors", "'constant * linear_warmup * rsqrt_decay'"}, {"base_learning_rate", "0.5"},
          {"warmup_steps", "1000"}, {"decay_factor", "0.5"}, {"steps_per_decay", "20000"},
          {"steps_per_cycle", "100000"}, {"step_offset", "0"}, {"min_learning_rate", "1e-8"}},
@@ -138,22 +162,27 @@ void add_optimizer_configurables(Registry& r) {
 }
 
 void add_run_configurables(Registry& r) {
-  r.add("utils.DatasetConfig",
+  const Module in_t5x{r, "t5x"};
+  const Module in_moe{r, "t5x.contrib.moe"};
+  const Module t5_data{r, "t5.data"};
+  const Module as_written{r, ""};  // seqio, optax, train_script: the name is the full name
+
+  in_t5x.add("utils.DatasetConfig",
         {{"mixture_or_task_name", ""}, {"task_feature_lengths", ""}, {"split", ""},
          {"batch_size", ""}, {"shuffle", ""}, {"seed", ""}, {"use_cached", "False"},
          {"pack", "False"}, {"use_custom_packing_ops", "False"}, {"module", "None"},
          {"use_memory_cache", "True"}, {"trim_output_features", "True"}});
-  r.add("utils.SaveCheckpointConfig",
+  in_t5x.add("utils.SaveCheckpointConfig",
         {{"period", "None"}, {"checkpoint_steps", "None"}, {"dtype", "'float32'"},
          {"keep", "None"}, {"keep_dataset_checkpoints", "None"}, {"save_dataset", "False"},
          {"state_transformation_fns", "()"}, {"checkpointer_cls", "None"}});
-  r.add("utils.RestoreCheckpointConfig",
+  in_t5x.add("utils.RestoreCheckpointConfig",
         {{"path", ""}, {"mode", "'latest'"}, {"assignment_map", "None"}, {"strict", "True"},
          {"fallback_to_scratch", "False"}, {"dtype", "None"}, {"restore_dataset", "False"},
          {"state_transformation_fns", "()"}, {"checkpointer_cls", "None"}});
-  r.add("utils.CheckpointConfig", {{"save", "None"}, {"restore", "None"}});
-  r.add("checkpoints.Checkpointer", {}, "the ordinary checkpointer (t5x/checkpoints.py)");
-  r.add("checkpoints.UpcycleCheckpointer", {{"num_experts", ""}},
+  in_t5x.add("utils.CheckpointConfig", {{"save", "None"}, {"restore", "None"}});
+  in_t5x.add("checkpoints.Checkpointer", {}, "the ordinary checkpointer (t5x/checkpoints.py)");
+  in_moe.add("checkpoints.UpcycleCheckpointer", {{"num_experts", ""}},
         "sparse upcycling restore: expert params [E, ...] from E copies of the dense array "
         "(t5x/contrib/moe/checkpoints.py)");
 
@@ -162,8 +191,8 @@ void add_run_configurables(Registry& r) {
                               {"ici_mesh_shape", "None"},      {"dcn_mesh_shape", "None"},
                               {"logical_axis_rules", "None"},  {"use_cpu_pjit", "False"},
                               {"mesh_invariant", "True"}};
-  r.add("partitioning.PjitPartitioner", partitioner, "mesh + logical-axis partitioner");
-  r.add("partitioning.ModelBasedPjitPartitioner", partitioner, "deprecated alias of PjitPartitioner");
+  in_t5x.add("partitioning.PjitPartitioner", partitioner, "mesh + logical-axis partitioner");
+  in_t5x.add("partitioning.ModelBasedPjitPartitioner", partitioner, "deprecated alias of PjitPartitioner");
   // t5x contrib/moe partitioning.py: the (data, expert, model) mesh and the
   // MoE logical-axis rules (trainer/run_config.h). Partial sums by default:
   // the experts' all-to-all spans 'expert', which the mesh-invariant mode's
@@ -171,38 +200,38 @@ void add_run_configurables(Registry& r) {
   Params moe_partitioner = partitioner;
   moe_partitioner.back() = {"mesh_invariant", "False"};
   moe_partitioner.push_back({"num_expert_partitions", ""});
-  r.add("partitioning.MoePjitPartitioner", moe_partitioner,
+  in_moe.add("partitioning.MoePjitPartitioner", moe_partitioner,
         "Mixture-of-Experts partitioner: mesh (data, expert, model), batch split over ('expert', 'data')");
-  r.add("partitioning.standard_logical_axis_rules",
+  in_t5x.add("partitioning.standard_logical_axis_rules",
         {{"activation_partitioning_dims", "1"}, {"parameter_partitioning_dims", "1"},
          {"additional_rules", "None"}});
 
-  r.add("trainer.Trainer",
+  in_t5x.add("trainer.Trainer",
         {{"num_microbatches", "None"}, {"learning_rate_fn", ""}, {"weight_metrics_computer", "None"}});
-  r.add("trainer.WeightMetricsComputer", {});
+  in_t5x.add("trainer.WeightMetricsComputer", {});
   const Params action = {{"task", ""}, {"metric", "'loss'"}, {"mode", "'max'"},
                          {"patience", "3"}, {"atol", "0.0"}, {"rtol", "0.0"}};
-  r.add("trainer.EarlyStoppingAction", action);
-  r.add("trainer.TerminateOnNanAction", {{"task", ""}, {"metric", "'loss'"}});
+  in_t5x.add("trainer.EarlyStoppingAction", action);
+  in_t5x.add("trainer.TerminateOnNanAction", {{"task", ""}, {"metric", "'loss'"}});
 
-  r.add("seqio.Evaluator",
+  as_written.add("seqio.Evaluator",
         {{"logger_cls", "()"}, {"num_examples", "None"}, {"use_memory_cache", "True"},
          {"shuffle", "False"}, {"sequence_length", "None"}});
   // t5x's --seqio_additional_cache_dirs calls it; here also a gin list of
   // directories written by `seqio cache --output DIR`, read by every
   // DatasetConfig with use_cached = True.
-  r.add("seqio.add_global_cache_dirs", {{"global_cache_dirs", "[]"}},
+  as_written.add("seqio.add_global_cache_dirs", {{"global_cache_dirs", "[]"}},
         "directories searched for seqio's offline task caches");
   // T5's span corruption mask (t5.data.preprocessors); read with every DatasetConfig.
-  r.add("preprocessors.random_spans_noise_mask", {{"random_roll", "False"}},
+  t5_data.add("preprocessors.random_spans_noise_mask", {{"random_roll", "False"}},
         "T5 span corruption: random_roll rotates each noise mask by a random offset");
-  r.add("seqio.PyLoggingLogger", {});
-  r.add("seqio.TensorBoardLogger", {});
-  r.add("seqio.JSONLogger", {{"write_n_results", "None"}});
+  as_written.add("seqio.PyLoggingLogger", {});
+  as_written.add("seqio.TensorBoardLogger", {});
+  as_written.add("seqio.JSONLogger", {{"write_n_results", "None"}});
 
-  r.add("gin_utils.summarize_gin_config", {{"model_dir", ""}, {"summary_writer", ""}, {"step", ""}});
+  in_t5x.add("gin_utils.summarize_gin_config", {{"model_dir", ""}, {"summary_writer", ""}, {"step", ""}});
 
-  r.add("train_script.train",
+  as_written.add("train_script.train",
         {{"model", ""}, {"train_dataset_cfg", ""}, {"train_eval_dataset_cfg", "None"},
          {"infer_eval_dataset_cfg", "None"}, {"checkpoint_cfg", ""}, {"partitioner", ""},
          {"trainer_cls", ""}, {"model_dir", ""}, {"total_steps", ""}, {"eval_steps", ""},
@@ -213,12 +242,12 @@ void add_run_configurables(Registry& r) {
          {"train_eval_get_dataset_fn", "None"}, {"run_eval_before_training", "False"},
          {"relative_steps", "None"}, {"gc_period", "0"}, {"use_orbax", "True"}},
         "the train run mode (t5x/train.py)");
-  r.add("eval_script.evaluate",
+  as_written.add("eval_script.evaluate",
         {{"model", ""}, {"dataset_cfg", ""}, {"restore_checkpoint_cfg", ""}, {"partitioner", ""},
          {"output_dir", ""}, {"inference_evaluator_cls", ""}, {"summarize_config_fn", "None"},
          {"train_eval_dataset_cfg", "None"}, {"fallback_init_rng", "None"}, {"use_orbax", "True"}},
         "the eval run mode (t5x/eval.py)");
-  r.add("infer_script.infer",
+  as_written.add("infer_script.infer",
         {{"mode", ""}, {"model", ""}, {"dataset_cfg", ""}, {"restore_checkpoint_cfg", ""},
          {"partitioner", ""}, {"output_dir", ""}, {"checkpoint_period", ""}, {"shard_id", "0"},
          {"num_shards", "1"}, {"merge_chunked_results", "True"}, {"write_fn", "None"},

@@ -21,11 +21,13 @@ using testing::TempDir;
 Registry make_registry() {
   Registry r;
   r.add("utils.DatasetConfig", {{"batch_size", "32"}, {"split", ""}, {"shuffle", "False"},
-                                {"task_feature_lengths", ""}, {"seed", "None"}});
-  r.add("network.T5Config", {{"emb_dim", ""}, {"mlp_activations", ""}, {"dropout_rate", "0.1"}});
+                                {"task_feature_lengths", ""}, {"seed", "None"}},
+        "", "t5x.utils.DatasetConfig");
+  r.add("network.T5Config", {{"emb_dim", ""}, {"mlp_activations", ""}, {"dropout_rate", "0.1"}},
+        "", "t5x.examples.t5.network.T5Config");
   r.add("train_script.train", {{"model_dir", ""}, {"total_steps", ""}, {"eval_period", ""},
                                {"train_dataset_cfg", ""}});
-  r.add("models.EncoderDecoderModel", {{"z_loss", "0.0"}});
+  r.add("models.EncoderDecoderModel", {{"z_loss", "0.0"}}, "", "t5x.models.EncoderDecoderModel");
   r.add("f", {});
   return r;
 }
@@ -213,10 +215,26 @@ TEST(GinConfig, RegistryChecksNamesWhileParsing) {
   expect_gin_error(
       [&] { c.parse_string("train_script.train.train_dataset_cfg = {'a': @nope}\n", "ref.gin"); },
       {"ref.gin:1:46", "unknown configurable 'nope'", "check the spelling"});
-  // Short and long module paths name the same registered configurable.
+  // A module path the configurable is not registered under names nothing,
+  // as in gin-config ("No configurable matching ..."), in bindings, blocks
+  // and references alike.
+  for (const char* text : {"garbage.utils.DatasetConfig.batch_size = 3\n",
+                           "garbage.utils.DatasetConfig:\n  batch_size = 3\n",
+                           "X = @garbage.utils.DatasetConfig()\n"})
+    expect_gin_error([&] { c.parse_string(text, "prefix.gin"); },
+                     {"prefix.gin:", "unknown configurable 'garbage.utils.DatasetConfig'",
+                      "registered: 'utils.DatasetConfig' (t5x.utils.DatasetConfig)"});
+  expect_gin_error([&] { c.parse_string("t5x.network.T5Config.emb_dim = 8\n", "prefix.gin"); },
+                   {"unknown configurable 't5x.network.T5Config'",
+                    "'network.T5Config' (t5x.examples.t5.network.T5Config)"});
+  EXPECT_TRUE(c.bindings().empty());
+  // The full name and its dotted suffixes name the same registered configurable.
   c.parse_string("DatasetConfig.batch_size = 8\nt5x.models.EncoderDecoderModel.z_loss = 1e-4\n"
-                 "train.total_steps = 10\n",
+                 "train.total_steps = 10\nt5x.examples.t5.network.T5Config.emb_dim = 8\n"
+                 "examples.t5.network.T5Config.dropout_rate = 0.0\n",
                  "ok.gin");
+  EXPECT_EQ(c.get_int("", "network.T5Config", "emb_dim"), 8);
+  EXPECT_DOUBLE_EQ(c.get_double("", "T5Config", "dropout_rate"), 0.0);
   EXPECT_EQ(c.find("", "utils.DatasetConfig", "batch_size")->configurable, "utils.DatasetConfig");
   EXPECT_EQ(c.get_int("", "DatasetConfig", "batch_size"), 8);
   EXPECT_DOUBLE_EQ(c.get_double("", "models.EncoderDecoderModel", "z_loss"), 1e-4);

@@ -27,20 +27,64 @@ TEST(GinRegistry, NearestNames) {
   EXPECT_TRUE(nearest_names("zzzzzzzzzzzz", params).empty());
 }
 
-TEST(GinRegistry, FindsShortAndLongModulePaths) {
+// gin-config (selector_map.py): a name matches the configurables whose full
+// registered name (module path + name) ends with it at a dot.
+TEST(GinRegistry, MatchesDottedSuffixesOfTheFullName) {
   Registry r;
-  r.add("utils.DatasetConfig", {{"split", ""}});
+  r.add("utils.DatasetConfig", {{"split", ""}}, "", "t5x.utils.DatasetConfig");
   r.add("train_script.train", {{"total_steps", ""}});
   r.add("a.Foo", {});
   r.add("b.Foo", {});
   EXPECT_EQ(r.find("utils.DatasetConfig")->name, "utils.DatasetConfig");
   EXPECT_EQ(r.find("DatasetConfig")->name, "utils.DatasetConfig");
   EXPECT_EQ(r.find("t5x.utils.DatasetConfig")->name, "utils.DatasetConfig");
+  EXPECT_EQ(r.find("utils.DatasetConfig")->full_name, "t5x.utils.DatasetConfig");
   EXPECT_EQ(r.find("train")->name, "train_script.train");
-  EXPECT_EQ(r.find("atasetConfig"), nullptr);  // suffixes match whole components only
+  EXPECT_EQ(r.find("train_script.train")->full_name, "train_script.train");
+  // Not a suffix of the registered path: a longer or different prefix.
+  EXPECT_EQ(r.find("garbage.utils.DatasetConfig"), nullptr);
+  EXPECT_EQ(r.find("garbage.t5x.utils.DatasetConfig"), nullptr);
+  EXPECT_EQ(r.find("x.train_script.train"), nullptr);
+  EXPECT_EQ(r.find("t5x.DatasetConfig"), nullptr);  // components are contiguous
+  EXPECT_EQ(r.find("atasetConfig"), nullptr);       // and whole
+  EXPECT_EQ(r.find("tils.DatasetConfig"), nullptr);
+  EXPECT_EQ(r.find(".DatasetConfig"), nullptr);
+  EXPECT_EQ(r.find(""), nullptr);
   EXPECT_EQ(r.find("Nothing"), nullptr);
   expect_gin_error([&] { r.find("Foo", SourceLocation{"x.gin", 4, 1}); },
-                   {"x.gin:4:1", "'Foo' is ambiguous: a.Foo, b.Foo", "hint:"});
+                   {"x.gin:4:1", "'Foo' is ambiguous: a.Foo, b.Foo", "hint:", "'a.Foo' or 'b.Foo'"});
+  EXPECT_EQ(r.matches("Foo").size(), 2u);
+  EXPECT_EQ(r.matches("garbage.utils.DatasetConfig").size(), 0u);
+  EXPECT_EQ(r.minimal_name(*r.get("utils.DatasetConfig")), "DatasetConfig");
+  EXPECT_EQ(r.minimal_name(*r.get("a.Foo")), "a.Foo");
+}
+
+// selector_map.py: "if "a.b.c.d" and "c.d" are stored, matching_selectors('c.d')
+// will return only ['c.d'], while matching_selectors('d') will return both."
+TEST(GinRegistry, AFullNameWrittenOutMatchesOnlyItself) {
+  Registry r;
+  r.add("c.d", {});
+  r.add("b.c.d", {}, "", "a.b.c.d");
+  EXPECT_EQ(r.find("c.d")->name, "c.d");
+  EXPECT_EQ(r.find("b.c.d")->name, "b.c.d");
+  EXPECT_EQ(r.find("a.b.c.d")->name, "b.c.d");
+  EXPECT_EQ(r.find("x.c.d"), nullptr);
+  expect_gin_error([&] { r.find("d", SourceLocation{"x.gin", 1, 1}); },
+                   {"'d' is ambiguous: a.b.c.d, c.d", "'b.c.d' or 'c.d'"});
+  EXPECT_EQ(r.minimal_name(*r.get("c.d")), "c.d");
+  EXPECT_EQ(r.minimal_name(*r.get("b.c.d")), "b.c.d");
+}
+
+TEST(GinRegistry, FullNamesAreChecked) {
+  Registry r;
+  r.add("utils.DatasetConfig", {}, "", "t5x.utils.DatasetConfig");
+  EXPECT_THROW(r.add("utils.Other", {}, "", "t5x.utils.DatasetConfig"), std::invalid_argument);
+  EXPECT_THROW(r.add("t5x.utils.DatasetConfig", {}), std::invalid_argument);  // a full name taken
+  EXPECT_THROW(r.add("utils.X", {}, "", "t5x.other.X"), std::invalid_argument);
+  EXPECT_THROW(r.add("X", {}, "", "t5x.utils.AX"), std::invalid_argument);
+  r.add("X", {}, "", "t5x.utils.X");
+  EXPECT_EQ(r.get("X")->full_name, "t5x.utils.X");
+  EXPECT_EQ(r.get("t5x.utils.X"), nullptr);  // get() takes canonical names only
 }
 
 TEST(GinRegistry, UnknownNamesSuggestNearest) {
@@ -58,6 +102,72 @@ TEST(GinRegistry, UnknownNamesSuggestNearest) {
                    {"m.gin:9:3", "has no parameter 'perod'", "did you mean 'period'"});
   expect_gin_error([&] { r.check_param(spec, "qqqqqqqqqqqqqq", SourceLocation{"m.gin", 1, 1}); },
                    {"known parameters:", "period", "keep"});
+}
+
+// An unknown module prefix on a known name says which path is registered.
+TEST(GinRegistry, UnknownModulePrefixNamesTheRegisteredPath) {
+  Registry r;
+  register_t5x_configurables(r);
+  expect_gin_error([&] { r.lookup("garbage.utils.DatasetConfig", SourceLocation{"m.gin", 1, 1}); },
+                   {"m.gin:1:1", "unknown configurable 'garbage.utils.DatasetConfig'",
+                    "no registered module path ends with 'garbage.utils.DatasetConfig'",
+                    "registered: 'utils.DatasetConfig' (t5x.utils.DatasetConfig)"});
+  expect_gin_error([&] { r.lookup("t5x.examples.decoder_only.network.T5Config", {}); },
+                   {"'network.T5Config' (t5x.examples.t5.network.T5Config)"});
+  expect_gin_error([&] { r.lookup("x.predict_batch_with_aux", {}); },
+                   {"'models.DecoderOnlyModel.predict_batch_with_aux' "
+                    "(t5x.models.DecoderOnlyModel.predict_batch_with_aux)"});
+}
+
+// t5x's names under the module paths t5x's gin files import them from.
+TEST(GinRegistry, T5xFullNames) {
+  Registry r;
+  register_t5x_configurables(r);
+  const std::vector<std::pair<const char*, const char*>> full = {
+      {"network.T5Config", "t5x.examples.t5.network.T5Config"},
+      {"network.Transformer", "t5x.examples.t5.network.Transformer"},
+      {"network.TransformerConfig", "t5x.examples.decoder_only.network.TransformerConfig"},
+      {"network.DecoderWrapper", "t5x.examples.decoder_only.network.DecoderWrapper"},
+      {"models.EncoderDecoderModel", "t5x.models.EncoderDecoderModel"},
+      {"models.EncoderDecoderModel.predict_batch_with_aux",
+       "t5x.models.EncoderDecoderModel.predict_batch_with_aux"},
+      {"models.MoeEncoderDecoderModel", "t5x.contrib.moe.models.MoeEncoderDecoderModel"},
+      {"decoding.beam_search", "t5x.decoding.beam_search"},
+      {"adafactor.Adafactor", "t5x.adafactor.Adafactor"},
+      {"adafactor_utils.logical_factor_rules", "t5x.contrib.moe.adafactor_utils.logical_factor_rules"},
+      {"optimizers.adamw", "t5x.optimizers.adamw"},
+      {"optax.adamw", "optax.adamw"},
+      {"utils.DatasetConfig", "t5x.utils.DatasetConfig"},
+      {"checkpoints.UpcycleCheckpointer", "t5x.contrib.moe.checkpoints.UpcycleCheckpointer"},
+      {"partitioning.PjitPartitioner", "t5x.partitioning.PjitPartitioner"},
+      {"partitioning.MoePjitPartitioner", "t5x.contrib.moe.partitioning.MoePjitPartitioner"},
+      {"trainer.Trainer", "t5x.trainer.Trainer"},
+      {"seqio.SentencePieceVocabulary", "seqio.SentencePieceVocabulary"},
+      {"preprocessors.random_spans_noise_mask", "t5.data.preprocessors.random_spans_noise_mask"},
+      {"gin_utils.summarize_gin_config", "t5x.gin_utils.summarize_gin_config"},
+      {"train_script.train", "train_script.train"},
+      {"infer_script.infer", "infer_script.infer"}};
+  for (const auto& [name, full_name] : full) {
+    ASSERT_NE(r.get(name), nullptr) << name;
+    EXPECT_EQ(r.get(name)->full_name, full_name);
+  }
+  // Every name resolves to itself by its canonical name, its full name and
+  // its minimal name: no canonical name is ambiguous.
+  for (const std::string& name : r.names()) {
+    const ConfigurableSpec* spec = r.get(name);
+    EXPECT_EQ(r.find(name), spec) << name;
+    EXPECT_EQ(r.find(spec->full_name), spec) << name;
+    EXPECT_EQ(r.find(r.minimal_name(*spec)), spec) << name;
+  }
+  EXPECT_EQ(r.find("examples.t5.network.T5Config")->name, "network.T5Config");
+  EXPECT_EQ(r.find("T5Config")->name, "network.T5Config");
+  EXPECT_EQ(r.find("contrib.moe.models.MoeEncoderDecoderModel")->name, "models.MoeEncoderDecoderModel");
+  EXPECT_EQ(r.find("t5x.network.T5Config"), nullptr);
+  EXPECT_EQ(r.find("t5x.seqio.Evaluator"), nullptr);
+  EXPECT_EQ(r.find("t5x.train_script.train"), nullptr);
+  EXPECT_EQ(r.find("t5x.contrib.moe.utils.DatasetConfig"), nullptr);
+  EXPECT_THROW(r.find("adamw"), GinError);  // t5x.optimizers.adamw, optax.adamw
+  EXPECT_THROW(r.find("predict_batch_with_aux"), GinError);
 }
 
 TEST(GinRegistry, GlobalStartsWithT5xNames) {
