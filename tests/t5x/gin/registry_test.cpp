@@ -1,5 +1,9 @@
 // Registry: name matching (gin's partial module paths), suggestions,
 // defaults, misuse.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -168,6 +172,47 @@ TEST(GinRegistry, T5xFullNames) {
   EXPECT_EQ(r.find("t5x.contrib.moe.utils.DatasetConfig"), nullptr);
   EXPECT_THROW(r.find("adamw"), GinError);  // t5x.optimizers.adamw, optax.adamw
   EXPECT_THROW(r.find("predict_batch_with_aux"), GinError);
+}
+
+// Python gin-config matches the same configurables for every name in
+// testdata/python_gin_selectors.tsv (written by gin_selector_golden.py from
+// gin-config's own SelectorMap, over t5x's full names).
+TEST(GinRegistry, MatchesPythonGinSelectors) {
+  Registry r;
+  register_t5x_configurables(r);
+  std::ifstream in(std::filesystem::path(T5X_SOURCE_DIR) / "tests/t5x/gin/testdata/python_gin_selectors.tsv");
+  ASSERT_TRUE(in) << "missing python_gin_selectors.tsv";
+  std::vector<std::string> python_full, cpp_full;
+  for (const std::string& name : r.names()) cpp_full.push_back(r.get(name)->full_name);
+  std::sort(cpp_full.begin(), cpp_full.end());
+  size_t queries = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, '\t');) cells.push_back(c);
+    if (line.ends_with('\t')) cells.emplace_back();
+    ASSERT_GE(cells.size(), 2u) << line;
+    if (cells[0] == "full") {
+      python_full.push_back(cells[1]);
+      continue;
+    }
+    ASSERT_EQ(cells.size(), 3u) << line;
+    std::string got;
+    for (const ConfigurableSpec* s : r.matches(cells[1])) got += (got.empty() ? "" : ",") + s->full_name;
+    EXPECT_EQ(got, cells[2]) << "name '" << cells[1] << "'";
+    const ConfigurableSpec* found = nullptr;
+    try {
+      found = r.find(cells[1]);
+      EXPECT_EQ(cells[2].find(','), std::string::npos) << cells[1] << " is ambiguous in gin";
+    } catch (const GinError&) {
+      EXPECT_NE(cells[2].find(','), std::string::npos) << cells[1] << " is not ambiguous in gin";
+    }
+    if (cells[2].empty()) EXPECT_EQ(found, nullptr) << cells[1];
+    ++queries;
+  }
+  EXPECT_EQ(python_full, cpp_full) << "rerun tests/t5x/gin/gin_selector_golden.py";
+  EXPECT_GE(queries, 300u);
 }
 
 TEST(GinRegistry, GlobalStartsWithT5xNames) {
