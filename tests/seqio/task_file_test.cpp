@@ -165,6 +165,23 @@ void expect_has(const std::string& e, std::initializer_list<const char*> parts) 
   for (const char* p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' not in: " << e;
 }
 
+// Every name of task files and of t5x resolves to itself as gin-config
+// would resolve it (a dotted suffix of one full name only).
+TEST(TaskFile, RegisteredNamesResolveToThemselves) {
+  t5x::gin::Registry r;
+  t5x::gin::register_t5x_configurables(r);
+  t5x::task_file::register_configurables(r);
+  for (const std::string& name : r.names()) {
+    const t5x::gin::ConfigurableSpec* spec = r.get(name);
+    EXPECT_EQ(r.find(name), spec) << name;
+    EXPECT_EQ(r.find(spec->full_name), spec) << name;
+  }
+  EXPECT_EQ(r.find("preprocessors.rekey")->name, "seqio.preprocessors.rekey");
+  EXPECT_EQ(r.find("data.preprocessors.translate")->name, "t5.data.preprocessors.translate");
+  EXPECT_EQ(r.find("garbage.preprocessors.rekey"), nullptr);
+  EXPECT_EQ(r.find("seqio.t5.data.preprocessors.translate"), nullptr);
+}
+
 TEST(TaskFile, TheGoodFileLoads) { EXPECT_EQ(load_error(kGood), "no error"); }
 
 // seqio's rekey maps a None old key to an empty feature (C4's
