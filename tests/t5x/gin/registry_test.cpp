@@ -208,7 +208,9 @@ TEST(GinRegistry, MatchesPythonGinSelectors) {
     } catch (const GinError&) {
       EXPECT_NE(cells[2].find(','), std::string::npos) << cells[1] << " is not ambiguous in gin";
     }
-    if (cells[2].empty()) EXPECT_EQ(found, nullptr) << cells[1];
+    if (cells[2].empty()) {
+      EXPECT_EQ(found, nullptr) << cells[1];
+    }
     ++queries;
   }
   EXPECT_EQ(python_full, cpp_full) << "rerun tests/t5x/gin/gin_selector_golden.py";
