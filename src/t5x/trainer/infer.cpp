@@ -96,6 +96,20 @@ std::string chunk_problem(const std::string& chunk) {
   return "";
 }
 
+// The decoding a predict run does, as the model runs it (t5x's default
+// decode_fn: beam search for the encoder-decoder, sampling for decoder-only).
+nlohmann::json decode_settings(const ModelConfig& m) {
+  using Method = DecodeOptions::Method;
+  const DecodeOptions& d = m.decode;
+  const bool beam = d.method == Method::beam_search || (d.method == Method::default_for_model && !m.decoder_only);
+  if (beam)
+    return {{"method", "beam_search"}, {"num_decodes", d.beam.num_decodes}, {"alpha", d.beam.alpha},
+            {"eos_id", d.beam.eos_id}};
+  const SamplingOptions& s = d.sampling;
+  return {{"method", "temperature_sample"}, {"num_decodes", s.num_decodes}, {"temperature", s.temperature},
+          {"topk", s.topk}, {"topp", s.topp}, {"eos_id", s.eos_id}, {"max_decode_steps", s.max_decode_steps}};
+}
+
 }  // namespace
 
 InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
@@ -146,6 +160,11 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
                           {"batch_size", cfg.dataset.batch_size}, {"shard", shard}, {"num_shards", num_shards}};
     if (cfg.dataset.task_feature_lengths)
       for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
+    // The split is not in the file's name, and the decoding changes the
+    // predictions: a resume with another temperature reused the old chunks.
+    run["split"] = cfg.dataset.split;
+    run["activation_dtype"] = dtype_name(cfg.model.network.dtype);
+    if (cfg.mode == "predict") run["decode"] = decode_settings(cfg.model);
     const std::string want = dump(run) + "\n";
     // The settings of the finished file, beside it as a hidden file: not in
     // <file>.COMPLETED, which a `cat TASK-predict.jsonl-*` takes in (t5x

@@ -127,6 +127,25 @@ TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
     EXPECT_NE(m.find("checkpoint_4"), std::string::npos) << m;
     EXPECT_NE(m.find("hint: write into another INFER_OUTPUT_DIR"), std::string::npos) << m;
   }
+  // The decoding and the split are settings too (a resume with another
+  // temperature reused the old chunks).
+  for (int k = 0; k < 2; ++k) {
+    InferRunConfig d = c;
+    if (k == 0) {
+      d.model.decode.method = DecodeOptions::Method::temperature_sample;
+      d.model.decode.sampling.temperature = 0.3;
+    } else {
+      d.dataset.split = "train";
+    }
+    try {
+      run_infer(d, single());
+      ADD_FAILURE() << (k == 0 ? "another decoding" : "another split") << " reused the output";
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(file + " was written by a run with other settings"), std::string::npos) << m;
+      EXPECT_NE(m.find(k == 0 ? "\"temperature\":0.3" : "\"split\":\"train\""), std::string::npos) << m;
+    }
+  }
   fs::remove(settings);  // an output written before the settings were kept: taken as done
   EXPECT_EQ(run_infer(other, single()).examples, 0);
   InferRunConfig bad = c;
