@@ -1,14 +1,23 @@
 #include "t5x/checkpoints/checkpoint_dir.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstring>
 #include <exception>
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <set>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "t5x/checkpoints/fault_inject.h"
 #include "t5x/checkpoints/file_io.h"
@@ -649,6 +658,60 @@ std::vector<int64_t> apply_retention(const std::string& model_dir, int keep, con
     removed.push_back(steps[i]);
   }
   return removed;
+}
+
+namespace {
+// Locks this process holds: path -> (fd, holders).
+std::mutex g_dir_locks_mu;
+std::map<std::string, std::pair<int, int>>& dir_locks() {
+  static std::map<std::string, std::pair<int, int>> m;
+  return m;
+}
+}  // namespace
+
+ModelDirLock::ModelDirLock(const std::string& model_dir, int rank, double wait_s,
+                           const std::function<void(const std::string&)>& on_wait)
+    : path_(fileio::join(model_dir, ".lock-process-" + std::to_string(rank))) {
+  std::lock_guard<std::mutex> g(g_dir_locks_mu);
+  if (auto it = dir_locks().find(path_); it != dir_locks().end()) {
+    ++it->second.second;
+    return;
+  }
+  fileio::make_dirs(model_dir);
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError(path_ + ": cannot open the run's lock file: " + std::strerror(errno) +
+                          "\n  hint: MODEL_DIR must be a writable directory");
+  const auto t0 = std::chrono::steady_clock::now();
+  bool told = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      const int e = errno;
+      ::close(fd);
+      throw CheckpointError(path_ + ": cannot lock: " + std::strerror(e));
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (waited >= wait_s) {
+      ::close(fd);
+      throw CheckpointError(model_dir + " is in use by another training run (process " + std::to_string(rank) +
+                            " of it holds " + path_ + ")\n  hint: wait for that run to end, or train into another "
+                            "MODEL_DIR");
+    }
+    if (!told && on_wait) {
+      on_wait("waiting for " + model_dir + ": another training run holds it (" + path_ + ")");
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  dir_locks()[path_] = {fd, 1};
+}
+
+ModelDirLock::~ModelDirLock() {
+  std::lock_guard<std::mutex> g(g_dir_locks_mu);
+  auto it = dir_locks().find(path_);
+  if (it == dir_locks().end() || --it->second.second > 0) return;
+  ::close(it->second.first);  // releases the flock
+  dir_locks().erase(it);
 }
 
 }  // namespace t5x

@@ -179,6 +179,27 @@ std::vector<std::string> list_temp_dirs(const std::string& model_dir, const std:
 // (another process's save of the same run cannot have started yet).
 std::vector<std::string> remove_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
 
+// One training run per MODEL_DIR at a time. Process `rank` of a run holds an
+// exclusive lock (flock) on MODEL_DIR/.lock-process-<rank> while the object
+// lives; the kernel drops it when the process ends, however it ends. Two runs
+// started into one directory raced each other's saves, and after `kill -9` of
+// mpirun its ranks go on for a moment: a restart at once removed the
+// temporary directory they were renaming. The constructor waits up to
+// `wait_s` seconds for the lock (`on_wait` is told once), then throws
+// CheckpointError naming the directory. Within one process the same lock may
+// be taken again (tests run trainers one after another).
+class ModelDirLock {
+ public:
+  ModelDirLock(const std::string& model_dir, int rank, double wait_s = 30.0,
+               const std::function<void(const std::string&)>& on_wait = {});
+  ~ModelDirLock();
+  ModelDirLock(const ModelDirLock&) = delete;
+  ModelDirLock& operator=(const ModelDirLock&) = delete;
+
+ private:
+  std::string path_;
+};
+
 // Checks one checkpoint directory; returns the problem (naming the file) or
 // nullopt when the checkpoint is complete. Always: the msgpack exists and
 // parses, every TensorStore leaf has a valid .zarray matching its spec, and

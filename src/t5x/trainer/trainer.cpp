@@ -155,6 +155,16 @@ void Trainer::initialize() {
   const auto t0 = Clock::now();
   const bool chief = dist_.is_chief();
   (void)local_microbatches();  // a num_microbatches that does not split over 'data' fails here
+  // Every process of the run locks MODEL_DIR before process 0 touches it
+  // (the broadcast holds process 0 back until all hold theirs): a second run,
+  // or the ranks of a killed mpirun still running, wait or are refused.
+  dir_lock_ = std::make_unique<ModelDirLock>(cfg_.model_dir, dist_.rank(), 30.0,
+                                             [&](const std::string& s) { message(s); });
+  (void)dist_.broadcast(uint64_t(0));
+  if (cfg_.save.dtype != "float32")
+    message("note: checkpoints keep the parameters in " + cfg_.save.dtype + " (utils.SaveCheckpointConfig.dtype): a "
+            "run resumed from one goes on from the rounded parameters, so it does not end bitwise where an "
+            "uninterrupted run would (as in t5x); save float32 for exact resumes");
   if (chief) {
     fs::create_directories(cfg_.model_dir);
     if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);

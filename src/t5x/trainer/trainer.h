@@ -51,6 +51,7 @@
 #include "nn/constraint.h"
 #include "spmd/context.h"
 #include "spmd/dispatch.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/gin/config.h"
 #include "t5x/trainer/data.h"
 #include "t5x/trainer/distributed.h"
@@ -109,6 +110,7 @@ class Trainer {
  private:
   TrainRunConfig cfg_;
   Distributed dist_;
+  std::unique_ptr<ModelDirLock> dir_lock_;  // one run per MODEL_DIR (checkpoint_dir.h)
   TrainerOptions opt_;
   // Model-parallel runs: dist_'s spmd context and the spmd lowering, for the
   // Trainer's lifetime; the previous ones come back after it (declared

@@ -1,6 +1,7 @@
 #include "t5x/checkpoints/checkpoint_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <barrier>
@@ -192,6 +193,40 @@ TEST(Crc32c, CheckValuesAndEveryLengthAndAlignment) {
     }
   // Extending: crc(a ++ b) == crc(b, crc(a)).
   EXPECT_EQ(checksum::crc32c(buf.data() + 77, 223, checksum::crc32c(buf.data(), 77)), slow(buf.data(), 300));
+}
+
+// One run per MODEL_DIR: another process holding process 0's lock makes the
+// next run wait, then refuse with the directory named; the lock goes with its
+// process (here a child that exits), and one process may take it again.
+TEST(ModelDirLock, AnotherProcessHoldingTheLockIsWaitedForThenRefused) {
+  const std::string dir = tmpdir("dir_lock");
+  int ready[2], release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    {
+      ModelDirLock held(dir, 0);
+      char c = 1;
+      (void)!::write(ready[1], &c, 1);
+      (void)!::read(release[0], &c, 1);
+    }
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  std::string told;
+  const std::string e = testing_ckpt::error_of([&] { ModelDirLock l(dir, 0, 0.5, [&](const std::string& s) { told = s; }); });
+  EXPECT_NE(e.find(dir + " is in use by another training run"), std::string::npos) << e;
+  EXPECT_NE(e.find("hint: wait for that run to end, or train into another MODEL_DIR"), std::string::npos) << e;
+  EXPECT_NE(told.find("waiting for " + dir), std::string::npos) << told;
+  { ModelDirLock other_rank(dir, 1, 0.5); }  // another process number: its own lock
+  (void)!::write(release[1], &c, 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ModelDirLock mine(dir, 0, 5.0);
+  ModelDirLock again(dir, 0, 0.0);  // the same process: taken again at once
 }
 
 TEST(CheckpointDir, ExistingStepIsSkipped) {
