@@ -319,10 +319,10 @@ class Parser {
         ++i_;
         const char* form = first.text == "import" ? "import a.b.c [as name]" : "from a.b import c [as name]";
         auto dotted = [&] {
-          expect_ident("a module name", std::string("write ") + form);
+          s.module = expect_ident("a module name", std::string("write ") + form).text;
           while (is_punct(".")) {
             ++i_;
-            expect_ident("a module name after '.'", std::string("write ") + form);
+            s.module += "." + expect_ident("a module name after '.'", std::string("write ") + form).text;
           }
         };
         dotted();
@@ -330,11 +330,12 @@ class Parser {
           if (!(peek().type == Tok::kIdent && peek().text == "import"))
             fail(peek(), "expected 'import' in a from-import, found " + show(peek()), std::string("write ") + form);
           ++i_;
-          expect_ident("the name imported", std::string("write ") + form);
+          s.is_from = true;
+          s.module += "." + expect_ident("the name imported", std::string("write ") + form).text;
         }
         if (peek().type == Tok::kIdent && peek().text == "as") {
           ++i_;
-          expect_ident("a name after 'as'", std::string("write ") + form);
+          s.alias = expect_ident("a name after 'as'", std::string("write ") + form).text;
         }
         const size_t e = toks_[i_ - 1].end;
         if (peek().type != Tok::kNewline && peek().type != Tok::kEnd)

@@ -2,8 +2,8 @@
 //
 // Statements (one per logical line; brackets and a trailing backslash
 // continue a line, `#` starts a comment):
-//   import a.b [as c]             accepted, kept verbatim, otherwise ignored
-//   from a.b import c [as d]      accepted, kept verbatim, otherwise ignored
+//   import a.b [as c]             kept verbatim; binds a name (registry.h, Imports)
+//   from a.b import c [as d]      kept verbatim; binds a name (registry.h, Imports)
 //   include 'path.gin'            resolved by the loader (config.h)
 //   NAME = value                  macro (no '.' and no scope in NAME)
 //   [scope/...]configurable.param = value
@@ -35,6 +35,12 @@ struct Statement {
   std::string configurable; // kBinding: e.g. "utils.DatasetConfig"
   std::string name;         // kBinding: param name; kMacro: macro name
   Value value;              // kMacro / kBinding
+  // kImport, as gin-config's ImportStatement: the whole dotted module path
+  // ("a.b.c" for `from a.b import c`), whether it is a from-import, and the
+  // `as` name (empty without one).
+  std::string module;
+  bool is_from = false;
+  std::string alias;
 };
 
 // Parses a whole gin file. `file` names the text in locations and errors.
