@@ -236,4 +236,75 @@ std::vector<std::string> Registry::nearest(std::string_view name, size_t k) cons
   return closest(std::move(scored), k);
 }
 
+void Imports::add(const std::string& module, bool is_from, const std::string& alias,
+                   const SourceLocation& where) {
+  if (module.starts_with("__gin__.")) {
+    // gin-config: `from __gin__ import dynamic_registration` only.
+    if (!is_from || module != "__gin__.dynamic_registration")
+      throw GinError(where, "unknown __gin__ feature '" + module.substr(8) + "'",
+                     "the only one is `from __gin__ import dynamic_registration`");
+    if (!alias.empty())
+      throw GinError(where, "__gin__ imports do not support `as` aliasing",
+                     "write `from __gin__ import dynamic_registration`");
+    return;
+  }
+  if (module == "__main__" || module.starts_with("__main__.")) return;
+  std::string name;
+  std::string path = module;
+  if (!alias.empty()) {
+    name = alias;
+  } else if (is_from) {
+    name = module.substr(module.rfind('.') + 1);
+  } else {
+    name = module.substr(0, module.find('.'));
+    path = name;
+  }
+  if (name == "gin") return;  // gin's own symbol (gin.REQUIRED), never a module here
+  bound_[name] = path;
+}
+
+std::optional<std::string> Imports::expand(std::string_view name) const {
+  const size_t dot = name.find('.');
+  const std::string_view head = name.substr(0, dot);
+  auto it = bound_.find(head);
+  if (it == bound_.end()) return std::nullopt;
+  return it->second + std::string(dot == std::string_view::npos ? std::string_view() : name.substr(dot));
+}
+
+const ConfigurableSpec* Registry::find(std::string_view name, const Imports& imports,
+                                       const SourceLocation& where) const {
+  const std::optional<std::string> full = imports.expand(name);
+  if (!full) return find(name, where);
+  auto it = by_full_name_.find(*full);
+  return it == by_full_name_.end() ? nullptr : get(it->second);
+}
+
+const ConfigurableSpec& Registry::lookup(std::string_view name, const Imports& imports,
+                                         const SourceLocation& where) const {
+  const std::optional<std::string> full = imports.expand(name);
+  if (!full) return lookup(name, where);
+  if (const ConfigurableSpec* s = find(name, imports, where)) return *s;
+  const std::string_view module = std::string_view(*full).substr(0, full->rfind('.'));
+  bool module_known = false;
+  for (const auto& [f, canonical] : by_full_name_)
+    if (f.size() > module.size() && f.starts_with(module) && f[module.size()] == '.') module_known = true;
+  // Nearest registered full names: the same last component first, then by
+  // edit distance of the whole path.
+  const std::string_view tail = last_component(*full);
+  std::vector<std::pair<size_t, std::string>> scored;
+  const size_t limit = std::max<size_t>(2, full->size() / 3);
+  for (const auto& [f, canonical] : by_full_name_) {
+    const size_t d = edit_distance(*full, f);
+    if (last_component(f) == tail) scored.emplace_back(d, f);
+    else if (d <= limit) scored.emplace_back(d + 1000, f);
+  }
+  const std::vector<std::string> near = closest(std::move(scored), 3);
+  std::string hint = module_known
+      ? "t5x.cpp registers no '" + std::string(tail) + "' in module '" + std::string(module) + "'"
+      : "the configurables of module '" + std::string(module) + "' are not part of t5x.cpp";
+  if (!near.empty()) hint += "; nearest registered: " + quoted_list(near, ", ");
+  hint += "";
+  throw GinError(where, "unknown configurable '" + std::string(name) + "' (imported as " + *full + ")", hint);
+}
+
 }  // namespace t5x::gin

@@ -42,6 +42,36 @@ struct ConfigurableSpec {
   const ParamSpec* param(std::string_view p) const;
 };
 
+// What the import statements of one gin text bind, as gin-config's
+// dynamic registration does (config.py, ParseContext.process_import): each
+// bound name maps to the module path it stands for.
+//   import a.b.c            a -> a            (the top-level package)
+//   import a.b.c as d       d -> a.b.c
+//   from a.b import c       c -> a.b.c
+//   from a.b import c as d  d -> a.b.c
+// `from __gin__ import dynamic_registration` and imports of `__main__`
+// (`import __main__ as train_script`) bind nothing: t5x.cpp has no __main__
+// module; its scripts' configurables are registered as `train_script.train`,
+// `eval_script.evaluate`, `infer_script.infer`, which match as usual. A later
+// import of the same name replaces the earlier one (Python's rule).
+class Imports {
+ public:
+  // Records one import statement. `module` is the whole dotted path (for
+  // `from a.b import c`: "a.b.c"); `alias` is the `as` name or empty.
+  // Throws GinError at `where` for `__gin__` imports gin-config rejects (an
+  // alias, an unknown feature).
+  void add(const std::string& module, bool is_from, const std::string& alias,
+           const SourceLocation& where = {});
+  // `name` with its first component replaced by the module path it was
+  // imported as, or nullopt when that component is no imported name.
+  std::optional<std::string> expand(std::string_view name) const;
+  bool empty() const { return bound_.empty(); }
+  const std::map<std::string, std::string, std::less<>>& bound() const { return bound_; }
+
+ private:
+  std::map<std::string, std::string, std::less<>> bound_;  // bound name -> module path
+};
+
 class Registry {
  public:
   // The process-wide registry. It starts with t5x's names
@@ -71,6 +101,19 @@ class Registry {
   // Returns nullptr when nothing matches; throws GinError at `where` when
   // several configurables match.
   const ConfigurableSpec* find(std::string_view name, const SourceLocation& where = {}) const;
+
+  // Resolution under import statements (gin-config's dynamic registration):
+  // a name whose first component is an imported name is expanded to its full
+  // path (`moe_partitioning.MoePjitPartitioner` ->
+  // `t5x.contrib.moe.partitioning.MoePjitPartitioner`), which must equal a
+  // registered full name; any other name matches as find() above.
+  const ConfigurableSpec* find(std::string_view name, const Imports& imports,
+                               const SourceLocation& where = {}) const;
+  // find(name, imports) that throws GinError at `where` for an unknown name;
+  // for an expanded one the message gives the full path and the hint the
+  // nearest registered full names.
+  const ConfigurableSpec& lookup(std::string_view name, const Imports& imports,
+                                 const SourceLocation& where) const;
 
   // Every configurable `name` matches under gin-config's rule (the header
   // comment), in full-name order; no error for several.

@@ -253,5 +253,60 @@ TEST(GinRegistry, DefaultsAndMisuse) {
     EXPECT_TRUE(r.contains(name)) << name;
 }
 
+// gin-config's ImportStatement.bound_name and the module it stands for
+// (config_parser.py; config.py, ParseContext.process_import).
+TEST(GinRegistry, ImportsBindNamesAsGinConfigDoes) {
+  Imports im;
+  im.add("t5x.contrib.moe.partitioning", true, "moe_partitioning");  // from a.b import c as d
+  im.add("t5x.utils", true, "");                                     // from a.b import c
+  im.add("t5x.examples.t5.network", false, "net");                   // import a.b.c as d
+  im.add("mesh_tensorflow.transformer.utils", false, "");            // import a.b.c
+  im.add("seqio", false, "");
+  im.add("__main__", false, "train_script");                         // binds nothing
+  im.add("__gin__.dynamic_registration", true, "");                  // binds nothing
+  EXPECT_EQ(im.expand("moe_partitioning.MoePjitPartitioner").value_or(""),
+            "t5x.contrib.moe.partitioning.MoePjitPartitioner");
+  EXPECT_EQ(im.expand("utils.DatasetConfig").value_or(""), "t5x.utils.DatasetConfig");
+  EXPECT_EQ(im.expand("net.T5Config").value_or(""), "t5x.examples.t5.network.T5Config");
+  EXPECT_EQ(im.expand("mesh_tensorflow.transformer.utils.run").value_or(""),
+            "mesh_tensorflow.transformer.utils.run");
+  EXPECT_EQ(im.expand("seqio.Evaluator").value_or(""), "seqio.Evaluator");
+  EXPECT_EQ(im.expand("utils").value_or(""), "t5x.utils");
+  EXPECT_FALSE(im.expand("transformer.utils.run"));  // `import a.b.c` binds a only
+  EXPECT_FALSE(im.expand("train_script.train"));
+  EXPECT_FALSE(im.expand("network.T5Config"));
+  EXPECT_FALSE(im.expand("DatasetConfig"));
+  EXPECT_FALSE(im.expand("xutils.DatasetConfig"));
+  EXPECT_EQ(im.bound().size(), 5u);
+  im.add("t5x.contrib.moe.utils", true, "");  // a later import replaces the name
+  EXPECT_EQ(im.expand("utils.X").value_or(""), "t5x.contrib.moe.utils.X");
+  expect_gin_error([&] { im.add("__gin__.dynamic_registration", true, "d", {"i.gin", 3, 1}); },
+                   {"i.gin:3:1", "do not support `as` aliasing"});
+}
+
+TEST(GinRegistry, ImportedNamesMatchFullNamesExactly) {
+  Registry r;
+  r.add("network.T5Config", {{"emb_dim", ""}}, "", "t5x.examples.t5.network.T5Config");
+  r.add("utils.DatasetConfig", {}, "", "t5x.utils.DatasetConfig");
+  r.add("train_script.train", {});
+  Imports im;
+  im.add("t5x.examples.scalable_t5.network", true, "");
+  im.add("t5x", false, "");
+  EXPECT_EQ(r.find("network.T5Config"), r.get("network.T5Config"));  // no import: suffix
+  EXPECT_EQ(r.find("network.T5Config", im), nullptr);
+  EXPECT_EQ(r.find("t5x.utils.DatasetConfig", im), r.get("utils.DatasetConfig"));
+  EXPECT_EQ(r.find("utils.DatasetConfig", im), r.get("utils.DatasetConfig"));  // not imported
+  EXPECT_EQ(r.find("train", im), r.get("train_script.train"));
+  expect_gin_error([&] { r.lookup("network.T5Config", im, {"s.gin", 7, 1}); },
+                   {"s.gin:7:1",
+                    "unknown configurable 'network.T5Config' (imported as "
+                    "t5x.examples.scalable_t5.network.T5Config)",
+                    "the configurables of module 't5x.examples.scalable_t5.network' are not part of t5x.cpp",
+                    "nearest registered: 't5x.examples.t5.network.T5Config'"});
+  expect_gin_error([&] { r.lookup("t5x.utils.DatasetConfg", im, {}); },
+                   {"(imported as t5x.utils.DatasetConfg)", "registers no 'DatasetConfg' in module 't5x.utils'",
+                    "'t5x.utils.DatasetConfig'"});
+}
+
 }  // namespace
 }  // namespace t5x::gin
