@@ -65,7 +65,17 @@ void Config::parse_file(const std::string& path, const LoadOptions& options) {
 void Config::parse_string(std::string_view text, const std::string& origin,
                           const LoadOptions& options) {
   std::vector<std::string> stack;
-  parse_text(text, origin, options, stack);
+  Imports imports;
+  parse_text(text, origin, options, stack, imports);
+}
+
+void Config::parse_bindings(const std::vector<std::pair<std::string, std::string>>& bindings,
+                            const LoadOptions& options) {
+  Imports imports;
+  for (const auto& [text, origin] : bindings) {
+    std::vector<std::string> stack;
+    parse_text(text, origin, options, stack, imports);
+  }
 }
 
 // "did you mean 'x.gin'? " for .gin files next to the tried candidates.
@@ -128,18 +138,21 @@ void Config::parse_path(const std::string& path, const std::string& including_fi
   buf << in.rdbuf();
   files_.push_back(*found);
   stack.push_back(id);
-  parse_text(buf.str(), *found, options, stack);
+  Imports imports;  // a file starts with none of its includer's imports
+  parse_text(buf.str(), *found, options, stack, imports);
   stack.pop_back();
 }
 
 void Config::parse_text(std::string_view text, const std::string& origin,
-                        const LoadOptions& options, std::vector<std::string>& stack) {
+                        const LoadOptions& options, std::vector<std::string>& stack,
+                        Imports& imports) {
   // Statements are applied in order so that an include lands where it is
   // written and later lines override it.
   const bool is_file = !stack.empty();
   for (Statement& s : parse_gin(text, origin)) {
     switch (s.kind) {
       case Statement::Kind::kImport:
+        imports.add(s.module, s.is_from, s.alias, s.where);
         if (std::find(imports_.begin(), imports_.end(), s.text) == imports_.end())
           imports_.push_back(s.text);
         break;
@@ -147,12 +160,21 @@ void Config::parse_text(std::string_view text, const std::string& origin,
         parse_path(s.text, is_file ? origin : "", s.where, options, stack);
         break;
       case Statement::Kind::kMacro:
-        if (!options.skip_unknown) check_references(s.value);
-        set_macro(s.name, std::move(s.value), s.where);
+        set_macro(s.name, resolve_references(s.value, imports, options.skip_unknown), s.where);
         break;
-      case Statement::Kind::kBinding:
-        bind(s.scope, s.configurable, s.name, std::move(s.value), s.where, options.skip_unknown);
+      case Statement::Kind::kBinding: {
+        if (!registry_) {
+          store(s.scope, s.configurable, s.name, std::move(s.value), s.where);
+          break;
+        }
+        const std::string conf =
+            resolve_name(s.configurable, imports, options.skip_unknown, false, s.where);
+        if (const ConfigurableSpec* spec = registry_->get(conf))
+          registry_->check_param(*spec, s.name, s.where);
+        store(s.scope, conf, s.name, resolve_references(s.value, imports, options.skip_unknown),
+              s.where);
         break;
+      }
     }
   }
 }
@@ -169,6 +191,69 @@ void Config::bind(const std::string& scope, const std::string& configurable,
     }
   }
   if (!skip_unknown) check_references(value);
+  store(scope, std::move(conf), param, std::move(value), std::move(where));
+}
+
+std::string Config::resolve_name(std::string_view name, const Imports& imports, bool skip_unknown,
+                                 bool as_full, const SourceLocation& where) const {
+  const ConfigurableSpec* spec = registry_->find(name, imports, where);
+  if (!spec && !skip_unknown) spec = &registry_->lookup(name, imports, where);  // throws
+  if (spec) {
+    if (!as_full) return spec->name;
+    // A reference keeps the canonical name when that alone names the same
+    // configurable (what the C++ layers and the operative config show),
+    // else its full name.
+    const ConfigurableSpec* by_canonical = nullptr;
+    try {
+      by_canonical = registry_->find(spec->name);
+    } catch (const GinError&) {
+    }
+    return by_canonical == spec ? spec->name : spec->full_name;
+  }
+  // Unknown and skipped: an imported name keeps its module path, so that it
+  // cannot later be taken for a registered configurable with the same suffix.
+  if (std::optional<std::string> full = imports.expand(name)) return *full;
+  return std::string(name);
+}
+
+// `v` with `f` applied to each @reference (deeply).
+template <class F>
+static Value map_references(const Value& v, F&& f) {
+  switch (v.kind()) {
+    case ValueKind::kReference: {
+      Reference r = v.as_reference();
+      f(r, v.where());
+      return Value::reference(std::move(r)).at(v.where());
+    }
+    case ValueKind::kList:
+    case ValueKind::kTuple: {
+      std::vector<Value> items;
+      for (const Value& i : v.items()) items.push_back(map_references(i, f));
+      return (v.kind() == ValueKind::kList ? Value::list(std::move(items))
+                                           : Value::tuple(std::move(items))).at(v.where());
+    }
+    case ValueKind::kDict: {
+      std::vector<std::pair<Value, Value>> entries;
+      for (const auto& [k, x] : v.entries()) entries.emplace_back(map_references(k, f), map_references(x, f));
+      return Value::dict(std::move(entries)).at(v.where());
+    }
+    default:
+      return v;
+  }
+}
+
+Value Config::resolve_references(const Value& v, const Imports& imports, bool skip_unknown) const {
+  if (!registry_) return v;
+  return map_references(v, [&](Reference& r, const SourceLocation& where) {
+    if (imports.expand(r.name))
+      r.name = resolve_name(r.name, imports, skip_unknown, true, where);
+    else if (!skip_unknown)
+      registry_->lookup(r.name, where);  // throws for an unknown name
+  });
+}
+
+void Config::store(const std::string& scope, std::string conf, const std::string& param,
+                   Value value, SourceLocation where) {
   const std::string k = key_of(scope, conf, param);
   if (auto it = index_.find(k); it != index_.end()) {
     Binding& b = bindings_[it->second];
@@ -477,28 +562,74 @@ void Config::check_complete() const {
   throw GinError(missing.front().used, msg, hint);
 }
 
+// `v` with each reference named by its configurable's canonical name
+// (`@t5x.utils.DatasetConfig` and `@utils.DatasetConfig` are the same value).
+static Value canonical_references(const Value& v, const Registry* registry) {
+  if (!registry) return v;
+  return map_references(v, [&](Reference& r, const SourceLocation&) {
+    try {
+      if (const ConfigurableSpec* spec = registry->find(r.name)) r.name = spec->name;
+    } catch (const GinError&) {
+    }
+  });
+}
+
 bool Config::equivalent(const Config& other) const {
   if (bindings_.size() != other.bindings_.size() || macros_.size() != other.macros_.size())
     return false;
   for (const Binding& b : bindings_) {
     auto it = other.index_.find(key_of(b.scope, b.configurable, b.param));
-    if (it == other.index_.end() || !(other.bindings_[it->second].value == b.value)) return false;
+    if (it == other.index_.end() ||
+        !(canonical_references(other.bindings_[it->second].value, registry_) ==
+          canonical_references(b.value, registry_)))
+      return false;
   }
   for (const auto& [name, m] : macros_) {
     const Macro* o = other.find_macro(name);
-    if (!o || !(o->value == m.value)) return false;
+    if (!o || !(canonical_references(o->value, registry_) == canonical_references(m.value, registry_)))
+      return false;
   }
   return true;
 }
 
 std::string Config::operative_config_str() const {
   std::string out;
-  for (const std::string& i : imports_) out += i + "\n";
+  // gin-config wants dynamic registration enabled before any other import.
+  std::vector<std::string> import_lines;
+  for (const std::string& i : imports_)
+    if (i == "from __gin__ import dynamic_registration") import_lines.push_back(i);
+  for (const std::string& i : imports_)
+    if (i != "from __gin__ import dynamic_registration") import_lines.push_back(i);
+  for (const std::string& i : import_lines) out += i + "\n";
   if (!imports_.empty()) out += "\n";
+  // Read back, all these imports apply to every line: a name that they
+  // would take to another module than the one it was resolved to (a file's
+  // `from t5x.contrib.moe import models` against another file's
+  // `models.EncoderDecoderModel`) is written as its full name.
+  Imports merged;
+  for (const std::string& i : import_lines)
+    for (const Statement& st : parse_gin(i, "<operative config>"))
+      if (st.kind == Statement::Kind::kImport) merged.add(st.module, st.is_from, st.alias, st.where);
+  auto printable = [&](const std::string& name, const ConfigurableSpec* spec) {
+    if (!spec || merged.empty()) return name;
+    const std::optional<std::string> full = merged.expand(name);
+    return !full || *full == spec->full_name ? name : spec->full_name;
+  };
+  auto printable_value = [&](const Value& v) {
+    if (!registry_ || merged.empty()) return v.to_gin();
+    return map_references(v, [&](Reference& r, const SourceLocation&) {
+      const ConfigurableSpec* spec = nullptr;
+      try {
+        spec = registry_->find(r.name);
+      } catch (const GinError&) {
+      }
+      r.name = printable(r.name, spec);
+    }).to_gin();
+  };
   const std::string rule = "# " + std::string(78, '=') + "\n";
   if (!macros_.empty()) {
     out += "# Macros:\n" + rule;
-    for (const auto& [name, m] : macros_) out += name + " = " + m.value.to_gin() + "\n";
+    for (const auto& [name, m] : macros_) out += name + " = " + printable_value(m.value) + "\n";
     out += "\n";
   }
   std::vector<const Binding*> sorted;
@@ -515,7 +646,8 @@ std::string Config::operative_config_str() const {
       out += "# Parameters for " + head + ":\n" + rule;
       section = head;
     }
-    out += selector_str(b->scope, b->configurable, b->param) + " = " + b->value.to_gin() + "\n";
+    const std::string conf = printable(b->configurable, registry_ ? registry_->get(b->configurable) : nullptr);
+    out += selector_str(b->scope, conf, b->param) + " = " + printable_value(b->value) + "\n";
   }
   return out;
 }
@@ -555,8 +687,10 @@ Config parse_config_files_and_bindings(const std::vector<std::string>& files,
                                        const LoadOptions& options, const Registry* registry) {
   Config config(registry);
   for (const std::string& f : files) config.parse_file(f, options);
+  std::vector<std::pair<std::string, std::string>> texts;
   for (size_t i = 0; i < bindings.size(); ++i)
-    config.parse_string(bindings[i], "<--gin_bindings #" + std::to_string(i + 1) + ">", options);
+    texts.emplace_back(bindings[i], "<--gin_bindings #" + std::to_string(i + 1) + ">");
+  config.parse_bindings(texts, options);
   return config;
 }
 

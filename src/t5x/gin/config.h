@@ -74,8 +74,17 @@ class Config {
   void parse_file(const std::string& path, const LoadOptions& options = {});
   // Reads gin text; `origin` names it in errors ("<--gin.MODEL_DIR>", ...).
   // Includes are resolved against the search paths and the working directory.
+  // Import lines bind names for the rest of the text they are written in
+  // (see Imports in registry.h), as each gin.parse_config call has its own
+  // parse context: a file's imports do not reach the files it includes nor
+  // the file that includes it, and each parse_string call starts with none.
   void parse_string(std::string_view text, const std::string& origin,
                     const LoadOptions& options = {});
+  // Reads command-line bindings in order, each {text, origin}. As
+  // gin.parse_config_files_and_bindings parses the joined --gin_bindings
+  // once, an import in one binding applies to those after it.
+  void parse_bindings(const std::vector<std::pair<std::string, std::string>>& bindings,
+                      const LoadOptions& options = {});
   // Adds one binding / macro directly (checked against the registry).
   void bind(const std::string& scope, const std::string& configurable, const std::string& param,
             Value value, SourceLocation where = {}, bool skip_unknown = false);
@@ -142,7 +151,8 @@ class Config {
   const std::vector<std::string>& files() const { return files_; }      // in parse order
   const Registry* registry() const { return registry_; }
 
-  // Same bindings and macros (values compared, locations ignored).
+  // Same bindings and macros (values compared, locations ignored; a
+  // reference compares by the configurable it names).
   bool equivalent(const Config& other) const;
 
   // The effective configuration as gin text: imports, macros (sorted, kept
@@ -163,7 +173,19 @@ class Config {
   std::vector<std::string> files_;
 
   void parse_text(std::string_view text, const std::string& origin, const LoadOptions& options,
-                  std::vector<std::string>& include_stack);
+                  std::vector<std::string>& include_stack, Imports& imports);
+  // The registry name a binding or reference written as `name` is stored
+  // under: the canonical name of the configurable it resolves to under
+  // `imports` (`as_full`, for references: the canonical name if that alone
+  // finds it without imports, else its full name); an unknown name with skip_unknown
+  // as written, or expanded when it goes through an import; else throws.
+  std::string resolve_name(std::string_view name, const Imports& imports, bool skip_unknown,
+                           bool as_full, const SourceLocation& where) const;
+  // `v` with every @reference written through an import resolved by
+  // resolve_name (as_full); others are only checked, unless skip_unknown.
+  Value resolve_references(const Value& v, const Imports& imports, bool skip_unknown) const;
+  void store(const std::string& scope, std::string conf, const std::string& param, Value value,
+             SourceLocation where);
   void parse_path(const std::string& path, const std::string& including_file,
                   const SourceLocation& where, const LoadOptions& options,
                   std::vector<std::string>& include_stack);

@@ -80,7 +80,9 @@ Config load_gin_config(const GinFlags& flags, const Registry* registry, bool ski
   options.skip_unknown = skip_unknown;
   Config config(registry);
   for (const std::string& f : flags.files) config.parse_file(f, options);
-  for (const CommandLineBinding& b : flags.bindings) config.parse_string(b.text, b.origin, options);
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (const CommandLineBinding& b : flags.bindings) texts.emplace_back(b.text, b.origin);
+  config.parse_bindings(texts, options);
   return config;
 }
 

@@ -379,5 +379,184 @@ TEST(GinConfig, ParseConfigFilesAndBindings) {
   EXPECT_EQ(c.find("", "f", "x")->where.file, "<--gin_bindings #1>");
 }
 
+// Import lines bind names as gin-config's dynamic registration does: a
+// name whose first component was imported means the module it was imported
+// as, and must name a configurable registered under exactly that path.
+Registry make_import_registry() {
+  Registry r = make_registry();
+  r.add("partitioning.MoePjitPartitioner", {{"num_partitions", "None"}}, "",
+        "t5x.contrib.moe.partitioning.MoePjitPartitioner");
+  r.add("partitioning.PjitPartitioner", {{"num_partitions", "None"}}, "",
+        "t5x.partitioning.PjitPartitioner");
+  r.add("seqio.SentencePieceVocabulary", {{"sentencepiece_model_file", ""}});
+  return r;
+}
+
+TEST(GinConfig, ImportAliasesResolveNames) {
+  const Registry r = make_import_registry();
+  Config c(&r);
+  c.parse_string(
+      "from __gin__ import dynamic_registration\n"
+      "import __main__ as train_script\n"
+      "import seqio\n"
+      "from t5x.contrib.moe import partitioning as moe_partitioning\n"
+      "from t5x import utils\n"
+      "import t5x.examples.t5.network as net\n"
+      "import t5x.models\n"
+      "moe_partitioning.MoePjitPartitioner.num_partitions = 2\n"
+      "utils.DatasetConfig.batch_size = 8\n"
+      "net.T5Config.emb_dim = 16\n"
+      "t5x.models.EncoderDecoderModel.z_loss = 1e-4\n"
+      "train_script.train.model_dir = '/m'\n"
+      "seqio.SentencePieceVocabulary.sentencepiece_model_file = 'v.model'\n"
+      "PART = @moe_partitioning.MoePjitPartitioner()\n"
+      "train_script.train.eval_period = [@utils.DatasetConfig(), {'p': @partitioning.PjitPartitioner}]\n",
+      "imports.gin");
+  EXPECT_EQ(c.get_int("", "partitioning.MoePjitPartitioner", "num_partitions"), 2);
+  EXPECT_EQ(c.find("", "MoePjitPartitioner", "num_partitions")->configurable,
+            "partitioning.MoePjitPartitioner");
+  EXPECT_EQ(c.get_int("", "utils.DatasetConfig", "batch_size"), 8);
+  EXPECT_EQ(c.get_int("", "network.T5Config", "emb_dim"), 16);
+  EXPECT_DOUBLE_EQ(c.get_double("", "models.EncoderDecoderModel", "z_loss"), 1e-4);
+  EXPECT_EQ(c.get_string("", "train_script.train", "model_dir"), "/m");
+  EXPECT_EQ(c.get_string("", "seqio.SentencePieceVocabulary", "sentencepiece_model_file"), "v.model");
+  // References through an import are stored by a name that finds the same
+  // configurable without imports (the canonical name here); others as written.
+  EXPECT_EQ(c.macro_value("PART").as_reference().name, "partitioning.MoePjitPartitioner");
+  const auto period = c.get_list("", "train_script.train", "eval_period");
+  EXPECT_EQ(period[0].as_reference().name, "utils.DatasetConfig");
+  EXPECT_EQ(period[1].as_dict()[0].second.as_reference().name, "partitioning.PjitPartitioner");
+  // The operative config reads back to the same configuration.
+  Config back(&r);
+  back.parse_string(c.operative_config_str(), "config.gin");
+  EXPECT_TRUE(back.equivalent(c)) << c.operative_config_str();
+}
+
+TEST(GinConfig, ImportedReferenceKeepsItsFullNameWhenTheShortOneIsAmbiguous) {
+  Registry r;
+  r.add("network.T5Config", {{"emb_dim", ""}}, "", "t5x.examples.t5.network.T5Config");
+  r.add("decoder_only.network.T5Config", {{"emb_dim", ""}}, "",
+        "t5x.examples.decoder_only.network.T5Config");
+  r.add("f", {{"x", ""}});
+  Config c(&r);
+  c.parse_string("from t5x.examples.t5 import network\n"
+                 "network.T5Config.emb_dim = 3\nf.x = @network.T5Config()\n", "d.gin");
+  EXPECT_EQ(c.find("", "network.T5Config", "emb_dim")->configurable, "network.T5Config");
+  EXPECT_EQ(c.get_reference("", "f", "x").name, "t5x.examples.t5.network.T5Config");
+  c.parse_string("from t5x.examples.decoder_only import network\nf.x = @network.T5Config()\n", "o.gin");
+  EXPECT_EQ(c.get_reference("", "f", "x").name, "decoder_only.network.T5Config");
+  expect_gin_error([&] { c.parse_string("network.T5Config.emb_dim = 3\n", "amb.gin"); },
+                   {"'network.T5Config' is ambiguous"});
+}
+
+TEST(GinConfig, ImportedModuleMustRegisterTheName) {
+  const Registry r = make_import_registry();
+  // t5x's scalable_t5 network is not t5x.cpp's t5 network, although
+  // `network.T5Config` is a suffix of the latter's full name.
+  Config c(&r);
+  expect_gin_error(
+      [&] {
+        c.parse_string("from t5x.examples.scalable_t5 import network\n"
+                       "network.T5Config.scan_layers = True\n", "scalable.gin");
+      },
+      {"scalable.gin:2:1",
+       "unknown configurable 'network.T5Config' (imported as t5x.examples.scalable_t5.network.T5Config)",
+       "module 't5x.examples.scalable_t5.network' are not part of t5x.cpp",
+       "'t5x.examples.t5.network.T5Config'"});
+  // A known module without that name; references are checked the same way.
+  expect_gin_error(
+      [&] { c.parse_string("from t5x import utils\nX = @utils.DatasetConfg()\n", "ref.gin"); },
+      {"ref.gin:2:5", "unknown configurable 'utils.DatasetConfg' (imported as t5x.utils.DatasetConfg)",
+       "t5x.cpp registers no 'DatasetConfg' in module 't5x.utils'", "'t5x.utils.DatasetConfig'"});
+  // `import a.b` binds `a`, meaning the package a: `t5x.X` must be a full name.
+  expect_gin_error(
+      [&] { c.parse_string("import t5x.utils\nt5x.DatasetConfig.batch_size = 1\n", "pkg.gin"); },
+      {"unknown configurable 't5x.DatasetConfig' (imported as t5x.DatasetConfig)"});
+  EXPECT_TRUE(c.bindings().empty());
+  // skip_unknown skips it, keeping the full path (it does not land on
+  // network.T5Config).
+  LoadOptions skip;
+  skip.skip_unknown = true;
+  c.parse_string("from t5x.examples.scalable_t5 import network\n"
+                 "network.T5Config.scan_layers = True\n"
+                 "X = @network.T5Config()\n", "scalable.gin", skip);
+  EXPECT_FALSE(c.has("", "network.T5Config", "scan_layers"));
+  ASSERT_EQ(c.bindings().size(), 1u);
+  EXPECT_EQ(c.bindings()[0].configurable, "t5x.examples.scalable_t5.network.T5Config");
+  EXPECT_EQ(c.macro_value("X").as_reference().name, "t5x.examples.scalable_t5.network.T5Config");
+  // Unknown parameters of known configurables still fail under skip_unknown.
+  expect_gin_error(
+      [&] { c.parse_string("from t5x import utils\nutils.DatasetConfig.nope = 1\n", "p.gin", skip); },
+      {"has no parameter 'nope'"});
+}
+
+TEST(GinConfig, ImportsApplyToTheTextTheyAreWrittenIn) {
+  const Registry r = make_import_registry();
+  TempDir dir;
+  // The included file does not see its includer's import (gin-config gives
+  // each file its own parse context), so its `network.T5Config` matches by
+  // suffix; the includer's later lines do see it.
+  dir.write("inner.gin", "network.T5Config.emb_dim = 4\n");
+  const std::string top = dir.write(
+      "top.gin", "from t5x.examples.scalable_t5 import network\ninclude 'inner.gin'\n");
+  LoadOptions opts;
+  opts.search_paths = {dir.str()};
+  Config c(&r);
+  c.parse_file(top, opts);
+  EXPECT_EQ(c.get_int("", "network.T5Config", "emb_dim"), 4);
+  // Nor does an import in an included file reach the includer.
+  dir.write("imp.gin", "from t5x.examples.scalable_t5 import network\n");
+  const std::string top2 = dir.write("top2.gin", "include 'imp.gin'\nnetwork.T5Config.emb_dim = 5\n");
+  Config c2(&r);
+  c2.parse_file(top2, opts);
+  EXPECT_EQ(c2.get_int("", "network.T5Config", "emb_dim"), 5);
+  // Each parse_string starts afresh; command-line bindings share one context.
+  Config c3(&r);
+  c3.parse_string("from t5x.contrib.moe import partitioning\n", "a");
+  c3.parse_string("partitioning.PjitPartitioner.num_partitions = 1\n", "b");
+  EXPECT_EQ(c3.get_int("", "partitioning.PjitPartitioner", "num_partitions"), 1);
+  expect_gin_error(
+      [&] {
+        parse_config_files_and_bindings(
+            {}, {"from t5x.contrib.moe import partitioning",
+                 "partitioning.PjitPartitioner.num_partitions = 1"}, {}, &r);
+      },
+      {"<--gin_bindings #2>:1:1", "unknown configurable 'partitioning.PjitPartitioner' "
+                                  "(imported as t5x.contrib.moe.partitioning.PjitPartitioner)",
+       "registers no 'PjitPartitioner' in module 't5x.contrib.moe.partitioning'"});
+  // A later import of the same name replaces the earlier one.
+  Config c4(&r);
+  c4.parse_string("from t5x.contrib.moe import partitioning\nfrom t5x import partitioning\n"
+                  "partitioning.PjitPartitioner.num_partitions = 3\n", "later.gin");
+  EXPECT_EQ(c4.get_int("", "PjitPartitioner", "num_partitions"), 3);
+}
+
+TEST(GinConfig, OperativeConfigWritesFullNamesWhereImportsDisagree) {
+  const Registry r = make_import_registry();
+  Config c(&r);
+  c.parse_string("from t5x import models\nmodels.EncoderDecoderModel.z_loss = 0.5\n"
+                 "train_script.train.eval_period = @models.EncoderDecoderModel\n", "a.gin");
+  // Another file's `models` is another module; each file's names are its own.
+  c.parse_string("from __gin__ import dynamic_registration\n"
+                 "from t5x.contrib.moe import models\nfrom t5x import utils\n"
+                 "utils.DatasetConfig.batch_size = 2\n", "b.gin");
+  const std::string text = c.operative_config_str();
+  EXPECT_EQ(text.rfind("from __gin__ import dynamic_registration\n", 0), 0u) << text;
+  EXPECT_NE(text.find("t5x.models.EncoderDecoderModel.z_loss = 0.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("= @t5x.models.EncoderDecoderModel\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nutils.DatasetConfig.batch_size = 2\n"), std::string::npos) << text;
+  Config back(&r);
+  back.parse_string(text, "config.gin");
+  EXPECT_TRUE(back.equivalent(c)) << text;
+}
+
+TEST(GinConfig, GinImportsThatGinRejects) {
+  Config c(nullptr);
+  expect_gin_error([&] { c.parse_string("from __gin__ import dynamic_registration as d\n", "g.gin"); },
+                   {"g.gin:1:1", "__gin__ imports do not support `as` aliasing"});
+  expect_gin_error([&] { c.parse_string("from __gin__ import other\n", "g.gin"); },
+                   {"unknown __gin__ feature 'other'"});
+}
+
 }  // namespace
 }  // namespace t5x::gin
