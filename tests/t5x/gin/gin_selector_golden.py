@@ -13,11 +13,22 @@ repository root after changing the registered names:
     python3 tests/t5x/gin/gin_selector_golden.py
 Rows: `full<TAB>NAME` for each registered full name, then
 `query<TAB>NAME<TAB>MATCH,MATCH...` (empty: no configurable matching NAME).
+
+Then import lines, under `from __gin__ import dynamic_registration`: it builds
+fake modules holding one object per full name (plus modules t5x.cpp does not
+have, e.g. t5x.examples.scalable_t5.network), runs gin-config's own
+ParseContext on import lines and resolves names with it (as get_configurable
+does), writing `import<TAB>LINE;LINE...<TAB>NAME<TAB>FULL` where FULL is the
+registered full name of the object gin-config reaches, or empty when it
+reaches none (no such attribute, or an object t5x.cpp does not register).
 """
 import os
 import re
+import sys
+import types
 
 import gin
+from gin import config_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..', '..'))
@@ -59,6 +70,85 @@ def main():
         continue
       seen.add(q)
       f.write('query\t%s\t%s\n' % (q, ','.join(sorted(registry.matching_selectors(q)))))
+    for lines, name, full in import_rows(fulls):
+      f.write('import\t%s\t%s\t%s\n' % (';'.join(lines), name, full))
+
+
+def fake_modules(fulls):
+  """sys.modules entries for every module path of `fulls`; an object per full name."""
+  foreign = ['t5x.examples.scalable_t5.network.T5Config',
+             't5x.examples.scalable_t5.network.Transformer']
+  objects = {}
+  for full in fulls + foreign:
+    fn = eval('lambda x=None: x')
+    fn.full_name = full if full in fulls else ''
+    objects[full] = fn
+  modules = {}
+  for full in objects:
+    parts = full.split('.')
+    for i in range(1, len(parts)):
+      path = '.'.join(parts[:i])
+      if path not in objects and path not in modules:
+        modules[path] = types.ModuleType(path)
+  for path, value in list(modules.items()) + list(objects.items()):
+    if '.' in path:
+      parent, attr = path.rsplit('.', 1)
+      setattr(modules.get(parent) or objects[parent], attr, value)
+  sys.modules.update(modules)
+  # t5x's scripts run as __main__ (train.py defines train, ...).
+  main = sys.modules['__main__']
+  for name in ('train_script.train', 'eval_script.evaluate', 'infer_script.infer'):
+    setattr(main, name.split('.')[1], objects[name])
+  return modules
+
+
+def import_rows(fulls):
+  modules = fake_modules(fulls)
+  cases = [
+      (['from t5x.contrib.moe import partitioning as moe_partitioning'],
+       ['moe_partitioning.MoePjitPartitioner', 'moe_partitioning.PjitPartitioner']),
+      (['from t5x.examples.scalable_t5 import network'], ['network.T5Config', 'network.Transformer']),
+      (['from t5x.examples.t5 import network'], ['network.T5Config', 'network.Transformer']),
+      (['import t5x.examples.t5.network as net'], ['net.T5Config', 'net.DatasetConfig']),
+      (['import t5x.utils'], ['t5x.utils.DatasetConfig', 't5x.models.EncoderDecoderModel',
+                              't5x.DatasetConfig']),
+      (['from t5x import models'], ['models.EncoderDecoderModel.predict_batch_with_aux',
+                                    'models.MoeEncoderDecoderModel']),
+      (['from t5x import utils as u'], ['u.DatasetConfig']),
+      (['from t5x.contrib.moe import partitioning', 'from t5x import partitioning'],
+       ['partitioning.PjitPartitioner', 'partitioning.MoePjitPartitioner']),
+      (['import __main__ as train_script'], ['train_script.train']),
+      (['import __main__ as eval_script'], ['eval_script.evaluate']),
+      (['import __main__ as infer_script'], ['infer_script.infer']),
+  ]
+  # Every registered full name through each import form gin accepts (only
+  # modules can be imported).
+  for full in fulls:
+    parts = full.split('.')
+    for k in range(1, len(parts)):
+      module = '.'.join(parts[:k])
+      if module not in modules:
+        continue
+      rest = '.'.join(parts[k:])
+      if k >= 2:
+        cases.append((['from %s import %s' % ('.'.join(parts[:k - 1]), parts[k - 1])],
+                      [parts[k - 1] + '.' + rest]))
+      cases.append((['import %s as alias_' % module], ['alias_.' + rest]))
+      cases.append((['import %s' % module], [full]))
+  rows = []
+  for lines, names in cases:
+    with gin.config._parse_scope() as context:
+      for line in ['from __gin__ import dynamic_registration'] + lines:
+        for statement in config_parser.ConfigParser(line, gin.config.ParserDelegate()):
+          context.process_import(statement)
+      for name in names:
+        try:
+          _, values = context._resolve_selector(name)
+          full = getattr(values[-1], 'full_name', '')
+        except (NameError, AttributeError):
+          full = ''
+        rows.append((lines, name, full))
+  return rows
 
 
 if __name__ == '__main__':

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "t5x/gin/parser.h"
 #include "t5x/gin/registry.h"
 #include "test_util.h"
 
@@ -176,7 +177,8 @@ TEST(GinRegistry, T5xFullNames) {
 
 // Python gin-config matches the same configurables for every name in
 // testdata/python_gin_selectors.tsv (written by gin_selector_golden.py from
-// gin-config's own SelectorMap, over t5x's full names).
+// gin-config's own SelectorMap, over t5x's full names, and from its
+// ParseContext for names after import lines).
 TEST(GinRegistry, MatchesPythonGinSelectors) {
   Registry r;
   register_t5x_configurables(r);
@@ -185,7 +187,7 @@ TEST(GinRegistry, MatchesPythonGinSelectors) {
   std::vector<std::string> python_full, cpp_full;
   for (const std::string& name : r.names()) cpp_full.push_back(r.get(name)->full_name);
   std::sort(cpp_full.begin(), cpp_full.end());
-  size_t queries = 0;
+  size_t queries = 0, imports = 0;
   std::string line;
   while (std::getline(in, line)) {
     std::vector<std::string> cells;
@@ -195,6 +197,25 @@ TEST(GinRegistry, MatchesPythonGinSelectors) {
     ASSERT_GE(cells.size(), 2u) << line;
     if (cells[0] == "full") {
       python_full.push_back(cells[1]);
+      continue;
+    }
+    if (cells[0] == "import") {
+      // gin-config's dynamic registration: the object its ParseContext
+      // reaches for the name after these import lines (empty: none that
+      // t5x.cpp registers).
+      ASSERT_EQ(cells.size(), 4u) << line;
+      Imports im;
+      std::stringstream lines(cells[1]);
+      for (std::string l; std::getline(lines, l, ';');)
+        for (const Statement& st : parse_gin(l, "<import row>"))
+          im.add(st.module, st.is_from, st.alias, st.where);
+      const ConfigurableSpec* found = nullptr;
+      try {
+        found = r.find(cells[2], im);
+      } catch (const GinError&) {
+      }
+      EXPECT_EQ(found ? found->full_name : "", cells[3]) << "'" << cells[2] << "' after " << cells[1];
+      ++imports;
       continue;
     }
     ASSERT_EQ(cells.size(), 3u) << line;
@@ -215,6 +236,7 @@ TEST(GinRegistry, MatchesPythonGinSelectors) {
   }
   EXPECT_EQ(python_full, cpp_full) << "rerun tests/t5x/gin/gin_selector_golden.py";
   EXPECT_GE(queries, 300u);
+  EXPECT_GE(imports, 300u);
 }
 
 TEST(GinRegistry, GlobalStartsWithT5xNames) {
