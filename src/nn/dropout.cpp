@@ -19,7 +19,12 @@ Array Dropout::operator()(const Array& x, const std::vector<std::string>& broadc
   // One mask per block of rows, each drawn over the block's shape as a pass
   // over those rows alone draws it, joined along "batch".
   const int64_t n = int64_t(keys_.blocks.size());
-  if (!x.has_dim("batch") || x.dim("batch") % n != 0)
+  // An array with no rows to split (the experts' hidden layer of an MoE
+  // layer, [expert, capacity, expert_mlp], its tokens gathered from every
+  // block): one mask, from the first block's key. Such a mesh step then
+  // drops differently from one process's microbatches (docs/trainer.md).
+  if (!x.has_dim("batch")) return dropout(fold_in(keys_.blocks[0], call), x, rate_, dims);
+  if (x.dim("batch") % n != 0)
     throw_invalid("dropout", "per-block keys need a \"batch\" dim divisible by the " + std::to_string(n) +
                                  " blocks, got " + x.shape().to_string());
   std::vector<Dim> md;

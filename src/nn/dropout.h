@@ -21,7 +21,9 @@ namespace t5x::nn {
 // equal block of the "batch" dim, in batch order. Block b's rows draw their
 // masks as a forward pass over those rows alone with key b does, so a batch
 // made of D gradient blocks (a global batch on a mesh) drops exactly what D
-// microbatches of one process drop (docs/trainer.md, dropout keys).
+// microbatches of one process drop (docs/trainer.md, dropout keys). An array
+// without a "batch" dim (an MoE layer's expert hidden layer) draws one mask
+// from the first block's key.
 struct DropoutKeys {
   std::vector<PRNGKey> blocks;
   DropoutKeys() = default;
@@ -40,8 +42,8 @@ struct DropoutKeys {
 class Dropout {
  public:
   Dropout() = default;  // deterministic
-  // Errors (at the call): "[dropout] ..." when x has no "batch" dim that the
-  // blocks divide.
+  // Errors (at the call): "[dropout] ..." when x's "batch" dim is not a
+  // multiple of the blocks.
   Dropout(double rate, DropoutKeys keys) : rate_(rate), keys_(std::move(keys)) {}
   bool active() const { return rate_ > 0.0 && !keys_.blocks.empty(); }
   double rate() const { return rate_; }

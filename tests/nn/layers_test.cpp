@@ -261,5 +261,24 @@ TEST(Dropout, DeterministicFromKeyAndBroadcastOverLength) {
   EXPECT_FALSE(array_equal(a(x), ya));  // the next call draws a new mask
 }
 
+// Per-block keys: rows of block b drop as a pass over them alone with key b;
+// an array with no "batch" dim (an MoE expert hidden layer) takes one mask
+// from the first block's key (it was an error, on the expert mesh with
+// dropout); a batch the blocks do not divide is refused.
+TEST(Dropout, PerBlockKeysSplitTheBatchAndFallBackToTheFirstKey) {
+  const PRNGKey k0 = prng_key(5), k1 = prng_key(6);
+  Array x = Array::ones(Shape{{"batch", 4}, {"length", 3}, {"embed", 8}});
+  Dropout blocks(0.5, DropoutKeys::per_block({k0, k1}));
+  Dropout only0(0.5, k0), only1(0.5, k1);
+  const Array y = blocks(x);
+  EXPECT_TRUE(array_equal(slice(y, "batch", 0, 2), only0(slice(x, "batch", 0, 2))));
+  EXPECT_TRUE(array_equal(slice(y, "batch", 2, 2), only1(slice(x, "batch", 2, 2))));
+  Array h = Array::ones(Shape{{"expert", 2}, {"expert_capacity", 3}, {"expert_mlp", 16}});
+  Dropout b2(0.5, DropoutKeys::per_block({k0, k1})), first(0.5, k0);
+  EXPECT_TRUE(array_equal(b2(h, {"expert_capacity"}), first(h, {"expert_capacity"})));
+  Dropout b3(0.5, DropoutKeys::per_block({k0, k1, prng_key(7)}));
+  EXPECT_THROW(b3(x), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace t5x::nn
