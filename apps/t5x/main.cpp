@@ -66,6 +66,52 @@ constexpr const char* kUsage =
     "split over 'data'; parameters split over 'model' by logical_axis_rules when\n"
     "partitioning.PjitPartitioner.num_partitions > 1; infer/score/eval write on process 0)\n";
 
+// `t5x MODE --help`: what MODE reads and writes (docs/trainer.md), after the
+// flags every mode takes.
+std::string mode_usage(const std::string& mode) {
+  const std::string flags =
+      " --gin_file=FILE [--gin_file=FILE ...] [--gin_search_paths=DIR,DIR]\n"
+      "           [--gin.NAME=VALUE ...] [--gin_bindings=TEXT ...] [--module=TASKS.so|TASKS.gin]\n"
+      "           [--seqio_additional_cache_dirs=DIR,DIR]\n";
+  if (mode == "train")
+    return "usage: t5x train" + flags +
+           "t5x's train.py. The gin files give MODEL (configs/models/...) and a run config\n"
+           "(configs/runs/pretrain.gin or finetune.gin, or a file including one) whose macros must be set:\n"
+           "MODEL_DIR, MIXTURE_OR_TASK_NAME, TASK_FEATURE_LENGTHS, TRAIN_STEPS (the total, not per run);\n"
+           "finetune.gin also INITIAL_CHECKPOINT_PATH. Writes MODEL_DIR/checkpoint_<step>, config.gin,\n"
+           "train/ (TensorBoard events, metrics.jsonl) and the evaluations' summaries; a rerun with the\n"
+           "same MODEL_DIR resumes from its latest checkpoint. Exit 2: the loss became non-finite.\n"
+           "  t5x train --gin_file=configs/examples/bible/span_corruption_pretrain.gin --gin.MODEL_DIR=runs/pretrain\n"
+           "Under mpirun -np N: one (data, model) mesh over the processes (docs/sharding.md).\n";
+  if (mode == "eval")
+    return "usage: t5x eval" + flags +
+           "t5x's eval.py: the seqio metrics of a checkpoint. The gin files give MODEL and\n"
+           "configs/runs/eval.gin, whose macros must be set: MIXTURE_OR_TASK_NAME, CHECKPOINT_PATH\n"
+           "(a checkpoint_<step> directory), EVAL_OUTPUT_DIR. Writes EVAL_OUTPUT_DIR/<task>-metrics.jsonl,\n"
+           "the predictions <task>-<step>.jsonl and TensorBoard events.\n"
+           "  t5x eval --gin_file=configs/models/t5_1_1/mini.gin --gin_file=configs/runs/eval.gin \\\n"
+           "    --gin_file=configs/examples/bible/common.gin --gin.MIXTURE_OR_TASK_NAME=bible_translate_en_es \\\n"
+           "    --gin.CHECKPOINT_PATH=runs/finetune/checkpoint_2500 --gin.EVAL_OUTPUT_DIR=runs/finetune/eval\n";
+  if (mode == "infer" || mode == "score")
+    return "usage: t5x " + mode + flags +
+           (mode == "infer" ? "t5x's infer.py: decodes the task's inputs (decode_fn: greedy, beam search or sampling).\n"
+                            : "t5x's infer.py with mode='score': the log-likelihood of each example's targets.\n") +
+           "The gin files give MODEL and configs/runs/infer.gin, whose macros must be set:\n"
+           "MIXTURE_OR_TASK_NAME, TASK_FEATURE_LENGTHS, CHECKPOINT_PATH, INFER_OUTPUT_DIR. Writes\n"
+           "INFER_OUTPUT_DIR/<task>-" +
+           (mode == "infer" ? "predict" : "score") +
+           ".jsonl-00000-of-00001 (one JSON object per example), in chunks a rerun\n"
+           "with the same settings reuses.\n";
+  if (mode == "partition")
+    return "usage: t5x partition --gin_file=FILE ... [--mesh=data=D,model=M | --processes=N] [--rank=R]\n"
+           "           [--extrapolate_layers]\n"
+           "The train config's bytes per process (parameters, optimizer state, step peak) and the\n"
+           "communication per collective of one training step, for process R of the mesh, simulated in\n"
+           "this process (no MPI); --processes=N takes the gin partitioner's mesh (docs/sharding.md,\n"
+           "\"Partition report\").\n";
+  return kUsage;
+}
+
 // Why the Bible tasks are not registered (no prepared data), or empty. Said
 // only when a task or mixture name is not found: other runs do not need them.
 std::string& bible_note() {
@@ -149,9 +195,10 @@ int main(int argc, char** argv) {
     gin::GinFlags flags = gin::parse_gin_flags(args, &rest);
     std::vector<std::string> modules;
     trainer::PartitionOptions part;
+    bool help = false;
     for (const auto& a : rest) {
-      if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
-      if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
+      if (a == "-h" || a == "--help") help = true;
+      else if (a.rfind("--run_mode=", 0) == 0) mode = a.substr(11);
       else if (a.rfind("--module=", 0) == 0) modules.push_back(a.substr(9));
       else if (a.rfind("--mesh=", 0) == 0 || a.rfind("--processes=", 0) == 0 || a.rfind("--rank=", 0) == 0) {
         // A malformed flag is a usage error (exit 64), like an unknown one.
@@ -168,6 +215,10 @@ int main(int argc, char** argv) {
       else if (a.rfind("--seqio_additional_cache_dirs=", 0) == 0) seqio::add_global_cache_dirs(split_list(a.substr(30)));
       else if (a.rfind("--", 0) != 0 && mode.empty()) mode = a;
       else { std::cerr << "t5x: unknown argument '" << a << "'\n" << kUsage; return 64; }
+    }
+    if (help) {  // `t5x --help`, or `t5x MODE --help` for MODE's own
+      std::cout << mode_usage(mode);
+      return 0;
     }
     if (mode != "train" && mode != "eval" && mode != "infer" && mode != "score" && mode != "partition") {
       std::cerr << (mode.empty() ? "t5x: missing run mode\n" : "t5x: unknown run mode '" + mode + "'\n") << kUsage;

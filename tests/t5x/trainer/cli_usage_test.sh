@@ -28,4 +28,14 @@ grep -q "not data=N or model=N" <("$T5X" partition --gin_file=x --mesh=foo 2>&1)
 
 # The usage lists every checkpoint tool.
 "$T5X" --help | grep -q "info, export-hf, import-hf, import-tf, convert-gqa, upcycle" || fail "t5x --help misses a ckpt tool"
+# Each mode's --help says what that mode needs and writes; exit 0, before any gin is read.
+for m in train eval infer score partition; do
+  "$T5X" "$m" --help > "$T/out" 2>&1; rc=$?
+  [ "$rc" -eq 0 ] && grep -q "^usage: t5x $m " "$T/out" || fail "t5x $m --help: exit $rc: $(cat "$T/out")"
+done
+"$T5X" train --help | grep -q "MODEL_DIR, MIXTURE_OR_TASK_NAME, TASK_FEATURE_LENGTHS, TRAIN_STEPS" || fail "train --help misses its macros"
+"$T5X" eval --help | grep -q "CHECKPOINT_PATH" || fail "eval --help misses CHECKPOINT_PATH"
+"$T5X" score --help | grep -q "score.jsonl" || fail "score --help misses its output"
+"$T5X" --help train | grep -q "^usage: t5x train " || fail "t5x --help train"
+"$T5X" bogus --help | grep -q "^usage: t5x train|eval|infer|score" || fail "an unknown mode's --help prints the general usage"
 echo OK
