@@ -3,6 +3,7 @@
 //   t5x_gemm_bench [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]
 //   t5x_gemm_bench --step-products [--rounds N] [--threads N] [--flush]
 //   t5x_gemm_bench --kernel-cast [--rounds N] [--threads N]
+//   t5x_gemm_bench --backward-pairs [--rounds N] [--threads N]
 //
 // --step-products: every product of a T5.1.1-small training step (batch 8,
 // 128 + 32 tokens: the shapes and per-step counts of its op profile), on
@@ -270,6 +271,84 @@ int run_kernel_cast(int threads, int rounds) {
   return 0;
 }
 
+// --backward-pairs: each forward product Y[m,n] = X[m,k] W[k,n] of the step
+// has two backward products of equal FLOPs, dX = dY W^T and dW = X^T dY,
+// independent of each other. Two ways: one after the other, each split over
+// the threads, and side by side, each on one thread (no split, no barrier,
+// each thread's L2 holds its own operands). Caches flushed before each pair.
+struct ForwardProduct {
+  int64_t m, n, k;
+  int per_step;
+};
+const ForwardProduct kForwardProducts[] = {
+    {1024, 384, 512, 40}, {1024, 512, 384, 8}, {1024, 1024, 512, 16}, {1024, 512, 1024, 8}, {256, 384, 512, 32},
+    {256, 512, 384, 16},  {256, 1024, 512, 16}, {256, 512, 1024, 8},  {256, 32128, 512, 1},
+};
+
+int run_backward_pairs(int threads, int rounds) {
+  using t5x::cpu::packed_gemm;
+  struct Bufs {
+    std::vector<float> x, w, dy, dx, dw;
+    GemmShape sx, sw;
+    int per_step;
+    double best[2] = {1e30, 1e30}, sum[2] = {0, 0};
+  };
+  std::vector<Bufs> bufs;
+  uint32_t seed = 1;
+  for (const ForwardProduct& p : kForwardProducts) {
+    Bufs u;
+    u.x = random_floats(size_t(p.m * p.k), seed++);
+    u.w = random_floats(size_t(p.k * p.n), seed++);
+    u.dy = random_floats(size_t(p.m * p.n), seed++);
+    u.dx.resize(u.x.size());
+    u.dw.resize(u.w.size());
+    u.sx = GemmShape{p.m, p.k, p.n, false, true, p.n, p.n, p.k};  // dY [m,n] W^T
+    u.sw = GemmShape{p.k, p.n, p.m, true, false, p.k, p.n, p.n};  // X^T [k,m] dY
+    u.per_step = p.per_step;
+    bufs.push_back(std::move(u));
+  }
+  std::vector<char> flush(size_t(64) << 20);
+  char tick = 0;
+  for (int r = 0; r <= rounds; ++r)
+    for (Bufs& u : bufs)
+      for (int v0 = 0; v0 < 2; ++v0) {
+        const int v = (v0 + r) % 2;  // alternate which way goes first
+        std::memset(flush.data(), ++tick, flush.size());
+        const auto t0 = std::chrono::steady_clock::now();
+        if (v == 0) {
+          packed_gemm(u.sx, 1, 0, 0, 0, 1.f, u.dy.data(), u.w.data(), 0.f, u.dx.data(), threads);
+          packed_gemm(u.sw, 1, 0, 0, 0, 1.f, u.x.data(), u.dy.data(), 0.f, u.dw.data(), threads);
+        } else {
+#pragma omp parallel sections num_threads(2)
+          {
+#pragma omp section
+            packed_gemm(u.sx, 1, 0, 0, 0, 1.f, u.dy.data(), u.w.data(), 0.f, u.dx.data(), 1);
+#pragma omp section
+            packed_gemm(u.sw, 1, 0, 0, 0, 1.f, u.x.data(), u.dy.data(), 0.f, u.dw.data(), 1);
+          }
+        }
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) {
+          u.best[v] = std::min(u.best[v], dt);
+          u.sum[v] += dt;
+        }
+      }
+  double best[2] = {0, 0}, mean[2] = {0, 0};
+  for (const Bufs& u : bufs) {
+    std::printf("{\"suite\":\"gemm_backward_pairs\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"per_step\":%d,"
+                "\"split ms\":%.3f,\"side by side ms\":%.3f}\n",
+                (long long)u.sx.m, (long long)u.sw.n, (long long)u.sx.n, u.per_step, u.best[0] * 1e3, u.best[1] * 1e3);
+    for (int v = 0; v < 2; ++v) {
+      best[v] += u.best[v] * u.per_step;
+      mean[v] += u.sum[v] / rounds * u.per_step;
+    }
+  }
+  std::printf("{\"suite\":\"gemm_backward_pairs\",\"rounds\":%d,\"split ms_per_step best\":%.1f,"
+              "\"side by side ms_per_step best\":%.1f,\"split mean\":%.1f,\"side by side mean\":%.1f}\n",
+              rounds, best[0] * 1e3, best[1] * 1e3, mean[0] * 1e3, mean[1] * 1e3);
+  return 0;
+}
+
 double cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -284,7 +363,7 @@ int main(int argc, char** argv) {
   std::string filter;
   bool fma_check = true;
   bool cold = false, flush = false;
-  bool step_products = false, kernel_cast = false;
+  bool step_products = false, kernel_cast = false, backward_pairs = false;
   int rounds = 10;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -296,13 +375,15 @@ int main(int argc, char** argv) {
     else if (a == "--flush") flush = true;
     else if (a == "--step-products") step_products = true;
     else if (a == "--kernel-cast") kernel_cast = true;
+    else if (a == "--backward-pairs") backward_pairs = true;
     else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: %s [--threads N] [--min-time S] [--filter SUBSTR] [--no-fma-check] [--cold]\n"
                    "       %s --step-products [--rounds N] [--threads N] [--flush]\n"
-                   "       %s --kernel-cast [--rounds N] [--threads N]\n",
-                   argv[0], argv[0], argv[0]);
+                   "       %s --kernel-cast [--rounds N] [--threads N]\n"
+                   "       %s --backward-pairs [--rounds N] [--threads N]\n",
+                   argv[0], argv[0], argv[0], argv[0]);
       return 2;
     }
   }
@@ -330,6 +411,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (step_products) return run_step_products(threads, rounds, flush);
   if (kernel_cast) return run_kernel_cast(threads, rounds);
+  if (backward_pairs) return run_backward_pairs(threads, rounds);
 
   for (const Case& c : kCases) {
     std::string label = std::string(c.name) + "_" + c.dtype;
