@@ -88,6 +88,32 @@ double Mixture::total_rate() const {
 }
 
 namespace {
+// seqio's Mixture._check_compatible_features: per output feature, the same
+// vocabulary and dtype in every task. A SentencePiece vocabulary compares by
+// its settings, the model's path string included (seqio 0.0.20's
+// SentencePieceVocabulary.__eq__ compares __getstate__()).
+void check_same_output_features(const Mixture& mix, const Task& first, const Task& t) {
+  auto describe = [](const Feature& f) {
+    return std::string(dtype_name(f.dtype)) + (f.vocabulary ? ", vocabulary " + f.vocabulary->spec() : "");
+  };
+  const auto& a = first.output_features();
+  const auto& b = t.output_features();
+  for (const auto& [k, g] : a) {
+    const auto it = b.find(k);
+    if (it == b.end()) continue;  // the names were compared when the Mixture was made
+    const Feature& f = it->second;
+    if (f.dtype != g.dtype || bool(f.vocabulary) != bool(g.vocabulary) ||
+        (f.vocabulary && !(*f.vocabulary == *g.vocabulary))) {
+      std::string hint;
+      if (f.vocabulary && g.vocabulary && f.dtype == g.dtype)
+        hint = "\n  hint: seqio compares vocabularies by their settings, the model's path string included: "
+               "name the same file the same way in every task of the mixture";
+      throw DataError("mixture '" + mix.name() + "': feature '" + k + "' differs between task '" + first.name() +
+                      "' (" + describe(g) + ") and task '" + t.name() + "' (" + describe(f) + ")" + hint);
+    }
+  }
+}
+
 class MixtureDataset : public Dataset {
  public:
   MixtureDataset(const Mixture& mix, const DatasetOptions& opt) : opt_(opt) {
@@ -97,14 +123,8 @@ class MixtureDataset : public Dataset {
     for (const auto& t : mix.tasks()) {
       auto splits = t->splits();
       if (std::find(splits.begin(), splits.end(), opt.split) == splits.end()) continue;  // seqio warns and skips
-      if (first) {
-        for (const auto& [k, f] : t->output_features()) {
-          const auto& g = first->output_features().at(k);
-          if (f.dtype != g.dtype || (f.vocabulary && g.vocabulary && !(*f.vocabulary == *g.vocabulary)))
-            throw DataError("mixture: feature '" + k + "' differs in vocabulary or dtype between tasks '" +
-                            first->name() + "' and '" + t->name() + "'");
-        }
-      } else {
+      if (first) check_same_output_features(mix, *first, *t);
+      else {
         first = t;
       }
       Member m;

@@ -160,5 +160,59 @@ TEST_F(MixtureTest, SkipsTasksWithoutSplitAndChecksVocabularies) {
   EXPECT_THROW(bad.get_dataset(o), DataError);
 }
 
+// seqio: a Mixture's tasks have the same output feature names (Mixture's
+// constructor) and, per feature, equal vocabularies and dtypes
+// (get_dataset's _check_compatible_features). The errors name the mixture,
+// the tasks and what differs.
+std::string mixture_error(const Mixture& m) {
+  DatasetOptions o;
+  o.seed = 1;
+  try {
+    m.get_dataset(o);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::shared_ptr<const Task> task_with(const std::string& name, OutputFeatures features) {
+  std::vector<Example> exs{Example{{"targets", Tokens{1}}, {"inputs", Tokens{1}}}};
+  return std::make_shared<Task>(
+      name, std::make_shared<InMemoryDataSource>(std::map<std::string, std::vector<Example>>{{"train", exs}}),
+      std::move(features));
+}
+
+TEST_F(MixtureTest, DifferentOutputFeaturesAreNamed) {
+  auto pass = std::make_shared<PassThroughVocabulary>(1000, 1);
+  TaskRegistry::add(task_with("t_two", {{"targets", Feature{pass}}, {"inputs", Feature{pass}}}));
+  TaskRegistry::add(task_with("t_one", {{"targets", Feature{pass}}}));
+  try {
+    Mixture("m1", {{"t_one", 1.0}, {"t_two", 1.0}});
+    ADD_FAILURE() << "tasks with different output feature names mixed";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'m1': tasks 't_one' and 't_two' have different output features"),
+              std::string::npos)
+        << e.what();
+  }
+
+  // The same SentencePiece model named by two paths: not equal in seqio
+  // (its settings, path included), and the hint says so.
+  const std::string model = "tests/golden/seqio/vocab/spm1000.model";
+  TaskRegistry::add(task_with("t_rel", {{"targets", Feature{make_vocabulary("sentencepiece:" + model)}}}));
+  TaskRegistry::add(task_with("t_dot", {{"targets", Feature{make_vocabulary("sentencepiece:./" + model)}}}));
+  TaskRegistry::add(task_with("t_rel2", {{"targets", Feature{make_vocabulary("sentencepiece:" + model)}}}));
+  const std::string vocab = mixture_error(Mixture("m3", {{"t_rel", 1.0}, {"t_dot", 1.0}}));
+  // (the tasks in name order, as seqio sorts a Mixture's tasks)
+  EXPECT_NE(vocab.find("mixture 'm3': feature 'targets' differs between task 't_dot' (int32, vocabulary "
+                       "sentencepiece:./" + model + ") and task 't_rel' (int32, vocabulary sentencepiece:" + model +
+                       ")"),
+            std::string::npos)
+      << vocab;
+  EXPECT_NE(vocab.find("hint: seqio compares vocabularies by their settings, the model's path string included"),
+            std::string::npos)
+      << vocab;
+  EXPECT_EQ(mixture_error(Mixture("m4", {{"t_rel", 1.0}, {"t_rel2", 1.0}})), "no error");
+}
+
 }  // namespace
 }  // namespace seqio
