@@ -234,6 +234,20 @@ int cmd_vocab(const std::string& op, const std::string& spec, std::istream& in, 
 }
 
 int cmd_cache(const CacheArgs& a, std::ostream& out) {
+  // A cache belongs to one Task (seqio's cache_tasks_main takes tasks); a
+  // Mixture reads its tasks' caches.
+  if (!TaskRegistry::find(a.task))
+    if (auto mix = MixtureRegistry::find(a.task)) {
+      std::string names;
+      for (const auto& t : mix->tasks())
+        if (t->supports_caching()) names += (names.empty() ? "" : " ") + t->name();
+      throw std::invalid_argument(
+          "'" + a.task + "' is a Mixture; `seqio cache` writes one Task's cache\n  hint: " +
+          (names.empty() ? std::string("none of its tasks has a cache step (seqio.CacheDatasetPlaceholder)")
+                         : "cache each of its tasks with a cache step (" + names +
+                               ") into the same --output; with USE_CACHED_TASKS=True a run reads the mixture's "
+                               "cached tasks from there and the others from their sources"));
+    }
   auto task = TaskRegistry::get(a.task);
   CacheWriteOptions o;
   o.splits = a.splits;

@@ -18,6 +18,13 @@ expect "mixture  my_tsv_both  tasks=my_tsv_en_es:2,my_tsv_es_en:1" "$tmp/list"
 "$seqio" --gin_file examples/my_tsv/tasks.gin show my_tsv_es_en --split validation -n 1 > "$tmp/show"
 expect '"inputs_pretokenized":"El gato bebe leche.","targets":' "$tmp/show"
 
+# `seqio cache` takes a Task; given a Mixture it names the member tasks that can be cached.
+if "$seqio" --module examples/my_tsv/tasks.gin cache my_tsv_both --output "$tmp/cache" 2> "$tmp/err"; then
+  fail "seqio cache accepted a mixture"
+fi
+expect "'my_tsv_both' is a Mixture; \`seqio cache\` writes one Task's cache" "$tmp/err"
+expect "hint: cache each of its tasks with a cache step (my_tsv_en_es) into the same --output" "$tmp/err"
+
 # A malformed task file: exit 1, file:line:column, the field and the nearest name.
 sed 's/@seqio.preprocessors.tokenize,/@seqio.preprocessors.tokenise,/' examples/my_tsv/tasks.gin > "$tmp/bad.gin"
 if "$seqio" --module "$tmp/bad.gin" list 2> "$tmp/err"; then fail "bad task file accepted"; fi
