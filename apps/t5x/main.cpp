@@ -87,8 +87,8 @@ std::string mode_usage(const std::string& mode) {
     return "usage: t5x eval" + flags +
            "t5x's eval.py: the seqio metrics of a checkpoint. The gin files give MODEL and\n"
            "configs/runs/eval.gin, whose macros must be set: MIXTURE_OR_TASK_NAME, CHECKPOINT_PATH\n"
-           "(a checkpoint_<step> directory), EVAL_OUTPUT_DIR. Writes EVAL_OUTPUT_DIR/<task>-metrics.jsonl,\n"
-           "the predictions <task>-<step>.jsonl and TensorBoard events.\n"
+           "(a checkpoint_<step> directory), EVAL_OUTPUT_DIR. Writes EVAL_OUTPUT_DIR/inference_eval/:\n"
+           "<task>-metrics.jsonl, the predictions <task>-<step>.jsonl and TensorBoard events.\n"
            "  t5x eval --gin_file=configs/models/t5_1_1/mini.gin --gin_file=configs/runs/eval.gin \\\n"
            "    --gin_file=configs/examples/bible/common.gin --gin.MIXTURE_OR_TASK_NAME=bible_translate_en_es \\\n"
            "    --gin.CHECKPOINT_PATH=runs/finetune/checkpoint_2500 --gin.EVAL_OUTPUT_DIR=runs/finetune/eval\n";

@@ -242,8 +242,9 @@ Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, co
       throw std::invalid_argument("[t5x model] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
                                   std::to_string(cfg.encoder_mixing_length) + " but the encoder inputs have length " +
                                   std::to_string(tokens.dim("length")) +
-                                  "\n  hint: set network.T5Config.encoder_mixing_length to the inputs' feature "
-                                  "length (TASK_FEATURE_LENGTHS['inputs'])");
+                                  "\n  hint: make TASK_FEATURE_LENGTHS['inputs'] and "
+                                  "network.T5Config.encoder_mixing_length equal (a trained model's W_seq fixes the "
+                                  "length)");
     if (!cfg.encoder_has_attention()) return stack(cfg, p, "encoder", x, a, nullptr, drop);
   }
   a.self_mask.q_mask = a.self_mask.kv_mask = positive(tokens);

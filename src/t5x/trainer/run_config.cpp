@@ -373,7 +373,15 @@ void check_mixing_encoder(const ModelConfig& m, const DatasetConfig& d, const Re
                                 "length would mix the examples, but " + binding + ".pack is True\n  hint: --gin." +
                                 binding + ".pack=False");
   const auto& lens = d.task_feature_lengths;
-  if (!fourier && lens && lens->count("inputs") && lens->at("inputs") != m.network.encoder_mixing_length)
+  // Without an inputs length (eval.gin's TASK_FEATURE_LENGTHS = None) the
+  // batches take the longest example's length, which W_seq need not have.
+  if (!fourier && !(lens && lens->count("inputs")))
+    throw std::invalid_argument("[trainer] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
+                                std::to_string(m.network.encoder_mixing_length) + ", but " + binding +
+                                ".task_feature_lengths gives no 'inputs' length, so the inputs would take the "
+                                "longest example's length\n  hint: --gin.TASK_FEATURE_LENGTHS=\"{'inputs': " +
+                                std::to_string(m.network.encoder_mixing_length) + ", 'targets': N}\"");
+  if (!fourier && lens->at("inputs") != m.network.encoder_mixing_length)
     throw std::invalid_argument("[trainer] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
                                 std::to_string(m.network.encoder_mixing_length) + " but " + binding +
                                 ".task_feature_lengths['inputs'] is " +

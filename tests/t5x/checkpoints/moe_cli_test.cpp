@@ -254,6 +254,32 @@ TEST(MoeCli, SparseMixerTrainsAndLossFalls) {
   EXPECT_NE(ex.out.find("linear-mixing (Sparse Mixer) encoder, which has no Hugging Face T5 equivalent"),
             std::string::npos) << ex.out;
 
+  // eval.gin leaves TASK_FEATURE_LENGTHS = None (the longest example's
+  // length): refused as the config is read, with the length W_seq needs; with
+  // that length the evaluation runs.
+  std::vector<std::string> ev = {t5x_bin(), "eval", "--gin_file=configs/models/sparse_mixer/tiny.gin",
+                                 "--gin_file=configs/runs/eval.gin"};
+  for (const std::string& x :
+       {std::string("MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"), std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
+        "CHECKPOINT_PATH = '" + root + "/checkpoint_20'", "EVAL_OUTPUT_DIR = '" + root + "/eval'",
+        std::string("ENCODER_MIXING_LENGTH = 16"), std::string("BATCH_SIZE = 4"),
+        std::string("ACTIVATION_DTYPE = 'float32'"), std::string("network.T5Config.vocab_size = 1152"),
+        std::string("network.T5Config.emb_dim = 16"), std::string("network.T5Config.head_dim = 4"),
+        std::string("network.T5Config.mlp_dim = 32"), std::string("seqio.Evaluator.num_examples = 8")})
+    ev.push_back("--gin_bindings=" + x);
+  RunResult no_len = sh(join_cmd(ev));
+  EXPECT_EQ(no_len.rc, 1) << no_len.out;
+  EXPECT_NE(no_len.out.find("gives no 'inputs' length, so the inputs would take the longest example's length"),
+            std::string::npos)
+      << no_len.out;
+  EXPECT_NE(no_len.out.find("hint: --gin.TASK_FEATURE_LENGTHS=\"{'inputs': 16, 'targets': N}\""), std::string::npos)
+      << no_len.out;
+  EXPECT_FALSE(fs::exists(root + "/eval")) << "refused before the run writes";
+  ev.push_back("--gin_bindings=TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}");
+  RunResult with_len = sh(join_cmd(ev));
+  EXPECT_EQ(with_len.rc, 0) << join_cmd(ev) << "\n" << with_len.out;
+  EXPECT_TRUE(fs::exists(root + "/eval/inference_eval/gpl3_lines_copy-metrics.jsonl")) << with_len.out;
+
   // The mixing length is fixed: other inputs lengths are refused with the fix.
   std::vector<std::string> b = train_argv(root + "/len", 1, 1, {"ENCODER_MIXING_LENGTH = 8"});
   b[2] = a[2];
