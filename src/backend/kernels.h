@@ -28,6 +28,7 @@
 //       adafactor_unfactored_update, and their phases for split params
 //       (t5x/optim/adafactor.cpp)
 //   backend/cpu/adamw.cpp                adamw_update (t5x/optim/adamw.cpp)
+//   backend/cpu/sgd.cpp                  sgd_update (t5x/optim/sgd.cpp)
 //   backend/cpu/grad_utils.cpp           sum_of_squares, div_mul, accumulate_f32, all_finite
 //       (t5x/optim/grad_utils.cpp)
 #pragma once
@@ -125,6 +126,13 @@ struct AdamWScalars {
   // g = (g / clip_norm) * clip_max_norm, in float32 (f32 gradients).
   bool clip = false;
   float clip_norm = 1, clip_max_norm = 1;
+};
+
+// SGD's per-step float32 constants, as t5x/optim/sgd.cpp derives them
+// (optax.sgd): momentum = trace's decay, step_size = -lr.
+struct SgdScalars {
+  float momentum = 0, step_size = 0;
+  bool nesterov = false;
 };
 
 namespace cpu {
@@ -292,6 +300,14 @@ void adafactor_unfactored_apply(int64_t nb, int64_t n, const AdafactorScalars& s
 //   param = param + u * step_size
 // float32, unfused; the same bits on every target and thread count.
 void adamw_update(int64_t n, const AdamWScalars& s, float* param, const float* grad, float* mu, float* nu);
+
+// One SGD step of n elements, in place (backend/cpu/sgd.cpp), in optax's
+// order ([trace,] scale_by_learning_rate, apply_updates):
+//   trace != nullptr:  t = g + momentum t;  u = nesterov ? g + momentum t : t
+//   trace == nullptr:  u = g                (optax.sgd with momentum=None)
+//   param = param + u * step_size
+// float32, unfused; the same bits on every target and thread count.
+void sgd_update(int64_t n, const SgdScalars& s, float* param, const float* grad, float* trace);
 
 // Gradient utilities (backend/cpu/grad_utils.cpp), x of `dtype` (f32, bf16
 // or f16), n values:

@@ -251,6 +251,47 @@ TEST(CrossTarget, AdamWUpdateClipped) {
   }
 }
 
+// SGD's update (backend/cpu/sgd.cpp): no momentum, momentum (trace) and
+// Nesterov momentum, on lengths with tails and on gradients with special
+// values, over three steps; the scalar reference checks the formula too.
+TEST(CrossTarget, SgdUpdate) {
+  for (int64_t n : kLengths)
+    for (int mode : {0, 1, 2}) {  // 0: momentum=None, 1: trace, 2: Nesterov
+      const auto p0 = random_vec(size_t(n), uint32_t(n), -0.5f, 0.5f);
+      expect_same_on_every_target("sgd n=" + std::to_string(n) + " mode=" + std::to_string(mode), [&] {
+        kernels::SgdScalars s;
+        s.momentum = 0.9f, s.nesterov = mode == 2, s.step_size = -0.01f;
+        std::vector<float> p = p0, tr(p.size(), 0.f), want_p = p0, want_t(p.size(), 0.f);
+        for (uint32_t t = 1; t <= 3; ++t) {
+          const std::vector<float> g = inputs(n, uint32_t(n) + t, -1.f, 1.f);
+          kernels::cpu::sgd_update(n, s, p.data(), g.data(), mode ? tr.data() : nullptr);
+          for (size_t i = 0; i < p.size(); ++i) {
+            // volatile: no contraction into an FMA by the test's compiler.
+            volatile float mt = s.momentum * want_t[i];
+            float u = g[i];
+            if (mode) {
+              want_t[i] = g[i] + mt;
+              volatile float mt2 = s.momentum * want_t[i];
+              u = mode == 2 ? g[i] + mt2 : want_t[i];
+            }
+            volatile float us = u * s.step_size;
+            want_p[i] = want_p[i] + us;
+          }
+        }
+        // Same bits, or NaN on both sides (a NaN's payload may depend on operand order).
+        auto same = [](float a, float b) {
+          return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0;
+        };
+        size_t bad = 0;
+        for (size_t i = 0; i < p.size(); ++i) bad += !same(p[i], want_p[i]) || (mode && !same(tr[i], want_t[i]));
+        EXPECT_EQ(bad, 0u) << "values off optax's formula, n=" << n << " mode=" << mode;
+        Bytes b;
+        append(b, p), append(b, tr);
+        return b;
+      });
+    }
+}
+
 // The gradient utilities (backend/cpu/grad_utils.cpp): the float64 sum of
 // squares (as four exact 16-bit pieces of its bits), div_mul and
 // accumulate_f32, f32 and bf16, on lengths around the 2^16 sum chunk.
