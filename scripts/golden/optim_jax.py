@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Golden values for src/t5x/optim (Adafactor, AdamW, schedules, clipping).
+"""Golden values for src/t5x/optim (Adafactor, AdamW, SGD, schedules, clipping).
 
 Writes tests/golden/optim/optim.json (manifest + schedule values) and
 tests/golden/optim/optim.bin (float32 little-endian arrays the manifest points
 into). Run: pip install jax optax; python3 scripts/golden/optim_jax.py
 
 Sources of truth:
-- AdamW and gradient clipping: optax from PyPI (optax.adamw, optax.chain,
+- AdamW, SGD and gradient clipping: optax from PyPI (optax.adamw, optax.sgd, optax.chain,
   optax.clip_by_global_norm, optax.warmup_cosine_decay_schedule,
   optax.linear_schedule), run on CPU jax.
 - Adafactor: t5x's own rule (t5x/adafactor.py), which is not installable from
@@ -403,6 +403,22 @@ def main():
         out, _ = optax.clip_by_global_norm(max_norm).update(g, optax.EmptyState())
         clip.append({"grad_mult": mult, "max_norm": max_norm, "global_norm": float(optax.global_norm(g)),
                      "grads": {k: blob.add(v) for k, v in out.items()}})
+
+    # optax.sgd (t5x optimizers.sgd), after everything above so that the
+    # existing runs keep their offsets in optim.bin. The state keys are the
+    # flattened optax state: "0/trace/<path>" with momentum, "1/count" with a
+    # schedule (EmptyStates leave no key).
+    runs["sgd_plain"] = {"config": {"optax": "sgd(0.1)"}, "grad_mult": 1.0,
+                         "steps": run_optax(blob, optax.sgd(0.1))}
+    runs["sgd_momentum"] = {"config": {"optax": "sgd(0.05, momentum=0.9)"}, "grad_mult": 1.0,
+                            "steps": run_optax(blob, optax.sgd(0.05, momentum=0.9))}
+    runs["sgd_nesterov"] = {"config": {"optax": "sgd(0.05, momentum=0.9, nesterov=True)"}, "grad_mult": 1.0,
+                            "steps": run_optax(blob, optax.sgd(0.05, momentum=0.9, nesterov=True))}
+    sgd_sched = optax.linear_schedule(0.1, 0.01, 4, 1)
+    runs["sgd_schedule"] = {
+        "config": {"optax": "sgd(linear_schedule(0.1, 0.01, 4, 1), momentum=0.5)"}, "grad_mult": 1.0,
+        "lr": [float(sgd_sched(t)) for t in range(STEPS)],
+        "steps": run_optax(blob, optax.sgd(sgd_sched, momentum=0.5))}
 
     os.makedirs(OUT_DIR, exist_ok=True)
     data = np.concatenate(blob.parts).astype("<f4")

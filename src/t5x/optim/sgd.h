@@ -1,0 +1,58 @@
+// SGD as optax.sgd (optax/_src/alias.py) behind t5x's OptaxWrapper
+// (t5x/optimizers.py, optimizers.sgd): chain(trace(decay=momentum,
+// nesterov) if momentum is not None else identity(),
+// scale_by_learning_rate(lr)); trace is optax/transforms/_accumulation.py
+// (re-exported as optax/_src/transform.py trace).
+// Paper: Sutskever et al. 2013, "On the importance of initialization and
+// momentum in deep learning".
+//
+// Per param p, grad g, float32:
+//   momentum = None:  u = g
+//   momentum = m:     t = g + m * t;   u = nesterov ? g + m * t : t
+//   p += -lr * u      (lr from the caller: schedule(count), as optax)
+// nesterov without momentum is ignored, as optax ignores it.
+//
+// State keys (flax state dict of the optax state; EmptyStates are dropped
+// by OptaxWrapper.state_dict), checked against optax 0.2.8's state pytree
+// (scripts/golden/optim_jax.py):
+//   momentum set:     "0/trace/<path>"  (TraceState) [+ "1/count"]
+//   momentum = None:  no per-param slot               [+ "1/count"]
+// "1/count" (ScaleByScheduleState, int32) exists when the learning rate is
+// a schedule (`lr_is_schedule`), as in optax; a constant rate has no state.
+// Axes: trace shards like its param; the count is a replicated scalar
+// (t5x OptaxStatePartitionRules). Works on local shards (elementwise: split
+// params need no communication).
+//
+// accumulator_dtype: only None (the trace in float32, what optax keeps for
+// the float32 params t5x trains) is implemented; the trainer refuses others.
+#pragma once
+#include <optional>
+
+#include "t5x/optim/optimizer.h"
+
+namespace t5x {
+
+struct SgdConfig {
+  std::optional<double> momentum;  // None: plain SGD, no trace
+  bool nesterov = false;
+  bool lr_is_schedule = true;
+};
+
+class Sgd : public Optimizer {
+ public:
+  explicit Sgd(SgdConfig config = {});
+  std::string name() const override { return "optimizers.sgd"; }
+  const SgdConfig& config() const { return config_; }
+  OptimizerState init(const ParamTree& params) const override;
+  static constexpr const char* kTracePrefix = "0/trace/";
+  static constexpr const char* kScheduleCountKey = "1/count";
+
+ protected:
+  void do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads, double learning_rate,
+                         const ShardComm* comm) const override;
+
+ private:
+  SgdConfig config_;
+};
+
+}  // namespace t5x
