@@ -141,7 +141,9 @@ void add_optimizer_configurables(Registry& r) {
   adamw.push_back({"mask", "None"});
   in_t5x.add("optimizers.adamw", adamw, "optax.adamw wrapped for t5x (t5x/optimizers.py)");
   in_t5x.add("optimizers.adam", adam);
-  in_t5x.add("optimizers.sgd", {{"learning_rate", ""}, {"momentum", "None"}, {"nesterov", "False"}});
+  const Params sgd = {{"learning_rate", ""}, {"momentum", "None"}, {"nesterov", "False"},
+                      {"accumulator_dtype", "None"}};
+  in_t5x.add("optimizers.sgd", sgd, "optax.sgd wrapped for t5x (t5x/optimizers.py)");
   in_t5x.add("optimizers.chain", {{"transformations", ""}});
   as_written.add("optax.adamw", adamw);
   as_written.add("optax.adam", adam);

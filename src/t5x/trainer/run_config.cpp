@@ -15,6 +15,7 @@
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
+#include "t5x/optim/sgd.h"
 
 namespace t5x::trainer {
 
@@ -226,6 +227,35 @@ std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& 
   return std::make_shared<AdamW>(a);
 }
 
+// optimizers.sgd = optax.sgd(learning_rate, momentum=None, nesterov=False,
+// accumulator_dtype=None) behind OptaxWrapper.
+std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& ref, LearningRateSchedule* lr) {
+  const std::string c = canonical_name(cfg, ref);
+  const std::string& s = ref.scope;
+  SgdConfig o;
+  if (!cfg.is_none(s, c, "momentum")) {
+    o.momentum = cfg.get_double(s, c, "momentum");  // names the parameter on a bad kind
+    if (!std::isfinite(*o.momentum))
+      throw std::invalid_argument("[trainer] " + c + ".momentum must be finite or None, got " +
+                                  std::to_string(*o.momentum));
+  }
+  o.nesterov = cfg.get_bool(s, c, "nesterov");
+  // The trace is kept in float32 (optax's None for float32 params).
+  if (auto v = opt_value(cfg, s, c, "accumulator_dtype")) {
+    const bool f32 = v->kind() == ValueKind::kString &&
+                     (v->as_string() == "float32" || v->as_string() == "jnp.float32");
+    if (!f32)
+      throw std::invalid_argument("[trainer] " + c + ".accumulator_dtype = " + v->to_gin() +
+                                  " is not supported; leave it None (the momentum trace is kept in float32) "
+                                  "or set 'float32'");
+  }
+  auto v = opt_value(cfg, s, c, "learning_rate");
+  if (!v) throw std::invalid_argument("[trainer] " + c + ".learning_rate is not bound (a number or a schedule)");
+  o.lr_is_schedule = v->kind() == ValueKind::kReference;
+  *lr = read_lr_value(cfg, s, c, "learning_rate");
+  return std::make_shared<Sgd>(o);
+}
+
 }  // namespace
 
 DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
@@ -321,11 +351,12 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
     }
     if (!adam) throw std::invalid_argument("[trainer] optimizers.chain needs an adamw/adam transformation");
     o.optimizer = read_adamw(cfg, *adam, clip, &own_lr);
+  } else if (c == "optimizers.sgd") {
+    o.optimizer = read_sgd(cfg, ref, &own_lr);
   } else {
     throw std::invalid_argument("[trainer] unsupported optimizer @" + c +
-                                "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam or optimizers.chain" +
-                                (c == "optimizers.sgd" ? " (optimizers.sgd is known so that t5x configs parse, but "
-                                                         "not implemented)" : ""));
+                                "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam, optimizers.sgd or "
+                                "optimizers.chain");
   }
   // t5x passes trainer.Trainer.learning_rate_fn(step) to Adafactor; optax
   // optimizers carry their own schedule.

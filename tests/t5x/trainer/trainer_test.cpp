@@ -16,6 +16,7 @@
 #include "seqio/preprocessors/noise.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
+#include "t5x/optim/sgd.h"
 #include "t5x/summaries/event_writer.h"
 #include "t5x/trainer/trainer.h"
 #include "test_util.h"
@@ -154,6 +155,68 @@ TEST(TrainerConfig, PretrainScheduleAndAdamW) {
   EXPECT_NEAR(c2.optimizer.schedule(40000), 0.005, 1e-12);
 }
 
+// optimizers.sgd (optax.sgd behind OptaxWrapper): momentum, nesterov, a
+// constant or a scheduled rate; bad values are refused by parameter name.
+TEST(TrainerConfig, SgdReadsMomentumNesterovAndTheRate) {
+  const std::string dir = temp_dir("cfg_sgd");
+  TrainRunConfig c = tiny_run(dir, 4, {"OPTIMIZER = @optimizers.sgd()", "optimizers.sgd.learning_rate = 0.1",
+                                       "optimizers.sgd.momentum = 0.9", "optimizers.sgd.nesterov = True"});
+  EXPECT_EQ(c.optimizer.optimizer->name(), "optimizers.sgd");
+  const auto* sgd = dynamic_cast<const Sgd*>(c.optimizer.optimizer.get());
+  ASSERT_NE(sgd, nullptr);
+  ASSERT_TRUE(sgd->config().momentum.has_value());
+  EXPECT_DOUBLE_EQ(*sgd->config().momentum, 0.9);
+  EXPECT_TRUE(sgd->config().nesterov);
+  EXPECT_FALSE(sgd->config().lr_is_schedule);  // a constant: no ScaleByScheduleState
+  EXPECT_DOUBLE_EQ(c.optimizer.schedule(0), 0.1);
+  EXPECT_DOUBLE_EQ(c.optimizer.schedule(1000), 0.1);
+  ParamTree p{{"w", Array::ones(Shape{{"embed", 3}})}};
+  OptimizerState st = sgd->init(p);
+  EXPECT_EQ(st.slots.size(), 1u);
+  EXPECT_TRUE(st.slots.count("0/trace/w"));
+
+  // Defaults (momentum None) with an optax schedule: no trace, a count.
+  TrainRunConfig d = tiny_run(dir, 4, {"OPTIMIZER = @optimizers.sgd()",
+                                       "optimizers.sgd.learning_rate = @optax.linear_schedule()",
+                                       "optax.linear_schedule.init_value = 0.1", "optax.linear_schedule.end_value = 0.0",
+                                       "optax.linear_schedule.transition_steps = 10"});
+  const auto* plain = dynamic_cast<const Sgd*>(d.optimizer.optimizer.get());
+  ASSERT_NE(plain, nullptr);
+  EXPECT_FALSE(plain->config().momentum.has_value());
+  EXPECT_FALSE(plain->config().nesterov);
+  EXPECT_TRUE(plain->config().lr_is_schedule);
+  EXPECT_NEAR(d.optimizer.schedule(5), 0.05, 1e-12);
+  OptimizerState ps = plain->init(p);
+  EXPECT_EQ(ps.slots.size(), 1u);
+  EXPECT_TRUE(ps.slots.count("1/count"));
+
+  auto gin_error = [&](const std::vector<std::string>& extra) {
+    try {
+      tiny_run(temp_dir("cfg_sgd_bad"), 2, extra);
+    } catch (const gin::GinError& e) {
+      return std::string(e.what());
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  const std::vector<std::string> base = {"OPTIMIZER = @optimizers.sgd()", "optimizers.sgd.learning_rate = 0.1"};
+  auto with = [&](const std::string& b) {
+    auto v = base;
+    v.push_back(b);
+    return v;
+  };
+  std::string m = gin_error(with("optimizers.sgd.momentum = 'x'"));
+  EXPECT_NE(m.find("momentum"), std::string::npos) << m;
+  m = gin_error(with("optimizers.sgd.momentum = nan"));
+  EXPECT_NE(m.find("optimizers.sgd.momentum must be finite"), std::string::npos) << m;
+  m = gin_error(with("optimizers.sgd.accumulator_dtype = 'bfloat16'"));
+  EXPECT_NE(m.find("optimizers.sgd.accumulator_dtype = 'bfloat16' is not supported"), std::string::npos) << m;
+  m = gin_error(with("optimizers.sgd.nesterov = 3"));
+  EXPECT_NE(m.find("nesterov"), std::string::npos) << m;
+  EXPECT_EQ(gin_error(with("optimizers.sgd.accumulator_dtype = 'float32'")), "<no error>");
+}
+
 TEST(Trainer, LossFallsOnGpl3Task) {
   std::string dir = temp_dir("falls");
   auto b = tiny_bindings(dir, 30);
@@ -180,16 +243,17 @@ TEST(Trainer, LossFallsOnGpl3Task) {
 }
 
 // Trains `steps` steps, optionally stopping after `stop` and resuming in a new Trainer.
-TrainState run_maybe_interrupted(const std::string& dir, int steps, int stop, std::vector<double>* losses) {
+TrainState run_maybe_interrupted(const std::string& dir, int steps, int stop, std::vector<double>* losses,
+                                 const std::vector<std::string>& extra = {}) {
   if (stop > 0) {
     TrainerOptions o = fast();
     o.stop_after_step = stop;
-    Trainer first(tiny_run(dir, steps), single(), o);
+    Trainer first(tiny_run(dir, steps, extra), single(), o);
     TrainResult r = first.train();
     EXPECT_EQ(r.status, TrainResult::Status::kStopped);
     losses->insert(losses->end(), r.losses.begin(), r.losses.end());
   }
-  Trainer t(tiny_run(dir, steps), single(), fast());
+  Trainer t(tiny_run(dir, steps, extra), single(), fast());
   TrainResult r = t.train();
   EXPECT_EQ(r.status, TrainResult::Status::kDone) << r.message;
   losses->insert(losses->end(), r.losses.begin(), r.losses.end());
@@ -211,6 +275,38 @@ TEST(Trainer, KillAndResumeIsBitwiseEqual) {
   ASSERT_EQ(lb.size(), 9u);  // 5 + (8 - 4)
   for (int i = 0; i < 4; ++i) EXPECT_EQ(la[4 + i], lb[5 + i]) << "step " << 5 + i;
   EXPECT_EQ(la[4], lb[4]);  // step 5 computed twice, identically
+}
+
+// optimizers.sgd with momentum and a schedule (state "0/trace/<path>" and
+// "1/count"): a run stopped after step 3 resumes from checkpoint 2 and
+// continues with the losses and state of the uninterrupted run.
+TEST(Trainer, SgdMomentumKillAndResumeIsBitwiseEqual) {
+  const std::vector<std::string> sgd = {"OPTIMIZER = @optimizers.sgd()",
+                                        "optimizers.sgd.learning_rate = @utils.create_learning_rate_scheduler()",
+                                        "optimizers.sgd.momentum = 0.9",
+                                        // the loss is summed over tokens: a small rate
+                                        "utils.create_learning_rate_scheduler.base_learning_rate = 3e-3"};
+  std::vector<double> la, lb;
+  TrainState a = run_maybe_interrupted(temp_dir("sgd_uninterrupted"), 6, 0, &la, sgd);
+  TrainState b = run_maybe_interrupted(temp_dir("sgd_resumed"), 6, 3, &lb, sgd);
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (const auto& [k, v] : a.params) EXPECT_TRUE(array_equal(v, b.params.at(k))) << k;
+  ASSERT_EQ(a.opt.slots.size(), a.params.size() + 1);  // one trace per param + the schedule's count
+  for (const auto& [k, v] : a.opt.slots) EXPECT_TRUE(array_equal(v, b.opt.slots.at(k))) << k;
+  for (const auto& [k, v] : a.params) {
+    ASSERT_TRUE(a.opt.slots.count("0/trace/" + k)) << k;
+    double most = 0;
+    for (float x : a.opt.slots.at("0/trace/" + k).to_floats()) most = std::max(most, double(std::abs(x)));
+    EXPECT_GT(most, 0.0) << k;  // the momentum moved
+  }
+  EXPECT_EQ(a.opt.slots.at("1/count").item(), 6);
+  EXPECT_EQ(b.opt.slots.at("1/count").item(), 6);
+  ASSERT_EQ(la.size(), 6u);
+  ASSERT_EQ(lb.size(), 7u);  // 3 + (6 - 2)
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(la[2 + i], lb[3 + i]) << "step " << 3 + i;
+  EXPECT_EQ(la[2], lb[2]);  // step 3 computed twice, identically
+  std::cout << "sgd + momentum losses: first " << la[0] << ", last " << la[5] << "\n";
+  EXPECT_LT(la[5], 0.95 * la[0]);  // and it learns
 }
 
 // A resume with another OPTIMIZER than the run's is an error naming both
