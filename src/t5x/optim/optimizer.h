@@ -8,7 +8,8 @@
 // Adafactor (t5x/adafactor.py) keys slots as "<param path>/{v_row,v_col,v,m}"
 // (unused ones are zeros of shape [1]); optax optimizers behind OptaxWrapper
 // key them as the flax state dict of the optax state, e.g. "0/count",
-// "0/mu/<param path>", "0/nu/<param path>" for optax.adamw.
+// "0/mu/<param path>", "0/nu/<param path>" for optax.adamw, "0/trace/<param
+// path>" for optax.sgd with momentum.
 //
 // Each slot carries its logical axis names for partitioning
 // (Optimizer.derive_logical_axes in t5x): slots shaped like their parameter

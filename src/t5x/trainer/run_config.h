@@ -12,7 +12,8 @@
 //   models.EncoderDecoderModel / models.DecoderOnlyModel: module (-> network.Transformer.config
 //     = network.T5Config, or network.DecoderWrapper.config = network.TransformerConfig),
 //     optimizer_def, z_loss, label_smoothing, loss_normalizing_factor
-//   adafactor.Adafactor, optimizers.adamw / optax.adamw, optimizers.chain(clip_by_global_norm, adamw)
+//   adafactor.Adafactor, optimizers.adamw / optax.adamw, optimizers.sgd,
+//   optimizers.chain(clip_by_global_norm, adamw)
 //   trainer.Trainer: num_microbatches, learning_rate_fn (utils.create_learning_rate_scheduler
 //     or an optax schedule)
 //   utils.DatasetConfig (+ seqio.add_global_cache_dirs.global_cache_dirs),
