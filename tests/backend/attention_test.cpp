@@ -188,8 +188,9 @@ TEST_P(AttentionVsReference, ForwardAndBackward) {
         EXPECT_EQ(double(lse[i]), r.max_logit[i]) << i;
         EXPECT_NEAR(logl[i], r.log_sum[i], 1e-5) << i;
       }
-    if (with_logl && (c.q_mask || std::string(c.name) == "MoreQueriesThanKeysCausal"))
+    if (with_logl && (c.q_mask || std::string(c.name) == "MoreQueriesThanKeysCausal")) {
       EXPECT_GT(masked_rows, 0) << "the case has rows with no allowed key";
+    }
     std::vector<float> dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), db(in.bias.size());
     attention_backward(s, in.p, in.q.data(), in.k.data(), in.v.data(), out.data(), lse.data(),
                        in.dout.data(), dq.data(), dk.data(), dv.data(),

@@ -230,8 +230,9 @@ void expect_k_block_contract(int64_t m, int64_t n, int64_t k, float alpha, float
     return want;
   };
   const std::vector<TC> want = model(kSkinnyKBlock), in_order = model(k);
-  if (std::is_same_v<TC, float>)  // (rounded to bf16, the two orders' sums mostly agree)
+  if (std::is_same_v<TC, float>) {  // (rounded to bf16, the two orders' sums mostly agree)
     ASSERT_NE(0, std::memcmp(want.data(), in_order.data(), want.size() * sizeof(TC))) << "k too small to tell";
+  }
   const int saved = omp_get_max_threads();
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
