@@ -583,8 +583,11 @@ TrainResult Trainer::train() {
                     " at step " + std::to_string(failed) + " (learning rate " + g(so.learning_rate) +
                     "); training stopped without saving. The last good checkpoint is " +
                     (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
-                    "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
-                    "optax.clip_by_global_norm) or check the data";
+                    (cfg_.optimizer.optimizer->name() == "optimizers.sgd"
+                         ? "\n  hint: lower the learning rate (SGD's applies to the loss summed over the batch's "
+                           "target tokens; docs/optimizers.md) or check the data"
+                         : "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
+                           "optax.clip_by_global_norm) or check the data");
       if (progress_) progress_->finish();
       return res;  // the caller reports res.message (`t5x train` on stderr, once)
     }

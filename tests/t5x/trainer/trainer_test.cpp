@@ -414,6 +414,7 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   ASSERT_EQ(r.status, TrainResult::Status::kNonFinite);
   EXPECT_NE(r.message.find("non-finite"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("last good checkpoint"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("hint: lower the learning rate, enable clipping"), std::string::npos) << r.message;
   auto latest = latest_step(dir);
   ASSERT_TRUE(latest);
   EXPECT_EQ(*latest, r.step);  // nothing saved after the last finite step
@@ -421,6 +422,22 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   TrainState s = t.state();
   restore_train_state(checkpoint_dir_for_step(dir, *latest), s, true, "", 0, 1);
   EXPECT_TRUE(all_finite(s.params));
+}
+
+// SGD has no clipping here (optimizers.chain takes AdamW): its hint is the
+// rate, which applies to the loss summed over the target tokens.
+TEST(Trainer, NonFiniteLossUnderSgdHintsTheRate) {
+  Trainer t(tiny_run(temp_dir("nan_sgd"), 6,
+                     {"OPTIMIZER = @optimizers.sgd()", "optimizers.sgd.learning_rate = 1e30",
+                      "optimizers.sgd.momentum = 0.9"}),
+            single(), fast());
+  TrainResult r = t.train();
+  ASSERT_EQ(r.status, TrainResult::Status::kNonFinite);
+  EXPECT_NE(r.message.find("hint: lower the learning rate (SGD's applies to the loss summed over the batch's "
+                           "target tokens"),
+            std::string::npos)
+      << r.message;
+  EXPECT_EQ(r.message.find("clipping"), std::string::npos) << r.message;
 }
 
 // t5x fine-tuning from the parameters alone: assignment_map skips the step
