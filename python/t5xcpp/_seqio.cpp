@@ -8,6 +8,8 @@
 #include <pybind11/stl.h>
 
 #include <nlohmann/json.hpp>
+#include <limits>
+#include <mutex>
 #include <random>
 
 #include "seqio/batching.h"
@@ -30,6 +32,12 @@ using nlohmann::json;
 namespace {
 
 // ---- values -----------------------------------------------------------------
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+  return s;
+}
 
 py::array_t<int32_t> tokens_to_numpy(const seqio::Tokens& t) {
   return py::array_t<int32_t>(std::vector<py::ssize_t>{static_cast<py::ssize_t>(t.size())}, t.data());
@@ -66,9 +74,27 @@ seqio::Example dict_to_example(const py::dict& d, size_t index) {
       ex[key] = v.cast<double>();
     else {
       try {
-        auto a = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(v);
-        if (!a || a.ndim() != 1) throw py::cast_error();
-        ex[key] = seqio::Tokens(a.data(), a.data() + a.size());
+        // Integer ids only: a float array would be truncated, ids past int32 wrapped.
+        auto any = py::array::ensure(v);
+        if (!any || any.ndim() != 1) throw py::cast_error();
+        if (any.size() == 0) {  // [] is float64 to numpy
+          ex[key] = seqio::Tokens();
+          continue;
+        }
+        const char kind = any.dtype().kind();
+        if (kind != 'i' && kind != 'u' && kind != 'b')
+          throw py::value_error("example " + std::to_string(index) + ", feature '" + key +
+                                "': token ids must be integers, got dtype " + std::string(py::str(any.dtype())));
+        auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(any);
+        seqio::Tokens t(size_t(a.size()));
+        for (py::ssize_t i = 0; i < a.size(); ++i) {
+          const int64_t id = a.data()[i];
+          if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max())
+            throw py::value_error("example " + std::to_string(index) + ", feature '" + key + "': token id " +
+                                  std::to_string(id) + " at position " + std::to_string(i) + " is outside int32");
+          t[size_t(i)] = int32_t(id);
+        }
+        ex[key] = std::move(t);
       } catch (const py::error_already_set&) {
         throw py::value_error("example " + std::to_string(index) + ", feature '" + key +
                               "': expected a 1-D sequence of token ids, str/bytes, int or float");
@@ -172,13 +198,16 @@ class ExampleIterator {
     seqio::Example ex;
     bool ok;
     {
-      py::gil_scoped_release nogil;
+      py::gil_scoped_release nogil;  // before the lock: a thread waiting for it holds no GIL
+      std::lock_guard<std::mutex> lock(*mu_);
       ok = ds_->next(ex);
     }
     if (!ok) throw py::stop_iteration();
     return example_to_dict(ex);
   }
   std::string get_state() const {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(*mu_);
     return json{{"dataset", identity_of(name_, o_)}, {"position", json::parse(seqio::position_to_json(ds_->position()))}}
         .dump();
   }
@@ -188,10 +217,18 @@ class ExampleIterator {
     auto o = o_;
     o.start = 0;
     o.resume = seqio::position_from_json(j["position"].dump(), "state");
-    ds_ = seqio::get_dataset(name_, o);
+    auto ds = seqio::get_dataset(name_, o);
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(*mu_);
+    ds_ = std::move(ds);
   }
   py::dict stats() const {
-    auto s = ds_->stats();
+    seqio::PipelineStats s;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(*mu_);
+      s = ds_->stats();
+    }
     py::dict d;
     d["records_read"] = s.records_read;
     d["examples_emitted"] = s.examples_emitted;
@@ -206,6 +243,9 @@ class ExampleIterator {
   std::string name_;
   seqio::DatasetOptions o_;
   std::unique_ptr<seqio::Dataset> ds_;
+  // One pipeline is not reentrant, and next() runs without the GIL: calls
+  // from several Python threads take turns (as a tf.data iterator's do).
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
 };
 
 using ConverterPtr = std::shared_ptr<const seqio::FeatureConverter>;
@@ -227,19 +267,31 @@ class BatchIterator {
     std::vector<seqio::Example> rows;
     bool ok;
     {
-      py::gil_scoped_release nogil;
+      py::gil_scoped_release nogil;  // before the lock: a thread waiting for it holds no GIL
+      std::lock_guard<std::mutex> lock(*mu_);
       ok = ds_->next(rows);
     }
     if (!ok) throw py::stop_iteration();
     return rows_to_batch(rows, !batch_size_);
   }
   std::string get_state() const {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(*mu_);
     return json{{"dataset", identity()}, {"position", json::parse(seqio::batch_position_to_json(ds_->position()))}}
         .dump();
   }
-  void set_state(const std::string& state) { build(position_of(state)); }
+  void set_state(const std::string& state) {
+    const seqio::BatchPosition at = position_of(state);
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(*mu_);
+    build(at);
+  }
   uint64_t seed() const { return *o_.seed; }
-  int64_t batches() const { return ds_->position().batches; }
+  int64_t batches() const {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(*mu_);
+    return ds_->position().batches;
+  }
 
  private:
   json identity() const {
@@ -267,6 +319,7 @@ class BatchIterator {
   std::optional<int> batch_size_;
   bool drop_remainder_;
   std::unique_ptr<seqio::BatchedDataset> ds_;
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();  // as ExampleIterator's
 };
 
 seqio::DatasetOptions make_options(const std::optional<seqio::SequenceLengths>& lengths, const std::string& split,
@@ -275,11 +328,24 @@ seqio::DatasetOptions make_options(const std::optional<seqio::SequenceLengths>& 
                                    const std::optional<uint64_t>& seed, bool trim_output_features, int num_threads,
                                    int block_size, bool stop_on_empty, const std::optional<std::string>& state) {
   seqio::DatasetOptions o;
-  if (lengths) o.sequence_lengths = *lengths;
+  if (lengths) {
+    for (const auto& [feature, n] : *lengths)
+      if (n < 0)
+        throw py::value_error("task_feature_lengths['" + feature + "'] is " + std::to_string(n) +
+                              "; lengths are >= 0");
+    o.sequence_lengths = *lengths;
+  }
   o.split = split;
   o.use_cached = use_cached;
   o.cache_dirs = cache_dirs;
   o.shuffle = shuffle;
+  // seqio repeats with tf.data's repeat(num_epochs): None and -1 repeat
+  // forever. 0 (an empty dataset there) and other counts below 1 are refused
+  // rather than read as one epoch.
+  if (num_epochs && *num_epochs == -1) num_epochs.reset();
+  if (num_epochs && *num_epochs < 1)
+    throw py::value_error("num_epochs must be >= 1, or None (or -1) to repeat forever; got " +
+                          std::to_string(*num_epochs));
   o.num_epochs = num_epochs;
   o.shard = to_shard(shard_info);
   o.trim_output_features = trim_output_features;
@@ -402,8 +468,16 @@ PYBIND11_MODULE(_seqio, m) {
       .def_property_readonly("pack", &seqio::FeatureConverter::pack)
       .def_property_readonly("bos_id", &seqio::FeatureConverter::bos_id)
       .def_property_readonly("TASK_FEATURES", &seqio::FeatureConverter::task_features)
-      .def("get_model_feature_lengths", &seqio::FeatureConverter::get_model_feature_lengths,
-           py::arg("task_feature_lengths"))
+      .def(
+          "get_model_feature_lengths",
+          [](const seqio::FeatureConverter& c, const seqio::SequenceLengths& lengths) {
+            for (const std::string& f : c.task_features())
+              if (!lengths.count(f))  // seqio: KeyError on the missing feature
+                throw py::key_error("task_feature_lengths has no '" + f + "' (" + c.name() + " takes " +
+                                    join_names(c.task_features()) + ")");
+            return c.get_model_feature_lengths(lengths);
+          },
+          py::arg("task_feature_lengths"))
       .def("packing_window", &seqio::FeatureConverter::packing_window, py::arg("task_feature_lengths"))
       .def(
           "__call__",
@@ -501,7 +575,14 @@ PYBIND11_MODULE(_seqio, m) {
                                for (auto& t : x.m->tasks()) out.push_back(wrap_task(t));
                                return out;
                              })
-      .def("get_rate", [](const PyMixture& x, const PyTask& t) { return x.m->get_rate(*t.t); }, py::arg("task"))
+      .def(
+          "get_rate",
+          [](const PyMixture& x, const PyTask& t) {
+            for (const auto& member : x.m->tasks())
+              if (member->name() == t.t->name()) return x.m->get_rate(*t.t);
+            throw py::key_error("task '" + t.t->name() + "' is not in mixture '" + x.m->name() + "'");
+          },
+          py::arg("task"))
       .def_property_readonly("total_rate", [](const PyMixture& x) { return x.m->total_rate(); })
       .def("__repr__", [](const PyMixture& x) { return "<Mixture " + x.m->name() + ">"; });
 
@@ -524,6 +605,11 @@ PYBIND11_MODULE(_seqio, m) {
          const std::optional<std::string>& state) {
         auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim,
                               threads, block_size, stop_on_empty, state);
+        if (!conv.is_none() && !py::isinstance<seqio::FeatureConverter>(conv))
+          throw py::type_error("get_dataset: feature_converter must be a FeatureConverter (e.g. "
+                               "EncDecFeatureConverter(pack=True)), got " +
+                               std::string(py::str(py::type::of(conv).attr("__name__"))) + " " +
+                               std::string(py::repr(conv)));
         ConverterPtr c = conv.is_none() ? nullptr : conv.cast<std::shared_ptr<seqio::FeatureConverter>>();
         return std::make_unique<BatchIterator>(name, o, c, batch_size, drop_remainder, state);
       },

@@ -8,8 +8,10 @@ mixture, 2 host shards, and resumption from get_state().
 """
 import json
 import os
+import itertools
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import numpy as np
@@ -173,6 +175,69 @@ class BatchesEqualCpp(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"shard_info: index 2 is not in \[0, 2\)"):
             seqio.get_dataset("gpl3_prefix", {"inputs": 8, "targets": 8}, seed=0, shard_info=(2, 2),
                               feature_converter=seqio.EncDecFeatureConverter())
+
+    def test_argument_errors_name_the_argument(self):
+        enc_dec = seqio.EncDecFeatureConverter()
+        with self.assertRaisesRegex(KeyError, "task_feature_lengths has no 'targets'"):
+            enc_dec.get_model_feature_lengths({"inputs": 4})
+        with self.assertRaisesRegex(ValueError, "example 0, feature 'inputs': token ids must be integers, got dtype float64"):
+            enc_dec([{"inputs": [1.5, 2.7], "targets": [1]}], {"inputs": 4, "targets": 4})
+        with self.assertRaisesRegex(ValueError, "token id 4294967296 at position 1 is outside int32"):
+            enc_dec([{"inputs": [1, 2**32], "targets": [1]}], {"inputs": 4, "targets": 4})
+        # integer ids of any integer dtype, and an empty list, are token ids
+        out = enc_dec([{"inputs": np.array([5, 6], dtype=np.int64), "targets": []}], {"inputs": 4, "targets": 4})
+        np.testing.assert_array_equal(out[0]["encoder_input_tokens"], [5, 6, 0, 0])
+        with self.assertRaisesRegex(TypeError, "feature_converter must be a FeatureConverter .*got str 'enc_dec'"):
+            seqio.get_dataset("gpl3_prefix", {"inputs": 8, "targets": 8}, seed=0, feature_converter="enc_dec")
+        mix = seqio.get_mixture_or_task("gpl3_mix")
+        with self.assertRaisesRegex(KeyError, "task 'gpl3_lm' is not in mixture 'gpl3_mix'"):
+            mix.get_rate(seqio.get_mixture_or_task("gpl3_lm"))
+        with self.assertRaisesRegex(ValueError, r"task_feature_lengths\['inputs'\] is -3; lengths are >= 0"):
+            seqio.get_dataset("gpl3_prefix", {"inputs": -3, "targets": 8}, seed=0, feature_converter=enc_dec)
+
+    def test_num_epochs_as_tf_data_repeat(self):
+        # seqio repeats with tf.data: None and -1 forever; a count below 1 is refused here (0 would be empty there).
+        task = seqio.get_mixture_or_task("gpl3_prefix")
+        one = len(list(task.get_dataset({"inputs": 20, "targets": 20}, split="validation", shuffle=False)))
+        for forever in (None, -1):
+            ds = task.get_dataset({"inputs": 20, "targets": 20}, split="validation", shuffle=False, num_epochs=forever)
+            self.assertEqual(len(list(itertools.islice(ds, 3 * one))), 3 * one)
+        for bad in (0, -2):
+            with self.assertRaisesRegex(ValueError, f"num_epochs must be >= 1, or None \\(or -1\\) to repeat forever; got {bad}"):
+                task.get_dataset({"inputs": 20, "targets": 20}, split="validation", num_epochs=bad)
+            with self.assertRaisesRegex(ValueError, "num_epochs must be >= 1"):
+                seqio.get_dataset("gpl3_prefix", {"inputs": 8, "targets": 8}, seed=0, num_epochs=bad,
+                                  feature_converter=seqio.EncDecFeatureConverter())
+
+    def test_one_iterator_shared_by_two_threads(self):
+        # Calls take turns (as on a tf.data iterator): every batch comes out once, as one thread would see them.
+        def make():
+            return seqio.get_dataset("gpl3_prefix", {"inputs": 64, "targets": 64}, seed=3, num_epochs=4,
+                                     feature_converter=seqio.EncDecFeatureConverter(pack=True), batch_size=8)
+        want = [b["encoder_input_tokens"].tobytes() for b in make()]
+        self.assertGreater(len(want), 20)
+        for _ in range(3):
+            ds, got, states, errors = make(), [[], []], [], []
+
+            def pull(i):
+                try:
+                    for b in ds:
+                        got[i].append(b["encoder_input_tokens"].tobytes())
+                        if len(got[i]) % 5 == 0:
+                            states.append(ds.get_state())
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    errors.append(e)
+
+            threads = [threading.Thread(target=pull, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            self.assertFalse(any(t.is_alive() for t in threads), "an iterator shared by two threads hung")
+            self.assertEqual(errors, [])
+            self.assertEqual(sorted(got[0] + got[1]), sorted(want))
+            for st in states:  # each state taken between batches restores
+                self.assertIn(json.loads(st)["position"]["batches"], range(len(want) + 1))
 
     def test_registry_and_plugin(self):
         self.assertIn("gpl3_lm", seqio.TaskRegistry.names())

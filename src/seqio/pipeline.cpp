@@ -105,6 +105,9 @@ class TaskDataset : public Dataset {
     if (opt_.resume && opt_.start != 0)
       throw std::invalid_argument("[get_dataset] start and resume are exclusive");
     if (opt_.start < 0) throw std::invalid_argument("[get_dataset] start must be >= 0");
+    if (opt_.num_epochs && *opt_.num_epochs < 1)
+      throw std::invalid_argument("[get_dataset] num_epochs must be >= 1, or unset to repeat forever; got " +
+                                  std::to_string(*opt_.num_epochs));
     seed_ = opt_.seed ? *opt_.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
     files_ = spec_.source->list_shards(opt_.split);
     if (opt_.resume) {

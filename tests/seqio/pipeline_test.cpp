@@ -321,6 +321,19 @@ TEST(Pipeline, OptionMisuse) {
   o.start = 1;
   o.resume = Position{};
   EXPECT_THROW(t->get_dataset(o), std::invalid_argument);
+  for (int64_t epochs : {0, -1}) {  // read as one epoch before; nullopt is "forever"
+    o = opts();
+    o.num_epochs = epochs;
+    try {
+      t->get_dataset(o);
+      ADD_FAILURE() << "num_epochs " << epochs << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("num_epochs must be >= 1, or unset to repeat forever; got " +
+                                           std::to_string(epochs)),
+                std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_EQ(parse_shard_info("1/4").index, 1);
   EXPECT_THROW(parse_shard_info("4/4"), std::invalid_argument);
   EXPECT_THROW(parse_shard_info("x"), std::invalid_argument);
