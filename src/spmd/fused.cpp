@@ -5,6 +5,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/fourier.h"
+#include "ops/primitive.h"
 #include "spmd/collectives.h"
 #include "spmd/context.h"
 #include "spmd/elementwise.h"
@@ -21,18 +22,66 @@ bool dim_split(const Array& x, const std::string& dim) {
   return i >= 0 && group_size(spec_of(x).dims[size_t(i)]) > 1;
 }
 
+Array cast_to(const Array& x, DType dtype) {
+  return spmd::unary(x, [dtype](const Array& a) { return t5x::cast(a, dtype); });
+}
+
+// The identity, whose cotangent is rounded to its dtype: it does not take
+// wide cotangents (ops/autodiff.h), so a float32 cotangent of a bf16 value
+// is rounded before it passes. Marks where the one-process RmsNorm kernel
+// reads its bf16 dy and writes its bf16 dx.
+class NarrowCotangent : public Primitive {
+ public:
+  const char* name() const override { return "narrow_cotangent"; }
+  bool saves_inputs() const override { return false; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override { return {in[0]}; }
+  std::vector<Array> eval_cuda(const std::vector<Array>& in) override { return {in[0]}; }
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>& cot,
+                         const std::vector<bool>&) override {
+    return {cot[0]};
+  }
+};
+
+Array narrow_cotangent(const Array& x) {
+  if (x.dtype() == DType::f32) return x;
+  return spmd::unary(x, [](const Array& a) { return apply1(std::make_shared<NarrowCotangent>(), {a}); });
+}
+
 }  // namespace
 
 // Mesh-invariant (spmd/context.h): a split `dim` is gathered and the fused
 // kernel runs as on one process.
+//
+// Split `dim`: the one-process op's arithmetic (ops/fused.cpp) in its dtypes
+// and order, the sum of squares a local sum + all-reduce. x is widened to
+// float32 (bf16 activations with a float32 scale, as t5x trains, no longer
+// meet in one mul), rstd = rsqrt(mean(x^2) + eps) (the kernel's row rstd,
+// backend/cpu/rms_norm.cpp, or the reference's), then
+//   fused kernels on (the default): y = (x * rstd) * float32(scale) in
+//     float32, rounded once to x's dtype (the RmsNorm kernel);
+//   off (rms_norm_reference, flaxformer's T5 LayerNorm):
+//     y = dtype(x * rstd) * dtype(scale) in x's dtype.
+// The vjp is computed in the same dtypes: with the kernel, dy is rounded to
+// x's dtype, dx and dscale computed in float32 and dx rounded once to x's
+// dtype (narrow_cotangent); the reference's ops are the one-process ops
+// (dy rounded by the bf16 mul, dx left wide by its cast, dscale in x's dtype).
 Array rms_norm(const Array& x, const Array& scale, const std::string& dim, double eps) {
   if (!dim_split(x, dim) || context().mesh_invariant())
     return layout_op("rms_norm", {x, scale}, {dim}, [&](const std::vector<Array>& v) {
       return std::vector<Array>{t5x::rms_norm(v[0], v[1], dim, eps)};
     })[0];
-  Array var = spmd::mean(spmd::mul(x, x), {dim});
-  Array inv = spmd::unary(var, [eps](const Array& a) { return t5x::rsqrt(t5x::add(a, eps)); });
-  return spmd::mul(spmd::mul(x, inv), scale);
+  const DType dt = x.dtype();
+  const bool kernel = fused_kernels_enabled();
+  const double n = double(x.dim(dim));
+  Array x32 = cast_to(kernel ? narrow_cotangent(x) : x, DType::f32);
+  Array x2 = spmd::mul(x32, x32);
+  // The kernel divides the sum by E; the reference's mean multiplies by 1/E.
+  Array ms = kernel ? spmd::unary(spmd::sum(x2, {dim}), [n](const Array& a) { return t5x::div(a, n); })
+                    : spmd::mean(x2, {dim});
+  Array rstd = spmd::unary(ms, [eps](const Array& a) { return t5x::rsqrt(t5x::add(a, eps)); });
+  Array xhat = spmd::mul(x32, rstd);
+  if (kernel) return narrow_cotangent(cast_to(spmd::mul(xhat, cast_to(scale, DType::f32)), dt));
+  return spmd::mul(cast_to(xhat, dt), cast_to(scale, dt));
 }
 
 CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& targets, double z_loss,

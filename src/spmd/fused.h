@@ -3,8 +3,9 @@
 // rms_norm: with `dim` unsplit in x, the fused kernel runs on each shard
 //   (scale is gathered along dim if split; with 2-D parameter rules that is
 //   the ZeRO-3 gather, its gradient reduce-scattered). With `dim` split (2-D
-//   activations), the plain-op decomposition runs: mean over the split dim is
-//   a local sum + all-reduce.
+//   activations) and mesh_invariant off, the one-process arithmetic runs as
+//   plain ops in the same dtypes (float32, the output rounded to x's dtype;
+//   see fused.cpp): mean over the split dim is a local sum + all-reduce.
 // softmax_cross_entropy_with_integer_labels: vocab unsplit -> fused kernel per
 //   shard; vocab split -> the t5x formula from sharded ops (logsumexp with
 //   max/sum all-reduces, target logit via a local one-hot in the vocab
