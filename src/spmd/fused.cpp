@@ -95,14 +95,16 @@ CrossEntropy softmax_cross_entropy_with_integer_labels(const Array& logits, cons
                        });
     return {r[0], r[1]};
   }
-  // t5x losses.py: soft targets c at the label, o elsewhere.
-  const double V = double(logits.dim(vocab));
+  // t5x losses.py: soft targets c at the label, o elsewhere. In float32, as
+  // the one-process kernel and reference (bf16 logits are widened first; the
+  // loss is float32 and the logits' gradient is rounded once to their dtype).
+  const Array l = cast_to(logits, DType::f32);
+  const double V = double(l.dim(vocab));
   const double c = 1.0 - label_smoothing, o = label_smoothing / (V - 1);
   const double norm = -(c * std::log(c) + (V - 1) * o * std::log(o + 1e-20));
-  Array lse = spmd::logsumexp(logits, {vocab});
-  Array logp = spmd::sub(logits, lse);
-  Array onehot = spmd::one_hot(targets, logits.dim(vocab), vocab, spec_of(logits).dims[size_t(logits.shape().index(vocab))],
-                               logits.dtype());
+  Array lse = spmd::logsumexp(l, {vocab});
+  Array logp = spmd::sub(l, lse);
+  Array onehot = spmd::one_hot(targets, l.dim(vocab), vocab, spec_of(l).dims[size_t(l.shape().index(vocab))], l.dtype());
   Array soft = spmd::unary(onehot, [c, o](const Array& a) { return t5x::add(t5x::mul(a, c - o), o); });
   Array zl = spmd::unary(lse, [z_loss](const Array& a) { return t5x::mul(t5x::square(a), z_loss); });
   Array ce = spmd::unary(spmd::sum(spmd::mul(soft, logp), {vocab}), [norm](const Array& a) { return t5x::sub(t5x::neg(a), norm); });

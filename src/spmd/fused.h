@@ -7,7 +7,7 @@
 //   plain ops in the same dtypes (float32, the output rounded to x's dtype;
 //   see fused.cpp): mean over the split dim is a local sum + all-reduce.
 // softmax_cross_entropy_with_integer_labels: vocab unsplit -> fused kernel per
-//   shard; vocab split -> the t5x formula from sharded ops (logsumexp with
+//   shard; vocab split -> the t5x formula from sharded ops in float32 (logsumexp with
 //   max/sum all-reduces, target logit via a local one-hot in the vocab
 //   layout). Both outputs keep the layout of logits' other dims.
 // dot_product_attention: batch and heads may stay split (attention is
