@@ -246,6 +246,111 @@ TEST(SpmdOps, ExplicitLayoutsAndReshards) {
   }
 }
 
+// bfloat16 activations with a float32 scale on a split embed (2-D activation
+// rules) with mesh_invariant off: the split rms_norm computes the one-process
+// op (ops/fused.cpp) in its dtypes -- x widened to float32, y rounded once to
+// bf16 (fused kernel) or bf16(x * rstd) * bf16(scale) (reference) -- where it
+// used to multiply bf16 x by the float32 scale and fail ("[mul] dtype
+// mismatch"). Only the sum of squares is split (local sums + all-reduce), so
+// rstd may differ from one process's by a float32 ulp or so, and a bf16
+// result (y, dx) then round to the neighbouring bf16 value: each element is
+// allowed 1 bf16 ulp (on these inputs they are bitwise). dscale is float32
+// with the kernel (a float32 sum over the rows: 1e-5 relative, seen 2.4e-7);
+// the reference's is summed in bf16 (its scale is cast to x's dtype), in
+// per-shard partial sums when the rows are split over 'data', so 1e-2
+// (2^-7 relative is one bf16 ulp; seen 4.5e-3). The same for the split-vocab
+// cross-entropy on bf16 logits: a float32 loss (1e-5), the logits' gradient
+// within 1 bf16 ulp. The losses read y through a cast to float32, so y's
+// cotangent arrives wide (float32, ops/autodiff.h): the kernel rounds it to
+// bf16 before its backward, and so must the split path (else dx is off by
+// hundreds of bf16 ulps).
+
+// The largest |a - b| over the elements in bf16 ulps of b (ulp of b's power
+// of two: 2^(floor(log2 |b|) - 7)); zeros in b count in the ulp of the
+// smallest normal bf16.
+double max_bf16_ulps(const Array& a, const Array& b) {
+  std::vector<float> x = a.to_floats(), y = b.to_floats();
+  if (x.size() != y.size()) return 1e9;
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double mag = std::max(double(std::fabs(y[i])), 1.1754944e-38);
+    const double ulp = std::ldexp(1.0, int(std::floor(std::log2(mag))) - 7);
+    m = std::max(m, std::fabs(double(x[i]) - double(y[i])) / ulp);
+  }
+  return m;
+}
+
+TEST(SpmdOps, Bf16RmsNormAndCrossEntropyOnSplitDimsAreTheOneProcessOps) {
+  using P = PartitionSpec;
+  const Array x = cast(mul(randn(Shape{{"batch", 4}, {"length", 3}, {"embed", 64}}, 51), 2.0), DType::bf16);
+  const Array scale = add(mul(randn(Shape{{"embed", 64}}, 52), 0.1), 1.0);  // float32, as t5x's params
+  const Array cot = randn(x.shape(), 53);
+  const Array logits = cast(mul(randn(Shape{{"batch", 4}, {"length", 3}, {"vocab", 16}}, 54), 3.0), DType::bf16);
+  std::vector<int64_t> tv;
+  for (int i = 0; i < 12; ++i) tv.push_back((i * 7 + 3) % 16);
+  const Array targets = Array::from_ints(Shape{{"batch", 4}, {"length", 3}}, tv, DType::i32);
+  auto norm_loss = [&](const Array& y, bool s, const Array& c) {
+    return s ? spmd::sum(spmd::mul(spmd::unary(y, [](const Array& a) { return cast(a, DType::f32); }), c))
+             : sum(mul(cast(y, DType::f32), c));
+  };
+  const bool fused_before = fused_kernels_enabled();
+  for (bool fused : {true, false}) {
+    set_fused_kernels_enabled(fused);
+    const Array ref_y = rms_norm(x, scale);
+    const auto ref_g = value_and_grad(
+        [&](const ParamTree& p) { return norm_loss(rms_norm(p.at("x"), p.at("s")), false, cot); }, {{"x", x}, {"s", scale}});
+    const CrossEntropy ref_ce = softmax_cross_entropy_with_integer_labels(logits, targets, 1e-2, 0.1);
+    const auto ref_ce_g = value_and_grad(
+        [&](const ParamTree& p) { return sum(softmax_cross_entropy_with_integer_labels(p.at("l"), targets, 1e-2, 0.1).loss); },
+        {{"l", logits}});
+    for (const auto& ctx : contexts()) {
+      if (ctx->mesh().axis_size("model") < 2) continue;
+      spmd::ContextScope scope(ctx);
+      ASSERT_FALSE(ctx->mesh_invariant());
+      const bool data = ctx->mesh().axis_size("data") > 1;
+      std::vector<P> x_specs = {P({{}, {}, {"model"}})};
+      if (data) x_specs.push_back(P({{"data"}, {}, {"model"}}));
+      for (const P& sx : x_specs)
+        for (const P& ss : {P::replicated(1), P({{"model"}})}) {
+          SCOPED_TRACE(std::string(fused ? "fused" : "reference") + " " + mesh_name(*ctx) + " x " +
+                       spec_to_string(sx) + " scale " + spec_to_string(ss));
+          const Array xs = spmd::shard(x, sx), scs = spmd::shard(scale, ss), cs = spmd::shard(cot, sx);
+          const Array y = spmd::rms_norm(xs, scs);
+          EXPECT_EQ(y.dtype(), DType::bf16);
+          EXPECT_LE(max_bf16_ulps(spmd::gather(y), ref_y), 1.0) << "forward";
+          const auto g = value_and_grad(
+              [&](const ParamTree& p) { return norm_loss(spmd::rms_norm(p.at("x"), p.at("s")), true, cs); },
+              {{"x", xs}, {"s", scs}});
+          EXPECT_LE(rel_err(spmd::gather(g.value), ref_g.value), 1e-5) << "loss";
+          EXPECT_EQ(g.grads.at("x").dtype(), DType::bf16);
+          EXPECT_EQ(g.grads.at("s").dtype(), DType::f32);
+          EXPECT_EQ(g.grads.at("s").local_shape(), scs.local_shape());
+          EXPECT_LE(max_bf16_ulps(spmd::gather(g.grads.at("x")), ref_g.grads.at("x")), 1.0) << "dx";
+          // The reference's dscale is a bf16 product summed over the rows.
+          EXPECT_LE(rel_err(spmd::gather(g.grads.at("s")), ref_g.grads.at("s")), fused ? 1e-5 : 1e-2) << "dscale";
+        }
+      // Cross-entropy over a split vocab.
+      SCOPED_TRACE(std::string(fused ? "fused" : "reference") + " " + mesh_name(*ctx) + " cross-entropy");
+      const P sl({{}, {}, {"model"}});
+      const Array ls = spmd::shard(logits, sl), ts = spmd::shard(targets, P({{}, {}}));
+      const CrossEntropy ce = spmd::softmax_cross_entropy_with_integer_labels(ls, ts, 1e-2, 0.1);
+      EXPECT_EQ(ce.loss.dtype(), DType::f32);
+      EXPECT_EQ(ce.z_loss.dtype(), DType::f32);
+      EXPECT_LE(rel_err(spmd::gather(ce.loss), ref_ce.loss), 1e-5);
+      EXPECT_LE(rel_err(spmd::gather(ce.z_loss), ref_ce.z_loss), 1e-5);
+      const auto g = value_and_grad(
+          [&](const ParamTree& p) {
+            return spmd::sum(spmd::softmax_cross_entropy_with_integer_labels(p.at("l"), ts, 1e-2, 0.1).loss);
+          },
+          {{"l", ls}});
+      EXPECT_LE(rel_err(spmd::gather(g.value), ref_ce_g.value), 1e-5);
+      EXPECT_EQ(g.grads.at("l").dtype(), DType::bf16);
+      EXPECT_LE(max_bf16_ulps(spmd::gather(g.grads.at("l")), ref_ce_g.grads.at("l")), 1.0) << "dlogits";
+    }
+  }
+  set_fused_kernels_enabled(fused_before);
+}
+
 TEST(SpmdOps, ShardingConstraintFollowsRules) {
   for (const auto& ctx : contexts()) {
     spmd::ContextScope scope(ctx);
