@@ -410,8 +410,10 @@ void check_mixing_encoder(const ModelConfig& m, const DatasetConfig& d, const Re
     throw std::invalid_argument("[trainer] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
                                 std::to_string(m.network.encoder_mixing_length) + ", but " + binding +
                                 ".task_feature_lengths gives no 'inputs' length, so the inputs would take the "
-                                "longest example's length\n  hint: --gin.TASK_FEATURE_LENGTHS=\"{'inputs': " +
-                                std::to_string(m.network.encoder_mixing_length) + ", 'targets': N}\"");
+                                "longest example's length\n  hint: --gin." + binding +
+                                ".task_feature_lengths=\"{'inputs': " +
+                                std::to_string(m.network.encoder_mixing_length) +
+                                ", 'targets': N}\" (eval.gin and infer.gin read it from TASK_FEATURE_LENGTHS)");
   if (!fourier && lens->at("inputs") != m.network.encoder_mixing_length)
     throw std::invalid_argument("[trainer] the linear-mixing (Sparse Mixer) encoder has W_seq of length " +
                                 std::to_string(m.network.encoder_mixing_length) + " but " + binding +

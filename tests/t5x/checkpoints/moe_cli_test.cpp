@@ -272,7 +272,9 @@ TEST(MoeCli, SparseMixerTrainsAndLossFalls) {
   EXPECT_NE(no_len.out.find("gives no 'inputs' length, so the inputs would take the longest example's length"),
             std::string::npos)
       << no_len.out;
-  EXPECT_NE(no_len.out.find("hint: --gin.TASK_FEATURE_LENGTHS=\"{'inputs': 16, 'targets': N}\""), std::string::npos)
+  EXPECT_NE(no_len.out.find("hint: --gin.utils.DatasetConfig.task_feature_lengths=\"{'inputs': 16, 'targets': N}\" "
+                            "(eval.gin and infer.gin read it from TASK_FEATURE_LENGTHS)"),
+            std::string::npos)
       << no_len.out;
   EXPECT_FALSE(fs::exists(root + "/eval")) << "refused before the run writes";
   ev.push_back("--gin_bindings=TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}");
