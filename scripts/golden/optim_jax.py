@@ -419,6 +419,16 @@ def main():
         "config": {"optax": "sgd(linear_schedule(0.1, 0.01, 4, 1), momentum=0.5)"}, "grad_mult": 1.0,
         "lr": [float(sgd_sched(t)) for t in range(STEPS)],
         "steps": run_optax(blob, optax.sgd(sgd_sched, momentum=0.5))}
+    # t5x optimizers.chain([clip_by_global_norm, sgd]), appended last for the
+    # same reason. The grads' global norms are 30.7-31.5 over the steps, so
+    # 31.2 clips steps 0 and 2 and leaves the others alone. Keys: "1/0/trace/
+    # <path>", "1/1/count" (the clip's state is empty).
+    runs["sgd_clip_schedule"] = {
+        "config": {"optax": "chain(clip_by_global_norm(31.2), sgd(linear_schedule(0.1, 0.01, 4, 1), momentum=0.9))"},
+        "grad_mult": 1.0,
+        "lr": [float(sgd_sched(t)) for t in range(STEPS)],
+        "global_norm": [float(optax.global_norm(make_grads(t))) for t in range(STEPS)],
+        "steps": run_optax(blob, optax.chain(optax.clip_by_global_norm(31.2), optax.sgd(sgd_sched, momentum=0.9)))}
 
     os.makedirs(OUT_DIR, exist_ok=True)
     data = np.concatenate(blob.parts).astype("<f4")

@@ -147,6 +147,7 @@ void add_optimizer_configurables(Registry& r) {
   in_t5x.add("optimizers.chain", {{"transformations", ""}});
   as_written.add("optax.adamw", adamw);
   as_written.add("optax.adam", adam);
+  as_written.add("optax.sgd", sgd);
   as_written.add("optax.clip_by_global_norm", {{"max_norm", ""}});
   as_written.add("optax.warmup_cosine_decay_schedule",
         {{"init_value", ""}, {"peak_value", ""}, {"warmup_steps", ""}, {"decay_steps", ""},

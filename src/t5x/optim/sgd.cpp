@@ -4,6 +4,7 @@
 
 #include "backend/kernels.h"
 #include "t5x/optim/buffers.h"
+#include "t5x/optim/grad_utils.h"
 
 namespace t5x {
 
@@ -17,6 +18,8 @@ const char* kOp = "SGD";
 Sgd::Sgd(SgdConfig config) : config_(std::move(config)) {
   if (config_.momentum && !std::isfinite(*config_.momentum))
     throw_invalid(kOp, "momentum must be finite (or None), got " + std::to_string(*config_.momentum));
+  if (config_.clip_global_norm && !(*config_.clip_global_norm > 0.0))
+    throw_invalid(kOp, "clip_by_global_norm's max_norm must be > 0, got " + std::to_string(*config_.clip_global_norm));
 }
 
 OptimizerState Sgd::init(const ParamTree& params) const {
@@ -25,34 +28,48 @@ OptimizerState Sgd::init(const ParamTree& params) const {
     if (!is_floating(p.dtype()))
       throw_invalid(kOp, "param '" + path + "' has non-floating dtype " + dtype_name(p.dtype()));
     if (!config_.momentum) continue;
-    const std::string key = kTracePrefix + path;
+    const std::string key = trace_prefix() + path;
     st.slots[key] = optim_detail::zeros_like_sharded(p.shape(), p, false, DType::f32);
     st.slot_axes[key] = p.names();
   }
   if (config_.lr_is_schedule) {
-    st.slots[kScheduleCountKey] = Array::from_ints(Shape{}, {0}, DType::i32);
-    st.slot_axes[kScheduleCountKey] = {};
+    st.slots[schedule_count_key()] = Array::from_ints(Shape{}, {0}, DType::i32);
+    st.slot_axes[schedule_count_key()] = {};
   }
   return st;
 }
 
 void Sgd::do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads, double learning_rate,
-                            const ShardComm* /*comm: elementwise, nothing crosses shards*/) const {
+                            const ShardComm* comm) const {
   const bool momentum = config_.momentum.has_value();
+  const std::string trace = trace_prefix(), count_key = schedule_count_key();
   for (const auto& [path, p] : params) {
     auto it = grads.find(path);
     if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
     if (it->second.shape() != p.shape())
       throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
                              " but the param is " + p.shape().to_string());
-    if (momentum && !state.slots.count(kTracePrefix + path))
-      throw_invalid(kOp, "state has no '" + std::string(kTracePrefix) + path +
-                             "'; was it created by this optimizer's init()?");
+    if (momentum && !state.slots.count(trace + path))
+      throw_invalid(kOp, "state has no '" + trace + path + "'; was it created by this optimizer's init()?");
   }
   auto cit = state.slots.end();
   if (config_.lr_is_schedule) {
-    cit = state.slots.find(kScheduleCountKey);
-    if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + std::string(kScheduleCountKey) + "'");
+    cit = state.slots.find(count_key);
+    if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + count_key + "'");
+  }
+  // optax.clip_by_global_norm: unchanged below max_norm, else each grad is
+  // (g / norm) * max_norm in its dtype, into a copy (one more pass, only on
+  // the steps that clip; below max_norm the grads are shared, not copied).
+  ParamTree clipped;
+  if (config_.clip_global_norm) {
+    ParamTree g;  // the grads of `params`
+    for (const auto& [path, p] : params) {
+      g[path] = grads.at(path);
+      if (!g[path].is_fully_local() && !comm)
+        throw_invalid(kOp, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
+                           "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
+    }
+    clipped = clip_by_global_norm(g, *config_.clip_global_norm, global_norm(g, comm));
   }
   kernels::SgdScalars s;
   s.momentum = momentum ? float(*config_.momentum) : 0.0f;
@@ -60,9 +77,9 @@ void Sgd::do_apply_gradient(ParamTree& params, OptimizerState& state, const Para
   s.step_size = -float(learning_rate);
   for (auto& [path, param] : params) {
     FloatView p(param);
-    ConstFloatView g(grads.at(path));
+    ConstFloatView g(clipped.empty() ? grads.at(path) : clipped.at(path));
     if (momentum) {
-      FloatView t(state.slots.at(kTracePrefix + path));
+      FloatView t(state.slots.at(trace + path));
       kernels::cpu::sgd_update(param.local_size(), s, p.data(), g.data(), t.data());
       t.commit();
     } else {

@@ -229,10 +229,12 @@ std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& 
 
 // optimizers.sgd = optax.sgd(learning_rate, momentum=None, nesterov=False,
 // accumulator_dtype=None) behind OptaxWrapper.
-std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& ref, LearningRateSchedule* lr) {
+std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& ref, std::optional<double> clip,
+                                          LearningRateSchedule* lr) {
   const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   SgdConfig o;
+  o.clip_global_norm = clip;
   if (!cfg.is_none(s, c, "momentum")) {
     o.momentum = cfg.get_double(s, c, "momentum");  // names the parameter on a bad kind
     if (!std::isfinite(*o.momentum))
@@ -338,25 +340,43 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
   } else if (c == "optimizers.adamw" || c == "optax.adamw" || c == "optimizers.adam" || c == "optax.adam") {
     o.optimizer = read_adamw(cfg, ref, std::nullopt, &own_lr);
   } else if (c == "optimizers.chain") {
-    // chain([clip_by_global_norm(x), adamw(...)]): the t5x recipe for AdamW.
+    // chain([clip_by_global_norm(x), adamw(...)]): the t5x recipe for AdamW;
+    // the same with adam or sgd.
     std::optional<double> clip;
-    std::optional<Reference> adam;
-    for (const auto& item : cfg.get_list(s, c, "transformations")) {
-      Reference r = item.as_reference();
+    std::optional<Reference> inner;
+    const auto items = cfg.get_list(s, c, "transformations");
+    const std::string kinds = "[@optax.clip_by_global_norm(), @optax.adamw()] (or adam, sgd; the clip is optional)";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].kind() != ValueKind::kReference)
+        throw std::invalid_argument("[trainer] optimizers.chain.transformations[" + std::to_string(i) + "] is " +
+                                    items[i].to_gin() + ", not a transformation\n  hint: write " + kinds);
+      Reference r = items[i].as_reference();
       r.scope = gin::reference_scope(s, r.scope);
       const std::string rc = canonical_name(cfg, r);
-      if (rc == "optax.clip_by_global_norm") clip = cfg.get_double(r.scope, rc, "max_norm");
-      else if (rc.ends_with("adamw") || rc.ends_with("adam")) adam = r;
-      else throw std::invalid_argument("[trainer] unsupported transformation @" + rc + " in optimizers.chain");
+      const bool last = i + 1 == items.size();
+      if (rc == "optax.clip_by_global_norm" && i == 0 && !last) {
+        clip = cfg.get_double(r.scope, rc, "max_norm");
+        if (!(*clip > 0.0))
+          throw std::invalid_argument("[trainer] optax.clip_by_global_norm.max_norm must be > 0, got " +
+                                      std::to_string(*clip));
+      } else if (last && (rc.ends_with("adamw") || rc.ends_with("adam") || rc.ends_with("sgd"))) {
+        inner = r;
+      } else {
+        throw std::invalid_argument("[trainer] optimizers.chain.transformations[" + std::to_string(i) + "] = @" + rc +
+                                    " is not supported there\n  hint: t5x.cpp runs " + kinds);
+      }
     }
-    if (!adam) throw std::invalid_argument("[trainer] optimizers.chain needs an adamw/adam transformation");
-    o.optimizer = read_adamw(cfg, *adam, clip, &own_lr);
-  } else if (c == "optimizers.sgd") {
-    o.optimizer = read_sgd(cfg, ref, &own_lr);
+    if (!inner)
+      throw std::invalid_argument("[trainer] optimizers.chain.transformations has no optimizer\n  hint: write " +
+                                  kinds);
+    o.optimizer = canonical_name(cfg, *inner).ends_with("sgd") ? read_sgd(cfg, *inner, clip, &own_lr)
+                                                               : read_adamw(cfg, *inner, clip, &own_lr);
+  } else if (c == "optimizers.sgd" || c == "optax.sgd") {
+    o.optimizer = read_sgd(cfg, ref, std::nullopt, &own_lr);
   } else {
     throw std::invalid_argument("[trainer] unsupported optimizer @" + c +
                                 "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam, optimizers.sgd or "
-                                "optimizers.chain");
+                                "optimizers.chain (optax.adamw, optax.adam and optax.sgd as well)");
   }
   // t5x passes trainer.Trainer.learning_rate_fn(step) to Adafactor; optax
   // optimizers carry their own schedule.

@@ -585,7 +585,8 @@ TrainResult Trainer::train() {
                     (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
                     (cfg_.optimizer.optimizer->name() == "optimizers.sgd"
                          ? "\n  hint: lower the learning rate (SGD's applies to the loss summed over the batch's "
-                           "target tokens; docs/optimizers.md) or check the data"
+                           "target tokens; docs/optimizers.md), clip the gradients (optimizers.chain.transformations "
+                           "= [@optax.clip_by_global_norm(), @optax.sgd()]) or check the data"
                          : "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
                            "optax.clip_by_global_norm) or check the data");
       if (progress_) progress_->finish();

@@ -188,6 +188,27 @@ TEST(OptimGolden, SgdMomentumWithScheduleCountsSteps) {
   run_sgd("sgd_schedule", c, lrs);
 }
 
+// t5x optimizers.chain([optax.clip_by_global_norm(31.2), optax.sgd(...)]):
+// the grads' global norms straddle 31.2, so steps 0 and 2 clip and the
+// others pass unchanged; the state moves under "1/" ("1/0/trace/<path>",
+// "1/1/count").
+TEST(OptimGolden, SgdAfterClipByGlobalNorm) {
+  const auto& run = Golden::get().man["runs"]["sgd_clip_schedule"];
+  int clipped = 0;
+  for (const auto& n : run["global_norm"]) clipped += n.get<double>() >= 31.2;
+  ASSERT_EQ(clipped, 2) << "the golden should clip some steps and not others";
+  SgdConfig c;
+  c.momentum = 0.9;
+  c.clip_global_norm = 31.2;
+  const Sgd opt(c);
+  EXPECT_EQ(opt.trace_prefix(), "1/0/trace/");
+  EXPECT_EQ(opt.schedule_count_key(), "1/1/count");
+  auto sched = linear_schedule(0.1, 0.01, 4, 1);
+  std::vector<double> lrs;
+  for (int t = 0; t < 5; ++t) lrs.push_back(sched(t));
+  run_sgd("sgd_clip_schedule", c, lrs);
+}
+
 TEST(OptimGolden, Schedules) {
   for (const auto& s : Golden::get().man["schedules"]) {
     const std::string kind = s["kind"];

@@ -1,8 +1,8 @@
 // The optimizers on shards under mpiexec: on a (data=1, model=N) mesh, N =
 // the number of processes, each process updates its shards of params split
 // over 'model' (factored Adafactor params along their ROW and along their
-// COLUMN dim, an unfactored one, a replicated one; AdamW with its global-norm
-// clip) and must hold one process's values bit for bit; the byte counters
+// COLUMN dim, an unfactored one, a replicated one; AdamW and SGD with their
+// global-norm clip) and must hold one process's values bit for bit; the byte counters
 // show that only the stats vectors and scalars cross processes, through the
 // collectives the split needs (float64; ring bytes: all-reduce 2*S*(k-1)/k,
 // all-gather S*(k-1) for S bytes per process).
@@ -13,6 +13,7 @@
 #include "spmd/shard_comm.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
+#include "t5x/optim/sgd.h"
 
 namespace t5x {
 namespace {
@@ -146,6 +147,20 @@ TEST(OptimizersOnShards, AdamWIsElementwiseAndItsClipSumsOneScalar) {
                                     {"w", Shape{{"embed", 8}, {"mlp", 16}}, PartitionSpec({{}, {"model"}})}};
   const int steps = 3;
   auto [bad, counted] = run_both(AdamW(c), leaves, steps);
+  EXPECT_EQ(bad, "");
+  EXPECT_EQ(counted.calls_of(Collective::kAllReduce), g_world->size() > 1 ? steps : 0);
+  EXPECT_DOUBLE_EQ(counted.total_bytes(), steps * ring_all_reduce_bytes(1));
+}
+
+// SGD after optax.clip_by_global_norm: the same one scalar as AdamW's.
+TEST(OptimizersOnShards, SgdAfterClipSumsOneScalar) {
+  SgdConfig c;
+  c.momentum = 0.9;
+  c.clip_global_norm = 0.05;  // active
+  const std::vector<Leaf> leaves = {{"r", Shape{{"embed", 16}}, PartitionSpec::replicated(1)},
+                                    {"w", Shape{{"embed", 8}, {"mlp", 16}}, PartitionSpec({{}, {"model"}})}};
+  const int steps = 3;
+  auto [bad, counted] = run_both(Sgd(c), leaves, steps);
   EXPECT_EQ(bad, "");
   EXPECT_EQ(counted.calls_of(Collective::kAllReduce), g_world->size() > 1 ? steps : 0);
   EXPECT_DOUBLE_EQ(counted.total_bytes(), steps * ring_all_reduce_bytes(1));

@@ -215,6 +215,33 @@ TEST(TrainerConfig, SgdReadsMomentumNesterovAndTheRate) {
   m = gin_error(with("optimizers.sgd.nesterov = 3"));
   EXPECT_NE(m.find("nesterov"), std::string::npos) << m;
   EXPECT_EQ(gin_error(with("optimizers.sgd.accumulator_dtype = 'float32'")), "<no error>");
+
+  // optimizers.chain([clip_by_global_norm, sgd]): the clip is the SGD's, and
+  // its state moves under "1/" as optax.chain nests it.
+  TrainRunConfig ch = tiny_run(dir, 4, {"OPTIMIZER = @optimizers.chain()",
+                                        "optimizers.chain.transformations = [@optax.clip_by_global_norm(), @optax.sgd()]",
+                                        "optax.clip_by_global_norm.max_norm = 2.5", "optax.sgd.learning_rate = 0.1",
+                                        "optax.sgd.momentum = 0.9"});
+  const auto* clipped = dynamic_cast<const Sgd*>(ch.optimizer.optimizer.get());
+  ASSERT_NE(clipped, nullptr);
+  ASSERT_TRUE(clipped->config().clip_global_norm.has_value());
+  EXPECT_DOUBLE_EQ(*clipped->config().clip_global_norm, 2.5);
+  EXPECT_DOUBLE_EQ(*clipped->config().momentum, 0.9);
+  EXPECT_TRUE(clipped->init(p).slots.count("1/0/trace/w"));
+  // A chain t5x.cpp does not run names the item and the form it takes.
+  const std::string chain = "OPTIMIZER = @optimizers.chain()";
+  m = gin_error({chain, "optimizers.chain.transformations = [@optax.sgd(), @optax.clip_by_global_norm()]",
+                 "optax.sgd.learning_rate = 0.1", "optax.clip_by_global_norm.max_norm = 1.0"});
+  EXPECT_NE(m.find("optimizers.chain.transformations[0] = @optax.sgd is not supported there"), std::string::npos) << m;
+  EXPECT_NE(m.find("hint: t5x.cpp runs [@optax.clip_by_global_norm(), @optax.adamw()]"), std::string::npos) << m;
+  m = gin_error({chain, "optimizers.chain.transformations = [@optax.clip_by_global_norm()]",
+                 "optax.clip_by_global_norm.max_norm = 1.0"});
+  EXPECT_NE(m.find("transformations[0] = @optax.clip_by_global_norm is not supported"), std::string::npos) << m;
+  m = gin_error({chain, "optimizers.chain.transformations = [1.0, @optax.sgd()]", "optax.sgd.learning_rate = 0.1"});
+  EXPECT_NE(m.find("optimizers.chain.transformations[0] is 1.0, not a transformation"), std::string::npos) << m;
+  m = gin_error({chain, "optimizers.chain.transformations = [@optax.clip_by_global_norm(), @optax.sgd()]",
+                 "optax.clip_by_global_norm.max_norm = 0.0", "optax.sgd.learning_rate = 0.1"});
+  EXPECT_NE(m.find("optax.clip_by_global_norm.max_norm must be > 0, got 0"), std::string::npos) << m;
 }
 
 TEST(Trainer, LossFallsOnGpl3Task) {
@@ -424,8 +451,8 @@ TEST(Trainer, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
   EXPECT_TRUE(all_finite(s.params));
 }
 
-// SGD has no clipping here (optimizers.chain takes AdamW): its hint is the
-// rate, which applies to the loss summed over the target tokens.
+// SGD's hint is the rate first, which applies to the loss summed over the
+// target tokens, then clipping through optimizers.chain.
 TEST(Trainer, NonFiniteLossUnderSgdHintsTheRate) {
   Trainer t(tiny_run(temp_dir("nan_sgd"), 6,
                      {"OPTIMIZER = @optimizers.sgd()", "optimizers.sgd.learning_rate = 1e30",
@@ -437,7 +464,7 @@ TEST(Trainer, NonFiniteLossUnderSgdHintsTheRate) {
                            "target tokens"),
             std::string::npos)
       << r.message;
-  EXPECT_EQ(r.message.find("clipping"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("[@optax.clip_by_global_norm(), @optax.sgd()]"), std::string::npos) << r.message;
 }
 
 // t5x fine-tuning from the parameters alone: assignment_map skips the step
