@@ -7,6 +7,7 @@
 //   t5x --run_mode=train ...       (same as the subcommand)
 //   t5x ckpt info|export-hf|import-hf|import-tf|convert-gqa ...   (checkpoint tools, ckpt_cmd.h)
 //   t5x cpu                        (what the kernels run on: ISA, oneDNN, bf16 path)
+//   t5x config [gin flags]         (the operative config a run would write, on stdout)
 //   t5x partition [gin flags] [--mesh=data=D,model=M | --processes=N] [--rank=R]
 //       [--extrapolate_layers]     (per-process bytes and communication of a
 //                                   training step, partition_report.h)
@@ -56,6 +57,7 @@ constexpr const char* kUsage =
     "  score  infer.py with mode='score': log-likelihood of the targets\n"
     "  ckpt   checkpoint tools: info, export-hf, import-hf, import-tf, convert-gqa, upcycle (t5x ckpt --help)\n"
     "  cpu    what the kernels run on (ISA, oneDNN, the bf16 product path; T5X_CPU_ISA caps the ISA)\n"
+    "  config the operative config of the gin files and bindings, as a run writes it to config.gin\n"
     "  partition  the train config's bytes per process (parameters, optimizer state, step peak) and\n"
     "         communication per collective of one one-mesh training step, for one process of\n"
     "         --mesh=data=D,model=M (or --processes=N with the gin partitioner), simulated in this\n"
@@ -102,6 +104,12 @@ std::string mode_usage(const std::string& mode) {
            (mode == "infer" ? "predict" : "score") +
            ".jsonl-00000-of-00001 (one JSON object per example), in chunks a rerun\n"
            "with the same settings reuses.\n";
+  if (mode == "config")
+    return "usage: t5x config" + flags +
+           "Prints the operative config of the gin files and bindings: what train, eval and infer write\n"
+           "to config.gin (macros, then one section per configurable), without running anything. Macros\n"
+           "that are still missing are listed on stderr. The text reads back into t5x.cpp and into Python\n"
+           "gin-config (docs/gin.md, \"Operative config\").\n";
   if (mode == "partition")
     return "usage: t5x partition --gin_file=FILE ... [--mesh=data=D,model=M | --processes=N] [--rank=R]\n"
            "           [--extrapolate_layers]\n"
@@ -220,19 +228,28 @@ int main(int argc, char** argv) {
       std::cout << mode_usage(mode);
       return 0;
     }
-    if (mode != "train" && mode != "eval" && mode != "infer" && mode != "score" && mode != "partition") {
+    if (mode != "train" && mode != "eval" && mode != "infer" && mode != "score" && mode != "partition" &&
+        mode != "config") {
       std::cerr << (mode.empty() ? "t5x: missing run mode\n" : "t5x: unknown run mode '" + mode + "'\n") << kUsage;
       return 64;
     }
     if (flags.files.empty()) { std::cerr << "t5x: no --gin_file given\n" << kUsage; return 64; }
-    // `partition` simulates a rank of the mesh in this one process: no MPI.
-    if (mode != "partition") world = init_communicator();
+    // `partition` simulates a rank of the mesh in this one process, and
+    // `config` runs nothing: no MPI.
+    if (mode != "partition" && mode != "config") world = init_communicator();
     const bool chief = !world || world->rank() == 0;
     register_tasks();
     task_file::register_configurables();
     for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
     task_file::load_declared_tasks(cfg, flags.search_paths);
+    if (mode == "config") {
+      std::cout << cfg.operative_config_str() << std::flush;
+      for (const gin::MissingMacro& m : cfg.missing_macros())
+        std::cerr << "t5x config: note: macro " << m.name << " is not set (needed by " << m.needed_by << " at "
+                  << m.used.str() << "); a run needs --gin." << m.name << "=...\n";
+      return 0;
+    }
     cfg.check_complete();
     if (mode == "partition") {
       std::cout << trainer::partition_report(trainer::read_train_config(cfg), part).to_string();

@@ -592,16 +592,33 @@ bool Config::equivalent(const Config& other) const {
   return true;
 }
 
+// The module gin-config's dynamic registration reaches a configurable
+// through. A name registered under a module path (Module in
+// t5x_configurables.cpp) is that path plus the name's first component
+// (`t5x.` + `models.EncoderDecoderModel.predict_batch_with_aux` ->
+// `t5x.models`); a name that is its own full name, or one the registry
+// lacks, is all but its last component (`seqio.Evaluator` -> `seqio`,
+// `t5.data.preprocessors.translate` -> `t5.data.preprocessors`). Empty: a
+// name of one component, which no import can reach.
+static std::string module_of(const std::string& name, const ConfigurableSpec* spec) {
+  if (spec && spec->full_name != spec->name) {
+    const size_t dot = spec->name.find('.');
+    if (dot == std::string::npos) return "";
+    return spec->full_name.substr(0, spec->full_name.size() - spec->name.size()) + spec->name.substr(0, dot);
+  }
+  const std::string& full = spec ? spec->full_name : name;
+  const size_t dot = full.rfind('.');
+  return dot == std::string::npos ? "" : full.substr(0, dot);
+}
+
 std::string Config::operative_config_str() const {
-  std::string out;
   // gin-config wants dynamic registration enabled before any other import.
   std::vector<std::string> import_lines;
   for (const std::string& i : imports_)
     if (i == "from __gin__ import dynamic_registration") import_lines.push_back(i);
+  const bool dynamic = !import_lines.empty();
   for (const std::string& i : imports_)
     if (i != "from __gin__ import dynamic_registration") import_lines.push_back(i);
-  for (const std::string& i : import_lines) out += i + "\n";
-  if (!imports_.empty()) out += "\n";
   // Read back, all these imports apply to every line: a name that they
   // would take to another module than the one it was resolved to (a file's
   // `from t5x.contrib.moe import models` against another file's
@@ -610,10 +627,35 @@ std::string Config::operative_config_str() const {
   for (const std::string& i : import_lines)
     for (const Statement& st : parse_gin(i, "<operative config>"))
       if (st.kind == Statement::Kind::kImport) merged.add(st.module, st.is_from, st.alias, st.where);
+  // Under dynamic registration gin-config resolves a name only through an
+  // imported first component (`'t5x' was not provided by an import
+  // statement` otherwise), so a full name, or a name from a file without
+  // imports, gets an import of its module added after the files' own.
+  std::vector<std::string> added;
+  auto need_import = [&](const std::string& name, const ConfigurableSpec* spec) {
+    const std::string module = module_of(name, spec);
+    if (module.empty()) return;
+    const std::string head = module.substr(0, module.find('.'));
+    std::string line;
+    if (module == "train_script" || module == "eval_script" || module == "infer_script") {
+      line = "import __main__ as " + module;  // t5x's scripts, as its run files import them
+    } else {
+      if (auto bound = merged.bound().find(head); bound != merged.bound().end() && bound->second != head)
+        return;  // `head` stands for another module here; nothing added can fix that
+      line = "import " + module;
+    }
+    if (std::find(import_lines.begin(), import_lines.end(), line) == import_lines.end() &&
+        std::find(added.begin(), added.end(), line) == added.end())
+      added.push_back(line);
+  };
   auto printable = [&](const std::string& name, const ConfigurableSpec* spec) {
-    if (!spec || merged.empty()) return name;
+    if (merged.empty()) return name;
     const std::optional<std::string> full = merged.expand(name);
-    return !full || *full == spec->full_name ? name : spec->full_name;
+    if (full && (!spec || *full == spec->full_name)) return name;
+    if (!dynamic) return !full || !spec ? name : spec->full_name;  // gin's registry resolves the rest
+    const std::string out = spec ? spec->full_name : name;
+    need_import(out, spec);
+    return out;
   };
   auto printable_value = [&](const Value& v) {
     if (!registry_ || merged.empty()) return v.to_gin();
@@ -626,11 +668,12 @@ std::string Config::operative_config_str() const {
       r.name = printable(r.name, spec);
     }).to_gin();
   };
+  std::string body;
   const std::string rule = "# " + std::string(78, '=') + "\n";
   if (!macros_.empty()) {
-    out += "# Macros:\n" + rule;
-    for (const auto& [name, m] : macros_) out += name + " = " + printable_value(m.value) + "\n";
-    out += "\n";
+    body += "# Macros:\n" + rule;
+    for (const auto& [name, m] : macros_) body += name + " = " + printable_value(m.value) + "\n";
+    body += "\n";
   }
   std::vector<const Binding*> sorted;
   for (const Binding& b : bindings_) sorted.push_back(&b);
@@ -642,14 +685,18 @@ std::string Config::operative_config_str() const {
   for (const Binding* b : sorted) {
     const std::string head = (b->scope.empty() ? "" : b->scope + "/") + b->configurable;
     if (head != section) {
-      if (!section.empty()) out += "\n";
-      out += "# Parameters for " + head + ":\n" + rule;
+      if (!section.empty()) body += "\n";
+      body += "# Parameters for " + head + ":\n" + rule;
       section = head;
     }
     const std::string conf = printable(b->configurable, registry_ ? registry_->get(b->configurable) : nullptr);
-    out += selector_str(b->scope, conf, b->param) + " = " + printable_value(b->value) + "\n";
+    body += selector_str(b->scope, conf, b->param) + " = " + printable_value(b->value) + "\n";
   }
-  return out;
+  std::string out;
+  for (const std::string& i : import_lines) out += i + "\n";
+  for (const std::string& i : added) out += i + "\n";
+  if (!import_lines.empty()) out += "\n";
+  return out + body;
 }
 
 void Config::write_operative_config(const std::string& model_dir) const {

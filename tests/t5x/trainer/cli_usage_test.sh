@@ -29,7 +29,7 @@ grep -q "not data=N or model=N" <("$T5X" partition --gin_file=x --mesh=foo 2>&1)
 # The usage lists every checkpoint tool.
 "$T5X" --help | grep -q "info, export-hf, import-hf, import-tf, convert-gqa, upcycle" || fail "t5x --help misses a ckpt tool"
 # Each mode's --help says what that mode needs and writes; exit 0, before any gin is read.
-for m in train eval infer score partition; do
+for m in train eval infer score partition config; do
   "$T5X" "$m" --help > "$T/out" 2>&1; rc=$?
   [ "$rc" -eq 0 ] && grep -q "^usage: t5x $m " "$T/out" || fail "t5x $m --help: exit $rc: $(cat "$T/out")"
 done
