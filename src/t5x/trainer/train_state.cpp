@@ -159,6 +159,8 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
                             "'\n  hint: the checkpoint belongs to another model; check the model gin file");
     params[name] = from_host(read_param(reader, path, arr, cast), arr);
   }
+  for (const auto& p : reader.array_paths())
+    if (p.rfind("target/", 0) == 0 && !state.params.count(p.substr(7))) r.unused_params.push_back(p.substr(7));
   // Optimizer slots and step: all or nothing.
   bool have_all = with_optimizer && reader.has("state/step");
   if (have_all)

@@ -62,6 +62,9 @@ struct RestoreResult {
   // other optimizer's slots), and the first slot of this state it lacks.
   std::vector<std::string> checkpoint_slots;
   std::string missing_slot;
+  // Parameters of the checkpoint ("target/<name>") that `state` lacks: under
+  // t5x's strict restore (the default) a resume refuses them.
+  std::vector<std::string> unused_params;
   // The data position: this process's when saved with the same process count,
   // else process 0's of another count (the trainer's stream is global, so the
   // position does not depend on the count). data_state_process_count says which.

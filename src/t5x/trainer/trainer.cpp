@@ -224,6 +224,19 @@ void Trainer::initialize() {
                             ")\n  hint: resume with the OPTIMIZER the run was trained with, or "
                             "fine-tune from the checkpoint (INITIAL_CHECKPOINT_PATH, a fresh MODEL_DIR) to "
                             "start a new optimizer state");
+    // t5x restores strictly unless RestoreCheckpointConfig.strict = False: a
+    // resume into a smaller model must not drop the checkpoint's extra layers.
+    if (!r.unused_params.empty()) {
+      const std::string n = std::to_string(r.unused_params.size());
+      if (cfg_.restore.strict)
+        throw CheckpointError("[trainer] " + dir + " holds " + n + " parameter(s) this model does not have (e.g. '" +
+                              r.unused_params.front() + "'): it was saved by a larger model\n  hint: resume with "
+                              "the model gin the run was trained with; to train a smaller model from part of it, "
+                              "fine-tune from the checkpoint in a fresh MODEL_DIR (INITIAL_CHECKPOINT_PATH) with "
+                              "utils.RestoreCheckpointConfig.strict = False");
+      message("warning: " + dir + ": " + n + " parameter(s) of the checkpoint are not in this model (e.g. '" +
+              r.unused_params.front() + "'); dropped (utils.RestoreCheckpointConfig.strict = False)");
+    }
     if (state_.step() != *found)  // the save names it by its step; no manifest caught the change
       throw CheckpointError("[trainer] " + dir + " holds step " + std::to_string(state_.step()) +
                             ", not the step of its name\n  hint: the checkpoint was altered or renamed; move it "

@@ -360,6 +360,33 @@ TEST(Trainer, ResumeWithAnotherOptimizerIsAnError) {
   EXPECT_EQ(c.state().step(), 2);
 }
 
+// A resume into a smaller model (a layer fewer) is an error under t5x's
+// strict restore: it dropped the checkpoint's extra layer without a word (the
+// bad-input sweep of session 67). strict = False drops it with a warning.
+TEST(Trainer, ResumeIntoASmallerModelIsAnErrorUnderStrict) {
+  const std::string dir = temp_dir("smaller_model");
+  Trainer a(tiny_run(dir, 2), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  const std::string fewer = "network.T5Config.num_encoder_layers = 1";
+  Trainer b(tiny_run(dir, 3, {fewer}), single(), fast());
+  try {
+    b.initialize();
+    FAIL() << "resumed a 2-layer encoder's checkpoint into a 1-layer encoder";
+  } catch (const CheckpointError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("parameter(s) this model does not have (e.g. 'encoder/layers_1/"), std::string::npos) << m;
+    EXPECT_NE(m.find("utils.RestoreCheckpointConfig.strict = False"), std::string::npos) << m;
+  }
+  std::ostringstream log;
+  TrainerOptions o = fast();
+  o.log = &log;
+  Trainer c(tiny_run(dir, 3, {fewer, "utils.RestoreCheckpointConfig.strict = False"}), single(), o);
+  c.initialize();
+  EXPECT_EQ(c.state().step(), 2);
+  EXPECT_NE(log.str().find("are not in this model (e.g. 'encoder/layers_1/"), std::string::npos) << log.str();
+  for (const auto& [k, v] : c.state().params) EXPECT_TRUE(array_equal(v, a.state().params.at(k))) << k;
+}
+
 // A checkpoint whose step is not the one of its name (renamed, or its
 // msgpack altered where no manifest guards it) is not resumed (it would skip
 // or repeat steps): the scan moves it aside like a damaged one and the run
