@@ -156,6 +156,10 @@ SaveResult save_checkpoint(const std::string& model_dir, int64_t step,
   SaveResult res;
   res.dir = checkpoint_dir_for_step(model_dir, step, opt.prefix);
   if (fileio::exists(res.dir)) {  // t5x: an existing final dir means this step is saved
+    // A file of that name is no save: skipping would lose this step's checkpoint.
+    if (!fileio::is_dir(res.dir))
+      throw CheckpointError(res.dir + " is a file, not a checkpoint directory: step " + std::to_string(step) +
+                            " cannot be saved\n  hint: move or delete it (`t5x train` moves it aside when it starts)");
     res.skipped_existing = true;
     return res;
   }
@@ -616,9 +620,27 @@ StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt,
   StepScan scan;
   for (const auto& t : list_temp_dirs(model_dir, prefix))
     scan.skipped.push_back({t, "half-written temporary directory of an interrupted save (ignored)"});
-  auto steps = all_steps(model_dir, prefix);
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    const std::string d = checkpoint_dir_for_step(model_dir, *it, prefix);
+  // Steps newest first; a non-directory named like a step (a stray file) is
+  // no save, but its name would make the save of its step a no-op: it is
+  // moved aside like a damaged checkpoint, so that the step is saved again.
+  std::vector<std::pair<int64_t, std::string>> entries;  // (step, non-directory path or "")
+  for (int64_t s : all_steps(model_dir, prefix)) entries.push_back({s, ""});
+  const std::regex re(regex_escape(prefix) + R"(_(\d{1,18})$)");
+  for (const auto& name : list_names(model_dir)) {
+    std::smatch m;
+    if (!std::regex_match(name, m, re)) continue;
+    const int64_t s = std::stoll(m[1].str());
+    const std::string p = checkpoint_dir_for_step(model_dir, s, prefix);
+    if (p == fileio::join(model_dir, name) && !fileio::is_dir(p)) entries.push_back({s, p});
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [step, non_dir] : entries) {
+    if (!non_dir.empty()) {
+      scan.skipped.push_back({non_dir, non_dir + " is a file, not a checkpoint directory"});
+      if (opt.move_damaged_aside) scan.moved.push_back({non_dir, move_damaged_aside(non_dir)});
+      continue;
+    }
+    const std::string d = checkpoint_dir_for_step(model_dir, step, prefix);
     if (auto err = validate_checkpoint(d, opt.verify, opt.num_threads)) {
       scan.skipped.push_back({d, *err});
       // An Orbax checkpoint is another format, not damage: left where it is.
@@ -626,7 +648,7 @@ StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt,
       if (opt.move_damaged_aside && !orbax) scan.moved.push_back({d, move_damaged_aside(d)});
       continue;
     }
-    scan.step = *it;
+    scan.step = step;
     break;
   }
   return scan;

@@ -233,8 +233,8 @@ struct StepScan {
   std::vector<std::pair<std::string, std::string>> moved;    // (damaged directory, its new path)
   std::string report() const;  // human-readable lines, empty if nothing was skipped
 };
-// Newest complete checkpoint, skipping (and reporting) temp dirs and damaged
-// checkpoints - the automatic-resume rule. Only the directories from the
+// Newest complete checkpoint, skipping (and reporting) temp dirs, damaged
+// checkpoints and files named like a step - the automatic-resume rule. Only the directories from the
 // newest down to the first valid one are checked.
 StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt = {},
                            const std::string& prefix = "checkpoint");

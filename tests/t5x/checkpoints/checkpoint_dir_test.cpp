@@ -521,6 +521,34 @@ TEST(CheckpointDir, ZarrayDtypeOrChunksAgainstTheSpecAreRefused) {
   EXPECT_NE(err->find("chunks [4,16] differ from the msgpack spec of 'target/w' ([8,16])"), std::string::npos) << *err;
 }
 
+// Bad-input sweep: a regular file named checkpoint_2 made the save of step 2
+// a silent no-op (taken as saved). The scan moves it aside like a damaged
+// checkpoint, and a save that still meets one refuses by name.
+TEST(CheckpointDir, AFileNamedLikeAStepIsMovedAsideAndNeverTakenAsSaved) {
+  const std::string model_dir = tmpdir("file_named_step");
+  save_simple(model_dir, 1);
+  const std::string f = model_dir + "/checkpoint_2";
+  fileio::write_text(f, "", false);
+  EXPECT_EQ(testing_ckpt::error_of([&] { save_simple(model_dir, 2); }),
+            f + " is a file, not a checkpoint directory: step 2 cannot be saved\n"
+                "  hint: move or delete it (`t5x train` moves it aside when it starts)");
+  StepScan scan = latest_valid_step(model_dir, {.move_damaged_aside = true});
+  EXPECT_EQ(scan.step, 1);
+  ASSERT_EQ(scan.moved.size(), 1u);
+  EXPECT_EQ(scan.moved[0].first, f);
+  EXPECT_TRUE(scan.moved[0].second.starts_with(f + ".damaged-")) << scan.moved[0].second;
+  EXPECT_TRUE(fs::is_regular_file(scan.moved[0].second));
+  EXPECT_NE(scan.report().find("skipped " + f + ": " + f + " is a file, not a checkpoint directory"),
+            std::string::npos) << scan.report();
+  EXPECT_NE(scan.report().find("moved " + f + " aside to " + f + ".damaged-"), std::string::npos) << scan.report();
+  EXPECT_FALSE(save_simple(model_dir, 2).skipped_existing);
+  EXPECT_FALSE(validate_checkpoint(f).has_value());
+  // One older than the newest valid step is left where it is (never saved again).
+  fileio::write_text(model_dir + "/checkpoint_0", "", false);
+  EXPECT_EQ(latest_valid_step(model_dir, {.move_damaged_aside = true}).step, 2);
+  EXPECT_TRUE(fs::is_regular_file(model_dir + "/checkpoint_0"));
+}
+
 TEST(CheckpointDir, MoveDamagedAsideNeverOverwrites) {
   const std::string model_dir = tmpdir("move_aside");
   const std::string a = save_simple(model_dir, 3).dir;

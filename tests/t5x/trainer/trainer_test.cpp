@@ -410,6 +410,22 @@ TEST(Trainer, ResumeSkipsACheckpointWhoseStepIsNotItsName) {
   EXPECT_EQ(moved, 1);
 }
 
+// A regular file named checkpoint_2 in MODEL_DIR made step 2's save a silent
+// no-op (taken as saved; bad-input sweep): it is moved aside like a damaged
+// checkpoint, and step 2 is saved.
+TEST(Trainer, AFileNamedLikeAStepIsMovedAsideAndTheStepSaved) {
+  const std::string dir = temp_dir("file_named_step");
+  std::ofstream(dir + "/checkpoint_2") << "";
+  Trainer a(tiny_run(dir, 2), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  EXPECT_TRUE(std::filesystem::is_directory(checkpoint_dir_for_step(dir, 2)));
+  EXPECT_EQ(validate_checkpoint(checkpoint_dir_for_step(dir, 2)), std::nullopt);
+  int moved = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    moved += e.path().filename().string().rfind("checkpoint_2.damaged-", 0) == 0 && e.is_regular_file();
+  EXPECT_EQ(moved, 1);
+}
+
 TEST(Trainer, ADamagedCheckpointNamedOutrightIsRefused) {
   const std::string pre = temp_dir("damaged_named");
   Trainer a(tiny_run(pre, 2), single(), fast());
