@@ -111,7 +111,9 @@ std::optional<std::string> verify_manifest(const std::string& ckpt_dir, const Ch
     std::error_code ec;
     const auto size = fs::file_size(p, ec);
     if (ec) {
-      if (!fs::exists(p, ec)) return p + " is missing (listed in " + kManifestFile + ")";
+      // A second error_code: ec keeps the reason file_size failed.
+      std::error_code ec2;
+      if (!fs::exists(p, ec2)) return p + " is missing (listed in " + kManifestFile + ")";
       return "cannot stat " + p + ": " + ec.message();
     }
     if (size != d.bytes) return digest_mismatch(p, FileDigest{size, d.crc32c}, d);

@@ -549,6 +549,18 @@ TEST(CheckpointDir, AFileNamedLikeAStepIsMovedAsideAndNeverTakenAsSaved) {
   EXPECT_TRUE(fs::is_regular_file(model_dir + "/checkpoint_0"));
 }
 
+// The manifest's size check named the wrong error: "cannot stat ...: Success"
+// (fs::exists overwrote the error_code of file_size).
+TEST(CheckpointDir, ADirectoryWhereTheManifestListsAFileNamesTheReason) {
+  const std::string model_dir = tmpdir("manifest_dir_for_file");
+  const std::string d = save_simple(model_dir, 1).dir;
+  fs::remove(d + "/checkpoint");
+  fs::create_directory(d + "/checkpoint");
+  auto err = validate_checkpoint(d, Verify::kSizes);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(*err, "cannot stat " + d + "/checkpoint: " + std::make_error_code(std::errc::is_a_directory).message());
+}
+
 TEST(CheckpointDir, MoveDamagedAsideNeverOverwrites) {
   const std::string model_dir = tmpdir("move_aside");
   const std::string a = save_simple(model_dir, 3).dir;
