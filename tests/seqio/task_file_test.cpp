@@ -3,6 +3,7 @@
 #include "t5x/task_file/task_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "seqio/batching.h"
 #include "seqio/feature_converters/feature_converters.h"
@@ -259,6 +260,17 @@ TEST(TaskFile, MissingSplitPatternsAndFilesAreNamed) {
   // A pattern naming a directory exists: it is named as one, not as missing.
   e = load_error(with("examples/my_tsv/train.tsv", "examples/my_tsv"));
   expect_has(e, {"task.gin:7:", "split 'train': 'examples/my_tsv' is a directory, not a file", "examples/my_tsv/*.tsv"});
+  // A device or FIFO is named as what it is (it was called a directory).
+  e = load_error(with("examples/my_tsv/train.tsv", "/dev/zero"));
+  expect_has(e, {"task.gin:7:", "split 'train': '/dev/zero' is not a regular file (a character device)",
+                 "hint: name the data files (regular files) of the split"});
+  {
+    TempDir fifo_dir("task_file_fifo");
+    const std::string fifo = (fifo_dir.path() / "train.tsv").string();
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    e = load_error(with("examples/my_tsv/train.tsv", fifo));
+    EXPECT_NE(e.find("split 'train': '" + fifo + "' is not a regular file (a FIFO)"), std::string::npos) << e;
+  }
   // A split the task does not have: the pipeline names it and the ones it has.
   reset_registries();
   TempDir dir("task_file");

@@ -76,6 +76,19 @@ using gin::expand_env;
 
 using SplitPatterns = std::map<std::string, std::vector<std::string>>;
 
+// What a path that is neither a regular file nor a directory is, for messages.
+std::string file_kind(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  switch (fs::status(path, ec).type()) {
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a file or directory";
+  }
+}
+
 SplitPatterns read_splits(const Node& n) {
   SplitPatterns out;
   for (const auto& [k, v] : n.cfg.get_dict(n.scope, n.configurable, "split_to_filepattern")) {
@@ -98,9 +111,13 @@ SplitPatterns read_splits(const Node& n) {
                "paths are relative to the working directory (" + std::filesystem::current_path().string() +
                    "); check the path or run from the directory the task file expects");
       }
-      if (not_file)
+      if (not_file && std::filesystem::is_directory(*not_file))
         n.fail(p.where(), "split '" + split + "': '" + *not_file + "' is a directory, not a file",
                "name the files inside it, e.g. '" + (std::filesystem::path(*not_file) / "*.tsv").string() + "'");
+      if (not_file)  // a device or FIFO reads without end, or blocks
+        n.fail(p.where(), "split '" + split + "': '" + *not_file + "' is not a regular file (" +
+                              file_kind(*not_file) + ")",
+               "name the data files (regular files) of the split");
       out[split].push_back(pat);
     }
   }
