@@ -318,6 +318,18 @@ TEST(TaskFile, MixtureErrorsAreNamed) {
   expect_has(e, {"need a rate"});
 }
 
+// seqio.TsvDataSource.skip_header_lines = -1 read as 0 (bad-input sweep).
+TEST(TaskFile, NegativeSkipHeaderLinesIsRefused) {
+  auto e = load_error(kGood + "t/seqio.TsvDataSource.skip_header_lines = -1\n");
+  expect_has(e, {"task.gin:9:", "task 't': source: seqio.TsvDataSource.skip_header_lines must be in [0, 2^31 - 1], got -1",
+                 "hint: the number of header lines each file starts with (0: none)"});
+  e = load_error(kGood + "t/seqio.Task.source = @seqio.TextLineDataSource()\n"
+                         "t/seqio.TextLineDataSource.split_to_filepattern = {'train': 'examples/my_tsv/train.tsv'}\n"
+                         "t/seqio.TextLineDataSource.skip_header_lines = -2\n");
+  expect_has(e, {"task.gin:11:", "task 't': source: seqio.TextLineDataSource.skip_header_lines must be in [0, 2^31 - 1], got -2"});
+  EXPECT_EQ(load_error(kGood + "t/seqio.TsvDataSource.skip_header_lines = 1\n"), "no error");
+}
+
 TEST(TaskFile, ANameRegisteredInCppIsADuplicate) {
   reset_registries();
   seqio::TaskRegistry::add(std::make_shared<seqio::Task>(

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -140,6 +141,16 @@ std::map<std::string, seqio::DType> read_dtypes(const Node& n, const std::string
   return out;
 }
 
+// Read as 0 (or wrapped to int), a negative or huge count hid a typo.
+int header_lines(const Node& n) {
+  const int64_t k = n.integer("skip_header_lines");
+  if (k < 0 || k > std::numeric_limits<int>::max())
+    n.fail(n.where("skip_header_lines"),
+           n.configurable + ".skip_header_lines must be in [0, 2^31 - 1], got " + std::to_string(k),
+           "the number of header lines each file starts with (0: none)");
+  return int(k);
+}
+
 using SourceFn = std::function<std::shared_ptr<const seqio::DataSource>(const Node&)>;
 
 const std::map<std::string, SourceFn>& sources() {
@@ -148,13 +159,13 @@ const std::map<std::string, SourceFn>& sources() {
        [](const Node& n) {
          std::optional<int64_t> count;
          if (!n.none("num_input_examples")) count = n.integer("num_input_examples");
-         return std::make_shared<seqio::TextLineDataSource>(read_splits(n), int(n.integer("skip_header_lines")), count);
+         return std::make_shared<seqio::TextLineDataSource>(read_splits(n), header_lines(n), count);
        }},
       {"seqio.TsvDataSource",
        [](const Node& n) {
          auto fields = n.strings("field_names");
          if (fields.empty()) n.fail(n.where("field_names"), "field_names is empty", "name each column, e.g. ['en', 'es']");
-         return std::make_shared<seqio::TsvDataSource>(read_splits(n), fields, int(n.integer("skip_header_lines")));
+         return std::make_shared<seqio::TsvDataSource>(read_splits(n), fields, header_lines(n));
        }},
       {"seqio.JsonlDataSource",
        [](const Node& n) { return std::make_shared<seqio::JsonlDataSource>(read_splits(n), read_dtypes(n, "fields")); }},
