@@ -476,7 +476,13 @@ TrainRunConfig read_train_config(const Config& cfg) {
     const std::string svc = canonical_name(cfg, sv);
     if (auto p = opt_value(cfg, sv.scope, svc, "period")) t.save.period = p->as_int();
     t.save.dtype = cfg.get_string(sv.scope, svc, "dtype");
-    if (auto k = opt_value(cfg, sv.scope, svc, "keep")) t.save.keep = static_cast<int>(k->as_int());
+    if (auto k = opt_value(cfg, sv.scope, svc, "keep")) {
+      // t5x keeps every checkpoint with keep = None; 0 or a negative count did so silently.
+      if (k->as_int() < 1)
+        throw std::invalid_argument("[trainer] " + svc + ".keep must be >= 1, got " + std::to_string(k->as_int()) +
+                                    "\n  hint: None keeps every checkpoint");
+      t.save.keep = static_cast<int>(std::min<int64_t>(k->as_int(), std::numeric_limits<int>::max()));
+    }
   }
   if (!cfg.is_none(ck.scope, ckc, "restore")) t.restore = read_restore(cfg, nested_reference(cfg, ck, "restore"));
   t.partitioner = read_partitioner(cfg, cfg.get_reference("", f, "partitioner"));

@@ -112,6 +112,10 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
        "network.T5Config.vocab_size = 10 is smaller than the vocabulary of task 'gpl3_lines_copy'"},
       {"MODEL_DIR = ''", "model_dir (MODEL_DIR) is empty"},
       {"utils.SaveCheckpointConfig.period = -1", "utils.SaveCheckpointConfig.period must be >= 0, got -1"},
+      {"utils.SaveCheckpointConfig.keep = 0",
+       "utils.SaveCheckpointConfig.keep must be >= 1, got 0\n  hint: None keeps every checkpoint"},
+      {"utils.SaveCheckpointConfig.keep = -1",
+       "utils.SaveCheckpointConfig.keep must be >= 1, got -1\n  hint: None keeps every checkpoint"},
       {"train_script.train.eval_period = -3", "train_script.train.eval_period must be >= 0, got -3"},
       {"MODEL_DIR = '" + dir + "/a_file'", "(MODEL_DIR) '" + dir + "/a_file' is a file, not a directory"},
   };
