@@ -330,6 +330,33 @@ TEST(TaskFile, NegativeSkipHeaderLinesIsRefused) {
   EXPECT_EQ(load_error(kGood + "t/seqio.TsvDataSource.skip_header_lines = 1\n"), "no error");
 }
 
+// A mixture may name a mixture declared further down the file: gin has no
+// evaluation order a user controls (m1 naming m2 below it was "no Task or
+// Mixture named 'm2'"). A cycle is named as one.
+TEST(TaskFile, MixturesAreRegisteredAfterTheMixturesTheyName) {
+  reset_registries();
+  {
+    TempDir dir("task_file");
+    const auto names = t5x::task_file::load_task_file(dir.write(
+        "task.gin", kGood + "m1/seqio.Mixture.tasks = [('m2', 1.0)]\n"
+                            "m2/seqio.Mixture.tasks = [('m3', 1.0)]\n"
+                            "m3/seqio.Mixture.tasks = [('t', 1.0)]\n"));
+    EXPECT_EQ(names, (std::vector<std::string>{"t", "m3", "m2", "m1"}));
+    auto m1 = seqio::MixtureRegistry::find("m1");
+    ASSERT_NE(m1, nullptr);
+    ASSERT_EQ(m1->tasks().size(), 1u);
+    EXPECT_EQ(m1->tasks()[0]->name(), "t");
+  }
+  reset_registries();
+  auto e = load_error(kGood + "m1/seqio.Mixture.tasks = [('m2', 1.0)]\n"
+                              "m2/seqio.Mixture.tasks = [('t', 1.0), ('m3', 1.0)]\n"
+                              "m3/seqio.Mixture.tasks = [('m1', 1.0)]\n");
+  expect_has(e, {"task.gin:11:", "mixture 'm3': tasks: mixtures name each other in a cycle: m1 -> m2 -> m3 -> m1",
+                 "hint: a mixture cannot contain itself"});
+  e = load_error(kGood + "m/seqio.Mixture.tasks = [('t', 1.0), ('m', 1.0)]\n");
+  expect_has(e, {"task.gin:9:", "mixture 'm': tasks: mixtures name each other in a cycle: m -> m"});
+}
+
 TEST(TaskFile, ANameRegisteredInCppIsADuplicate) {
   reset_registries();
   seqio::TaskRegistry::add(std::make_shared<seqio::Task>(

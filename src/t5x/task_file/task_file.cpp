@@ -468,6 +468,21 @@ std::shared_ptr<seqio::Mixture> build_mixture(const Config& cfg, const std::stri
   }
 }
 
+// The names a mixture's tasks list gives, for ordering; malformed entries are
+// left to build_mixture to report.
+std::vector<std::string> member_names(const Config& cfg, const std::string& scope) {
+  std::vector<std::string> out;
+  try {
+    for (const auto& v : cfg.get_list(scope, "seqio.Mixture", "tasks")) {
+      if (v.kind() == gin::ValueKind::kString) out.push_back(v.as_string());
+      else if (v.is_sequence() && !v.as_list().empty() && v.as_list()[0].kind() == gin::ValueKind::kString)
+        out.push_back(v.as_list()[0].as_string());
+    }
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
 std::string declared_name(const Config& cfg, const std::string& scope, const std::string& configurable) {
   return cfg.is_none(scope, configurable, "name") ? scope : cfg.get_string(scope, configurable, "name");
 }
@@ -532,12 +547,47 @@ std::vector<std::string> register_declared(const Config& cfg) {
     declared_at()[name] = {declaration_key(at), seqio::TaskRegistry::add(build_task(cfg, scope, name, at)).get()};
     out.push_back(name);
   }
+  // Mixtures in dependency order: a mixture is built (its members looked up)
+  // after the mixtures of this file it names, as a gin file has no order of
+  // evaluation a user controls.
+  struct Decl {
+    std::string scope, name;
+    SourceLocation at;
+  };
+  std::vector<Decl> mixtures;
+  std::map<std::string, size_t> index;
   for (const auto& [scope, at] : declarations(cfg, "seqio.Mixture")) {
     const std::string name = declared_name(cfg, scope, "seqio.Mixture");
-    if (already(name, at, seqio::MixtureRegistry::find(name).get(), "mixture")) continue;
-    declared_at()[name] = {declaration_key(at), seqio::MixtureRegistry::add(build_mixture(cfg, scope, name, at)).get()};
-    out.push_back(name);
+    index.emplace(name, mixtures.size());
+    mixtures.push_back({scope, name, at});
   }
+  std::vector<int> state(mixtures.size(), 0);  // 0: not seen, 1: on `path`, 2: registered
+  std::vector<std::string> path;
+  std::function<void(size_t)> visit = [&](size_t i) {
+    const Decl& m = mixtures[i];
+    if (state[i] == 2) return;
+    state[i] = 1;
+    path.push_back(m.name);
+    for (const auto& member : member_names(cfg, m.scope)) {
+      auto j = index.find(member);
+      if (j == index.end()) continue;
+      if (state[j->second] == 1) {  // named at the entry that closes the cycle
+        std::string cycle;
+        for (auto it = std::find(path.begin(), path.end(), member); it != path.end(); ++it) cycle += *it + " -> ";
+        Node mix{cfg, m.scope, "seqio.Mixture", "mixture '" + m.name + "'", m.at};
+        mix.fail(mix.where("tasks"), "tasks: mixtures name each other in a cycle: " + cycle + member,
+                 "a mixture cannot contain itself, directly or through another; remove one of these entries");
+      }
+      visit(j->second);
+    }
+    path.pop_back();
+    state[i] = 2;
+    if (already(m.name, m.at, seqio::MixtureRegistry::find(m.name).get(), "mixture")) return;
+    declared_at()[m.name] = {declaration_key(m.at),
+                             seqio::MixtureRegistry::add(build_mixture(cfg, m.scope, m.name, m.at)).get()};
+    out.push_back(m.name);
+  };
+  for (size_t i = 0; i < mixtures.size(); ++i) visit(i);
   return out;
 }
 
