@@ -544,8 +544,10 @@ TEST(GinConfig, OperativeConfigWritesFullNamesWhereImportsDisagree) {
   EXPECT_EQ(text.rfind("from __gin__ import dynamic_registration\n", 0), 0u) << text;
   EXPECT_NE(text.find("t5x.models.EncoderDecoderModel.z_loss = 0.5\n"), std::string::npos) << text;
   EXPECT_NE(text.find("= @t5x.models.EncoderDecoderModel\n"), std::string::npos) << text;
-  // gin-config resolves `t5x.` only through an import under dynamic registration.
-  EXPECT_NE(text.find("from t5x import utils\nimport t5x.models\n\n"), std::string::npos) << text;
+  // gin-config resolves `t5x.` (and t5x's script, `train_script`) only
+  // through an import under dynamic registration.
+  EXPECT_NE(text.find("from t5x import utils\nimport t5x.models\nimport __main__ as train_script\n\n"),
+            std::string::npos) << text;
   EXPECT_NE(text.find("\nutils.DatasetConfig.batch_size = 2\n"), std::string::npos) << text;
   Config back(&r);
   back.parse_string(text, "config.gin");
