@@ -88,7 +88,27 @@ int main(int argc, char** argv) {
                  "JSONL field of the target (default: target, inputs.targets_pretokenized, targets_pretokenized)");
   me->add_option("--strip_prefix", metric.strip_prefix, "Remove this prefix from predictions that start with it");
 
-  // Usage errors exit 64 (EX_USAGE), as `t5x` does; --help exits 0.
+  // Usage errors exit 64 (EX_USAGE), as `t5x` does; --help exits 0. A
+  // misspelt command would read "A subcommand is required": name it.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--module" || a == "--gin_file") {
+      ++i;
+      continue;
+    }
+    if (a.rfind('-', 0) == 0) continue;
+    std::string names;
+    bool known = false;
+    for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || c->get_name() == a;
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    }
+    if (!known) {
+      std::cerr << "seqio: unknown command '" << a << "'\n  hint: one of " << names << " (seqio --help)\n";
+      return 64;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -262,6 +262,9 @@ int parse_int_opt(const std::string& spec, const std::string& kv, const std::str
     size_t used = 0;
     int v = std::stoi(kv.substr(key.size() + 1), &used);
     if (used == kv.size() - key.size() - 1) return v;
+  } catch (const std::out_of_range&) {
+    throw std::invalid_argument("[make_vocabulary] '" + kv + "' in '" + spec + "' is out of range (at most " +
+                                std::to_string(std::numeric_limits<int>::max()) + ")");
   } catch (const std::exception&) {
   }
   throw std::invalid_argument("[make_vocabulary] '" + kv + "' in '" + spec + "' needs an integer");

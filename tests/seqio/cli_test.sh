@@ -97,8 +97,11 @@ grep -q "gave no examples" "$T/err" || fail "empty output silent: $(cat "$T/err"
 # Usage errors exit 64, as t5x does; --help exits 0.
 rc=0; "$SEQIO" show > /dev/null 2>&1 || rc=$?
 [ "$rc" -eq 64 ] || fail "usage error exit $rc, want 64"
-rc=0; "$SEQIO" frobnicate > /dev/null 2>&1 || rc=$?
+rc=0; "$SEQIO" frobnicate > /dev/null 2> "$T/err" || rc=$?
 [ "$rc" -eq 64 ] || fail "unknown subcommand exit $rc, want 64"
+grep -q "^seqio: unknown command 'frobnicate'" "$T/err" || fail "unknown command not named: $(cat "$T/err")"
+rc=0; "$SEQIO" --module "$T/none.gin" frobnicate > /dev/null 2> "$T/err" || rc=$?
+[ "$rc" -eq 64 ] && grep -q "unknown command 'frobnicate'" "$T/err" || fail "after --module: $rc $(cat "$T/err")"
 "$SEQIO" show --help > /dev/null || fail "--help failed"
 
 # Without prepared data, `seqio list` says why the Bible tasks are missing.

@@ -206,6 +206,14 @@ TEST(MakeVocabulary, SpecsRoundTripAndErrors) {
   EXPECT_THROW(make_vocabulary("sentencepiece:tests/golden/seqio/vocab/spm1000.model:extra_ids=100000000"),
                std::invalid_argument);
   EXPECT_THROW(ByteVocabulary(2000000), std::invalid_argument);
+  // Beyond an int: out of range, not "needs an integer".
+  try {
+    make_vocabulary("byte:extra_ids=100000000000");
+    ADD_FAILURE() << "extra_ids=1e11 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'extra_ids=100000000000' in 'byte:extra_ids=100000000000' is out of range"),
+              std::string::npos) << e.what();
+  }
   EXPECT_EQ(ByteVocabulary(1 << 20).vocab_size(), 259 + (1 << 20));
   EXPECT_TRUE(*make_vocabulary("byte") == ByteVocabulary(0));
 }
