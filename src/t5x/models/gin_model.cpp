@@ -1,5 +1,6 @@
 #include "t5x/models/gin_model.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "t5x/gin/registry.h"
@@ -228,9 +229,19 @@ std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref) {
   return ref.name;
 }
 
-gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param) {
+gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param,
+                                const std::vector<std::string>& kinds) {
   const std::string oc = canonical_name(cfg, outer);
   gin::Reference r = cfg.get_reference(outer.scope, oc, param);
+  // Another configurable in its place would be read for parameters it does
+  // not have ("no value bound for network.Transformer.vocab_size").
+  if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), canonical_name(cfg, r)) == kinds.end()) {
+    std::string want;
+    for (const std::string& k : kinds) want += (want.empty() ? "@" : " or @") + k + "()";
+    throw gin::GinError(cfg.get_optional(outer.scope, oc, param)->where(),
+                        oc + "." + param + " = " + r.str() + " is not what t5x passes there",
+                        "write " + oc + "." + param + " = " + want);
+  }
   // t5x passes these objects (a module, a config, an optimizer): `@x` would
   // hand Python the class and fail there, so a config written here would not
   // run under t5x.
@@ -266,8 +277,10 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
     else m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(v->as_double());
   }
   // network.Transformer(config=T5Config) / network.DecoderWrapper(config=TransformerConfig).
-  read_network(cfg, nested_reference(cfg, nested_reference(cfg, model_ref, "module"), "config"), m.decoder_only,
-               m.network);
+  const std::vector<std::string> module = {m.decoder_only ? "network.DecoderWrapper" : "network.Transformer"};
+  const std::vector<std::string> config = {m.decoder_only ? "network.TransformerConfig" : "network.T5Config"};
+  read_network(cfg, nested_reference(cfg, nested_reference(cfg, model_ref, "module", module), "config", config),
+               m.decoder_only, m.network);
   read_decoding(cfg, c, s, m.decode);
   const char* vocab_param = m.decoder_only ? "vocabulary" : "output_vocabulary";
   if (auto v = cfg.get_optional(s, c, vocab_param); v && cfg.resolve(*v).kind() == gin::ValueKind::kReference) {

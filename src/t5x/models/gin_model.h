@@ -59,8 +59,11 @@ std::unique_ptr<BaseTransformerModel> make_model(const ModelConfig& m);
 // canonical name of a reference (gin accepts shortened names), and the
 // reference bound to `param` of `outer`, in the scope it runs in
 // (gin::reference_scope). The nested reference must be a call (`@x()`: t5x
-// passes an instance); throws gin::GinError at the binding otherwise.
+// passes an instance); throws gin::GinError at the binding otherwise, and
+// when `kinds` is not empty and the reference names none of those
+// configurables (canonical names).
 std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref);
-gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param);
+gin::Reference nested_reference(const gin::Config& cfg, const gin::Reference& outer, const std::string& param,
+                                const std::vector<std::string>& kinds = {});
 
 }  // namespace t5x

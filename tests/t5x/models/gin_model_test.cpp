@@ -91,6 +91,15 @@ TEST(GinModel, AClassWhereT5xPassesAnInstanceIsRefused) {
   const std::string n = error({"models.EncoderDecoderModel.module = @network.Transformer"});
   EXPECT_NE(n.find("models.EncoderDecoderModel.module = @network.Transformer passes the configurable itself"),
             std::string::npos) << n;
+  // Another configurable in the place of the network or its config is named
+  // at its binding (it was read for parameters it lacks: "no value bound for
+  // network.Transformer.vocab_size", then "has no parameter" on the hint).
+  const std::string w = error({"network.Transformer.config = @network.Transformer()"});
+  EXPECT_NE(w.find("network.Transformer.config = @network.Transformer() is not what t5x passes there"),
+            std::string::npos) << w;
+  EXPECT_NE(w.find("hint: write network.Transformer.config = @network.T5Config()"), std::string::npos) << w;
+  const std::string x = error({"models.EncoderDecoderModel.module = @network.T5Config()"});
+  EXPECT_NE(x.find("hint: write models.EncoderDecoderModel.module = @network.Transformer()"), std::string::npos) << x;
   EXPECT_EQ(error({}), "no error");
 }
 
