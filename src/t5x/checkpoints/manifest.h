@@ -56,7 +56,8 @@ std::optional<std::string> digest_mismatch(const std::string& path, const FileDi
 // How much of a checkpoint to look at (validate_checkpoint, latest_valid_step).
 enum class Verify {
   kSizes,      // every listed file exists with its recorded size, plus the structure checks
-  kChecksums,  // kSizes and the CRC-32C of every listed file (reads the whole checkpoint)
+  kChecksums,  // kSizes and the CRC-32C of every listed file (reads the whole checkpoint);
+               // without a manifest, every chunk decoded (its own gzip / zlib checksum)
   kDecode,     // kChecksums and every zarr chunk decoded
 };
 // Parses "sizes" / "checksums" / "decode"; nullopt for anything else.

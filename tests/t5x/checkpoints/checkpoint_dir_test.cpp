@@ -407,16 +407,22 @@ TEST(CheckpointDir, ManifestHeaderOfTheWrongTypeIsANamedError) {
 }
 
 // Checkpoints without a manifest (t5x's, older t5x.cpp's) keep the
-// structure checks: a truncated chunk is still found, a flip in a gzip chunk
-// only when decoded.
+// structure checks: a truncated chunk is still found at every level; a flip
+// inside a gzip chunk (its size intact) by the chunk's own CRC-32, decoded at
+// the checksum level (the trainer's resume scan: a resume stopped on the
+// chunk instead of falling back, in the bad-input sweep of session 67).
 TEST(CheckpointDir, CheckpointWithoutManifestKeepsStructureChecks) {
   const std::string model_dir = tmpdir("no_manifest");
   const std::string d = save_simple(model_dir, 1).dir;
   fs::remove(d + "/" + kManifestFile);
   EXPECT_FALSE(validate_checkpoint(d, Verify::kChecksums).has_value());
   flip_bytes(d + "/target.w/0.0", 4);
-  EXPECT_FALSE(validate_checkpoint(d, Verify::kChecksums).has_value());
-  EXPECT_TRUE(validate_checkpoint(d, Verify::kDecode).has_value());
+  EXPECT_FALSE(validate_checkpoint(d, Verify::kSizes).has_value());
+  for (Verify level : {Verify::kChecksums, Verify::kDecode}) {
+    auto bad = validate_checkpoint(d, level);
+    ASSERT_TRUE(bad.has_value()) << int(level);
+    EXPECT_NE(bad->find(d + "/target.w/0.0"), std::string::npos) << *bad;
+  }
   fs::resize_file(d + "/target.w/0.0", 10);
   auto err = validate_checkpoint(d);
   ASSERT_TRUE(err.has_value());

@@ -414,6 +414,31 @@ TEST(Trainer, ResumeSkipsACheckpointWhoseStepIsNotItsName) {
   EXPECT_EQ(moved, 1);
 }
 
+// Without a manifest (a t5x checkpoint) a gzip chunk whose bytes changed but
+// not its size stopped the resume on the chunk ("corrupt gzip/zlib chunk"):
+// the scan checks the chunks' own CRC-32s, so the step is moved aside and the
+// run resumes from the one before.
+TEST(Trainer, ResumeFallsBackOverACorruptChunkWithoutManifest) {
+  const std::string dir = temp_dir("corrupt_chunk");
+  Trainer a(tiny_run(dir, 2), single(), fast());
+  ASSERT_EQ(a.train().status, TrainResult::Status::kDone);
+  const std::string d2 = checkpoint_dir_for_step(dir, 2);
+  std::filesystem::remove(d2 + "/" + kManifestFile);
+  const std::string chunk = d2 + "/target.encoder.layers_0.mlp.wi_0.kernel/0.0";
+  std::string bytes;
+  {
+    std::ifstream in(chunk, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 40u);
+  bytes[bytes.size() / 2] ^= 0x20;  // inside the deflate stream; the size and the trailer stay
+  std::ofstream(chunk, std::ios::binary | std::ios::trunc) << bytes;
+  Trainer b(tiny_run(dir, 3), single(), fast());
+  b.initialize();
+  EXPECT_EQ(b.state().step(), 0);
+  EXPECT_FALSE(std::filesystem::exists(d2));
+}
+
 // A regular file named checkpoint_2 in MODEL_DIR made step 2's save a silent
 // no-op (taken as saved; bad-input sweep): it is moved aside like a damaged
 // checkpoint, and step 2 is saved.
