@@ -68,14 +68,7 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
   bool clip = false;
   float clip_norm = 1.0f;
   if (c.clip_global_norm) {
-    ParamTree g;  // the grads of `params`
-    for (const auto& [path, p] : params) {
-      g[path] = grads.at(path);
-      if (!g[path].is_fully_local() && !comm)
-        throw_invalid(kOp, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
-                           "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
-    }
-    clip_norm = float(global_norm(g, comm));
+    clip_norm = float(global_norm(grads_to_clip(params, grads, comm, kOp), comm));
     clip = !(clip_norm < float(*c.clip_global_norm));
   }
   // Bias corrections as optax computes them: 1 - b^count in float32.

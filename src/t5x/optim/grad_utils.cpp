@@ -50,6 +50,17 @@ double global_norm(const ParamTree& grads, const ShardComm* comm) {
   return std::sqrt(total);
 }
 
+ParamTree grads_to_clip(const ParamTree& params, const ParamTree& grads, const ShardComm* comm, const char* op) {
+  ParamTree g;
+  for (const auto& [path, p] : params) {
+    g[path] = grads.at(path);
+    if (!g[path].is_fully_local() && !comm)
+      throw_invalid(op, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
+                        "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
+  }
+  return g;
+}
+
 ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm) {
   return clip_by_global_norm(grads, max_norm, global_norm(grads));
 }

@@ -24,6 +24,11 @@ double global_norm(const ParamTree& grads);
 // comm may be nullptr when every array is fully local.
 double global_norm(const ParamTree& grads, const ShardComm* comm);
 
+// The grads of `params` (an optimizer's clip_by_global_norm sums over the
+// params it updates). Throws "[op] gradient of 'x' is split across
+// processes; ..." when a grad is split and `comm` is nullptr.
+ParamTree grads_to_clip(const ParamTree& params, const ParamTree& grads, const ShardComm* comm, const char* op);
+
 // optax.clip_by_global_norm(max_norm): if global_norm < max_norm the grads
 // are unchanged, else every g becomes (g / global_norm) * max_norm (float32,
 // in that order). Returns new arrays; the inputs are not modified.

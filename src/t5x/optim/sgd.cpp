@@ -62,13 +62,7 @@ void Sgd::do_apply_gradient(ParamTree& params, OptimizerState& state, const Para
   // the steps that clip; below max_norm the grads are shared, not copied).
   ParamTree clipped;
   if (config_.clip_global_norm) {
-    ParamTree g;  // the grads of `params`
-    for (const auto& [path, p] : params) {
-      g[path] = grads.at(path);
-      if (!g[path].is_fully_local() && !comm)
-        throw_invalid(kOp, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
-                           "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
-    }
+    const ParamTree g = grads_to_clip(params, grads, comm, kOp);
     clipped = clip_by_global_norm(g, *config_.clip_global_norm, global_norm(g, comm));
   }
   kernels::SgdScalars s;

@@ -39,10 +39,10 @@ def cases():
         yield cells[0], cells[1:]
 
 
-def full_names():
+def golden_module():
   sys.path.insert(0, HERE)
   import gin_selector_golden  # pylint: disable=g-import-not-at-top
-  return gin_selector_golden.full_names()
+  return gin_selector_golden
 
 
 class OpenModule(types.ModuleType):
@@ -57,32 +57,10 @@ class OpenModule(types.ModuleType):
 
 
 def install_fake_modules():
-  objects = {}
-  for full in full_names():
-    fn = eval('lambda *args, **kwargs: None')  # pylint: disable=eval-used
-    fn.full_name = full
-    objects[full] = fn
-  modules = {}
-  for path in OPEN_MODULES:
-    modules[path] = OpenModule(path)
-  for full in objects:
-    parts = full.split('.')
-    for i in range(1, len(parts)):
-      path = '.'.join(parts[:i])
-      if path not in objects and path not in modules:
-        modules[path] = types.ModuleType(path)
-  for path in OPEN_MODULES:
-    parts = path.split('.')
-    for i in range(1, len(parts)):
-      modules.setdefault('.'.join(parts[:i]), types.ModuleType('.'.join(parts[:i])))
-  for path, value in list(modules.items()) + list(objects.items()):
-    if '.' in path:
-      parent, attr = path.rsplit('.', 1)
-      setattr(modules.get(parent) or objects[parent], attr, value)
-  sys.modules.update(modules)
-  main = sys.modules['__main__']
-  for name in ('train_script.train', 'eval_script.evaluate', 'infer_script.infer'):
-    setattr(main, name.split('.')[1], objects[name])
+  # Objects that take any parameter, so that gin-config accepts every binding.
+  g = golden_module()
+  g.fake_modules(g.full_names(), make_object=lambda: eval('lambda *args, **kwargs: None'),  # pylint: disable=eval-used
+                 extra_modules=[OpenModule(path) for path in OPEN_MODULES])
 
 
 def check(path):

@@ -74,16 +74,24 @@ def main():
       f.write('import\t%s\t%s\t%s\n' % (';'.join(lines), name, full))
 
 
-def fake_modules(fulls):
-  """sys.modules entries for every module path of `fulls`; an object per full name."""
+def fake_modules(fulls, make_object=lambda: eval('lambda x=None: x'), extra_modules=()):
+  """sys.modules entries for every module path of `fulls`; an object per full name.
+
+  make_object() makes each object (a distinct function); `extra_modules` are
+  module objects to install as well (with their parent packages).
+  """
   foreign = ['t5x.examples.scalable_t5.network.T5Config',
              't5x.examples.scalable_t5.network.Transformer']
   objects = {}
   for full in fulls + foreign:
-    fn = eval('lambda x=None: x')
+    fn = make_object()
     fn.full_name = full if full in fulls else ''
     objects[full] = fn
-  modules = {}
+  modules = {m.__name__: m for m in extra_modules}
+  for path in list(modules):
+    parts = path.split('.')
+    for i in range(1, len(parts)):
+      modules.setdefault('.'.join(parts[:i]), types.ModuleType('.'.join(parts[:i])))
   for full in objects:
     parts = full.split('.')
     for i in range(1, len(parts)):
