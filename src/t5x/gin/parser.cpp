@@ -494,6 +494,12 @@ class Parser {
   }
 
   Value number(const Token& t, bool negate) {
+    // Python puts an underscore only between two digits (after a base
+    // prefix too: 0x_1f): `1__0` and `1_` are syntax errors there.
+    for (size_t k = 0; k < t.text.size(); ++k)
+      if (t.text[k] == '_' && (k + 1 == t.text.size() || !std::isxdigit(static_cast<unsigned char>(t.text[k + 1])) ||
+                               k == 0 || !std::isalnum(static_cast<unsigned char>(t.text[k - 1]))))
+        fail(t, "malformed number '" + t.text + "'", "an underscore goes between two digits, e.g. 1_000");
     std::string s;
     for (char c : t.text)
       if (c != '_') s += c;

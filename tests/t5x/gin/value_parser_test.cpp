@@ -255,6 +255,11 @@ TEST(GinParseErrors, MalformedLinesGiveLocationAndHint) {
   expect_gin_error([] { parse_gin("f.x = {'a' 1}\n", "m.gin"); },
                    {"m.gin:1:12", "expected ':' after dict key", "hint:"});
   expect_gin_error([] { parse_gin("f.x = 012\n", "m.gin"); }, {"leading zeros", "hint:"});
+  // Python (and so gin-config) takes an underscore only between digits.
+  for (const char* bad : {"f.x = 1__0\n", "f.x = 1_\n", "f.x = 1_.5\n"})
+    expect_gin_error([&] { parse_gin(bad, "m.gin"); },
+                     {"m.gin:1:7", "malformed number", "hint: an underscore goes between two digits"});
+  EXPECT_EQ(parse_value("0x_1f").as_int(), 31);
   expect_gin_error([] { parse_gin("f.x = 1 \\ 2\n", "m.gin"); },
                    {"m.gin:1:9", "backslash must end the line", "hint:"});
 }
