@@ -101,23 +101,28 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
     for (int64_t r = 0; r < R; ++r) rows.push_back(r / N);
     step.gather_rows(rows);
   }
-  std::vector<int64_t> out(size_t(R * L), 0), dec(size_t(R * L), 0), pos(static_cast<size_t>(R)), start(static_cast<size_t>(R));
+  // end[r]: row r decodes positions below it. max_decode_steps counts after
+  // the prompt, as t5x's max_decode_len = sum(inputs != 0) + max_decode_steps.
+  std::vector<int64_t> out(size_t(R * L), 0), dec(size_t(R * L), 0), pos(static_cast<size_t>(R)),
+      end(static_cast<size_t>(R), L);
   for (int64_t r = 0; r < R; ++r) {
-    int64_t b = r / N;
+    int64_t b = r / N, prompt = 0;
     for (int64_t j = 0; j < L; ++j) {
       int64_t t = in[size_t(b * L + j)];
       if (t != 0) {
+        ++prompt;
         out[size_t(r * L + j)] = t;
         if (j + 1 < L) dec[size_t(r * L + j + 1)] = t;
       }
     }
-    pos[size_t(r)] = start[size_t(r)] = initial_index.empty() ? 0 : initial_index[size_t(b)];
+    pos[size_t(r)] = initial_index.empty() ? 0 : initial_index[size_t(b)];
+    if (o.max_decode_steps >= 0) end[size_t(r)] = std::min(L, prompt + o.max_decode_steps);
   }
   std::vector<char> finished(static_cast<size_t>(R), 0);
   std::vector<double> score(static_cast<size_t>(R), 0.0);
   auto active = [&](int64_t r) {
     int64_t p = pos[size_t(r)];
-    return !finished[size_t(r)] && p < L && (o.max_decode_steps < 0 || p < start[size_t(r)] + o.max_decode_steps);
+    return !finished[size_t(r)] && p < end[size_t(r)];
   };
   const bool greedy = o.temperature <= kMinTemperature;
   for (uint32_t it = 0;; ++it) {

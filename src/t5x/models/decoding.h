@@ -64,7 +64,10 @@ struct SamplingOptions {
   bool rescale_log_probs = true;
   PRNGKey rng{};
   int64_t eos_id = 1;
-  int64_t max_decode_steps = -1;  // -1: up to the input length
+  // At most the prompt's non-zero tokens + max_decode_steps targets (t5x's
+  // max_decode_len = sum(inputs != 0) + max_decode_steps); -1: up to the
+  // input length.
+  int64_t max_decode_steps = -1;
 };
 DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>& initial_index, DecodeStepFn& step,
                                 const SamplingOptions& opts);

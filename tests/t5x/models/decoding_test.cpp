@@ -397,15 +397,11 @@ Array int_rows(const std::vector<std::vector<int64_t>>& rows) {
 // - greedy_max_steps0: t5x's sampling loop body runs once before its end
 //   test (decoding.py: `ended` is only set inside sampling_loop_body_fn), so
 //   max_decode_steps = 0 still decodes one token there; we decode none.
-// - greedy_prompt_max_steps2: t5x counts max_decode_steps after the prompt
-//   (max_decode_len = sum(inputs != 0) + max_decode_steps); we count from
-//   the start index, so a teacher-forced prompt used up the steps.
 // - greedy_t0_rescaled: t5x's greedy (temperature <= 1e-4) score is 0 under
 //   rescale_log_probs (sample_logits_with_zero_temperature); ours is the sum
 //   of log_softmax(logits).
 const std::set<std::string> kKnownSamplingDifferences = {
     "greedy_max_steps0",
-    "greedy_prompt_max_steps2",
     "greedy_t0_rescaled",
 };
 
