@@ -183,9 +183,12 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
       int64_t forced = in[size_t(b * L + j)];
       int64_t tok = forced != 0 ? forced : sampled[size_t(r)];
       if (forced == 0) {
-        bool rescale = o.rescale_log_probs && !greedy;
-        const float* x = (rescale ? masked.data() : lg.data()) + r * V;
-        score[size_t(r)] += double(x[tok]) - row_logsumexp(x, V);  // the token's log_softmax
+        // The token's log_softmax. Greedy under rescale_log_probs scores 0 (the
+        // argmax has probability 1), as t5x's sample_logits_with_zero_temperature.
+        if (!(greedy && o.rescale_log_probs)) {
+          const float* x = (o.rescale_log_probs ? masked.data() : lg.data()) + r * V;
+          score[size_t(r)] += double(x[tok]) - row_logsumexp(x, V);
+        }
         if (tok == o.eos_id) finished[size_t(r)] = 1;
       }
       out[size_t(r * L + j)] = tok;

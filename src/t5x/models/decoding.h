@@ -54,7 +54,8 @@ struct DecodeResult {
 // topk and topp are exclusive (throws "[temperature_sample] ..."); masked
 // logits are set to NEG_INF = -1e7. topp keeps the smallest set of tokens
 // whose probability reaches topp. rescale_log_probs: the score uses the
-// tempered, masked distribution (t5x's default); otherwise log_softmax(logits).
+// tempered, masked distribution (t5x's default; greedy decodes score 0, as
+// t5x's); otherwise log_softmax(logits).
 // Step i of the loop samples with fold_in(rng, i).
 struct SamplingOptions {
   double temperature = 1.0;

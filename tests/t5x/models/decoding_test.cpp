@@ -44,6 +44,7 @@ TEST(Decoding, CachedGreedyEqualsFullForward) {
   SamplingOptions o;
   o.temperature = 0.0;
   o.eos_id = pick_eos(t);
+  o.rescale_log_probs = false;  // scores = log-probabilities (rescaled, greedy scores 0)
   auto cached = t.model.cached_step_fn(t.params, t.enc, 7);
   auto full = t.model.full_forward_step_fn(t.params, t.enc);
   DecodeResult a = temperature_sample(t.zeros, {}, *cached, o), b = temperature_sample(t.zeros, {}, *full, o);
@@ -129,6 +130,7 @@ TEST(Decoding, BeamSearchCachedEqualsFullAndOneBeamIsGreedy) {
   SamplingOptions g;
   g.temperature = 0.0;
   g.eos_id = eos;
+  g.rescale_log_probs = false;
   auto c2 = t.model.cached_step_fn(t.params, t.enc, 7);
   auto c3 = t.model.cached_step_fn(t.params, t.enc, 7);
   expect_same(beam_search(t.zeros, *c2, one), temperature_sample(t.zeros, {}, *c3, g));
@@ -222,6 +224,7 @@ TEST(Decoding, DecodeParamsDecodeTheSameBits) {
       o.method = DecodeOptions::Method::temperature_sample;
       o.sampling.temperature = 0.0;
       o.sampling.eos_id = -1;
+      o.sampling.rescale_log_probs = false;
       PredictOutput raw = m.predict_batch(p, b, o), prep = m.predict_batch(d, b, o);
       EXPECT_TRUE(array_equal(raw.tokens, prep.tokens)) << batch;
       EXPECT_EQ(raw.scores.to_floats(), prep.scores.to_floats()) << batch;
@@ -248,6 +251,7 @@ TEST(Decoding, DecoderOnlyPrefillEqualsFullForward) {
     SamplingOptions o;
     o.temperature = 0.0;
     o.eos_id = -1;
+    o.rescale_log_probs = false;
     auto cached = m.cached_step_fn(p, dit, ca, start);
     auto full = m.full_forward_step_fn(p, ca);
     DecodeResult a = temperature_sample(inputs, start, *cached, o), b = temperature_sample(inputs, start, *full, o);
@@ -397,12 +401,8 @@ Array int_rows(const std::vector<std::vector<int64_t>>& rows) {
 // - greedy_max_steps0: t5x's sampling loop body runs once before its end
 //   test (decoding.py: `ended` is only set inside sampling_loop_body_fn), so
 //   max_decode_steps = 0 still decodes one token there; we decode none.
-// - greedy_t0_rescaled: t5x's greedy (temperature <= 1e-4) score is 0 under
-//   rescale_log_probs (sample_logits_with_zero_temperature); ours is the sum
-//   of log_softmax(logits).
 const std::set<std::string> kKnownSamplingDifferences = {
     "greedy_max_steps0",
-    "greedy_t0_rescaled",
 };
 
 TEST(Decoding, T5xGoldenTemperatureSample) {
