@@ -353,6 +353,9 @@ std::vector<std::string> read_metrics(const Node& task) {
     if (v.kind() == gin::ValueKind::kReference) {
       name = canonical(task.cfg, v.as_reference());
       name = name.substr(name.rfind('.') + 1);
+      // t5.evaluation.metrics.bleu tokenizes with sacrebleu's `intl` (T5's
+      // default); this port's 'bleu' is sacrebleu's own default, 13a.
+      if (name == "bleu") name = "bleu_intl";
     } else {
       name = v.as_string();
     }
