@@ -541,21 +541,21 @@ PYBIND11_MODULE(_seqio, m) {
                   d_trim = py::arg("trim_output_features") = true, d_threads = py::arg("num_threads") = 1,
                   d_block = py::arg("block_size") = 1000, d_start = py::arg("start") = 0,
                   d_state = py::arg("state") = py::none();
+  auto provider_dataset = [](const PyProvider& p, const std::optional<seqio::SequenceLengths>& lengths,
+                             const std::string& split, bool use_cached, const std::vector<std::string>& cache_dirs,
+                             bool shuffle, std::optional<uint64_t> seed, const py::object& shard_info,
+                             std::optional<int64_t> num_epochs, bool trim, int threads, int block_size, int64_t start,
+                             const std::optional<std::string>& state, bool stop_on_empty) {
+    auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim, threads,
+                          block_size, stop_on_empty, state);
+    o.start = state ? 0 : start;
+    return std::make_unique<ExampleIterator>(p.name, o, state);
+  };
   py::class_<PyProvider>(m, "DatasetProviderBase")
       .def_readonly("name", &PyProvider::name)
-      .def(
-          "get_dataset",
-          [](const PyProvider& p, const std::optional<seqio::SequenceLengths>& lengths, const std::string& split,
-             bool use_cached, const std::vector<std::string>& cache_dirs, bool shuffle, std::optional<uint64_t> seed,
-             const py::object& shard_info, std::optional<int64_t> num_epochs, bool trim, int threads, int block_size,
-             int64_t start, const std::optional<std::string>& state, bool stop_on_empty) {
-            auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim,
-                                  threads, block_size, stop_on_empty, state);
-            o.start = state ? 0 : start;
-            return std::make_unique<ExampleIterator>(p.name, o, state);
-          },
-          d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard, d_epochs, d_trim, d_threads, d_block, d_start,
-          d_state, py::arg("stop_on_empty") = true, "Preprocessed examples (stop_on_empty: mixtures only).");
+      .def("get_dataset", provider_dataset, d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard, d_epochs,
+           d_trim, d_threads, d_block, d_start, d_state, py::arg("stop_on_empty") = true,
+           "Preprocessed examples (stop_on_empty: mixtures only).");
   py::class_<PyTask, PyProvider>(m, "Task")
       .def_property_readonly("splits", [](const PyTask& t) { return t.t->splits(); })
       .def_property_readonly("output_features", [](const PyTask& t) { return t.t->output_features(); })
@@ -578,12 +578,18 @@ PYBIND11_MODULE(_seqio, m) {
       .def(
           "get_rate",
           [](const PyMixture& x, const PyTask& t) {
+            // seqio 0.0.20 gives a task outside the mixture the rate 0.0.
             for (const auto& member : x.m->tasks())
               if (member->name() == t.t->name()) return x.m->get_rate(*t.t);
-            throw py::key_error("task '" + t.t->name() + "' is not in mixture '" + x.m->name() + "'");
+            return 0.0;
           },
           py::arg("task"))
       .def_property_readonly("total_rate", [](const PyMixture& x) { return x.m->total_rate(); })
+      // seqio's Mixture.get_dataset repeats by default (num_epochs=None), its
+      // Task.get_dataset reads once.
+      .def("get_dataset", provider_dataset, d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard,
+           py::arg("num_epochs") = py::none(), d_trim, d_threads, d_block, d_start, d_state,
+           py::arg("stop_on_empty") = true, "Preprocessed examples of the mixture (num_epochs=None: forever).")
       .def("__repr__", [](const PyMixture& x) { return "<Mixture " + x.m->name() + ">"; });
 
   m.def(
@@ -598,11 +604,17 @@ PYBIND11_MODULE(_seqio, m) {
   m.def("mixture_names", &seqio::MixtureRegistry::names);
   m.def(
       "get_dataset",
-      [](const std::string& name, const seqio::SequenceLengths& lengths, const std::string& split, bool use_cached,
-         const std::vector<std::string>& cache_dirs, bool shuffle, std::optional<int64_t> num_epochs,
-         const py::object& conv, const py::object& shard_info, std::optional<uint64_t> seed, std::optional<int> batch_size,
-         bool drop_remainder, bool trim, int threads, int block_size, bool stop_on_empty,
-         const std::optional<std::string>& state) {
+      [](const py::object& task, const seqio::SequenceLengths& lengths, const py::object& conv,
+         const std::string& split, bool use_cached, bool shuffle, std::optional<int64_t> num_epochs,
+         const py::object& shard_info, bool /*verbose: seqio's logging*/, std::optional<uint64_t> seed,
+         std::optional<int> batch_size, bool trim, const std::vector<std::string>& cache_dirs, bool drop_remainder,
+         int threads, int block_size, bool stop_on_empty, const std::optional<std::string>& state) {
+        // A name, or a Task / Mixture object (seqio takes either).
+        if (!py::isinstance<py::str>(task) && !py::isinstance<PyProvider>(task))
+          throw py::type_error("get_dataset: mixture_or_task_name must be a name or a Task / Mixture, got " +
+                               std::string(py::repr(task)));
+        const std::string name = py::isinstance<PyProvider>(task) ? task.cast<const PyProvider&>().name
+                                                                   : task.cast<std::string>();
         auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim,
                               threads, block_size, stop_on_empty, state);
         if (!conv.is_none() && !py::isinstance<seqio::FeatureConverter>(conv))
@@ -613,12 +625,15 @@ PYBIND11_MODULE(_seqio, m) {
         ConverterPtr c = conv.is_none() ? nullptr : conv.cast<std::shared_ptr<seqio::FeatureConverter>>();
         return std::make_unique<BatchIterator>(name, o, c, batch_size, drop_remainder, state);
       },
-      py::arg("mixture_or_task_name"), py::arg("task_feature_lengths"), py::arg("dataset_split") = "train",
-      py::arg("use_cached") = false, py::arg("cache_dirs") = std::vector<std::string>{}, py::arg("shuffle") = true,
-      py::arg("num_epochs") = 1, py::arg("feature_converter") = py::none(), py::arg("shard_info") = py::none(),
-      py::arg("seed") = std::nullopt, py::arg("batch_size") = std::nullopt, py::arg("drop_remainder") = true,
-      py::arg("trim_output_features") = true, py::arg("num_threads") = 1, py::arg("block_size") = 1000,
-      py::arg("stop_on_empty") = true, py::arg("state") = std::nullopt);
+      // seqio.get_dataset's parameters in its order and with its defaults
+      // (shuffle=False), then the C++ pipeline's own.
+      py::arg("mixture_or_task_name"), py::arg("task_feature_lengths"), py::arg("feature_converter") = py::none(),
+      py::arg("dataset_split") = "train", py::arg("use_cached") = false, py::arg("shuffle") = false,
+      py::arg("num_epochs") = 1, py::arg("shard_info") = py::none(), py::arg("verbose") = true,
+      py::arg("seed") = std::nullopt, py::arg("batch_size") = std::nullopt, py::arg("trim_output_features") = true,
+      py::arg("cache_dirs") = std::vector<std::string>{}, py::arg("drop_remainder") = true,
+      py::arg("num_threads") = 1, py::arg("block_size") = 1000, py::arg("stop_on_empty") = true,
+      py::arg("state") = std::nullopt);
 
   // Modules and built-in tasks.
   m.def(

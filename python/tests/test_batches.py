@@ -125,11 +125,34 @@ class BatchesEqualCpp(unittest.TestCase):
             ds.set_state(state)
             self.assertBatchesEqual(list(ds), want[k:])
         # seed=None takes the state's seed.
-        resumed = seqio.get_dataset("gpl3_prefix", lengths, num_epochs=2, shard_info=seqio.ShardInfo(1, 2),
+        resumed = seqio.get_dataset("gpl3_prefix", lengths, shuffle=True, num_epochs=2, shard_info=seqio.ShardInfo(1, 2),
                                     feature_converter=seqio.EncDecFeatureConverter(pack=True), batch_size=8,
                                     state=state)
         self.assertEqual(resumed.seed, 7)
         self.assertBatchesEqual(list(resumed), want[len(want) - 1:])
+
+    def test_seqio_signatures_and_defaults(self):
+        # seqio.get_dataset(name, lengths, feature_converter, dataset_split, ...):
+        # the converter third, shuffle False by default (the split's file
+        # order), a Task object for the name, verbose accepted.
+        lengths = {"inputs": 20, "targets": 20}
+        conv = seqio.EncDecFeatureConverter()
+        ordered = list(seqio.get_dataset("gpl3_prefix", lengths, conv, "validation"))
+        self.assertBatchesEqual(ordered, list(seqio.get_dataset("gpl3_prefix", lengths, feature_converter=conv,
+                                                                dataset_split="validation", shuffle=False)))
+        task = seqio.get_mixture_or_task("gpl3_prefix")
+        self.assertBatchesEqual(ordered, list(seqio.get_dataset(task, lengths, conv, "validation", verbose=False)))
+        with self.assertRaisesRegex(TypeError, "must be a name or a Task / Mixture, got 3"):
+            seqio.get_dataset(3, lengths, conv)
+        # Mixture.get_dataset repeats by default (num_epochs=None), Task's reads once.
+        mix = seqio.get_mixture_or_task("gpl3_mix")
+        once = sum(len(list(t.get_dataset(lengths, split="validation"))) for t in mix.tasks)
+        it = mix.get_dataset(lengths, split="validation", seed=0)
+        self.assertEqual(len([next(it) for _ in range(3 * once)]), 3 * once)
+        # The metrics take numbers, as t5.evaluation.metrics do.
+        self.assertEqual(seqio.metrics.accuracy([1, 0, 1, 1], [1, 1, 1, 0]), {"accuracy": 50.0})
+        self.assertAlmostEqual(seqio.metrics.pearson_corrcoef([1.0, 2.0, 3.5], [1.1, 2.2, 3.0])["pearson_corrcoef"],
+                               97.88834658894731, places=9)
 
     def test_state_of_other_dataset_is_refused(self):
         lengths = {"inputs": 32, "targets": 32}
@@ -190,8 +213,8 @@ class BatchesEqualCpp(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "feature_converter must be a FeatureConverter .*got str 'enc_dec'"):
             seqio.get_dataset("gpl3_prefix", {"inputs": 8, "targets": 8}, seed=0, feature_converter="enc_dec")
         mix = seqio.get_mixture_or_task("gpl3_mix")
-        with self.assertRaisesRegex(KeyError, "task 'gpl3_lm' is not in mixture 'gpl3_mix'"):
-            mix.get_rate(seqio.get_mixture_or_task("gpl3_lm"))
+        # seqio 0.0.20: a task outside the mixture has the rate 0.0.
+        self.assertEqual(mix.get_rate(seqio.get_mixture_or_task("gpl3_lm")), 0.0)
         with self.assertRaisesRegex(ValueError, r"task_feature_lengths\['inputs'\] is -3; lengths are >= 0"):
             seqio.get_dataset("gpl3_prefix", {"inputs": -3, "targets": 8}, seed=0, feature_converter=enc_dec)
 
