@@ -234,8 +234,8 @@ struct StepScan {
   std::string report() const;  // human-readable lines, empty if nothing was skipped
 };
 // Newest complete checkpoint, skipping (and reporting) temp dirs, damaged
-// checkpoints and files named like a step - the automatic-resume rule. Only the directories from the
-// newest down to the first valid one are checked.
+// checkpoints and files named like a step - the automatic-resume rule. Only
+// the entries from the newest down to the first valid one are checked.
 StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt = {},
                            const std::string& prefix = "checkpoint");
 
