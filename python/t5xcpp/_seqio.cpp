@@ -387,13 +387,22 @@ py::object wrap_vocab(std::shared_ptr<const seqio::Vocabulary> v) {
   return py::cast(PyVocabulary{std::move(v)});
 }
 
+// passthrough_features: names, or seqio's {name: FeatureSpec} dict (its keys:
+// passed-through features are int32 token features here).
 seqio::FeatureConverterOptions converter_options(bool pack, bool apply_length_check, int32_t bos_id,
-                                                 const std::optional<std::vector<std::string>>& passthrough) {
+                                                 const py::object& passthrough) {
   seqio::FeatureConverterOptions fo;
   fo.pack = pack;
   fo.apply_length_check = apply_length_check;
   fo.bos_id = bos_id;
-  if (passthrough) fo.passthrough_features = *passthrough;
+  if (py::isinstance<py::dict>(passthrough)) {
+    for (const auto& item : passthrough.cast<py::dict>()) fo.passthrough_features.push_back(py::str(item.first));
+  } else if (!passthrough.is_none()) {
+    if (py::isinstance<py::str>(passthrough))
+      throw py::type_error("passthrough_features must be a list of names or a dict, got the string " +
+                           std::string(py::repr(passthrough)));
+    fo.passthrough_features = passthrough.cast<std::vector<std::string>>();
+  }
   return fo;
 }
 
@@ -475,7 +484,11 @@ PYBIND11_MODULE(_seqio, m) {
               if (!lengths.count(f))  // seqio: KeyError on the missing feature
                 throw py::key_error("task_feature_lengths has no '" + f + "' (" + c.name() + " takes " +
                                     join_names(c.task_features()) + ")");
-            return c.get_model_feature_lengths(lengths);
+            // seqio lists the passed-through features with their task lengths too.
+            seqio::SequenceLengths out = c.get_model_feature_lengths(lengths);
+            for (const std::string& f : c.options().passthrough_features)
+              if (lengths.count(f)) out[f] = lengths.at(f);
+            return out;
           },
           py::arg("task_feature_lengths"))
       .def("packing_window", &seqio::FeatureConverter::packing_window, py::arg("task_feature_lengths"))
@@ -493,7 +506,7 @@ PYBIND11_MODULE(_seqio, m) {
   const py::arg_v a_pack = py::arg("pack") = true, a_custom = py::arg("use_custom_packing_ops") = false,
                   a_check = py::arg("apply_length_check") = true, a_bos = py::arg("bos_id") = 0,
                   a_pass = py::arg("passthrough_features") = py::none();
-  using Passthrough = std::optional<std::vector<std::string>>;
+  using Passthrough = py::object;
   py::class_<seqio::EncDecFeatureConverter, seqio::FeatureConverter, std::shared_ptr<seqio::EncDecFeatureConverter>>(
       m, "EncDecFeatureConverter")
       .def(py::init([](bool pack, bool, bool check, int32_t bos, const Passthrough& p) {

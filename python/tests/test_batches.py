@@ -149,6 +149,15 @@ class BatchesEqualCpp(unittest.TestCase):
         once = sum(len(list(t.get_dataset(lengths, split="validation"))) for t in mix.tasks)
         it = mix.get_dataset(lengths, split="validation", seed=0)
         self.assertEqual(len([next(it) for _ in range(3 * once)]), 3 * once)
+        # passthrough_features as seqio's {name: FeatureSpec} dict too; the model
+        # lengths list them with their task lengths, as seqio's.
+        for passthrough in (["extra"], {"extra": object()}):
+            c = seqio.EncDecFeatureConverter(pack=False, passthrough_features=passthrough)
+            self.assertEqual(c.get_model_feature_lengths({"inputs": 6, "targets": 6, "extra": 4}),
+                             {"encoder_input_tokens": 6, "decoder_target_tokens": 6, "decoder_input_tokens": 6,
+                              "decoder_loss_weights": 6, "extra": 4})
+        with self.assertRaisesRegex(TypeError, "a list of names or a dict, got the string 'extra'"):
+            seqio.EncDecFeatureConverter(passthrough_features="extra")
         # The metrics take numbers, as t5.evaluation.metrics do.
         self.assertEqual(seqio.metrics.accuracy([1, 0, 1, 1], [1, 1, 1, 0]), {"accuracy": 50.0})
         self.assertAlmostEqual(seqio.metrics.pearson_corrcoef([1.0, 2.0, 3.5], [1.1, 2.2, 3.0])["pearson_corrcoef"],
