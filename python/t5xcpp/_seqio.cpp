@@ -598,6 +598,9 @@ PYBIND11_MODULE(_seqio, m) {
           },
           py::arg("task"))
       .def_property_readonly("total_rate", [](const PyMixture& x) { return x.m->total_rate(); })
+      // seqio: every member has the same output features; the first task's.
+      .def_property_readonly("output_features",
+                             [](const PyMixture& x) { return seqio::get_subtasks(x.m->name()).at(0)->output_features(); })
       // seqio's Mixture.get_dataset repeats by default (num_epochs=None), its
       // Task.get_dataset reads once.
       .def("get_dataset", provider_dataset, d_len, d_split, d_cached, d_dirs, d_shuffle, d_seed, d_shard,
@@ -613,6 +616,21 @@ PYBIND11_MODULE(_seqio, m) {
         return py::cast(wrap_mixture(std::get<std::shared_ptr<const seqio::Mixture>>(v)));
       },
       py::arg("name"));
+  m.def(
+      "get_subtasks",
+      [](const py::object& task_or_mixture) {
+        // seqio.get_subtasks takes the Task or Mixture; a name works too.
+        if (!py::isinstance<py::str>(task_or_mixture) && !py::isinstance<PyProvider>(task_or_mixture))
+          throw py::type_error("get_subtasks: expected a Task, a Mixture or a name, got " +
+                               std::string(py::repr(task_or_mixture)));
+        const std::string name = py::isinstance<PyProvider>(task_or_mixture)
+                                     ? task_or_mixture.cast<const PyProvider&>().name
+                                     : task_or_mixture.cast<std::string>();
+        std::vector<PyTask> out;
+        for (auto& t : seqio::get_subtasks(name)) out.push_back(wrap_task(t));
+        return out;
+      },
+      py::arg("task_or_mixture"), "The leaf Tasks of a Task or Mixture (nested mixtures expanded).");
   m.def("task_names", &seqio::TaskRegistry::names);
   m.def("mixture_names", &seqio::MixtureRegistry::names);
   m.def(

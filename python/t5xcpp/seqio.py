@@ -43,6 +43,7 @@ try:
         data_root,
         get_dataset,
         get_mixture_or_task,
+        get_subtasks,
         load_module,
         make_vocabulary,
         metrics,

@@ -149,6 +149,10 @@ class BatchesEqualCpp(unittest.TestCase):
         once = sum(len(list(t.get_dataset(lengths, split="validation"))) for t in mix.tasks)
         it = mix.get_dataset(lengths, split="validation", seed=0)
         self.assertEqual(len([next(it) for _ in range(3 * once)]), 3 * once)
+        # seqio.get_subtasks and Mixture.output_features (the first task's).
+        self.assertEqual([t.name for t in seqio.get_subtasks(mix)], ["gpl3_lines_copy", "gpl3_prefix"])
+        self.assertEqual([t.name for t in seqio.get_subtasks("gpl3_prefix")], ["gpl3_prefix"])
+        self.assertEqual(sorted(mix.output_features), ["inputs", "targets"])
         # passthrough_features as seqio's {name: FeatureSpec} dict too; the model
         # lengths list them with their task lengths, as seqio's.
         for passthrough in (["extra"], {"extra": object()}):
