@@ -368,6 +368,14 @@ struct PyTask : PyProvider {
 struct PyMixture : PyProvider {
   std::shared_ptr<const seqio::Mixture> m;
 };
+// The name of a Task / Mixture argument, given as the object or its name
+// (seqio's functions take either); TypeError naming `what` otherwise.
+std::string provider_name(const py::object& x, const std::string& what) {
+  if (py::isinstance<PyProvider>(x)) return x.cast<const PyProvider&>().name;
+  if (!py::isinstance<py::str>(x))
+    throw py::type_error(what + " must be a name or a Task / Mixture, got " + std::string(py::repr(x)));
+  return x.cast<std::string>();
+}
 PyTask wrap_task(std::shared_ptr<const seqio::Task> t) { return PyTask{{t->name()}, std::move(t)}; }
 PyMixture wrap_mixture(std::shared_ptr<const seqio::Mixture> m) { return PyMixture{{m->name()}, std::move(m)}; }
 struct PyVocabulary {
@@ -619,15 +627,9 @@ PYBIND11_MODULE(_seqio, m) {
   m.def(
       "get_subtasks",
       [](const py::object& task_or_mixture) {
-        // seqio.get_subtasks takes the Task or Mixture; a name works too.
-        if (!py::isinstance<py::str>(task_or_mixture) && !py::isinstance<PyProvider>(task_or_mixture))
-          throw py::type_error("get_subtasks: expected a Task, a Mixture or a name, got " +
-                               std::string(py::repr(task_or_mixture)));
-        const std::string name = py::isinstance<PyProvider>(task_or_mixture)
-                                     ? task_or_mixture.cast<const PyProvider&>().name
-                                     : task_or_mixture.cast<std::string>();
         std::vector<PyTask> out;
-        for (auto& t : seqio::get_subtasks(name)) out.push_back(wrap_task(t));
+        for (auto& t : seqio::get_subtasks(provider_name(task_or_mixture, "get_subtasks: task_or_mixture")))
+          out.push_back(wrap_task(t));
         return out;
       },
       py::arg("task_or_mixture"), "The leaf Tasks of a Task or Mixture (nested mixtures expanded).");
@@ -640,12 +642,7 @@ PYBIND11_MODULE(_seqio, m) {
          const py::object& shard_info, bool /*verbose: seqio's logging*/, std::optional<uint64_t> seed,
          std::optional<int> batch_size, bool trim, const std::vector<std::string>& cache_dirs, bool drop_remainder,
          int threads, int block_size, bool stop_on_empty, const std::optional<std::string>& state) {
-        // A name, or a Task / Mixture object (seqio takes either).
-        if (!py::isinstance<py::str>(task) && !py::isinstance<PyProvider>(task))
-          throw py::type_error("get_dataset: mixture_or_task_name must be a name or a Task / Mixture, got " +
-                               std::string(py::repr(task)));
-        const std::string name = py::isinstance<PyProvider>(task) ? task.cast<const PyProvider&>().name
-                                                                   : task.cast<std::string>();
+        const std::string name = provider_name(task, "get_dataset: mixture_or_task_name");
         auto o = make_options(lengths, split, use_cached, cache_dirs, shuffle, num_epochs, shard_info, seed, trim,
                               threads, block_size, stop_on_empty, state);
         if (!conv.is_none() && !py::isinstance<seqio::FeatureConverter>(conv))
