@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
     ac.logical_factor_rules = cfg.is_moe() ? t5x::moe_logical_factor_rules() : t5x::standard_logical_factor_rules();
     t5x::AdamWConfig wc;
     wc.weight_decay = 0.01;
-    wc.clip_global_norm = 1.0;
+    wc.chain = {t5x::ChainedClip::global_norm(1.0)};
     std::unique_ptr<t5x::Optimizer> opt;
     if (o.optimizer == "adamw") opt = std::make_unique<t5x::AdamW>(wc);
     else opt = std::make_unique<t5x::Adafactor>(ac);

@@ -39,7 +39,7 @@ void BM_AdamWClipped(benchmark::State& st) {
   ParamTree p = t5_small_like(1, 0.05f);
   const ParamTree g = t5_small_like(100, 1.0f);
   AdamWConfig c;
-  c.clip_global_norm = 1.0;
+  c.chain = {ChainedClip::global_norm(1.0)};
   c.weight_decay = 0.01;
   AdamW opt(c);
   OptimizerState s = opt.init(p);

@@ -6,8 +6,8 @@ tests/golden/optim/optim.bin (float32 little-endian arrays the manifest points
 into). Run: pip install jax optax; python3 scripts/golden/optim_jax.py
 
 Sources of truth:
-- AdamW, SGD and gradient clipping: optax from PyPI (optax.adamw, optax.sgd, optax.chain,
-  optax.clip_by_global_norm, optax.warmup_cosine_decay_schedule,
+- AdamW, SGD, Lion and gradient clipping: optax from PyPI (optax.adamw, optax.sgd,
+  optax.lion, optax.chain, optax.clip_by_global_norm, optax.clip, optax.warmup_cosine_decay_schedule,
   optax.linear_schedule), run on CPU jax.
 - Adafactor: t5x's own rule (t5x/adafactor.py), which is not installable from
   PyPI (the `t5x` name there is an empty placeholder) and needs the removed
@@ -429,6 +429,33 @@ def main():
         "lr": [float(sgd_sched(t)) for t in range(STEPS)],
         "global_norm": [float(optax.global_norm(make_grads(t))) for t in range(STEPS)],
         "steps": run_optax(blob, optax.chain(optax.clip_by_global_norm(31.2), optax.sgd(sgd_sched, momentum=0.9)))}
+
+    # optax.lion (t5x optimizers.lion) alone and behind t5x's chain of clips,
+    # appended last for the same reason. base_wmt_from_scratch_lion.gin runs
+    # chain([clip(1.0), lion(warmup_cosine_decay_schedule(...))]); the grads
+    # here reach 2.0 (the key kernel's grad_scale), so clip(0.7) clamps some
+    # values and leaves the rest. Keys: "0/count", "0/mu/<path>", "2/count";
+    # under "1/" after one clip, "2/" after two.
+    runs["lion_default"] = {"config": {"optax": "lion(1e-3)"}, "grad_mult": 1.0,
+                            "steps": run_optax(blob, optax.lion(1e-3))}
+    lion_sched = optax.warmup_cosine_decay_schedule(0.0, 1e-3, 2, 10)
+    runs["lion_clip_schedule"] = {
+        "config": {"optax": "chain(clip(0.7), lion(warmup_cosine_decay_schedule(0, 1e-3, 2, 10), b1=0.8, b2=0.95, "
+                            "weight_decay=0.0))"},
+        "grad_mult": 1.0,
+        "lr": [float(lion_sched(t)) for t in range(STEPS)],
+        "steps": run_optax(blob, optax.chain(optax.clip(0.7),
+                                             optax.lion(lion_sched, b1=0.8, b2=0.95, weight_decay=0.0)))}
+    # Two clips before adamw: clip_by_global_norm(20) (norms 30.7-31.5: every
+    # step clips) then clip(0.05) (clamps most values after it); and the other
+    # order, which t5x.cpp runs as a clipped copy then the fused norm.
+    runs["adamw_two_clips"] = {
+        "config": {"optax": "chain(clip_by_global_norm(20.0), clip(0.05), adamw(1e-3))"}, "grad_mult": 1.0,
+        "steps": run_optax(blob, optax.chain(optax.clip_by_global_norm(20.0), optax.clip(0.05), optax.adamw(1e-3)))}
+    runs["sgd_clip_then_norm"] = {
+        "config": {"optax": "chain(clip(0.5), clip_by_global_norm(5.0), sgd(0.1, momentum=0.9))"}, "grad_mult": 1.0,
+        "steps": run_optax(blob, optax.chain(optax.clip(0.5), optax.clip_by_global_norm(5.0),
+                                             optax.sgd(0.1, momentum=0.9)))}
 
     os.makedirs(OUT_DIR, exist_ok=True)
     data = np.concatenate(blob.parts).astype("<f4")

@@ -29,7 +29,8 @@
 //       (t5x/optim/adafactor.cpp)
 //   backend/cpu/adamw.cpp                adamw_update (t5x/optim/adamw.cpp)
 //   backend/cpu/sgd.cpp                  sgd_update (t5x/optim/sgd.cpp)
-//   backend/cpu/grad_utils.cpp           sum_of_squares, div_mul, accumulate_f32, all_finite
+//   backend/cpu/lion.cpp                 lion_update (t5x/optim/lion.cpp)
+//   backend/cpu/grad_utils.cpp           sum_of_squares, clip_grads, accumulate_f32, all_finite
 //       (t5x/optim/grad_utils.cpp)
 #pragma once
 #include <array>
@@ -116,16 +117,38 @@ struct FactoredLayout {
   bool row_outer = true;  // ROW dims come first (v_row indexed by the outer index)
 };
 
+// The stateless optax clips that t5x's optimizers.chain puts before an
+// optimizer (t5x/optim/grad_utils.h ChainedClips), applied to each gradient
+// value in float32 as it is read, in this order:
+//   scale (optax.clip_by_global_norm, on a step that clips):
+//     g = (g / norm) * max_norm
+//   clamp (optax.clip, jnp.clip): g = g > max_delta ? max_delta
+//                                   : g < -max_delta ? -max_delta : g
+//     (a NaN stays NaN, as jnp.clip keeps it)
+// backend/cpu/simd-inl.h ClipGrad is the one formula every kernel uses.
+struct GradClip {
+  bool scale = false;
+  float norm = 1, max_norm = 1;
+  bool clamp = false;
+  float max_delta = 0;
+  bool any() const { return scale || clamp; }
+};
+
 // AdamW's per-step float32 constants, as t5x/optim/adamw.cpp derives them
 // (optax.adamw): bias_correction{1,2} = 1 - b{1,2}^count, step_size = -lr.
 struct AdamWScalars {
   float b1 = 0.9f, b2 = 0.999f, one_minus_b1 = 0.1f, one_minus_b2 = 0.001f;
   float bias_correction1 = 1, bias_correction2 = 1;
   float eps = 1e-8f, eps_root = 0, weight_decay = 0, step_size = 0;
-  // optax.clip_by_global_norm before the update, when clip is set:
-  // g = (g / clip_norm) * clip_max_norm, in float32 (f32 gradients).
-  bool clip = false;
-  float clip_norm = 1, clip_max_norm = 1;
+  GradClip clip;  // the chain's clips before the update (f32 gradients)
+};
+
+// Lion's per-step float32 constants, as t5x/optim/lion.cpp derives them
+// (optax.lion): step_size = -lr.
+struct LionScalars {
+  float b1 = 0.9f, b2 = 0.99f, one_minus_b1 = 0.1f, one_minus_b2 = 0.01f;
+  float weight_decay = 0, step_size = 0;
+  GradClip clip;  // the chain's clips before the update (f32 gradients)
 };
 
 // SGD's per-step float32 constants, as t5x/optim/sgd.cpp derives them
@@ -133,6 +156,7 @@ struct AdamWScalars {
 struct SgdScalars {
   float momentum = 0, step_size = 0;
   bool nesterov = false;
+  GradClip clip;  // the chain's clips before the update (f32 gradients)
 };
 
 namespace cpu {
@@ -292,17 +316,29 @@ void adafactor_unfactored_apply(int64_t nb, int64_t n, const AdafactorScalars& s
                                 const float* v, const float* scale, const float* denom, float* m);
 
 // One AdamW step of n elements, in place (backend/cpu/adamw.cpp), in optax's
-// order ([clip_by_global_norm,] scale_by_adam, add_decayed_weights,
+// order ([the chain's clips,] scale_by_adam, add_decayed_weights,
 // scale_by_learning_rate):
-//   [g = (g / clip_norm) * clip_max_norm]
+//   [g = ClipGrad(g, s.clip)]          (GradClip above)
 //   mu = (1-b1) g + b1 mu;  nu = (1-b2) g^2 + b2 nu
 //   u = (mu / bc1) / (sqrt(nu / bc2 + eps_root) + eps)  [+ weight_decay * param]
 //   param = param + u * step_size
 // float32, unfused; the same bits on every target and thread count.
 void adamw_update(int64_t n, const AdamWScalars& s, float* param, const float* grad, float* mu, float* nu);
 
+// One Lion step of n elements, in place (backend/cpu/lion.cpp), in optax's
+// order ([the chain's clips,] scale_by_lion, add_decayed_weights,
+// scale_by_learning_rate, apply_updates):
+//   [g = ClipGrad(g, s.clip)]
+//   u = sign((1-b1) g + b1 mu)          (sign(+-0) = +-0, sign(NaN) = NaN, as jnp.sign)
+//   mu = (1-b2) g + b2 mu
+//   [u = u + weight_decay * param]      (skipped when weight_decay is 0, as optax)
+//   param = param + u * step_size
+// float32, unfused; the same bits on every target and thread count.
+void lion_update(int64_t n, const LionScalars& s, float* param, const float* grad, float* mu);
+
 // One SGD step of n elements, in place (backend/cpu/sgd.cpp), in optax's
-// order ([trace,] scale_by_learning_rate, apply_updates):
+// order ([the chain's clips,] [trace,] scale_by_learning_rate, apply_updates):
+//   [g = ClipGrad(g, s.clip)]
 //   trace != nullptr:  t = g + momentum t;  u = nesterov ? g + momentum t : t
 //   trace == nullptr:  u = g                (optax.sgd with momentum=None)
 //   param = param + u * step_size
@@ -314,13 +350,14 @@ void sgd_update(int64_t n, const SgdScalars& s, float* param, const float* grad,
 // sum_of_squares: sum of float64(x)^2 (each square exact), summed over 8
 //   lanes in chunks of 2^16 values, the chunks' totals added in order: the
 //   same bits on every target and thread count (the global norm's sum).
-// div_mul: out = (float(x) / divisor) * multiplier, rounded once to `dtype`
-//   (optax clip_by_global_norm's (t / g_norm) * max_norm).
+// clip_grads: out = ClipGrad(float(x), clip) (GradClip above), rounded once
+//   to `dtype`: optax clip_by_global_norm's (t / g_norm) * max_norm and
+//   optax.clip's clamp, for gradients an update kernel cannot clip as it reads.
 // accumulate_f32: acc += float(x) (microbatch gradient sums).
 // all_finite: no NaN and no infinity among the n values (the trainer's check
 //   of the updated parameters; reads x in place, on all threads).
 double sum_of_squares(DType dtype, const void* x, int64_t n);
-void div_mul(DType dtype, const void* x, int64_t n, float divisor, float multiplier, void* out);
+void clip_grads(DType dtype, const void* x, int64_t n, const GradClip& clip, void* out);
 void accumulate_f32(DType dtype, const void* x, int64_t n, float* acc);
 bool all_finite(DType dtype, const void* x, int64_t n);
 

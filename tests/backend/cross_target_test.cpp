@@ -232,23 +232,74 @@ TEST(CrossTarget, AdamWUpdate) {
     }
 }
 
-// AdamW with optax's clip_by_global_norm folded in (s.clip): the clipped
-// gradient (g / norm) * max_norm, then the same update.
+// Same bits, or NaN on both sides (a NaN's payload may depend on operand
+// order): the optimizer kernels against their scalar references.
+bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// AdamW with the chain's clips folded in (s.clip): optax's
+// clip_by_global_norm ((g / norm) * max_norm), its clip (the clamp), and both.
 TEST(CrossTarget, AdamWUpdateClipped) {
-  for (int64_t n : kLengths) {
-    const auto p0 = random_vec(size_t(n), uint32_t(n), -0.5f, 0.5f);
-    const std::vector<float> g = inputs(n, uint32_t(n) + 7, -1.f, 1.f);
-    expect_same_on_every_target("adamw clipped n=" + std::to_string(n), [&] {
-      kernels::AdamWScalars s;
-      s.step_size = -0.01f, s.bias_correction1 = 0.1f, s.bias_correction2 = 0.001f;
-      s.clip = true, s.clip_norm = 3.7f, s.clip_max_norm = 1.0f;
-      std::vector<float> p = p0, mu(p.size(), 0.f), nu(p.size(), 0.f);
-      kernels::cpu::adamw_update(n, s, p.data(), g.data(), mu.data(), nu.data());
-      Bytes b;
-      append(b, p), append(b, mu), append(b, nu);
-      return b;
-    });
-  }
+  for (int64_t n : kLengths)
+    for (int mode : {1, 2, 3}) {  // bit 0: the norm's scale, bit 1: the clamp
+      const auto p0 = random_vec(size_t(n), uint32_t(n), -0.5f, 0.5f);
+      const std::vector<float> g = inputs(n, uint32_t(n) + 7, -1.f, 1.f);
+      expect_same_on_every_target("adamw clipped n=" + std::to_string(n) + " mode=" + std::to_string(mode), [&] {
+        kernels::AdamWScalars s;
+        s.step_size = -0.01f, s.bias_correction1 = 0.1f, s.bias_correction2 = 0.001f;
+        s.clip.scale = mode & 1, s.clip.norm = 3.7f, s.clip.max_norm = 1.0f;
+        s.clip.clamp = mode & 2, s.clip.max_delta = 0.2f;
+        std::vector<float> p = p0, mu(p.size(), 0.f), nu(p.size(), 0.f);
+        kernels::cpu::adamw_update(n, s, p.data(), g.data(), mu.data(), nu.data());
+        Bytes b;
+        append(b, p), append(b, mu), append(b, nu);
+        return b;
+      });
+    }
+}
+
+// Lion's update (backend/cpu/lion.cpp), with and without weight decay and the
+// chain's clips, over three steps on gradients with special values; the
+// scalar reference checks optax's formula too (jnp.sign keeps +-0 and NaN).
+TEST(CrossTarget, LionUpdate) {
+  for (int64_t n : kLengths)
+    for (int mode : {0, 1, 2}) {  // 0: plain, 1: weight decay, 2: decay + both clips
+      const auto p0 = random_vec(size_t(n), uint32_t(n), -0.5f, 0.5f);
+      expect_same_on_every_target("lion n=" + std::to_string(n) + " mode=" + std::to_string(mode), [&] {
+        kernels::LionScalars s;
+        s.b1 = 0.8f, s.one_minus_b1 = 0.2f, s.b2 = 0.95f, s.one_minus_b2 = 0.05f, s.step_size = -0.01f;
+        s.weight_decay = mode ? 0.1f : 0.0f;
+        if (mode == 2) s.clip.scale = true, s.clip.norm = 2.5f, s.clip.max_norm = 1.0f;
+        if (mode == 2) s.clip.clamp = true, s.clip.max_delta = 0.3f;
+        std::vector<float> p = p0, mu(p.size(), 0.f), want_p = p0, want_m(p.size(), 0.f);
+        for (uint32_t t = 1; t <= 3; ++t) {
+          const std::vector<float> g = inputs(n, uint32_t(n) + t, -1.f, 1.f);
+          kernels::cpu::lion_update(n, s, p.data(), g.data(), mu.data());
+          for (size_t i = 0; i < p.size(); ++i) {
+            // volatile: no contraction into an FMA by the test's compiler.
+            volatile float gi = g[i];
+            if (s.clip.scale) gi = (gi / s.clip.norm) * s.clip.max_norm;
+            if (s.clip.clamp) gi = gi > s.clip.max_delta ? s.clip.max_delta : gi < -s.clip.max_delta ? -s.clip.max_delta : gi;
+            volatile float a = s.one_minus_b1 * gi, b = s.b1 * want_m[i];
+            const float x = a + b;
+            float u = x > 0 ? 1.f : x < 0 ? -1.f : x;
+            volatile float c = s.one_minus_b2 * gi, d = s.b2 * want_m[i];
+            want_m[i] = c + d;
+            if (s.weight_decay != 0.0f) {
+              volatile float wp = s.weight_decay * want_p[i];
+              u = u + wp;
+            }
+            volatile float us = u * s.step_size;
+            want_p[i] = want_p[i] + us;
+          }
+        }
+        size_t bad = 0;
+        for (size_t i = 0; i < p.size(); ++i) bad += !same(p[i], want_p[i]) || !same(mu[i], want_m[i]);
+        EXPECT_EQ(bad, 0u) << "values off optax's formula, n=" << n << " mode=" << mode;
+        Bytes b;
+        append(b, p), append(b, mu);
+        return b;
+      });
+    }
 }
 
 // SGD's update (backend/cpu/sgd.cpp): no momentum, momentum (trace) and
@@ -278,10 +329,6 @@ TEST(CrossTarget, SgdUpdate) {
             want_p[i] = want_p[i] + us;
           }
         }
-        // Same bits, or NaN on both sides (a NaN's payload may depend on operand order).
-        auto same = [](float a, float b) {
-          return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0;
-        };
         size_t bad = 0;
         for (size_t i = 0; i < p.size(); ++i) bad += !same(p[i], want_p[i]) || (mode && !same(tr[i], want_t[i]));
         EXPECT_EQ(bad, 0u) << "values off optax's formula, n=" << n << " mode=" << mode;
@@ -293,7 +340,8 @@ TEST(CrossTarget, SgdUpdate) {
 }
 
 // The gradient utilities (backend/cpu/grad_utils.cpp): the float64 sum of
-// squares (as four exact 16-bit pieces of its bits), div_mul and
+// squares (as four exact 16-bit pieces of its bits), clip_grads (scale and
+// clamp) and
 // accumulate_f32, f32 and bf16, on lengths around the 2^16 sum chunk.
 TEST(CrossTarget, GradUtils) {
   auto pieces = [](Bytes& b, double v) {
@@ -315,8 +363,10 @@ TEST(CrossTarget, GradUtils) {
       pieces(b, kernels::cpu::sum_of_squares(DType::bf16, fb.data(), n));
       std::vector<float> y(x.size());
       std::vector<bfloat16> yb(x.size());
-      kernels::cpu::div_mul(DType::f32, x.data(), n, 3.3f, 0.7f, y.data());
-      kernels::cpu::div_mul(DType::bf16, xb.data(), n, 3.3f, 0.7f, yb.data());
+      kernels::GradClip c;
+      c.scale = true, c.norm = 3.3f, c.max_norm = 0.7f, c.clamp = true, c.max_delta = 0.4f;
+      kernels::cpu::clip_grads(DType::f32, x.data(), n, c, y.data());
+      kernels::cpu::clip_grads(DType::bf16, xb.data(), n, c, yb.data());
       std::vector<float> acc = inputs(n, uint32_t(n) + 4, -1.f, 1.f);
       kernels::cpu::accumulate_f32(DType::f32, x.data(), n, acc.data());
       kernels::cpu::accumulate_f32(DType::bf16, xb.data(), n, acc.data());

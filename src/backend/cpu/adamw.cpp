@@ -1,7 +1,7 @@
 // AdamW's elementwise update (kernels::cpu::adamw_update, backend/kernels.h
 // has the contract), written once in Google Highway and compiled per target.
 // Every value is a chain of IEEE multiplies, adds, divisions and one square
-// root, in the order of optax's clip_by_global_norm (when set) /
+// root, in the order of the chain's clips (optax.clip_by_global_norm, optax.clip) /
 // scale_by_adam / add_decayed_weights / scale_by_learning_rate, with no fused
 // multiply-add: the same bits on every target and for every thread split.
 #include "backend/kernels.h"
@@ -23,15 +23,14 @@ void AdamWRange(int64_t i0, int64_t i1, const kernels::AdamWScalars& s, float* p
   const VF b1 = hn::Set(d, s.b1), b2 = hn::Set(d, s.b2), omb1 = hn::Set(d, s.one_minus_b1),
            omb2 = hn::Set(d, s.one_minus_b2), bc1 = hn::Set(d, s.bias_correction1),
            bc2 = hn::Set(d, s.bias_correction2), eps = hn::Set(d, s.eps), eps_root = hn::Set(d, s.eps_root),
-           wd = hn::Set(d, s.weight_decay), step = hn::Set(d, s.step_size), cn = hn::Set(d, s.clip_norm),
-           cm = hn::Set(d, s.clip_max_norm);
+           wd = hn::Set(d, s.weight_decay), step = hn::Set(d, s.step_size);
   float* p = param + i0;
   const float* g = grad + i0;
   float* m = mu + i0;
   float* v = nu + i0;
   ForVectors(i1 - i0, [&](int64_t i, size_t valid) {
     VF gv = LoadPart(d, g + i, valid);
-    if (s.clip) gv = hn::Mul(hn::Div(gv, cn), cm);
+    if (s.clip.any()) gv = ClipGrad(d, gv, s.clip);
     const VF mv = hn::Add(hn::Mul(omb1, gv), hn::Mul(b1, LoadPart(d, m + i, valid)));
     const VF vv = hn::Add(hn::Mul(omb2, hn::Mul(gv, gv)), hn::Mul(b2, LoadPart(d, v + i, valid)));
     StorePart(d, mv, m + i, valid);

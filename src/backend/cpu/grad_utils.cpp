@@ -1,11 +1,11 @@
 // The gradient utilities of t5x/optim/grad_utils.cpp (global norm, optax's
 // clip_by_global_norm, microbatch accumulation) as kernels
-// (kernels::cpu::sum_of_squares, div_mul, accumulate_f32, all_finite; backend/kernels.h
+// (kernels::cpu::sum_of_squares, clip_grads, accumulate_f32, all_finite; backend/kernels.h
 // has the contracts), written once in Google Highway and compiled per target.
 //
 // Bits: the sum of squares adds exact float64 squares over 8 logical lanes
 // per chunk of kChunk values (f64_sums-inl.h), the chunks' totals in chunk
-// order; div_mul and accumulate are elementwise IEEE operations. So every
+// order; clip_grads and accumulate are elementwise IEEE operations. So every
 // target and thread count gives the same bits.
 #include "backend/kernels.h"
 
@@ -31,12 +31,9 @@ double SumSquares(const T* x, int64_t n) {
 
 // out = (x / divisor) * multiplier, rounded to T on store.
 template <typename T>
-void DivMul(const T* x, int64_t n, float divisor, float multiplier, T* out) {
+void ClipGrads(const T* x, int64_t n, const kernels::GradClip& c, T* out) {
   const DF d;
-  const VF dv = hn::Set(d, divisor), mv = hn::Set(d, multiplier);
-  ForVectors(n, [&](int64_t i, size_t valid) {
-    StorePart(d, hn::Mul(hn::Div(LoadPart(d, x + i, valid), dv), mv), out + i, valid);
-  });
+  ForVectors(n, [&](int64_t i, size_t valid) { StorePart(d, ClipGrad(d, LoadPart(d, x + i, valid), c), out + i, valid); });
 }
 
 // Whether x holds a NaN or an infinity: x * 0 is (+-)0 for every finite x
@@ -62,8 +59,10 @@ void Accumulate(const T* x, int64_t n, float* acc) {
 
 double SumSquaresF32(const float* x, int64_t n) { return SumSquares(x, n); }
 double SumSquaresBf16(const bfloat16* x, int64_t n) { return SumSquares(x, n); }
-void DivMulF32(const float* x, int64_t n, float dv, float mv, float* out) { DivMul(x, n, dv, mv, out); }
-void DivMulBf16(const bfloat16* x, int64_t n, float dv, float mv, bfloat16* out) { DivMul(x, n, dv, mv, out); }
+void ClipGradsF32(const float* x, int64_t n, const kernels::GradClip& c, float* out) { ClipGrads(x, n, c, out); }
+void ClipGradsBf16(const bfloat16* x, int64_t n, const kernels::GradClip& c, bfloat16* out) {
+  ClipGrads(x, n, c, out);
+}
 void AccumulateF32(const float* x, int64_t n, float* acc) { Accumulate(x, n, acc); }
 bool AnyNonFiniteF32(const float* x, int64_t n) { return AnyNonFinite(x, n); }
 bool AnyNonFiniteBf16(const bfloat16* x, int64_t n) { return AnyNonFinite(x, n); }
@@ -84,8 +83,8 @@ namespace t5x::cpu {
 namespace {
 HWY_EXPORT(SumSquaresF32);
 HWY_EXPORT(SumSquaresBf16);
-HWY_EXPORT(DivMulF32);
-HWY_EXPORT(DivMulBf16);
+HWY_EXPORT(ClipGradsF32);
+HWY_EXPORT(ClipGradsBf16);
 HWY_EXPORT(AccumulateF32);
 HWY_EXPORT(AccumulateBf16);
 HWY_EXPORT(AnyNonFiniteF32);
@@ -125,21 +124,27 @@ double sum_of_squares_any(DType dtype, const void* x, int64_t n) {
   }
 }
 
-void div_mul_any(DType dtype, const void* x, int64_t n, float divisor, float multiplier, void* out) {
+void clip_grads_any(DType dtype, const void* x, int64_t n, const kernels::GradClip& c, void* out) {
   if (n <= 0) return;
   auto run = [&](auto kernel, auto* xp, auto* op) {
-    parallel_for(n, kGrain, [&](int64_t b, int64_t e) { kernel(xp + b, e - b, divisor, multiplier, op + b); });
+    parallel_for(n, kGrain, [&](int64_t b, int64_t e) { kernel(xp + b, e - b, c, op + b); });
   };
   switch (dtype) {
     case DType::f32:
-      return run(T5X_DISPATCH(DivMulF32), static_cast<const float*>(x), static_cast<float*>(out));
+      return run(T5X_DISPATCH(ClipGradsF32), static_cast<const float*>(x), static_cast<float*>(out));
     case DType::bf16:
-      return run(T5X_DISPATCH(DivMulBf16), static_cast<const bfloat16*>(x), static_cast<bfloat16*>(out));
+      return run(T5X_DISPATCH(ClipGradsBf16), static_cast<const bfloat16*>(x), static_cast<bfloat16*>(out));
     default: {
+      // float16: each range widened, clipped by the f32 kernel, rounded back.
       const auto* xp = static_cast<const float16*>(x);
       auto* op = static_cast<float16*>(out);
+      const auto kernel = T5X_DISPATCH(ClipGradsF32);
       parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) op[i] = float16((float(xp[i]) / divisor) * multiplier);
+        thread_local std::vector<float> wide;
+        wide.resize(size_t(e - b));
+        for (int64_t i = b; i < e; ++i) wide[size_t(i - b)] = float(xp[i]);
+        kernel(wide.data(), e - b, c, wide.data());
+        for (int64_t i = b; i < e; ++i) op[i] = float16(wide[size_t(i - b)]);
       });
     }
   }
@@ -187,8 +192,8 @@ bool all_finite_any(DType dtype, const void* x, int64_t n) {
 namespace t5x::kernels::cpu {
 
 double sum_of_squares(DType dtype, const void* x, int64_t n) { return t5x::cpu::sum_of_squares_any(dtype, x, n); }
-void div_mul(DType dtype, const void* x, int64_t n, float divisor, float multiplier, void* out) {
-  t5x::cpu::div_mul_any(dtype, x, n, divisor, multiplier, out);
+void clip_grads(DType dtype, const void* x, int64_t n, const GradClip& clip, void* out) {
+  t5x::cpu::clip_grads_any(dtype, x, n, clip, out);
 }
 void accumulate_f32(DType dtype, const void* x, int64_t n, float* acc) { t5x::cpu::accumulate_any(dtype, x, n, acc); }
 bool all_finite(DType dtype, const void* x, int64_t n) { return t5x::cpu::all_finite_any(dtype, x, n); }

@@ -1,7 +1,7 @@
 // SGD's elementwise update (kernels::cpu::sgd_update, backend/kernels.h has
 // the contract), written once in Google Highway and compiled per target.
-// Every value is a chain of IEEE multiplies and adds in the order of optax's
-// trace (optax/transforms/_accumulation.py: t = g + decay * t, Nesterov
+// Every value is a chain of IEEE multiplies and adds in the order of the
+// chain's clips / optax's trace (optax/transforms/_accumulation.py: t = g + decay * t, Nesterov
 // g + decay * t) / scale_by_learning_rate / apply_updates, with no fused
 // multiply-add: the same bits on every target and for every thread split.
 #include "backend/kernels.h"
@@ -24,7 +24,8 @@ void SgdRange(int64_t i0, int64_t i1, const kernels::SgdScalars& s, float* param
   const float* g = grad + i0;
   float* t = trace ? trace + i0 : nullptr;
   ForVectors(i1 - i0, [&](int64_t i, size_t valid) {
-    const VF gv = LoadPart(d, g + i, valid);
+    VF gv = LoadPart(d, g + i, valid);
+    if (s.clip.any()) gv = ClipGrad(d, gv, s.clip);
     VF u = gv;
     if (t) {
       const VF tv = hn::Add(gv, hn::Mul(m, LoadPart(d, t + i, valid)));

@@ -27,6 +27,7 @@
 
 #include <hwy/highway.h>
 
+#include "backend/kernels.h"
 #include "core/dtype_bf16.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -176,6 +177,26 @@ HWY_INLINE V Sigmoid(D d, V x) {
 //   gelu'(x) = 0.5 ((1 + t) + x (1 - t^2) c (1 + 3k x^2))
 inline constexpr float kGeluC = 0.7978845608028654f;
 inline constexpr float kGeluK = 0.044715f;
+
+// The chain's clips on one vector of gradients (kernels::GradClip has the
+// contract): (g / norm) * max_norm, then the clamp to [-max_delta,
+// max_delta] by comparisons, so that a NaN stays NaN on every target.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V ClipGrad(D d, V g, const kernels::GradClip& c) {
+  if (c.scale) g = hn::Mul(hn::Div(g, hn::Set(d, c.norm)), hn::Set(d, c.max_norm));
+  if (c.clamp) {
+    const V hi = hn::Set(d, c.max_delta), lo = hn::Neg(hi);
+    g = hn::IfThenElse(hn::Gt(g, hi), hi, hn::IfThenElse(hn::Lt(g, lo), lo, g));
+  }
+  return g;
+}
+
+// jnp.sign: 1 or -1, and x itself for +-0 and NaN.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V SignOf(D d, V x) {
+  const V zero = hn::Zero(d), one = hn::Set(d, 1.f);
+  return hn::IfThenElse(hn::Gt(x, zero), one, hn::IfThenElse(hn::Lt(x, zero), hn::Neg(one), x));
+}
 
 template <class V>
 struct GeluParts {

@@ -144,11 +144,16 @@ void add_optimizer_configurables(Registry& r) {
   const Params sgd = {{"learning_rate", ""}, {"momentum", "None"}, {"nesterov", "False"},
                       {"accumulator_dtype", "None"}};
   in_t5x.add("optimizers.sgd", sgd, "optax.sgd wrapped for t5x (t5x/optimizers.py)");
+  const Params lion = {{"learning_rate", ""}, {"b1", "0.9"},           {"b2", "0.99"},
+                       {"mu_dtype", "None"},  {"weight_decay", "1e-3"}, {"mask", "None"}};
+  in_t5x.add("optimizers.lion", lion, "optax.lion wrapped for t5x (t5x/optimizers.py)");
   in_t5x.add("optimizers.chain", {{"transformations", ""}});
   as_written.add("optax.adamw", adamw);
   as_written.add("optax.adam", adam);
   as_written.add("optax.sgd", sgd);
+  as_written.add("optax.lion", lion);
   as_written.add("optax.clip_by_global_norm", {{"max_norm", ""}});
+  as_written.add("optax.clip", {{"max_delta", ""}});
   as_written.add("optax.warmup_cosine_decay_schedule",
         {{"init_value", ""}, {"peak_value", ""}, {"warmup_steps", ""}, {"decay_steps", ""},
          {"end_value", "0.0"}});

@@ -23,6 +23,7 @@ AdamW::AdamW(AdamWConfig config) : config_(std::move(config)) {
   if (config_.b1 < 0 || config_.b1 >= 1 || config_.b2 < 0 || config_.b2 >= 1)
     throw_invalid(kOp, "b1 and b2 must be in [0, 1)");
   if (!is_floating(config_.mu_dtype)) throw_invalid(kOp, "mu_dtype must be a floating dtype");
+  check_chained_clips(config_.chain, kOp);
 }
 
 OptimizerState AdamW::init(const ParamTree& params) const {
@@ -61,16 +62,10 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
   }
   auto cit = state.slots.find(pre + "count");
   if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + pre + "count'");
-  // optax.clip_by_global_norm: unchanged below max_norm, else
-  // (g / norm) * max_norm, in the gradient's dtype. The kernel applies it to
-  // f32 gradients as it reads them (the same float32 expression, no clipped
-  // copy); others are clipped into a copy first, rounded as optax rounds.
-  bool clip = false;
-  float clip_norm = 1.0f;
-  if (c.clip_global_norm) {
-    clip_norm = float(global_norm(grads_to_clip(params, grads, comm, kOp), comm));
-    clip = !(clip_norm < float(*c.clip_global_norm));
-  }
+  // The chain's clips: the kernel applies them to f32 gradients as it reads
+  // them (the same float32 expressions, no clipped copy); others arrive
+  // clipped in copies (prepare_chained_clips).
+  const PreparedClips clips = prepare_chained_clips(c.chain, params, grads, comm, kOp);
   // Bias corrections as optax computes them: 1 - b^count in float32.
   bump(cit->second);
   const int count = cit->second.data<int32_t>()[0];
@@ -89,12 +84,9 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
       if (m && !*m) s.weight_decay = 0.0f;
     }
     FloatView p(param), mu(state.slots.at(pre + "mu/" + path)), nu(state.slots.at(pre + "nu/" + path));
-    const Array& grad = grads.at(path);
-    s.clip = clip && grad.dtype() == DType::f32;
-    s.clip_norm = clip_norm, s.clip_max_norm = clip ? float(*c.clip_global_norm) : 1.0f;
-    const Array g_in =
-        clip && !s.clip ? clip_by_global_norm({{path, grad}}, *c.clip_global_norm, clip_norm).at(path) : grad;
-    ConstFloatView g(g_in);
+    const Array& grad = clips.grads.at(path);
+    s.clip = grad.dtype() == DType::f32 ? clips.fused : kernels::GradClip{};
+    ConstFloatView g(grad);
     kernels::cpu::adamw_update(param.local_size(), s, p.data(), g.data(), mu.data(), nu.data());
     p.commit();
     mu.commit();

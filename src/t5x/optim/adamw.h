@@ -8,25 +8,26 @@
 //   u  = (mu / (1 - b1^c')) / (sqrt(nu / (1 - b2^c') + eps_root) + eps)
 //   u += weight_decay * p   (params not matched by `mask` are not decayed)
 //   p += -lr * u            (lr from the caller: schedule(c), as optax)
-// With `clip_global_norm`, the grads first go through
-// optax.clip_by_global_norm, as chain(clip_by_global_norm(x), adamw(...)) in
-// t5x's base_wmt_from_scratch_adamw.gin.
+// With `chain`, the grads first go through those clips, as
+// optimizers.chain([optax.clip(1.0), optax.adamw(...)]) in t5x's
+// base_wmt_from_scratch_adamw.gin (or clip_by_global_norm, or both).
 //
 // State keys (flax state dict of the optax state; EmptyStates are dropped
 // by OptaxWrapper.state_dict):
-//   plain:            "0/count", "0/mu/<path>", "0/nu/<path>" [+ "2/count"]
-//   clip_global_norm: "1/0/count", "1/0/mu/<path>", "1/0/nu/<path>" [+ "1/2/count"]
+//   plain:          "0/count", "0/mu/<path>", "0/nu/<path>" [+ "2/count"]
+//   after n clips:  the same under "<n>/": "1/0/count", "1/0/mu/<path>", ...
 // "2/count" (ScaleByScheduleState) exists when the learning rate is a
 // schedule (`lr_is_schedule`, the usual t5x gin), as in optax.
 // Axes: mu / nu shard like their params; counts are replicated scalars
 // (t5x OptaxStatePartitionRules). Works on local shards (elementwise); with
-// clip_global_norm, the global norm of grads split across processes sums
+// clip_by_global_norm in the chain, the global norm of grads split across processes sums
 // their local squares through the ShardComm (one float64 scalar per set of
 // mesh axes; replicated grads are counted once, locally).
 #pragma once
 #include <optional>
 
 #include "t5x/optim/adafactor.h"
+#include "t5x/optim/grad_utils.h"
 #include "t5x/optim/optimizer.h"
 
 namespace t5x {
@@ -41,7 +42,7 @@ struct AdamWConfig {
   std::optional<HParamMap<bool>> weight_decay_mask;
   DType mu_dtype = DType::f32;
   bool lr_is_schedule = true;
-  std::optional<double> clip_global_norm;
+  ChainedClips chain;  // optimizers.chain's clips before adamw, in order
 };
 
 class AdamW : public Optimizer {
@@ -50,9 +51,9 @@ class AdamW : public Optimizer {
   std::string name() const override { return "optimizers.adamw"; }
   const AdamWConfig& config() const { return config_; }
   OptimizerState init(const ParamTree& params) const override;
-  // "0/" or "1/0/": where scale_by_adam's state sits in the chain.
-  std::string adam_prefix() const { return config_.clip_global_norm ? "1/0/" : "0/"; }
-  std::string schedule_count_key() const { return config_.clip_global_norm ? "1/2/count" : "2/count"; }
+  // "0/", or "1/0/" after one clip: where scale_by_adam's state sits.
+  std::string adam_prefix() const { return chain_state_prefix(config_.chain) + "0/"; }
+  std::string schedule_count_key() const { return chain_state_prefix(config_.chain) + "2/count"; }
 
  protected:
   void do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads, double learning_rate,

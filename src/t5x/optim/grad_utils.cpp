@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "backend/kernels.h"
@@ -55,10 +56,83 @@ ParamTree grads_to_clip(const ParamTree& params, const ParamTree& grads, const S
   for (const auto& [path, p] : params) {
     g[path] = grads.at(path);
     if (!g[path].is_fully_local() && !comm)
-      throw_invalid(op, "gradient of '" + path + "' is split across processes; clip_global_norm needs the "
+      throw_invalid(op, "gradient of '" + path + "' is split across processes; clip_by_global_norm needs the "
                         "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
   }
   return g;
+}
+
+std::string ChainedClip::to_string() const {
+  std::ostringstream o;
+  o << (kind == Kind::kGlobalNorm ? "optax.clip_by_global_norm(max_norm=" : "optax.clip(max_delta=") << threshold
+    << ")";
+  return o.str();
+}
+
+void check_chained_clips(const ChainedClips& clips, const char* op) {
+  for (const auto& c : clips)
+    if (!(std::isfinite(c.threshold) && c.threshold > 0.0))
+      throw_invalid(op, std::string(c.kind == ChainedClip::Kind::kGlobalNorm ? "optax.clip_by_global_norm's max_norm"
+                                                                              : "optax.clip's max_delta") +
+                            " must be finite and > 0, got " + std::to_string(c.threshold));
+}
+
+std::string chain_state_prefix(const ChainedClips& clips) {
+  return clips.empty() ? "" : std::to_string(clips.size()) + "/";
+}
+
+namespace {
+// Every gradient through `c` into new arrays (f32, bf16 or f16, rounded once).
+ParamTree clip_all(const ParamTree& grads, const kernels::GradClip& c, const char* op) {
+  if (!c.any()) return grads;
+  ParamTree out;
+  for (const auto& [k, g] : grads) {
+    check_float(op, k, g);
+    Array r(g.shape(), g.dtype(), g.sharding());
+    kernels::cpu::clip_grads(g.dtype(), g.raw_data(), g.local_size(), c, r.raw_data());
+    out[k] = r;
+  }
+  return out;
+}
+
+// One clip as a GradClip; the global norm is taken over `grads` as they are.
+kernels::GradClip one_clip(const ChainedClip& clip, const ParamTree& grads, const ShardComm* comm) {
+  kernels::GradClip c;
+  if (clip.kind == ChainedClip::Kind::kValue) {
+    c.clamp = true, c.max_delta = float(clip.threshold);
+  } else {
+    // optax: where(g_norm < max_norm, g, (g / g_norm) * max_norm), float32.
+    c.norm = float(global_norm(grads, comm));
+    c.max_norm = float(clip.threshold);
+    c.scale = !(c.norm < c.max_norm);
+  }
+  return c;
+}
+}  // namespace
+
+PreparedClips prepare_chained_clips(const ChainedClips& clips, const ParamTree& params, const ParamTree& grads,
+                                    const ShardComm* comm, const char* op) {
+  PreparedClips out;
+  if (clips.empty()) {
+    out.grads = grads;
+    return out;
+  }
+  check_chained_clips(clips, op);
+  out.grads = grads_to_clip(params, grads, comm, op);
+  // The tail the kernels fuse: [clip_by_global_norm][clip], in that order.
+  size_t tail = clips.size();
+  if (tail > 0 && clips[tail - 1].kind == ChainedClip::Kind::kValue) --tail;
+  if (tail > 0 && clips[tail - 1].kind == ChainedClip::Kind::kGlobalNorm) --tail;
+  for (size_t i = 0; i < tail; ++i) out.grads = clip_all(out.grads, one_clip(clips[i], out.grads, comm), op);
+  for (size_t i = tail; i < clips.size(); ++i) {
+    const kernels::GradClip c = one_clip(clips[i], out.grads, comm);
+    if (c.scale) out.fused.scale = true, out.fused.norm = c.norm, out.fused.max_norm = c.max_norm;
+    if (c.clamp) out.fused.clamp = true, out.fused.max_delta = c.max_delta;
+  }
+  // Other dtypes get the fused tail in a copy, so that the kernel leaves them be.
+  for (auto& [k, g] : out.grads)
+    if (g.dtype() != DType::f32) g = clip_all({{k, g}}, out.fused, op).at(k);
+  return out;
 }
 
 ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm) {
@@ -75,8 +149,10 @@ ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm, double gl
       continue;
     }
     check_float("clip_by_global_norm", k, g);
+    kernels::GradClip c;
+    c.scale = true, c.norm = norm, c.max_norm = float(max_norm);
     Array r(g.shape(), g.dtype(), g.sharding());
-    kernels::cpu::div_mul(g.dtype(), g.raw_data(), g.local_size(), norm, float(max_norm), r.raw_data());
+    kernels::cpu::clip_grads(g.dtype(), g.raw_data(), g.local_size(), c, r.raw_data());
     out[k] = r;
   }
   return out;

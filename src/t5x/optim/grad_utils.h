@@ -1,4 +1,5 @@
-// Gradient utilities: global norm, optax.clip_by_global_norm, and t5x's
+// Gradient utilities: global norm, optax.clip_by_global_norm and optax.clip
+// chained before an optimizer, and t5x's
 // microbatch gradient accumulation (trainer.accumulate_grads_microbatched).
 #pragma once
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernels.h"
 #include "core/array.h"
 #include "mesh/pairwise_sum.h"
 #include "ops/autodiff.h"
@@ -36,6 +38,45 @@ ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm);
 // Same with the global norm given (e.g. computed from gathered shards);
 // works on local shards.
 ParamTree clip_by_global_norm(const ParamTree& grads, double max_norm, double norm);
+
+// A stateless optax transformation that t5x's optimizers.chain puts before
+// the optimizer, e.g. chain([optax.clip(1.0), optax.lion(...)]) in t5x's
+// examples/t5/t5_1_1/examples/base_wmt_from_scratch_lion.gin:
+//   kGlobalNorm: optax.clip_by_global_norm(max_norm), as clip_by_global_norm above;
+//   kValue:      optax.clip(max_delta): each value clamped to [-max_delta, max_delta].
+struct ChainedClip {
+  enum class Kind { kGlobalNorm, kValue };
+  Kind kind = Kind::kGlobalNorm;
+  double threshold = 1.0;  // max_norm or max_delta: finite and > 0
+  static ChainedClip global_norm(double max_norm) { return {Kind::kGlobalNorm, max_norm}; }
+  static ChainedClip value(double max_delta) { return {Kind::kValue, max_delta}; }
+  std::string to_string() const;  // "optax.clip(max_delta=1)"
+};
+using ChainedClips = std::vector<ChainedClip>;  // in chain order
+
+// Throws "[op] optax.clip's max_delta must be finite and > 0, got ..." (or
+// max_norm) for a bad threshold.
+void check_chained_clips(const ChainedClips& clips, const char* op);
+
+// Where an optimizer's own state sits in the chain's flax state dict: "" with
+// no clips, else "<n>/" (the n clips' states are empty, and OptaxWrapper's
+// state dict leaves empty states out), e.g. "1/" for chain([clip, adamw]).
+std::string chain_state_prefix(const ChainedClips& clips);
+
+// One step's clips, prepared for an update kernel. The longest tail of the
+// chain that reads [clip_by_global_norm][clip] becomes `fused`, applied by
+// the kernel to float32 gradients as it reads them (no clipped copy); the
+// clips before that tail are applied into copies first, and gradients of
+// other dtypes get the whole chain in a copy. So the kernel applies `fused`
+// to exactly the gradients of `grads` that are float32.
+struct PreparedClips {
+  kernels::GradClip fused;
+  ParamTree grads;  // every key of params
+};
+// `grads` must hold every key of `params`; a gradient split across processes
+// needs `comm` for the global norm ("[op] gradient of 'x' is split ...").
+PreparedClips prepare_chained_clips(const ChainedClips& clips, const ParamTree& params, const ParamTree& grads,
+                                    const ShardComm* comm, const char* op);
 
 // Batch slice used for microbatch `index` of `num_microbatches`
 // (t5x get_microbatch): rows [index*m, (index+1)*m) of dim `batch_dim`,

@@ -18,8 +18,7 @@ const char* kOp = "SGD";
 Sgd::Sgd(SgdConfig config) : config_(std::move(config)) {
   if (config_.momentum && !std::isfinite(*config_.momentum))
     throw_invalid(kOp, "momentum must be finite (or None), got " + std::to_string(*config_.momentum));
-  if (config_.clip_global_norm && !(*config_.clip_global_norm > 0.0))
-    throw_invalid(kOp, "clip_by_global_norm's max_norm must be > 0, got " + std::to_string(*config_.clip_global_norm));
+  check_chained_clips(config_.chain, kOp);
 }
 
 OptimizerState Sgd::init(const ParamTree& params) const {
@@ -57,21 +56,18 @@ void Sgd::do_apply_gradient(ParamTree& params, OptimizerState& state, const Para
     cit = state.slots.find(count_key);
     if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + count_key + "'");
   }
-  // optax.clip_by_global_norm: unchanged below max_norm, else each grad is
-  // (g / norm) * max_norm in its dtype, into a copy (one more pass, only on
-  // the steps that clip; below max_norm the grads are shared, not copied).
-  ParamTree clipped;
-  if (config_.clip_global_norm) {
-    const ParamTree g = grads_to_clip(params, grads, comm, kOp);
-    clipped = clip_by_global_norm(g, *config_.clip_global_norm, global_norm(g, comm));
-  }
+  // The chain's clips, applied by the kernel to f32 gradients as it reads
+  // them; others arrive clipped in copies (prepare_chained_clips).
+  const PreparedClips clips = prepare_chained_clips(config_.chain, params, grads, comm, kOp);
   kernels::SgdScalars s;
   s.momentum = momentum ? float(*config_.momentum) : 0.0f;
   s.nesterov = momentum && config_.nesterov;
   s.step_size = -float(learning_rate);
   for (auto& [path, param] : params) {
     FloatView p(param);
-    ConstFloatView g(clipped.empty() ? grads.at(path) : clipped.at(path));
+    const Array& grad = clips.grads.at(path);
+    s.clip = grad.dtype() == DType::f32 ? clips.fused : kernels::GradClip{};
+    ConstFloatView g(grad);
     if (momentum) {
       FloatView t(state.slots.at(trace + path));
       kernels::cpu::sgd_update(param.local_size(), s, p.data(), g.data(), t.data());

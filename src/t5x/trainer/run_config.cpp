@@ -15,6 +15,7 @@
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
+#include "t5x/optim/lion.h"
 #include "t5x/optim/sgd.h"
 
 namespace t5x::trainer {
@@ -209,8 +210,30 @@ LearningRateSchedule read_lr_value(const Config& cfg, const std::string& scope, 
   return [lr](int64_t) { return lr; };
 }
 
-std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& ref,
-                                            std::optional<double> clip, LearningRateSchedule* lr) {
+// optax's mu_dtype: None keeps the moment in float32 (the dtype of the float32
+// params t5x trains); 'float32' or 'bfloat16' name it.
+DType read_mu_dtype(const Config& cfg, const std::string& s, const std::string& c) {
+  auto v = opt_value(cfg, s, c, "mu_dtype");
+  if (!v || v->is_none()) return DType::f32;
+  const std::string d = v->kind() == ValueKind::kString ? v->as_string() : "";
+  if (d == "float32" || d == "jnp.float32") return DType::f32;
+  if (d == "bfloat16" || d == "jnp.bfloat16") return DType::bf16;
+  throw std::invalid_argument("[trainer] " + c + ".mu_dtype = " + v->to_gin() +
+                              " is not supported\n  hint: leave it None (float32) or set 'float32' or 'bfloat16'");
+}
+
+// optax's weight-decay mask is a pytree or a Python callable, which a gin
+// file cannot give t5x.cpp; say so rather than decay every param.
+void refuse_mask(const Config& cfg, const std::string& s, const std::string& c) {
+  auto v = opt_value(cfg, s, c, "mask");
+  if (v && !v->is_none())
+    throw std::invalid_argument("[trainer] " + c + ".mask = " + v->to_gin() +
+                                " is not supported (optax takes a pytree or a callable there)\n  hint: remove the "
+                                "binding (every param is decayed), or set weight_decay = 0.0");
+}
+
+std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& ref, const ChainedClips& chain,
+                                            LearningRateSchedule* lr) {
   const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   AdamWConfig a;
@@ -220,21 +243,52 @@ std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& 
   a.eps_root = cfg.get_double(s, c, "eps_root");
   if (c.ends_with("adamw")) a.weight_decay = cfg.get_double(s, c, "weight_decay");
   else a.weight_decay = 0.0;
-  a.clip_global_norm = clip;
+  a.chain = chain;
+  a.mu_dtype = read_mu_dtype(cfg, s, c);
+  if (c.ends_with("adamw")) refuse_mask(cfg, s, c);
   auto v = opt_value(cfg, s, c, "learning_rate");
   a.lr_is_schedule = v && v->kind() == ValueKind::kReference;
   *lr = read_lr_value(cfg, s, c, "learning_rate");
   return std::make_shared<AdamW>(a);
 }
 
+// optimizers.lion = optax.lion(learning_rate, b1=0.9, b2=0.99, mu_dtype=None,
+// weight_decay=1e-3, mask=None) behind OptaxWrapper.
+std::shared_ptr<const Optimizer> read_lion(const Config& cfg, const Reference& ref, const ChainedClips& chain,
+                                           LearningRateSchedule* lr) {
+  const std::string c = canonical_name(cfg, ref);
+  const std::string& s = ref.scope;
+  LionConfig o;
+  o.b1 = cfg.get_double(s, c, "b1");
+  o.b2 = cfg.get_double(s, c, "b2");
+  for (const auto& [name, b] : {std::pair<const char*, double>{"b1", o.b1}, {"b2", o.b2}})
+    if (!(b >= 0.0 && b <= 1.0))
+      throw std::invalid_argument("[trainer] " + c + "." + name + " must be in [0, 1], got " + std::to_string(b));
+  if (auto w = opt_value(cfg, s, c, "weight_decay"); w && w->kind() == ValueKind::kReference)
+    throw std::invalid_argument("[trainer] " + c + ".weight_decay = " + w->to_gin() +
+                                " is a schedule; t5x.cpp takes a number there\n  hint: bind a float (default 1e-3)");
+  o.weight_decay = cfg.get_double(s, c, "weight_decay");
+  if (!std::isfinite(o.weight_decay))
+    throw std::invalid_argument("[trainer] " + c + ".weight_decay must be finite, got " +
+                                std::to_string(o.weight_decay));
+  o.mu_dtype = read_mu_dtype(cfg, s, c);
+  refuse_mask(cfg, s, c);
+  o.chain = chain;
+  auto v = opt_value(cfg, s, c, "learning_rate");
+  if (!v) throw std::invalid_argument("[trainer] " + c + ".learning_rate is not bound (a number or a schedule)");
+  o.lr_is_schedule = v->kind() == ValueKind::kReference;
+  *lr = read_lr_value(cfg, s, c, "learning_rate");
+  return std::make_shared<Lion>(o);
+}
+
 // optimizers.sgd = optax.sgd(learning_rate, momentum=None, nesterov=False,
 // accumulator_dtype=None) behind OptaxWrapper.
-std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& ref, std::optional<double> clip,
+std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& ref, const ChainedClips& chain,
                                           LearningRateSchedule* lr) {
   const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   SgdConfig o;
-  o.clip_global_norm = clip;
+  o.chain = chain;
   if (!cfg.is_none(s, c, "momentum")) {
     o.momentum = cfg.get_double(s, c, "momentum");  // names the parameter on a bad kind
     if (!std::isfinite(*o.momentum))
@@ -256,6 +310,21 @@ std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& re
   o.lr_is_schedule = v->kind() == ValueKind::kReference;
   *lr = read_lr_value(cfg, s, c, "learning_rate");
   return std::make_shared<Sgd>(o);
+}
+
+// The optax optimizers t5x.cpp runs, by their t5x or optax name.
+bool optax_optimizer(const std::string& c) {
+  for (const char* n : {"adamw", "adam", "sgd", "lion"})
+    if (c == std::string("optimizers.") + n || c == std::string("optax.") + n) return true;
+  return false;
+}
+
+std::shared_ptr<const Optimizer> read_optax_optimizer(const Config& cfg, const Reference& ref,
+                                                      const ChainedClips& chain, LearningRateSchedule* lr) {
+  const std::string c = canonical_name(cfg, ref);
+  if (c.ends_with(".sgd")) return read_sgd(cfg, ref, chain, lr);
+  if (c.ends_with(".lion")) return read_lion(cfg, ref, chain, lr);
+  return read_adamw(cfg, ref, chain, lr);
 }
 
 }  // namespace
@@ -337,46 +406,48 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
     a.skip_nan_updates = cfg.get_bool(s, c, "skip_nan_updates");
     own_lr = read_lr_value(cfg, s, c, "learning_rate");
     o.optimizer = std::make_shared<Adafactor>(a);
-  } else if (c == "optimizers.adamw" || c == "optax.adamw" || c == "optimizers.adam" || c == "optax.adam") {
-    o.optimizer = read_adamw(cfg, ref, std::nullopt, &own_lr);
   } else if (c == "optimizers.chain") {
-    // chain([clip_by_global_norm(x), adamw(...)]): the t5x recipe for AdamW;
-    // the same with adam or sgd.
-    std::optional<double> clip;
+    // chain([clips..., optimizer]): t5x's recipe for the optax optimizers,
+    // e.g. [@optax.clip(), @optax.lion()] in base_wmt_from_scratch_lion.gin.
+    ChainedClips clips;
     std::optional<Reference> inner;
     const auto items = cfg.get_list(s, c, "transformations");
-    const std::string kinds = "[@optax.clip_by_global_norm(), @optax.adamw()] (or adam, sgd; the clip is optional)";
+    const std::string kinds =
+        "[@optax.clip(), @optax.adamw()]: any of optax.clip and optax.clip_by_global_norm, then one of "
+        "optax.adamw, adam, sgd or lion";
     for (size_t i = 0; i < items.size(); ++i) {
+      const std::string at = "[trainer] optimizers.chain.transformations[" + std::to_string(i) + "]";
       if (items[i].kind() != ValueKind::kReference)
-        throw std::invalid_argument("[trainer] optimizers.chain.transformations[" + std::to_string(i) + "] is " +
-                                    items[i].to_gin() + ", not a transformation\n  hint: write " + kinds);
+        throw std::invalid_argument(at + " is " + items[i].to_gin() + ", not a transformation\n  hint: write " +
+                                    kinds);
       Reference r = items[i].as_reference();
       r.scope = gin::reference_scope(s, r.scope);
       const std::string rc = canonical_name(cfg, r);
       const bool last = i + 1 == items.size();
-      if (rc == "optax.clip_by_global_norm" && i == 0 && !last) {
-        clip = cfg.get_double(r.scope, rc, "max_norm");
-        if (!(*clip > 0.0))
-          throw std::invalid_argument("[trainer] optax.clip_by_global_norm.max_norm must be > 0, got " +
-                                      std::to_string(*clip));
-      } else if (last && (rc.ends_with("adamw") || rc.ends_with("adam") || rc.ends_with("sgd"))) {
+      const bool clip = rc == "optax.clip_by_global_norm" || rc == "optax.clip";
+      if (clip && !last) {
+        const char* param = rc == "optax.clip" ? "max_delta" : "max_norm";
+        const double t = cfg.get_double(r.scope, rc, param);
+        if (!(std::isfinite(t) && t > 0.0))
+          throw std::invalid_argument(at + ": " + rc + "." + param + " must be finite and > 0, got " +
+                                      std::to_string(t));
+        clips.push_back(rc == "optax.clip" ? ChainedClip::value(t) : ChainedClip::global_norm(t));
+      } else if (last && optax_optimizer(rc)) {
         inner = r;
       } else {
-        throw std::invalid_argument("[trainer] optimizers.chain.transformations[" + std::to_string(i) + "] = @" + rc +
-                                    " is not supported there\n  hint: t5x.cpp runs " + kinds);
+        throw std::invalid_argument(at + " = @" + rc + " is not supported there\n  hint: t5x.cpp runs " + kinds);
       }
     }
     if (!inner)
       throw std::invalid_argument("[trainer] optimizers.chain.transformations has no optimizer\n  hint: write " +
                                   kinds);
-    o.optimizer = canonical_name(cfg, *inner).ends_with("sgd") ? read_sgd(cfg, *inner, clip, &own_lr)
-                                                               : read_adamw(cfg, *inner, clip, &own_lr);
-  } else if (c == "optimizers.sgd" || c == "optax.sgd") {
-    o.optimizer = read_sgd(cfg, ref, std::nullopt, &own_lr);
+    o.optimizer = read_optax_optimizer(cfg, *inner, clips, &own_lr);
+  } else if (optax_optimizer(c)) {
+    o.optimizer = read_optax_optimizer(cfg, ref, {}, &own_lr);
   } else {
     throw std::invalid_argument("[trainer] unsupported optimizer @" + c +
-                                "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam, optimizers.sgd or "
-                                "optimizers.chain (optax.adamw, optax.adam and optax.sgd as well)");
+                                "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam, optimizers.sgd, "
+                                "optimizers.lion or optimizers.chain (optax.adamw, adam, sgd and lion as well)");
   }
   // t5x passes trainer.Trainer.learning_rate_fn(step) to Adafactor; optax
   // optimizers carry their own schedule.

@@ -63,7 +63,7 @@ TEST(AdamW, StateNamesFollowOptaxWrapper) {
   EXPECT_EQ(plain.slot_axes.at("0/mu/enc/mlp/wi"), (std::vector<std::string>{"embed", "mlp"}));
   EXPECT_TRUE(plain.slot_axes.at("0/count").empty());
   AdamWConfig c;
-  c.clip_global_norm = 1.0;
+  c.chain = {ChainedClip::global_norm(1.0)};
   c.lr_is_schedule = false;
   OptimizerState chained = AdamW(c).init(p);
   EXPECT_TRUE(chained.slots.count("1/0/mu/enc/ln/scale"));
@@ -74,7 +74,7 @@ TEST(AdamW, StateNamesFollowOptaxWrapper) {
   EXPECT_TRUE(dict.count("state/param_states/1/0/nu/enc/mlp/wi"));
 }
 
-// clip_global_norm is applied inside the update for f32 gradients and by a
+// clip_by_global_norm is applied inside the update for f32 gradients and by a
 // clipped copy for bf16 ones: both equal clip_by_global_norm, then AdamW
 // without clipping, bit for bit; below max_norm the gradients pass as they are.
 TEST(AdamW, ClipInsideTheUpdateEqualsClipThenUpdate) {
@@ -87,7 +87,7 @@ TEST(AdamW, ClipInsideTheUpdateEqualsClipThenUpdate) {
   for (DType gdt : {DType::f32, DType::bf16})
     for (double max_norm : {0.37, 1e6}) {
       AdamWConfig clipped_cfg, plain_cfg;
-      clipped_cfg.clip_global_norm = max_norm;
+      clipped_cfg.chain = {ChainedClip::global_norm(max_norm)};
       clipped_cfg.weight_decay = plain_cfg.weight_decay = 0.01;
       AdamW clipped(clipped_cfg), plain(plain_cfg);
       const ParamTree g{{"w", Array::from_floats(s, gv, gdt)}};
@@ -189,7 +189,7 @@ namespace {
 // process's shards equal one process's update.
 TEST(AdamW, ShardedGradsClipWithOneScalarSumOfSquares) {
   AdamWConfig c;
-  c.clip_global_norm = 0.05;  // well below the norm: clipping is active
+  c.chain = {ChainedClip::global_norm(0.05)};  // well below the norm: clipping is active
   Shape s{{"embed", 4}, {"mlp", 8}}, r{{"embed", 4}};
   std::vector<float> pv(32), gv(32);
   for (int i = 0; i < 32; ++i) {

@@ -6,6 +6,7 @@
 
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
+#include "t5x/optim/lion.h"
 #include "t5x/optim/grad_utils.h"
 #include "t5x/optim/schedules.h"
 #include "t5x/optim/sgd.h"
@@ -129,7 +130,7 @@ TEST(OptimGolden, AdamWChainedWithGlobalNormClipAndSchedule) {
   c.b2 = 0.95;
   c.eps = 1e-6;
   c.weight_decay = 1e-2;
-  c.clip_global_norm = 1.0;
+  c.chain = {ChainedClip::global_norm(1.0)};
   AdamW opt(c);
   auto sched = warmup_cosine_decay_schedule(0.0, 1e-2, 2, 10);
   const auto& want = Golden::get().man["runs"]["adamw_clip_schedule"]["lr"];
@@ -199,7 +200,7 @@ TEST(OptimGolden, SgdAfterClipByGlobalNorm) {
   ASSERT_EQ(clipped, 2) << "the golden should clip some steps and not others";
   SgdConfig c;
   c.momentum = 0.9;
-  c.clip_global_norm = 31.2;
+  c.chain = {ChainedClip::global_norm(31.2)};
   const Sgd opt(c);
   EXPECT_EQ(opt.trace_prefix(), "1/0/trace/");
   EXPECT_EQ(opt.schedule_count_key(), "1/1/count");
@@ -207,6 +208,59 @@ TEST(OptimGolden, SgdAfterClipByGlobalNorm) {
   std::vector<double> lrs;
   for (int t = 0; t < 5; ++t) lrs.push_back(sched(t));
   run_sgd("sgd_clip_schedule", c, lrs);
+}
+
+// optax.lion (t5x optimizers.lion): its state pytree flattened ("0/count",
+// "0/mu/<path>", "2/count" with a schedule); the slot count catches keys
+// optax does not have.
+void run_lion(const std::string& run, const LionConfig& c, const std::vector<double>& lrs) {
+  const Lion opt(c);
+  run_golden(opt, run, Golden::get().all_leaves(), 0, lrs);
+  const auto& want = Golden::get().man["runs"][run]["steps"][0]["state"];
+  EXPECT_EQ(opt.init(Golden::get().params(Golden::get().all_leaves())).slots.size(), want.size()) << run;
+}
+
+TEST(OptimGolden, LionDefaults) {
+  LionConfig c;
+  c.lr_is_schedule = false;  // optax.lion(1e-3): no schedule state
+  run_lion("lion_default", c, std::vector<double>(5, 1e-3));
+}
+
+// t5x's base_wmt_from_scratch_lion.gin recipe: chain([optax.clip(x),
+// optax.lion(schedule)]), the clip fused into the update; the state moves
+// under "1/".
+TEST(OptimGolden, LionAfterClipWithSchedule) {
+  LionConfig c;
+  c.b1 = 0.8;
+  c.b2 = 0.95;
+  c.weight_decay = 0.0;
+  c.chain = {ChainedClip::value(0.7)};
+  EXPECT_EQ(Lion(c).lion_prefix(), "1/0/");
+  EXPECT_EQ(Lion(c).schedule_count_key(), "1/2/count");
+  auto sched = warmup_cosine_decay_schedule(0.0, 1e-3, 2, 10);
+  const auto& want = Golden::get().man["runs"]["lion_clip_schedule"]["lr"];
+  std::vector<double> lrs;
+  for (int t = 0; t < 5; ++t) {
+    lrs.push_back(sched(t));
+    EXPECT_NEAR(lrs.back(), want[size_t(t)].get<double>(), 1e-6 * 1e-3) << "step " << t;
+  }
+  run_lion("lion_clip_schedule", c, lrs);
+}
+
+// Two clips before the optimizer: [clip_by_global_norm, clip] is fused into
+// AdamW's update; [clip, clip_by_global_norm] runs the clamp into a copy,
+// then the norm of the clamped grads fused into SGD's update.
+TEST(OptimGolden, TwoChainedClipsInEitherOrder) {
+  AdamWConfig a;
+  a.lr_is_schedule = false;
+  a.chain = {ChainedClip::global_norm(20.0), ChainedClip::value(0.05)};
+  EXPECT_EQ(AdamW(a).adam_prefix(), "2/0/");
+  run_golden(AdamW(a), "adamw_two_clips", Golden::get().all_leaves(), 0, std::vector<double>(5, 1e-3));
+  SgdConfig sg;
+  sg.momentum = 0.9;
+  sg.lr_is_schedule = false;
+  sg.chain = {ChainedClip::value(0.5), ChainedClip::global_norm(5.0)};
+  run_sgd("sgd_clip_then_norm", sg, std::vector<double>(5, 0.1));
 }
 
 TEST(OptimGolden, Schedules) {

@@ -142,7 +142,7 @@ TEST(OptimizersOnShards, AdafactorShardLayoutsAndOptionsEqualOneProcess) {
 
 TEST(OptimizersOnShards, AdamWIsElementwiseAndItsClipSumsOneScalar) {
   AdamWConfig c;
-  c.clip_global_norm = 0.05;  // active
+  c.chain = {ChainedClip::global_norm(0.05)};  // active
   const std::vector<Leaf> leaves = {{"r", Shape{{"embed", 16}}, PartitionSpec::replicated(1)},
                                     {"w", Shape{{"embed", 8}, {"mlp", 16}}, PartitionSpec({{}, {"model"}})}};
   const int steps = 3;
@@ -156,7 +156,7 @@ TEST(OptimizersOnShards, AdamWIsElementwiseAndItsClipSumsOneScalar) {
 TEST(OptimizersOnShards, SgdAfterClipSumsOneScalar) {
   SgdConfig c;
   c.momentum = 0.9;
-  c.clip_global_norm = 0.05;  // active
+  c.chain = {ChainedClip::global_norm(0.05)};  // active
   const std::vector<Leaf> leaves = {{"r", Shape{{"embed", 16}}, PartitionSpec::replicated(1)},
                                     {"w", Shape{{"embed", 8}, {"mlp", 16}}, PartitionSpec({{}, {"model"}})}};
   const int steps = 3;
