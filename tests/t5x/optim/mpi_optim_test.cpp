@@ -13,6 +13,7 @@
 #include "spmd/shard_comm.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
+#include "t5x/optim/lion.h"
 #include "t5x/optim/sgd.h"
 
 namespace t5x {
@@ -161,6 +162,21 @@ TEST(OptimizersOnShards, SgdAfterClipSumsOneScalar) {
                                     {"w", Shape{{"embed", 8}, {"mlp", 16}}, PartitionSpec({{}, {"model"}})}};
   const int steps = 3;
   auto [bad, counted] = run_both(Sgd(c), leaves, steps);
+  EXPECT_EQ(bad, "");
+  EXPECT_EQ(counted.calls_of(Collective::kAllReduce), g_world->size() > 1 ? steps : 0);
+  EXPECT_DOUBLE_EQ(counted.total_bytes(), steps * ring_all_reduce_bytes(1));
+}
+
+// Lion after t5x's two clips (clip(0.01) clamps most of the ramps' values,
+// then clip_by_global_norm(0.05) on what is left): elementwise on shards,
+// one scalar summed per step for the norm.
+TEST(OptimizersOnShards, LionAfterTwoClipsSumsOneScalar) {
+  LionConfig c;
+  c.chain = {ChainedClip::value(0.01), ChainedClip::global_norm(0.05)};
+  const std::vector<Leaf> leaves = {{"r", Shape{{"embed", 16}}, PartitionSpec::replicated(1)},
+                                    {"w", Shape{{"embed", 8}, {"mlp", 16}}, PartitionSpec({{}, {"model"}})}};
+  const int steps = 3;
+  auto [bad, counted] = run_both(Lion(c), leaves, steps);
   EXPECT_EQ(bad, "");
   EXPECT_EQ(counted.calls_of(Collective::kAllReduce), g_world->size() > 1 ? steps : 0);
   EXPECT_DOUBLE_EQ(counted.total_bytes(), steps * ring_all_reduce_bytes(1));
