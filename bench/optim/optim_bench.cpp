@@ -2,7 +2,7 @@
 // shared embedding [vocab 32128, embed 512] and eight [embed 512, mlp 1024]
 // kernels (20.6M float32 values, 82 MB). What a step does besides the model:
 // Adafactor (t5x's default), AdamW with optax's clip_by_global_norm (the t5x
-// recipe for AdamW), the global norm alone, and the microbatch gradient sum
+// recipe for AdamW), Lion behind optax.clip, the global norm alone, and the microbatch gradient sum
 // (GradAccumulator), through the public t5x/optim API. Bytes per second count each array read
 // or written once.
 #include <benchmark/benchmark.h>
@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/kernels.h"
 #include "ops/ops.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
 #include "t5x/optim/grad_utils.h"
+#include "t5x/optim/lion.h"
 
 namespace {
 
@@ -46,6 +48,36 @@ void BM_AdamWClipped(benchmark::State& st) {
   for (auto _ : st) opt.apply_gradient(p, s, g, 1e-3);
   // Reads param, grad (twice: norm, update), mu, nu; writes param, mu, nu.
   st.SetBytesProcessed(st.iterations() * values(p) * 4 * 8);
+}
+
+// Lion behind optax.clip(1.0), t5x's base_wmt_from_scratch_lion.gin recipe
+// (active: the gradients are N(0, 1)). Arg 0: the clamp inside Lion's update
+// (chain [clip]); arg 1: the clamp into a copy first (the backend's
+// clip_grads kernel, into arrays allocated once), then Lion without a chain:
+// what the fusion saves.
+void BM_LionClipped(benchmark::State& st) {
+  ParamTree p = t5_small_like(1, 0.05f);
+  const ParamTree g = t5_small_like(100, 1.0f);
+  LionConfig c;
+  const bool fused = st.range(0) == 0;
+  if (fused) c.chain = {ChainedClip::value(1.0)};
+  Lion opt(c);
+  OptimizerState s = opt.init(p);
+  ParamTree clipped;
+  for (const auto& [k, a] : g) clipped[k] = Array(a.shape(), a.dtype());
+  kernels::GradClip clamp;
+  clamp.clamp = true, clamp.max_delta = 1.0f;
+  for (auto _ : st) {
+    if (fused) {
+      opt.apply_gradient(p, s, g, 1e-4);
+    } else {
+      for (const auto& [k, a] : g)
+        kernels::cpu::clip_grads(a.dtype(), a.raw_data(), a.local_size(), clamp, clipped.at(k).raw_data());
+      opt.apply_gradient(p, s, clipped, 1e-4);
+    }
+  }
+  // Reads param, grad, mu; writes param, mu (the copy's read and write uncounted).
+  st.SetBytesProcessed(st.iterations() * values(p) * 4 * 5);
 }
 
 // One Adafactor step with t5x's defaults (factored second moments, update
@@ -103,6 +135,7 @@ void BM_AdafactorSparseEmbedding(benchmark::State& st) {
 BENCHMARK(BM_AdafactorStep)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AdafactorSparseEmbedding)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AdamWClipped)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LionClipped)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GlobalNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GradAccumulatorAdd)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
