@@ -216,6 +216,11 @@ void add_run_configurables(Registry& r) {
 
   in_t5x.add("trainer.Trainer",
         {{"num_microbatches", "None"}, {"learning_rate_fn", ""}, {"weight_metrics_computer", "None"}});
+  in_moe.add("trainer.MoeTrainer",
+        {{"num_microbatches", "None"}, {"learning_rate_fn", ""}, {"num_expert_partitions", ""},
+         {"sharded_match_fn", "None"}, {"weight_metrics_computer", "None"}},
+        "trainer.Trainer for MoE runs; num_expert_partitions must equal the MoePjitPartitioner's "
+        "(t5x/contrib/moe/trainer.py)");
   in_t5x.add("trainer.WeightMetricsComputer", {});
   const Params action = {{"task", ""}, {"metric", "'loss'"}, {"mode", "'max'"},
                          {"patience", "3"}, {"atol", "0.0"}, {"rtol", "0.0"}};

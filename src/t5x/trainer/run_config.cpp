@@ -376,6 +376,35 @@ std::vector<std::string> use_cached_warnings(const DatasetConfig& d) {
   return out;
 }
 
+// The trainer class a run binds (train_script.train.trainer_cls): t5x's
+// trainer.Trainer, or contrib/moe's MoeTrainer (the same step plus the expert
+// partition count, which must match the partitioner's). Unbound: trainer.Trainer.
+static std::string trainer_class(const Config& cfg) {
+  auto v = opt_value(cfg, "", "train_script.train", "trainer_cls");
+  if (!v || v->is_none()) return "trainer.Trainer";
+  const Value r = cfg.resolve(*v);
+  const std::string c = r.kind() == ValueKind::kReference ? canonical_name(cfg, r.as_reference()) : "";
+  if (c == "trainer.Trainer" || c == "trainer.MoeTrainer") {
+    // num_microbatches set on the class the run does not use would be
+    // dropped without a word. The run files bind it to None on
+    // trainer.Trainer (its default), and t5x's contrib/moe ones the same
+    // value on both, which is fine.
+    const std::string other = c == "trainer.Trainer" ? "trainer.MoeTrainer" : "trainer.Trainer";
+    if (auto unused = cfg.get_optional("", other, "num_microbatches"); unused && !cfg.resolve(*unused).is_none()) {
+      auto used = cfg.get_optional("", c, "num_microbatches");
+      if (!used || cfg.resolve(*used).to_gin() != cfg.resolve(*unused).to_gin())
+        throw std::invalid_argument("[trainer] " + other + ".num_microbatches = " + unused->to_gin() +
+                                    " is not read: the run's trainer is " + c +
+                                    " (train_script.train.trainer_cls)\n  hint: bind " + c +
+                                    ".num_microbatches instead");
+    }
+    return c;
+  }
+  throw std::invalid_argument("[trainer] train_script.train.trainer_cls = " + v->to_gin() +
+                              " is not a trainer\n  hint: write @trainer.Trainer, or @moe_trainer.MoeTrainer "
+                              "(from t5x.contrib.moe import trainer as moe_trainer) for an MoE run");
+}
+
 OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_ref) {
   OptimizerConfig o;
   Reference ref = nested_reference(cfg, model_ref, "optimizer_def");
@@ -454,9 +483,10 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
   if (own_lr) {
     o.schedule = own_lr;
   } else {
-    auto v = cfg.get_optional("", "trainer.Trainer", "learning_rate_fn");
+    const std::string tc = trainer_class(cfg);
+    auto v = cfg.get_optional("", tc, "learning_rate_fn");
     if (!v || v->is_none())
-      throw std::invalid_argument("[trainer] no learning rate: bind trainer.Trainer.learning_rate_fn "
+      throw std::invalid_argument("[trainer] no learning rate: bind " + tc + ".learning_rate_fn "
                                   "(e.g. @utils.create_learning_rate_scheduler())");
     o.schedule = read_schedule(cfg, cfg.resolve(*v).as_reference());
   }
@@ -579,7 +609,21 @@ TrainRunConfig read_train_config(const Config& cfg) {
                                   "\n  hint: a number of steps (0: the default)");
   if (auto v = opt_value(cfg, "", f, "random_seed")) t.random_seed = v->as_int();
   t.run_eval_before_training = cfg.get_bool("", f, "run_eval_before_training");
-  if (auto v = opt_value(cfg, "", "trainer.Trainer", "num_microbatches")) t.num_microbatches = std::max<int64_t>(1, v->as_int());
+  const std::string tc = trainer_class(cfg);
+  if (auto v = opt_value(cfg, "", tc, "num_microbatches")) t.num_microbatches = std::max<int64_t>(1, v->as_int());
+  if (tc == "trainer.MoeTrainer") {
+    // t5x contrib/moe: MoeTrainer(num_expert_partitions) shards the expert
+    // params' updates over the expert axis the MoE partitioner built.
+    const int64_t n = cfg.get_int("", tc, "num_expert_partitions");
+    if (!t.partitioner.moe() || n != t.partitioner.num_expert_partitions)
+      throw std::invalid_argument(
+          "[trainer] trainer.MoeTrainer.num_expert_partitions = " + std::to_string(n) +
+          (t.partitioner.moe() ? " but " + t.partitioner.name + ".num_expert_partitions = " +
+                                     std::to_string(t.partitioner.num_expert_partitions)
+                               : " but the partitioner (" + t.partitioner.name + ") has no expert axis") +
+          "\n  hint: bind both to %NUM_EXPERT_PARTITIONS with @moe_partitioning.MoePjitPartitioner(), as t5x's "
+          "contrib/moe configs/runs/pretrain.gin does");
+  }
   for (const auto* d : {&t.train_ds, t.train_eval_ds ? &*t.train_eval_ds : nullptr,
                         t.infer_eval_ds ? &*t.infer_eval_ds : nullptr})
     if (d) check_model_vocabulary(t.model, *d);

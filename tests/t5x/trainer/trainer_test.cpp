@@ -455,6 +455,67 @@ TEST(TrainerConfig, LionAndChainedClipsFromGin) {
       << m;
 }
 
+// t5x contrib/moe's configs/runs/pretrain.gin binds
+// train_script.train.trainer_cls = @moe_trainer.MoeTrainer: the run reads
+// the rate and microbatches from it, its num_expert_partitions must be the
+// partitioner's, and a differing binding left on the unused trainer.Trainer
+// is refused rather than dropped.
+TEST(TrainerConfig, MoeTrainerFromGin) {
+  const std::string dir = temp_dir("cfg_moe_trainer");
+  const std::vector<std::string> moe_trainer = {
+      "from t5x.contrib.moe import trainer as moe_trainer",
+      "train_script.train.trainer_cls = @moe_trainer.MoeTrainer()",
+      "moe_trainer.MoeTrainer.num_microbatches = 2",
+      "moe_trainer.MoeTrainer.learning_rate_fn = @moe/utils.create_learning_rate_scheduler()",
+      "moe/utils.create_learning_rate_scheduler.factors = 'constant'",
+      "moe/utils.create_learning_rate_scheduler.base_learning_rate = 0.25",
+      "moe_trainer.MoeTrainer.num_expert_partitions = %NUM_EXPERT_PARTITIONS"};
+  auto moe_run = [&](std::vector<std::string> extra) {
+    auto b = tiny_bindings(dir, 4, "gpl3_prefix");
+    for (auto& x : moe_trainer) b.push_back(x);
+    for (auto& x : extra) b.push_back(x);
+    return read_train_config(tiny_config(b, "configs/runs/moe/pretrain.gin", "configs/models/moe/tiny.gin"));
+  };
+  TrainRunConfig c = moe_run({});
+  EXPECT_EQ(c.num_microbatches, 2);
+  EXPECT_DOUBLE_EQ(c.optimizer.schedule(100), 0.25);
+  EXPECT_TRUE(c.partitioner.moe());
+
+  auto error = [&](std::vector<std::string> extra) {
+    try {
+      moe_run(std::move(extra));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  std::string m = error({"moe_trainer.MoeTrainer.num_expert_partitions = 3"});
+  EXPECT_NE(m.find("trainer.MoeTrainer.num_expert_partitions = 3 but partitioning.MoePjitPartitioner."
+                   "num_expert_partitions = "),
+            std::string::npos)
+      << m;
+  m = error({"trainer.Trainer.num_microbatches = 4"});
+  EXPECT_NE(m.find("trainer.Trainer.num_microbatches = 4 is not read: the run's trainer is trainer.MoeTrainer"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("hint: bind trainer.MoeTrainer.num_microbatches instead"), std::string::npos) << m;
+  m = error({"train_script.train.trainer_cls = @utils.DatasetConfig()"});
+  EXPECT_NE(m.find("train_script.train.trainer_cls = @utils.DatasetConfig() is not a trainer"), std::string::npos)
+      << m;
+  // MoeTrainer with the dense partitioner: no expert axis to match.
+  auto b = tiny_bindings(dir, 4);
+  for (auto& x : moe_trainer) b.push_back(x);
+  b.push_back("NUM_EXPERT_PARTITIONS = 1");
+  try {
+    read_train_config(tiny_config(b));
+    ADD_FAILURE() << "MoeTrainer under PjitPartitioner was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("but the partitioner (partitioning.PjitPartitioner) has no expert axis"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // A resume with another OPTIMIZER than the run's is an error naming both
 // states' slots (it dropped the saved Adafactor state without a word: the
 // bad-input sweep of session 59); the same optimizer resumes.
