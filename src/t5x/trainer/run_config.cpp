@@ -182,10 +182,20 @@ LearningRateSchedule read_schedule(const Config& cfg, const Reference& ref) {
         throw std::invalid_argument("[trainer] " + c + "." + name + " must be >= 0, got " + std::to_string(v));
     return create_learning_rate_scheduler(lc);
   }
-  if (c == "optax.warmup_cosine_decay_schedule")
+  if (c == "optax.warmup_cosine_decay_schedule") {
+    // optax's decay_steps counts the warmup: the cosine part runs for
+    // decay_steps - warmup_steps, which optax refuses unless positive.
+    const int64_t warmup = cfg.get_int(s, c, "warmup_steps"), decay = cfg.get_int(s, c, "decay_steps");
+    if (decay <= warmup)
+      throw std::invalid_argument(
+          "[trainer] " + (s.empty() ? "" : s + "/") + c + ".decay_steps = " + std::to_string(decay) +
+          " must be larger than its warmup_steps = " + std::to_string(warmup) +
+          " (the total length of the schedule, warmup included, as optax counts it)\n  hint: configs/runs/lion.gin "
+          "binds decay_steps = %TRAIN_STEPS and warmup_steps = %LION_WARMUP_STEPS: pass a smaller "
+          "--gin.LION_WARMUP_STEPS (or more TRAIN_STEPS)");
     return warmup_cosine_decay_schedule(cfg.get_double(s, c, "init_value"), cfg.get_double(s, c, "peak_value"),
-                                        cfg.get_int(s, c, "warmup_steps"), cfg.get_int(s, c, "decay_steps"),
-                                        cfg.get_double(s, c, "end_value"));
+                                        warmup, decay, cfg.get_double(s, c, "end_value"));
+  }
   if (c == "optax.linear_schedule")
     return linear_schedule(cfg.get_double(s, c, "init_value"), cfg.get_double(s, c, "end_value"),
                            cfg.get_int(s, c, "transition_steps"), cfg.get_int(s, c, "transition_begin"));
@@ -208,6 +218,21 @@ LearningRateSchedule read_lr_value(const Config& cfg, const std::string& scope, 
   }
   double lr = v->as_double();
   return [lr](int64_t) { return lr; };
+}
+
+// optax's optimizers take learning_rate as a required argument (t5x's
+// OptaxWrapper passes it through): a number or a schedule, never the
+// trainer's learning_rate_fn.
+Value optax_learning_rate(const Config& cfg, const std::string& s, const std::string& c) {
+  const std::string name = (s.empty() ? "" : s + "/") + c + ".learning_rate";
+  auto v = cfg.get_optional(s, c, "learning_rate");
+  if (!v)
+    throw std::invalid_argument("[trainer] " + name + " is not bound\n  hint: bind a number (e.g. 1e-4) or a "
+                                "schedule (e.g. @optax.warmup_cosine_decay_schedule())");
+  if (v->is_none())
+    throw std::invalid_argument("[trainer] " + name + " is None\n  hint: bind a number (e.g. 1e-4) or a schedule "
+                                "(e.g. @optax.warmup_cosine_decay_schedule())");
+  return *v;
 }
 
 // optax's mu_dtype: None keeps the moment in float32 (the dtype of the float32
@@ -246,8 +271,7 @@ std::shared_ptr<const Optimizer> read_adamw(const Config& cfg, const Reference& 
   a.chain = chain;
   a.mu_dtype = read_mu_dtype(cfg, s, c);
   if (c.ends_with("adamw")) refuse_mask(cfg, s, c);
-  auto v = opt_value(cfg, s, c, "learning_rate");
-  a.lr_is_schedule = v && v->kind() == ValueKind::kReference;
+  a.lr_is_schedule = optax_learning_rate(cfg, s, c).kind() == ValueKind::kReference;
   *lr = read_lr_value(cfg, s, c, "learning_rate");
   return std::make_shared<AdamW>(a);
 }
@@ -274,9 +298,7 @@ std::shared_ptr<const Optimizer> read_lion(const Config& cfg, const Reference& r
   o.mu_dtype = read_mu_dtype(cfg, s, c);
   refuse_mask(cfg, s, c);
   o.chain = chain;
-  auto v = opt_value(cfg, s, c, "learning_rate");
-  if (!v) throw std::invalid_argument("[trainer] " + c + ".learning_rate is not bound (a number or a schedule)");
-  o.lr_is_schedule = v->kind() == ValueKind::kReference;
+  o.lr_is_schedule = optax_learning_rate(cfg, s, c).kind() == ValueKind::kReference;
   *lr = read_lr_value(cfg, s, c, "learning_rate");
   return std::make_shared<Lion>(o);
 }
@@ -305,9 +327,7 @@ std::shared_ptr<const Optimizer> read_sgd(const Config& cfg, const Reference& re
                                   " is not supported; leave it None (the momentum trace is kept in float32) "
                                   "or set 'float32'");
   }
-  auto v = opt_value(cfg, s, c, "learning_rate");
-  if (!v) throw std::invalid_argument("[trainer] " + c + ".learning_rate is not bound (a number or a schedule)");
-  o.lr_is_schedule = v->kind() == ValueKind::kReference;
+  o.lr_is_schedule = optax_learning_rate(cfg, s, c).kind() == ValueKind::kReference;
   *lr = read_lr_value(cfg, s, c, "learning_rate");
   return std::make_shared<Sgd>(o);
 }
@@ -458,11 +478,17 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
         const char* param = rc == "optax.clip" ? "max_delta" : "max_norm";
         const double t = cfg.get_double(r.scope, rc, param);
         if (!(std::isfinite(t) && t > 0.0))
-          throw std::invalid_argument(at + ": " + rc + "." + param + " must be finite and > 0, got " +
-                                      std::to_string(t));
+          throw std::invalid_argument(at + ": " + (r.scope.empty() ? "" : r.scope + "/") + rc + "." + param +
+                                      " must be finite and > 0, got " + std::to_string(t));
         clips.push_back(rc == "optax.clip" ? ChainedClip::value(t) : ChainedClip::global_norm(t));
       } else if (last && optax_optimizer(rc)) {
         inner = r;
+      } else if (clip) {
+        throw std::invalid_argument(at + " = @" + rc + " ends the chain, which has no optimizer\n  hint: the last "
+                                    "item is the optimizer: " + kinds);
+      } else if (optax_optimizer(rc)) {
+        throw std::invalid_argument(at + " = @" + rc + " is an optimizer before the chain's end\n  hint: the "
+                                    "optimizer is the last item, after the clips: " + kinds);
       } else {
         throw std::invalid_argument(at + " = @" + rc + " is not supported there\n  hint: t5x.cpp runs " + kinds);
       }

@@ -170,9 +170,12 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
         r.missing_slot = k;
         break;
       }
-  if (with_optimizer && !have_all)
+  if (with_optimizer)
     for (const auto& p : reader.array_paths())
-      if (p.rfind("state/param_states/", 0) == 0) r.checkpoint_slots.push_back(p.substr(19));
+      if (p.rfind("state/param_states/", 0) == 0) {
+        if (!have_all) r.checkpoint_slots.push_back(p.substr(19));
+        if (!state.opt.slots.count(p.substr(19))) r.unused_slots.push_back(p.substr(19));
+      }
   if (have_all) {
     std::map<std::string, Array> dict;
     for (const auto& [k, v] : state.opt.slots) {

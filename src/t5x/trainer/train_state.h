@@ -62,6 +62,10 @@ struct RestoreResult {
   // other optimizer's slots), and the first slot of this state it lacks.
   std::vector<std::string> checkpoint_slots;
   std::string missing_slot;
+  // With with_optimizer: the checkpoint's optimizer slots that `state` lacks
+  // (another optimizer's state whose keys include this one's, e.g. AdamW's
+  // nu beside the mu Lion reads); a resume refuses them.
+  std::vector<std::string> unused_slots;
   // Parameters of the checkpoint ("target/<name>") that `state` lacks: under
   // t5x's strict restore (the default) a resume refuses them.
   std::vector<std::string> unused_params;

@@ -29,6 +29,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// What can make an optimizer's step non-finite, by optimizer.
+std::string non_finite_hint(const std::string& optimizer) {
+  if (optimizer == "optimizers.sgd")
+    return "\n  hint: lower the learning rate (SGD's applies to the loss summed over the batch's target tokens; "
+           "docs/optimizers.md), clip the gradients (optimizers.chain.transformations = "
+           "[@optax.clip_by_global_norm(), @optax.sgd()]) or check the data";
+  if (optimizer == "optimizers.lion")  // its step is a sign: clipping the gradients does not bound it
+    return "\n  hint: lower the learning rate or the weight_decay (Lion moves each value by lr * (1 + "
+           "weight_decay * |param|)), or check the data";
+  return "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
+         "optax.clip_by_global_norm) or check the data";
+}
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 uint64_t fresh_seed() {
@@ -237,6 +250,22 @@ void Trainer::initialize() {
       message("warning: " + dir + ": " + n + " parameter(s) of the checkpoint are not in this model (e.g. '" +
               r.unused_params.front() + "'); dropped (utils.RestoreCheckpointConfig.strict = False)");
     }
+    // The same when this OPTIMIZER's slots are a subset of the checkpoint's
+    // (Lion's mu and count among AdamW's): the rest would be dropped.
+    // Slots of parameters dropped above (strict = False) go with them:
+    // "<param>/v_row" (Adafactor), "0/mu/<param>" (optax).
+    std::vector<std::string> unused_slots;
+    for (const auto& k : r.unused_slots) {
+      bool of_dropped = false;
+      for (const auto& p : r.unused_params) of_dropped = of_dropped || k.starts_with(p + "/") || k.ends_with("/" + p);
+      if (!of_dropped) unused_slots.push_back(k);
+    }
+    if (r.optimizer_restored && !unused_slots.empty())
+      throw CheckpointError("[trainer] " + dir + " holds optimizer state this OPTIMIZER does not have (e.g. '" +
+                            unused_slots.front() + "', " + std::to_string(unused_slots.size()) +
+                            " slot(s)): it was saved by another optimizer or another setting of this one\n  hint: "
+                            "resume with the OPTIMIZER the run was trained with, or fine-tune from the checkpoint "
+                            "(INITIAL_CHECKPOINT_PATH, a fresh MODEL_DIR) to start a new optimizer state");
     if (state_.step() != *found)  // the save names it by its step; no manifest caught the change
       throw CheckpointError("[trainer] " + dir + " holds step " + std::to_string(state_.step()) +
                             ", not the step of its name\n  hint: the checkpoint was altered or renamed; move it "
@@ -596,12 +625,7 @@ TrainResult Trainer::train() {
                     " at step " + std::to_string(failed) + " (learning rate " + g(so.learning_rate) +
                     "); training stopped without saving. The last good checkpoint is " +
                     (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
-                    (cfg_.optimizer.optimizer->name() == "optimizers.sgd"
-                         ? "\n  hint: lower the learning rate (SGD's applies to the loss summed over the batch's "
-                           "target tokens; docs/optimizers.md), clip the gradients (optimizers.chain.transformations "
-                           "= [@optax.clip_by_global_norm(), @optax.sgd()]) or check the data"
-                         : "\n  hint: lower the learning rate, enable clipping (adafactor clipping_threshold / "
-                           "optax.clip_by_global_norm) or check the data");
+                    non_finite_hint(cfg_.optimizer.optimizer->name());
       if (progress_) progress_->finish();
       return res;  // the caller reports res.message (`t5x train` on stderr, once)
     }
