@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <cstdio>
 #include <cmath>
 #include <limits>
@@ -509,7 +510,9 @@ class Parser {
     if (is_float) {
       double d = 0;
       auto r = std::from_chars(s.data(), s.data() + s.size(), d);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size())
+      if (r.ec == std::errc::result_out_of_range && r.ptr == s.data() + s.size())
+        d = std::strtod(s.c_str(), nullptr);  // Python's float(): 1e400 -> inf, 1e-400 -> 0.0, subnormals kept
+      else if (r.ec != std::errc() || r.ptr != s.data() + s.size())
         fail(t, "malformed number '" + t.text + "'", "write e.g. 0.5, 1e-3 or 1_000");
       return Value::real(negate ? -d : d).at(loc(t));
     }
