@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "backend/kernels.h"
@@ -60,13 +59,6 @@ ParamTree grads_to_clip(const ParamTree& params, const ParamTree& grads, const S
                         "run's ShardComm (spmd::shard_comm()) passed to apply_gradient");
   }
   return g;
-}
-
-std::string ChainedClip::to_string() const {
-  std::ostringstream o;
-  o << (kind == Kind::kGlobalNorm ? "optax.clip_by_global_norm(max_norm=" : "optax.clip(max_delta=") << threshold
-    << ")";
-  return o.str();
 }
 
 void check_chained_clips(const ChainedClips& clips, const char* op) {

@@ -50,7 +50,6 @@ struct ChainedClip {
   double threshold = 1.0;  // max_norm or max_delta: finite and > 0
   static ChainedClip global_norm(double max_norm) { return {Kind::kGlobalNorm, max_norm}; }
   static ChainedClip value(double max_delta) { return {Kind::kValue, max_delta}; }
-  std::string to_string() const;  // "optax.clip(max_delta=1)"
 };
 using ChainedClips = std::vector<ChainedClip>;  // in chain order
 
