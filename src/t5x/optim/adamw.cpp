@@ -5,6 +5,7 @@
 #include "backend/kernels.h"
 #include "t5x/optim/buffers.h"
 #include "t5x/optim/grad_utils.h"
+#include "t5x/optim/optax_state.h"
 
 namespace t5x {
 
@@ -13,10 +14,6 @@ using optim_detail::FloatView;
 
 namespace {
 const char* kOp = "AdamW";
-
-Array count_scalar() { return Array::from_ints(Shape{}, {0}, DType::i32); }
-
-void bump(Array& count) { count.data<int32_t>()[0] += 1; }
 }  // namespace
 
 AdamW::AdamW(AdamWConfig config) : config_(std::move(config)) {
@@ -29,20 +26,10 @@ AdamW::AdamW(AdamWConfig config) : config_(std::move(config)) {
 OptimizerState AdamW::init(const ParamTree& params) const {
   OptimizerState st;
   const std::string pre = adam_prefix();
-  st.slots[pre + "count"] = count_scalar();
-  st.slot_axes[pre + "count"] = {};
-  for (const auto& [path, p] : params) {
-    if (!is_floating(p.dtype()))
-      throw_invalid(kOp, "param '" + path + "' has non-floating dtype " + dtype_name(p.dtype()));
-    st.slots[pre + "mu/" + path] = optim_detail::zeros_like_sharded(p.shape(), p, false, config_.mu_dtype);
-    st.slots[pre + "nu/" + path] = optim_detail::zeros_like_sharded(p.shape(), p, false, DType::f32);
-    st.slot_axes[pre + "mu/" + path] = p.names();
-    st.slot_axes[pre + "nu/" + path] = p.names();
-  }
-  if (config_.lr_is_schedule) {
-    st.slots[schedule_count_key()] = count_scalar();
-    st.slot_axes[schedule_count_key()] = {};
-  }
+  optim_detail::add_count(st, pre + "count");
+  optim_detail::add_param_slots(st, params, pre + "mu/", config_.mu_dtype, kOp);
+  optim_detail::add_param_slots(st, params, pre + "nu/", DType::f32, kOp);
+  if (config_.lr_is_schedule) optim_detail::add_count(st, schedule_count_key());
   return st;
 }
 
@@ -50,25 +37,16 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
                               double learning_rate, const ShardComm* comm) const {
   const AdamWConfig& c = config_;
   const std::string pre = adam_prefix();
-  for (const auto& [path, p] : params) {
-    auto it = grads.find(path);
-    if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
-    if (it->second.shape() != p.shape())
-      throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
-                             " but the param is " + p.shape().to_string());
-    if (!state.slots.count(pre + "mu/" + path) || !state.slots.count(pre + "nu/" + path))
-      throw_invalid(kOp, "state has no mu/nu for '" + path + "' under '" + pre +
-                             "'; was it created by this optimizer's init()?");
-  }
-  auto cit = state.slots.find(pre + "count");
-  if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + pre + "count'");
+  std::vector<std::string> counts = {pre + "count"};
+  if (c.lr_is_schedule) counts.push_back(schedule_count_key());
+  optim_detail::check_update_inputs(params, grads, state, {pre + "mu/", pre + "nu/"}, counts, kOp);
   // The chain's clips: the kernel applies them to f32 gradients as it reads
   // them (the same float32 expressions, no clipped copy); others arrive
   // clipped in copies (prepare_chained_clips).
   const PreparedClips clips = prepare_chained_clips(c.chain, params, grads, comm, kOp);
   // Bias corrections as optax computes them: 1 - b^count in float32.
-  bump(cit->second);
-  const int count = cit->second.data<int32_t>()[0];
+  optim_detail::bump_count(state, pre + "count");
+  const int count = state.slots.at(pre + "count").data<int32_t>()[0];
   kernels::AdamWScalars s;
   s.b1 = float(c.b1), s.b2 = float(c.b2);
   s.bias_correction1 = 1.0f - float(std::pow(double(s.b1), count));
@@ -92,11 +70,7 @@ void AdamW::do_apply_gradient(ParamTree& params, OptimizerState& state, const Pa
     mu.commit();
     nu.commit();
   }
-  if (c.lr_is_schedule) {
-    auto sit = state.slots.find(schedule_count_key());
-    if (sit == state.slots.end()) throw_invalid(kOp, "state has no '" + schedule_count_key() + "'");
-    bump(sit->second);
-  }
+  if (c.lr_is_schedule) optim_detail::bump_count(state, schedule_count_key());
   state.step += 1;
 }
 

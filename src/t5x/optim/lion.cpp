@@ -4,6 +4,7 @@
 
 #include "backend/kernels.h"
 #include "t5x/optim/buffers.h"
+#include "t5x/optim/optax_state.h"
 
 namespace t5x {
 
@@ -12,10 +13,6 @@ using optim_detail::FloatView;
 
 namespace {
 const char* kOp = "Lion";
-
-Array count_scalar() { return Array::from_ints(Shape{}, {0}, DType::i32); }
-
-void bump(Array& count) { count.data<int32_t>()[0] += 1; }
 }  // namespace
 
 Lion::Lion(LionConfig config) : config_(std::move(config)) {
@@ -28,19 +25,9 @@ Lion::Lion(LionConfig config) : config_(std::move(config)) {
 
 OptimizerState Lion::init(const ParamTree& params) const {
   OptimizerState st;
-  const std::string pre = lion_prefix();
-  st.slots[pre + "count"] = count_scalar();
-  st.slot_axes[pre + "count"] = {};
-  for (const auto& [path, p] : params) {
-    if (!is_floating(p.dtype()))
-      throw_invalid(kOp, "param '" + path + "' has non-floating dtype " + dtype_name(p.dtype()));
-    st.slots[pre + "mu/" + path] = optim_detail::zeros_like_sharded(p.shape(), p, false, config_.mu_dtype);
-    st.slot_axes[pre + "mu/" + path] = p.names();
-  }
-  if (config_.lr_is_schedule) {
-    st.slots[schedule_count_key()] = count_scalar();
-    st.slot_axes[schedule_count_key()] = {};
-  }
+  optim_detail::add_count(st, lion_prefix() + "count");
+  optim_detail::add_param_slots(st, params, lion_prefix() + "mu/", config_.mu_dtype, kOp);
+  if (config_.lr_is_schedule) optim_detail::add_count(st, schedule_count_key());
   return st;
 }
 
@@ -48,23 +35,9 @@ void Lion::do_apply_gradient(ParamTree& params, OptimizerState& state, const Par
                              double learning_rate, const ShardComm* comm) const {
   const LionConfig& c = config_;
   const std::string pre = lion_prefix();
-  for (const auto& [path, p] : params) {
-    auto it = grads.find(path);
-    if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
-    if (it->second.shape() != p.shape())
-      throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
-                             " but the param is " + p.shape().to_string());
-    if (!state.slots.count(pre + "mu/" + path))
-      throw_invalid(kOp, "state has no mu for '" + path + "' under '" + pre +
-                             "'; was it created by this optimizer's init()?");
-  }
-  auto cit = state.slots.find(pre + "count");
-  if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + pre + "count'");
-  auto sit = state.slots.end();
-  if (c.lr_is_schedule) {
-    sit = state.slots.find(schedule_count_key());
-    if (sit == state.slots.end()) throw_invalid(kOp, "state has no '" + schedule_count_key() + "'");
-  }
+  std::vector<std::string> counts = {pre + "count"};
+  if (c.lr_is_schedule) counts.push_back(schedule_count_key());
+  optim_detail::check_update_inputs(params, grads, state, {pre + "mu/"}, counts, kOp);
   // The chain's clips: applied by the kernel to f32 gradients as it reads
   // them; others arrive clipped in copies (prepare_chained_clips).
   const PreparedClips clips = prepare_chained_clips(c.chain, params, grads, comm, kOp);
@@ -86,8 +59,7 @@ void Lion::do_apply_gradient(ParamTree& params, OptimizerState& state, const Par
     p.commit();
     mu.commit();
   }
-  bump(cit->second);
-  if (sit != state.slots.end()) bump(sit->second);
+  for (const auto& k : counts) optim_detail::bump_count(state, k);
   state.step += 1;
 }
 

@@ -5,6 +5,7 @@
 #include "backend/kernels.h"
 #include "t5x/optim/buffers.h"
 #include "t5x/optim/grad_utils.h"
+#include "t5x/optim/optax_state.h"
 
 namespace t5x {
 
@@ -23,18 +24,9 @@ Sgd::Sgd(SgdConfig config) : config_(std::move(config)) {
 
 OptimizerState Sgd::init(const ParamTree& params) const {
   OptimizerState st;
-  for (const auto& [path, p] : params) {
-    if (!is_floating(p.dtype()))
-      throw_invalid(kOp, "param '" + path + "' has non-floating dtype " + dtype_name(p.dtype()));
-    if (!config_.momentum) continue;
-    const std::string key = trace_prefix() + path;
-    st.slots[key] = optim_detail::zeros_like_sharded(p.shape(), p, false, DType::f32);
-    st.slot_axes[key] = p.names();
-  }
-  if (config_.lr_is_schedule) {
-    st.slots[schedule_count_key()] = Array::from_ints(Shape{}, {0}, DType::i32);
-    st.slot_axes[schedule_count_key()] = {};
-  }
+  optim_detail::check_floating(params, kOp);
+  if (config_.momentum) optim_detail::add_param_slots(st, params, trace_prefix(), DType::f32, kOp);
+  if (config_.lr_is_schedule) optim_detail::add_count(st, schedule_count_key());
   return st;
 }
 
@@ -42,20 +34,10 @@ void Sgd::do_apply_gradient(ParamTree& params, OptimizerState& state, const Para
                             const ShardComm* comm) const {
   const bool momentum = config_.momentum.has_value();
   const std::string trace = trace_prefix(), count_key = schedule_count_key();
-  for (const auto& [path, p] : params) {
-    auto it = grads.find(path);
-    if (it == grads.end()) throw_invalid(kOp, "no gradient for param '" + path + "'");
-    if (it->second.shape() != p.shape())
-      throw_invalid(kOp, "gradient for '" + path + "' has shape " + it->second.shape().to_string() +
-                             " but the param is " + p.shape().to_string());
-    if (momentum && !state.slots.count(trace + path))
-      throw_invalid(kOp, "state has no '" + trace + path + "'; was it created by this optimizer's init()?");
-  }
-  auto cit = state.slots.end();
-  if (config_.lr_is_schedule) {
-    cit = state.slots.find(count_key);
-    if (cit == state.slots.end()) throw_invalid(kOp, "state has no '" + count_key + "'");
-  }
+  std::vector<std::string> counts;
+  if (config_.lr_is_schedule) counts.push_back(count_key);
+  optim_detail::check_update_inputs(params, grads, state, momentum ? std::vector<std::string>{trace}
+                                                                   : std::vector<std::string>{}, counts, kOp);
   // The chain's clips, applied by the kernel to f32 gradients as it reads
   // them; others arrive clipped in copies (prepare_chained_clips).
   const PreparedClips clips = prepare_chained_clips(config_.chain, params, grads, comm, kOp);
@@ -77,7 +59,7 @@ void Sgd::do_apply_gradient(ParamTree& params, OptimizerState& state, const Para
     }
     p.commit();
   }
-  if (cit != state.slots.end()) cit->second.data<int32_t>()[0] += 1;
+  for (const auto& k : counts) optim_detail::bump_count(state, k);
   state.step += 1;
 }
 
