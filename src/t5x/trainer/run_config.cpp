@@ -431,6 +431,7 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
   const std::string c = canonical_name(cfg, ref);
   const std::string& s = ref.scope;
   LearningRateSchedule own_lr;
+  Reference lr_owner = ref;  // the configurable that holds its own learning rate (a chain's optimizer)
   if (c == "adafactor.Adafactor") {
     AdafactorConfig a;
     a.factored = cfg.get_bool(s, c, "factored");
@@ -497,6 +498,10 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
       throw std::invalid_argument("[trainer] optimizers.chain.transformations has no optimizer\n  hint: write " +
                                   kinds);
     o.optimizer = read_optax_optimizer(cfg, *inner, clips, &own_lr);
+    lr_owner = *inner;
+    std::string names;
+    for (const auto& it : items) names += (names.empty() ? "" : ", ") + canonical_name(cfg, it.as_reference());
+    o.description = c + "([" + names + "])";
   } else if (optax_optimizer(c)) {
     o.optimizer = read_optax_optimizer(cfg, ref, {}, &own_lr);
   } else {
@@ -504,10 +509,16 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
                                 "; use adafactor.Adafactor, optimizers.adamw, optimizers.adam, optimizers.sgd, "
                                 "optimizers.lion or optimizers.chain (optax.adamw, adam, sgd and lion as well)");
   }
+  if (o.description.empty()) o.description = c;
   // t5x passes trainer.Trainer.learning_rate_fn(step) to Adafactor; optax
   // optimizers carry their own schedule.
   if (own_lr) {
     o.schedule = own_lr;
+    const std::string owner = canonical_name(cfg, lr_owner);
+    const Value v = cfg.resolve(*cfg.get_optional(lr_owner.scope, owner, "learning_rate"));
+    o.description += ", learning rate " + (v.kind() == ValueKind::kReference
+                                               ? "from " + canonical_name(cfg, v.as_reference())
+                                               : v.to_gin() + " (constant)");
   } else {
     const std::string tc = trainer_class(cfg);
     auto v = cfg.get_optional("", tc, "learning_rate_fn");
@@ -515,6 +526,7 @@ OptimizerConfig read_optimizer_config(const Config& cfg, const Reference& model_
       throw std::invalid_argument("[trainer] no learning rate: bind " + tc + ".learning_rate_fn "
                                   "(e.g. @utils.create_learning_rate_scheduler())");
     o.schedule = read_schedule(cfg, cfg.resolve(*v).as_reference());
+    o.description += ", learning rate from " + tc + ".learning_rate_fn";
   }
   return o;
 }
@@ -636,6 +648,7 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (auto v = opt_value(cfg, "", f, "random_seed")) t.random_seed = v->as_int();
   t.run_eval_before_training = cfg.get_bool("", f, "run_eval_before_training");
   const std::string tc = trainer_class(cfg);
+  t.trainer_class = tc;
   if (auto v = opt_value(cfg, "", tc, "num_microbatches")) t.num_microbatches = std::max<int64_t>(1, v->as_int());
   if (tc == "trainer.MoeTrainer") {
     // t5x contrib/moe: MoeTrainer(num_expert_partitions) shards the expert

@@ -123,6 +123,9 @@ using t5x::read_model_config;
 struct OptimizerConfig {
   std::shared_ptr<const Optimizer> optimizer;
   LearningRateSchedule schedule;  // learning rate at step (before the update)
+  // What the gin configured, for the startup line: e.g.
+  // "optimizers.chain([optax.clip, optax.lion]), learning rate from optax.warmup_cosine_decay_schedule".
+  std::string description;
 };
 
 struct TrainRunConfig {
@@ -143,6 +146,7 @@ struct TrainRunConfig {
   int64_t stats_period = 0;  // 0: default (see trainer.h)
   std::optional<int64_t> random_seed;
   int64_t num_microbatches = 1;
+  std::string trainer_class = "trainer.Trainer";  // train_script.train.trainer_cls (or trainer.MoeTrainer)
   bool run_eval_before_training = false;
 };
 

@@ -574,6 +574,8 @@ TrainResult Trainer::train() {
   message("training " + std::to_string(model_->num_params()) + " parameters on " + layout() + "; steps " +
           std::to_string(start) + " -> " + std::to_string(total) + ", global batch " +
           std::to_string(cfg_.train_ds.batch_size));
+  message("optimizer " + cfg_.optimizer.description + "; " + cfg_.trainer_class + " with " +
+          std::to_string(cfg_.num_microbatches) + " microbatch(es) a step");
   // What each process holds (2-D parameter partitioning splits it over
   // 'data' too): the largest share over the processes.
   if (dist_.size() > 1) {

@@ -428,6 +428,10 @@ TEST(TrainerConfig, LionAndChainedClipsFromGin) {
   EXPECT_EQ(chained->config().mu_dtype, DType::bf16);
   EXPECT_DOUBLE_EQ(chained->config().b1, 0.95);
   EXPECT_EQ(chained->init(p).slots.at("2/0/mu/w").dtype(), DType::bf16);
+  // The startup line's account of it.
+  EXPECT_EQ(d.optimizer.description,
+            "optimizers.chain([optax.clip, optax.clip_by_global_norm, optax.lion]), learning rate 0.0001 (constant)");
+  EXPECT_EQ(c.optimizer.description, "optimizers.lion, learning rate 0.0001 (constant)");
 
   // base_wmt_from_scratch_adamw.gin's chain: clip, then adamw.
   TrainRunConfig e = tiny_run(dir, 4, {"OPTIMIZER = @optimizers.chain()",
@@ -506,6 +510,8 @@ TEST(TrainerConfig, MoeTrainerFromGin) {
     return read_train_config(tiny_config(b, "configs/runs/moe/pretrain.gin", "configs/models/moe/tiny.gin"));
   };
   TrainRunConfig c = moe_run({});
+  EXPECT_EQ(c.trainer_class, "trainer.MoeTrainer");
+  EXPECT_EQ(c.optimizer.description, "adafactor.Adafactor, learning rate from trainer.MoeTrainer.learning_rate_fn");
   EXPECT_EQ(c.num_microbatches, 2);
   EXPECT_DOUBLE_EQ(c.optimizer.schedule(100), 0.25);
   EXPECT_TRUE(c.partitioner.moe());
