@@ -38,8 +38,7 @@ void AdamWRange(int64_t i0, int64_t i1, const kernels::AdamWScalars& s, float* p
     const VF mu_hat = hn::Div(mv, bc1), nu_hat = hn::Div(vv, bc2);
     VF u = hn::Div(mu_hat, hn::Add(hn::Sqrt(hn::Add(nu_hat, eps_root)), eps));
     const VF pv = LoadPart(d, p + i, valid);
-    if (s.weight_decay != 0.0f) u = hn::Add(u, hn::Mul(wd, pv));
-    StorePart(d, hn::Add(pv, hn::Mul(u, step)), p + i, valid);
+    StorePart(d, DecayedStep(d, u, pv, wd, step, s.weight_decay != 0.0f), p + i, valid);
   });
 }
 

@@ -31,8 +31,7 @@ void LionRange(int64_t i0, int64_t i1, const kernels::LionScalars& s, float* par
     VF u = SignOf(d, hn::Add(hn::Mul(omb1, gv), hn::Mul(b1, mv)));
     StorePart(d, hn::Add(hn::Mul(omb2, gv), hn::Mul(b2, mv)), m + i, valid);
     const VF pv = LoadPart(d, p + i, valid);
-    if (s.weight_decay != 0.0f) u = hn::Add(u, hn::Mul(wd, pv));
-    StorePart(d, hn::Add(pv, hn::Mul(u, step)), p + i, valid);
+    StorePart(d, DecayedStep(d, u, pv, wd, step, s.weight_decay != 0.0f), p + i, valid);
   });
 }
 

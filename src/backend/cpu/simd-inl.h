@@ -191,6 +191,15 @@ HWY_INLINE V ClipGrad(D d, V g, const kernels::GradClip& c) {
   return g;
 }
 
+// optax's add_decayed_weights, scale_by_learning_rate and apply_updates on
+// one vector of an update u: p + (u + wd * p) * step, the decay left out when
+// `decay` is false (optax skips a weight decay of 0). step is -lr.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V DecayedStep(D, V u, V p, V wd, V step, bool decay) {
+  if (decay) u = hn::Add(u, hn::Mul(wd, p));
+  return hn::Add(p, hn::Mul(u, step));
+}
+
 // jnp.sign: 1 or -1, and x itself for +-0 and NaN.
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V SignOf(D d, V x) {
