@@ -277,7 +277,8 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   HfT5Config c = infer_hf_t5_config(shapes);
   c.feed_forward_proj = c.is_gated_act() ? "gated-gelu" : "relu";
   c.dropout_rate = 0.1;
-  std::string source = "parameter shapes (" + std::string(c.is_gated_act() ? "T5.1.1 gated-gelu" : "T5.1.0 relu") + ")";
+  std::string source = "parameter shapes (" + std::string(c.is_gated_act() ? "T5.1.1 gated-gelu" : "T5.1.0 relu") +
+                       (c.relpos_per_layer ? ", a relative position table in each layer: umT5" : "") + ")";
 
   std::string gin_source;
   std::optional<T5Config> t5;
@@ -300,6 +301,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     check("num_encoder_layers", t5->num_encoder_layers, c.num_layers);
     check("num_decoder_layers", t5->num_decoder_layers, c.num_decoder_layers);
     check("logits_via_embedding", t5->logits_via_embedding, c.tie_word_embeddings);
+    check("relpos_per_layer", t5->relpos_per_layer, c.relpos_per_layer);
     if (!bad.empty())
       throw CheckpointError(gin_source + " does not describe " + ckpt + ":" + bad +
                             "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");
@@ -348,7 +350,9 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   fileio::write_text(fileio::join(out_dir, "config.json"), j.dump(2) + "\n", true);
   out << "exported " << ckpt << " (step " << (r.step() ? std::to_string(*r.step()) : "?") << ") to " << out_dir
       << ": model.safetensors (" << res.num_tensors << " tensors, " << res.num_params << " parameters, " << dtype
-      << "), config.json (" << (c.switch_transformers ? "Switch Transformers, dense_act_fn '" : "feed_forward_proj '")
+      << "), config.json (" << (c.switch_transformers ? "Switch Transformers, dense_act_fn '"
+                                : c.relpos_per_layer ? "umT5, feed_forward_proj '"
+                                                     : "feed_forward_proj '")
       << c.feed_forward_proj << "', tie_word_embeddings " << (c.tie_word_embeddings ? "true" : "false");
   if (c.switch_transformers)
     out << ", " << c.num_experts << " experts, num_sparse_encoder_layers " << c.num_sparse_encoder_layers
@@ -433,7 +437,8 @@ int cmd_import_tf(const Args& a, std::ostream& out) {
   out << "imported " << prefix << " into " << res.dir << " (step " << res.step << "): " << res.num_params
       << " parameters, " << res.num_slots << " Adafactor slots, " << res.num_placeholders << " placeholders\n"
       << "model gin: " << gin_path << " (from the shapes: " << (c.is_gated_act() ? "T5.1.1 gated-gelu, untied" : "T5.1.0 relu")
-      << (c.tie_word_embeddings ? ", tied logits" : "") << "; use --gin_file=" << gin_path
+      << (c.tie_word_embeddings ? ", tied logits" : "") << (c.relpos_per_layer ? ", a relative position table in each layer" : "")
+      << "; use --gin_file=" << gin_path
       << " --gin_search_paths=configs/models)\n";
   return 0;
 }
@@ -614,6 +619,7 @@ std::string model_gin_for_hf_config(const HfT5Config& c, const std::string& sour
   for (size_t i = 0; i < acts.size(); ++i) o << (i ? ", " : "") << "'" << acts[i] << "'";
   o << (acts.size() == 1 ? ",)\n" : ")\n")
     << "  logits_via_embedding = " << (c.tie_word_embeddings ? "True" : "False") << "\n";
+  if (c.relpos_per_layer) o << "  relpos_per_layer = True  # umT5: a relative position table in each layer\n";
   if (c.switch_transformers) {
     auto layout_name = [](T5Config::SparseLayout l) {
       using SL = T5Config::SparseLayout;

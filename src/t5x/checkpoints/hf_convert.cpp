@@ -65,6 +65,7 @@ void check_tensor_names(const NamedTensors& hf, const HfT5Config& c, const std::
   std::set<std::string> want = {"shared.weight", "encoder.final_layer_norm.weight", "decoder.final_layer_norm.weight",
                                 "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
                                 "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"};
+  const std::string relpos = ".layer.0.SelfAttention.relative_attention_bias.weight";
   // Optional: tied copies (checked against shared.weight), lm_head (see
   // resolve_logits), and the bias transformers ignores on load.
   const std::set<std::string> optional = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
@@ -75,6 +76,7 @@ void check_tensor_names(const NamedTensors& hf, const HfT5Config& c, const std::
     const std::string stack = enc ? "encoder" : "decoder";
     for (int64_t i = 0; i < (enc ? c.num_layers : c.num_decoder_layers); ++i) {
       const std::string b = stack + ".block." + std::to_string(i) + ".layer.";
+      if (c.relpos_per_layer) want.insert(stack + ".block." + std::to_string(i) + relpos);  // umT5: every layer's
       std::vector<std::string> attn = {"0.SelfAttention"};
       if (!enc) attn.push_back("1.EncDecAttention");
       for (const auto& a : attn)

@@ -22,6 +22,11 @@ constexpr Rule kRules[] = {
      "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", true},
     {"decoder/relpos_bias/rel_embedding",
      "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", true},
+    // umT5: each layer's own (only with relpos_per_layer from the HF side).
+    {"encoder/layers_{i}/relpos_bias/rel_embedding",
+     "encoder.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight", true},
+    {"decoder/layers_{i}/relpos_bias/rel_embedding",
+     "decoder.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight", true},
     {"encoder/layers_{i}/attention/{proj}/kernel", "encoder.block.{i}.layer.0.SelfAttention.{proj}.weight", true},
     {"encoder/layers_{i}/pre_attention_layer_norm/scale", "encoder.block.{i}.layer.0.layer_norm.weight", false},
     {"encoder/layers_{i}/mlp/{mlp}/kernel", "encoder.block.{i}.layer.1.DenseReluDense.{mlp}.weight", true},
@@ -78,9 +83,15 @@ std::string fill(const std::string& pat, const std::vector<std::string>& names,
   return out;
 }
 
-std::optional<HfNameMapping> map_name(const std::string& name, bool to_hf) {
+// HF -> t5x reads block i's relative_attention_bias as the stack's table
+// (i = 0; T5) or as layer i's (relpos_per_layer; umT5).
+std::optional<HfNameMapping> map_name(const std::string& name, bool to_hf, bool relpos_per_layer = false) {
   for (const Rule& r : kRules) {
     const std::string src = to_hf ? r.t5x : r.hf, dst = to_hf ? r.hf : r.t5x;
+    const std::string t5x = r.t5x;
+    if (!to_hf && t5x.ends_with("/relpos_bias/rel_embedding") &&
+        (t5x.find("/layers_") != std::string::npos) != relpos_per_layer)
+      continue;
     std::smatch m;
     if (!std::regex_match(name, m, compile(src, !to_hf))) continue;
     auto names = placeholders(src);
@@ -132,9 +143,10 @@ std::optional<HfNameMapping> t5x_to_hf_name(const std::string& n, bool switch_na
   if (m && switch_names) m->name = replace_once(m->name, ".DenseReluDense.", ".mlp.");
   return m;
 }
-std::optional<HfNameMapping> hf_to_t5x_name(const std::string& n) {
-  auto m = map_name(n, false);
-  if (!m && n.find(".mlp.") != std::string::npos) m = map_name(replace_once(n, ".mlp.", ".DenseReluDense."), false);
+std::optional<HfNameMapping> hf_to_t5x_name(const std::string& n, bool relpos_per_layer) {
+  auto m = map_name(n, false, relpos_per_layer);
+  if (!m && n.find(".mlp.") != std::string::npos)
+    m = map_name(replace_once(n, ".mlp.", ".DenseReluDense."), false, relpos_per_layer);
   return m;
 }
 
@@ -186,7 +198,7 @@ std::vector<TensorMapping> map_hf_to_t5x(const std::vector<ParamShape>& params, 
       plan.push_back({p.name, to, p.shape, {cfg.num_experts, p.shape[1], p.shape[0]}, true, j});
       continue;
     }
-    auto m = hf_to_t5x_name(p.name);
+    auto m = hf_to_t5x_name(p.name, cfg.relpos_per_layer);
     if (!m) { unmapped += " " + p.name; continue; }
     plan.push_back({p.name, m->name, p.shape, maybe_t(p.shape, m->transpose), m->transpose});
   }
@@ -275,13 +287,18 @@ HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   const auto& emb = need("token_embedder/embedding");
   c.vocab_size = emb[0];
   c.d_model = emb[1];
-  const auto& rel = need("encoder/relpos_bias/rel_embedding");
+  // umT5: the layers' tables and no stack's.
+  c.relpos_per_layer = !find_shape(params, "encoder/relpos_bias/rel_embedding") &&
+                       find_shape(params, "encoder/layers_0/relpos_bias/rel_embedding");
+  const std::string rel_name =
+      c.relpos_per_layer ? "encoder/layers_0/relpos_bias/rel_embedding" : "encoder/relpos_bias/rel_embedding";
+  const auto& rel = need(rel_name);
   c.num_heads = rel[0];
   c.relative_attention_num_buckets = rel[1];
   // The heads come from the relpos table; the kernels must split into them.
   const int64_t width = need("encoder/layers_0/attention/query/kernel")[1];
   if (c.num_heads < 1 || width % c.num_heads != 0)
-    throw CheckpointError("encoder/relpos_bias/rel_embedding has " + std::to_string(c.num_heads) +
+    throw CheckpointError(rel_name + " has " + std::to_string(c.num_heads) +
                           " heads but encoder/layers_0/attention/query/kernel is " + std::to_string(width) +
                           " wide, not num_heads x head_dim\n  hint: pass the model's --gin_file, or check the checkpoint");
   c.d_kv = width / c.num_heads;
@@ -292,6 +309,19 @@ HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   };
   c.num_layers = count("encoder/layers_");
   c.num_decoder_layers = count("decoder/layers_");
+  for (const char* stack : {"encoder", "decoder"}) {  // transformers' UMT5 builds a table in every layer
+    const std::string owner = std::string(stack) + "/layers_";
+    for (int64_t i = 0; i < (stack == std::string("encoder") ? c.num_layers : c.num_decoder_layers); ++i) {
+      const std::string t = owner + std::to_string(i) + "/relpos_bias/rel_embedding";
+      const bool have = find_shape(params, t) != nullptr;
+      if (have != c.relpos_per_layer)
+        throw CheckpointError(
+            "t5x parameter '" + t + "' is " + (have ? "there" : "missing") + " but " +
+            (c.relpos_per_layer ? "encoder/layers_0 has its own relative-position table (umT5)"
+                                : "the stacks share one table (T5)") +
+            "\n  hint: Hugging Face T5 has one table per stack, umT5 one in every layer; a mix has no equivalent");
+    }
+  }
   c.tie_word_embeddings = find_shape(params, "decoder/logits_dense/kernel") == nullptr;
   auto router = [&](const std::string& stack, int64_t i) {
     return find_shape(params, stack + "/layers_" + std::to_string(i) + "/mlp/router/router_weights/w/kernel");
@@ -313,6 +343,9 @@ HfT5Config infer_hf_t5_config(const std::vector<ParamShape>& params) {
   }
 
   // Switch Transformers.
+  if (c.relpos_per_layer)
+    throw CheckpointError("a Mixture-of-Experts checkpoint with a relative-position table in each layer (umT5) has no "
+                          "Hugging Face equivalent (Switch Transformers shares one table per stack)");
   c.switch_transformers = true;
   c.router_jitter_noise = 0.0;  // t5x's moe.gin (JITTER_NOISE); the gin's value when export-hf reads one
   std::string sparse_any;
@@ -388,8 +421,8 @@ std::string HfT5Config::to_json() const {
       {"decoder_start_token_id", 0},
   };
   if (!switch_transformers) {
-    j["architectures"] = {"T5ForConditionalGeneration"};
-    j["model_type"] = "t5";
+    j["architectures"] = {relpos_per_layer ? "UMT5ForConditionalGeneration" : "T5ForConditionalGeneration"};
+    j["model_type"] = relpos_per_layer ? "umt5" : "t5";
     j["feed_forward_proj"] = feed_forward_proj;
     j["is_gated_act"] = is_gated_act();
     j["scale_decoder_outputs"] = tie_word_embeddings;  // transformers 5 reads this, not tie_word_embeddings
@@ -430,11 +463,18 @@ json parse_hf_config(const std::string& text, const std::string& where, const st
 }
 
 HfT5Config HfT5Config::from_json(const std::string& text, const std::string& where) {
-  const json j = parse_hf_config(text, where, std::vector<std::string>{"t5", "switch_transformers"});
+  const json j = parse_hf_config(text, where, std::vector<std::string>{"t5", "mt5", "umt5", "switch_transformers"});
   HfT5Config c;
-  c.switch_transformers = j.value("model_type", "") == "switch_transformers";
-  if (!c.switch_transformers && j.contains("architectures") && j["architectures"].is_array())
-    for (const auto& a : j["architectures"]) c.switch_transformers |= a == "SwitchTransformersForConditionalGeneration";
+  const std::string model_type = j.value("model_type", "");
+  c.switch_transformers = model_type == "switch_transformers";
+  c.relpos_per_layer = model_type == "umt5";
+  bool mt5 = model_type == "mt5";
+  if (model_type.empty() && j.contains("architectures") && j["architectures"].is_array())
+    for (const auto& a : j["architectures"]) {
+      c.switch_transformers |= a == "SwitchTransformersForConditionalGeneration";
+      c.relpos_per_layer |= a == "UMT5ForConditionalGeneration" || a == "UMT5Model";
+      mt5 |= a == "MT5ForConditionalGeneration" || a == "MT5Model";
+    }
   // transformers' T5Config defaults (t5-small) for absent fields.
   c.vocab_size = 32128; c.d_model = 512; c.d_kv = 64; c.d_ff = 2048; c.num_layers = 6;
   c.num_heads = 8; c.feed_forward_proj = "relu"; c.tie_word_embeddings = true;
@@ -485,6 +525,7 @@ HfT5Config HfT5Config::from_json(const std::string& text, const std::string& whe
     if (!c.switch_transformers) c.feed_forward_proj = j.value("feed_forward_proj", c.feed_forward_proj);
     c.tie_word_embeddings = j.value("tie_word_embeddings", c.tie_word_embeddings);
     c.scale_decoder_outputs = c.switch_transformers ? c.tie_word_embeddings
+                              : mt5                 ? false
                                                     : j.value("scale_decoder_outputs", c.tie_word_embeddings);
   } catch (const json::exception& e) {
     throw CheckpointError(where + ": malformed T5 config (" + e.what() + ")");

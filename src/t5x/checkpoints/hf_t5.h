@@ -23,6 +23,12 @@
 //   decoder/decoder_norm/scale                   <-> decoder.final_layer_norm.weight
 //   decoder/logits_dense/kernel (T)              <-> lm_head.weight   (untied T5.1.1 only)
 //
+// mT5 (model_type "mt5") has T5.1.1's names. umT5 (model_type "umt5",
+// transformers' UMT5ForConditionalGeneration) has a relative-position table in
+// every layer's self-attention (T5Config::relpos_per_layer):
+//   <stack>/layers_i/relpos_bias/rel_embedding (T)
+//                                                <-> <stack>.block.i.layer.0.SelfAttention.relative_attention_bias.weight
+//
 // Switch Transformers (transformers' SwitchTransformersForConditionalGeneration,
 // model_type "switch_transformers"; moe.md 2.2, 2.5) use the same names except
 // that an MLP is `...layer.{1|2}.mlp.*` (not DenseReluDense), and a sparse
@@ -66,6 +72,8 @@ struct HfT5Config {
   // tie_word_embeddings != false (Switch: tie_word_embeddings). Its lm_head is
   // the file's lm_head.weight, else shared.weight (T5Config always ties).
   bool scale_decoder_outputs = false;
+  // umT5 (model_type "umt5"): one relative-position table per layer.
+  bool relpos_per_layer = false;
   // SwitchTransformersConfig (model_type "switch_transformers"). Its MLPs are
   // never gated: feed_forward_proj then holds config.json's dense_act_fn.
   bool switch_transformers = false;
@@ -96,11 +104,14 @@ struct HfT5Config {
 
   // config.json text (architectures T5ForConditionalGeneration, model_type t5,
   // is_gated_act, pad 0 / eos 1 / decoder_start 0, ...; with
+  // relpos_per_layer: UMT5ForConditionalGeneration, model_type umt5; with
   // switch_transformers: SwitchTransformersForConditionalGeneration and its
   // fields, router_bias false, router_dtype float32).
   std::string to_json() const;
-  // Parses a T5 or Switch config.json; missing fields keep transformers'
-  // defaults. Throws CheckpointError "<where>: ..." for Switch settings t5x's
+  // Parses a T5, mT5, umT5 or Switch config.json; missing fields keep
+  // transformers' defaults. An mT5 never scales its decoder output
+  // (transformers' MT5 has no scale_decoder_outputs). Throws CheckpointError
+  // "<where>: ..." for another model_type and for Switch settings t5x's
   // router lacks (router_bias true, router_dtype other than float32,
   // num_experts < 1, a gated MLP).
   static HfT5Config from_json(const std::string& text, const std::string& where);
@@ -122,9 +133,11 @@ struct HfNameMapping {
 // Pure name functions; nullopt when the name has no counterpart. Expert
 // kernels (one t5x array, E HF tensors) are not 1:1 and map only through
 // map_t5x_to_hf / map_hf_to_t5x. `switch_names`: Switch's ".mlp." instead of
-// ".DenseReluDense." (hf_to_t5x_name accepts both).
+// ".DenseReluDense." (hf_to_t5x_name accepts both). `relpos_per_layer`
+// (umT5): block i's relative_attention_bias is layer i's table, block 0's
+// included (else block 0's is the stack's and the others have none).
 std::optional<HfNameMapping> t5x_to_hf_name(const std::string& t5x_name, bool switch_names = false);
-std::optional<HfNameMapping> hf_to_t5x_name(const std::string& hf_name);
+std::optional<HfNameMapping> hf_to_t5x_name(const std::string& hf_name, bool relpos_per_layer = false);
 
 // One parameter's name and dims (unlike mesh/partition_spec.h's NamedShape, which names each dim).
 struct ParamShape {
@@ -153,7 +166,8 @@ std::vector<TensorMapping> map_hf_to_t5x(const std::vector<ParamShape>& hf_param
                                          const HfT5Config& config);
 
 // Infers the HF config from t5x parameter shapes (vocab, d_model, heads from
-// the relpos table, d_kv, d_ff, layer counts, gated MLP, tied embeddings).
+// the relpos table, d_kv, d_ff, layer counts, gated MLP, tied embeddings;
+// umT5 when the tables are the layers', which then must all have one).
 // With router kernels: a Switch config (num_experts, and the
 // num_sparse_*_layers whose transformers placement is the checkpoint's sparse
 // layers). Throws CheckpointError when transformers cannot express it (gated

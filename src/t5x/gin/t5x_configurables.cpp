@@ -55,22 +55,23 @@ void add_model_configurables(Registry& r) {
          {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}, {"encoder_mixing", "'attention'"},
          {"encoder_mixing_length", "None"}, {"num_encoder_attention_layers", "0"},
          {"encoder_attention_layout", "'TOP'"}, {"num_encoder_sparse_layers", "0"}, {"num_decoder_sparse_layers", "0"},
-         {"encoder_sparse_layout", "'MIXED'"}, {"decoder_sparse_layout", "'MIXED'"}}),
+         {"encoder_sparse_layout", "'MIXED'"}, {"decoder_sparse_layout", "'MIXED'"}, {"relpos_per_layer", "False"}}),
         "T5 encoder-decoder hyperparameters (t5x/examples/t5/network.py; num_kv_heads and "
         "encoder_num_kv_heads: grouped-query attention; encoder_mixing = 'fourier': FNet's "
         "Fourier mixing in the encoder, 'linear': Sparse Mixer's (encoder_mixing_length, "
         "num_encoder_attention_layers, encoder_attention_layout: hybrids); num_experts ... expert_dtype: Mixture-of-Experts "
-        "feed-forwards (flaxformer architectures/moe); this port's additions)");
+        "feed-forwards (flaxformer architectures/moe); relpos_per_layer: umT5's relative position "
+        "table in each layer; this port's additions)");
   t5_example.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
   decoder_only_example.add("network.TransformerConfig",
         with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},
          {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"},
          {"logits_via_embedding", "False"}, {"num_kv_heads", "None"},
-         {"num_sparse_layers", "0"}, {"sparse_layout", "'MIXED'"}}),
+         {"num_sparse_layers", "0"}, {"sparse_layout", "'MIXED'"}, {"relpos_per_layer", "False"}}),
         "decoder-only hyperparameters (t5x/examples/decoder_only/network.py; num_kv_heads: "
         "grouped-query attention; num_experts ... expert_dtype: Mixture-of-Experts feed-forwards; "
-        "this port's additions)");
+        "relpos_per_layer: a relative position table in each layer, as umT5; this port's additions)");
   decoder_only_example.add("network.DecoderWrapper", {{"config", ""}}, "decoder-only network");
 
   const Params common = {{"module", ""},

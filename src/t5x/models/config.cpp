@@ -196,9 +196,10 @@ void append(nn::ParamSpecs& a, const nn::ParamSpecs& b) { a.insert(a.end(), b.be
 // untied, logits_dense.
 void append_decoder(nn::ParamSpecs& s, const T5Config& c, bool cross_attention) {
   auto att = c.attention();
-  s.push_back(relpos_spec("decoder", c));
+  if (!c.relpos_per_layer) s.push_back(relpos_spec("decoder", c));
   for (int64_t i = 0; i < c.num_decoder_layers; ++i) {
     std::string l = "decoder/layers_" + std::to_string(i);
+    if (c.relpos_per_layer) s.push_back(relpos_spec(l, c));
     s.push_back(nn::norm_param_spec(l + "/pre_self_attention_layer_norm/scale", c.emb_dim));
     append(s, nn::attention_param_specs(l + "/self_attention", c.emb_dim, att));
     if (cross_attention) {
@@ -221,9 +222,10 @@ nn::ParamSpecs encoder_decoder_param_specs(const T5Config& c) {
   nn::ParamSpecs s;
   auto att = c.encoder_attention();
   s.push_back(nn::embedding_param_spec("token_embedder/embedding", c.vocab_size, c.emb_dim));
-  if (c.encoder_has_attention()) s.push_back(relpos_spec("encoder", c));
+  if (c.encoder_has_attention() && !c.relpos_per_layer) s.push_back(relpos_spec("encoder", c));
   for (int64_t i = 0; i < c.num_encoder_layers; ++i) {
     std::string l = "encoder/layers_" + std::to_string(i);
+    if (c.relpos_per_layer && c.encoder_attention_layer(i)) s.push_back(relpos_spec(l, c));
     if (!c.encoder_attention_layer(i)) {
       s.push_back(nn::norm_param_spec(l + "/pre_mixing_layer_norm/scale", c.emb_dim));
       if (c.encoder_mixing == T5Config::Mixing::kLinear) {

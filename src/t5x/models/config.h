@@ -5,6 +5,7 @@
 // Parameter trees (names exactly as t5x; dim names are logical axis names):
 //   encoder-decoder: token_embedder/embedding [vocab, embed]
 //     encoder/relpos_bias/rel_embedding [heads, relpos_buckets]
+//       (relpos_per_layer: encoder/layers_i/relpos_bias/rel_embedding instead, and so in the decoder)
 //     encoder/layers_i/{pre_attention_layer_norm/scale, attention/{query,key,value,out}/kernel,
 //                       pre_mlp_layer_norm/scale, mlp/{wi_0,wi_1|wi,wo}/kernel}
 //     encoder/encoder_norm/scale
@@ -85,6 +86,14 @@ struct T5Config {
   bool encoder_has_attention() const { return encoder_mixing == Mixing::kAttention || num_encoder_attention_layers > 0; }
   DType dtype = DType::f32;   // activation dtype (t5x gins use bfloat16); params stay float32
   nn::RelposConfig relpos;    // 32 buckets, max distance 128
+  // umT5 (Chung et al. 2023, "UniMax", arXiv 2304.09151; its t5x network,
+  // t5x/examples/scalable_t5/network.py, builds RelativePositionBiases inside
+  // EncoderLayer / DecoderLayer): each layer's self-attention has its own
+  // table, <stack>/layers_i/relpos_bias/rel_embedding [heads,
+  // relpos_buckets], and the stacks have none. Cross-attention has no bias
+  // either way. Gin: T5Config.relpos_per_layer (this port's addition; true
+  // for Hugging Face umT5 imports). Default: T5's one table per stack.
+  bool relpos_per_layer = false;
 
   // Mixture-of-Experts (t5x contrib/moe with flaxformer architectures/moe;
   // moe.md 2.5): moe.num_experts > 0 and num_{encoder,decoder}_sparse_layers

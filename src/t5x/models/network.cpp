@@ -56,7 +56,9 @@ void write_cache(Array& cache, const Array& new_kv, const Array& at, std::option
 struct LayerArgs {
   bool encoder = false;  // encoder names ("attention"), no cross-attention
   nn::MaskSpec self_mask;
-  Array self_bias;       // relative position bias
+  Array self_bias;       // relative position bias (the stack's table)
+  Array self_buckets;    // ... or, relpos_per_layer, the buckets each layer's table reads
+  bool bias_in_dtype = false;  // a per-layer bias cast to the activation dtype (decode step)
   Array cache_at;        // decode step: bool [batch, kv_length], the position written
   std::optional<int64_t> cache_pos;  // ... when it is the same for every row
   bool cross = false;    // encoder-decoder attention
@@ -72,6 +74,13 @@ struct LayerKV {
   Array self_key, self_value;
   Array cross_key, cross_value;
 };
+
+// The self-attention bias of the layer or stack `owner` from its own table.
+Array relpos_bias(const T5Config& cfg, const ParamTree& p, const std::string& owner, const Array& buckets,
+                  bool in_dtype) {
+  Array b = nn::relative_position_bias(nn::get(p, owner + "/relpos_bias/rel_embedding"), buckets);
+  return in_dtype ? cast(b, cfg.dtype) : b;
+}
 
 // The one Transformer layer of every path (t5x's EncoderLayer /
 // DecoderLayer; training, prefill and cached decoding): LN, self-attention,
@@ -99,7 +108,8 @@ Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, con
       kv.self_key = k;
       kv.self_value = v;
     }
-    h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, a.self_bias, att, drop), att);
+    const Array bias = a.self_buckets.valid() ? relpos_bias(cfg, p, l, a.self_buckets, a.bias_in_dtype) : a.self_bias;
+    h = nn::project_out(p, sa, nn::attend(q, kv.self_key, kv.self_value, a.self_mask, bias, att, drop), att);
   }
   x = nn::constrain(add(x, drop(h)));
   if (a.cross) {
@@ -148,10 +158,22 @@ nn::MaskSpec decoder_self_mask(const Array& target, const Array& seg, const Arra
   return m;
 }
 
-// The stack's relative position bias over `len` positions.
-Array stack_bias(const T5Config& cfg, const ParamTree& p, const std::string& stack, int64_t len) {
-  return nn::relative_position_bias(nn::get(p, stack + "/relpos_bias/rel_embedding"),
-                                    nn::relative_position_buckets(len, len, stack == "encoder", cfg.relpos));
+// The self-attention bias over `buckets`: the stack's table once, or with
+// relpos_per_layer each layer's own (left to layer()).
+void set_self_bias(LayerArgs& a, const T5Config& cfg, const ParamTree& p, const std::string& stack,
+                   const Array& buckets, bool in_dtype) {
+  if (cfg.relpos_per_layer) {
+    a.self_buckets = buckets;
+    a.bias_in_dtype = in_dtype;
+  } else {
+    a.self_bias = relpos_bias(cfg, p, stack, buckets, in_dtype);
+  }
+}
+
+// The buckets of a stack's self-attention over `len` positions
+// (bidirectional in the encoder).
+Array stack_buckets(const T5Config& cfg, const std::string& stack, int64_t len) {
+  return nn::relative_position_buckets(len, len, stack == "encoder", cfg.relpos);
 }
 
 Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
@@ -173,12 +195,10 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
   }
   a.self_mask.kv_mask =
       transpose(le(iota(Shape{{"kv_length", c.max_length}}, "kv_length"), c.index), {"batch", "kv_length"});
-  // In the activation dtype once, as each layer's attention takes it (the
-  // same values; one cast per step instead of one per layer).
-  a.self_bias = cast(nn::relative_position_bias(nn::get(p, "decoder/relpos_bias/rel_embedding"),
-                                                nn::relative_position_buckets_at(c.index, c.max_length, false,
-                                                                                 cfg.relpos)),
-                     cfg.dtype);
+  // In the activation dtype, as each layer's attention takes it (the same
+  // values; one cast per step instead of one per layer for a stack's table).
+  set_self_bias(a, cfg, p, "decoder", nn::relative_position_buckets_at(c.index, c.max_length, false, cfg.relpos),
+                /*in_dtype=*/true);
   a.cross = cross;
   if (cross) a.cross_mask.kv_mask = c.encoder_mask;
   std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
@@ -249,7 +269,7 @@ Array t5_encode(const T5Config& cfg, const ParamTree& p, const Array& tokens, co
   }
   a.self_mask.q_mask = a.self_mask.kv_mask = positive(tokens);
   if (seg.valid()) a.self_mask.q_segment_ids = a.self_mask.kv_segment_ids = seg;
-  a.self_bias = stack_bias(cfg, p, "encoder", tokens.dim("length"));
+  set_self_bias(a, cfg, p, "encoder", stack_buckets(cfg, "encoder", tokens.dim("length")), false);
   return stack(cfg, p, "encoder", x, a, nullptr, drop);
 }
 
@@ -260,7 +280,7 @@ Array t5_decode(const T5Config& cfg, const ParamTree& p, const Array& encoded, c
   LayerArgs a;
   a.moe = moe;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, Array());
-  a.self_bias = stack_bias(cfg, p, "decoder", dec_inputs.dim("length"));
+  set_self_bias(a, cfg, p, "decoder", stack_buckets(cfg, "decoder", dec_inputs.dim("length")), false);
   a.cross = true;
   a.encoded = rename(encoded, {{"length", "kv_length"}});
   if (dec_targets.valid()) a.cross_mask.q_mask = positive(dec_targets);
@@ -280,7 +300,7 @@ Array decoder_only_forward(const T5Config& cfg, const ParamTree& p, const Array&
   LayerArgs a;
   a.moe = moe;
   a.self_mask = decoder_self_mask(dec_targets, dec_seg, causal_attention);
-  a.self_bias = stack_bias(cfg, p, "decoder", dec_inputs.dim("length"));
+  set_self_bias(a, cfg, p, "decoder", stack_buckets(cfg, "decoder", dec_inputs.dim("length")), false);
   Array x = nn::constrain(drop(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype)));
   return logits_from(cfg, p, "decoder/token_embedder/embedding", stack(cfg, p, "decoder", x, a, nullptr, drop));
 }
@@ -331,7 +351,7 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& p, const
   DecoderCache c = empty_cache(cfg, dec_inputs.dim("batch"), max_length);
   LayerArgs a;
   a.self_mask = decoder_self_mask(Array(), Array(), causal_attention);
-  a.self_bias = stack_bias(cfg, p, "decoder", len);
+  set_self_bias(a, cfg, p, "decoder", stack_buckets(cfg, "decoder", len), false);
   std::vector<LayerKV> kv(size_t(cfg.num_decoder_layers));
   nn::Dropout none;
   Array x = nn::constrain(nn::embed_lookup(nn::get(p, "decoder/token_embedder/embedding"), dec_inputs, cfg.dtype));

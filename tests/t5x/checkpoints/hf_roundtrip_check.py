@@ -2,7 +2,8 @@
 logits with t5x.cpp's (written by t5x_ckpt_hf_logits) on the same inputs.
 A config.json of model_type switch_transformers loads as
 SwitchTransformersForConditionalGeneration (its routing is also reported:
-tokens per expert in each sparse layer, and tokens over expert_capacity).
+tokens per expert in each sparse layer, and tokens over expert_capacity),
+mt5 as MT5ForConditionalGeneration, umt5 as UMT5ForConditionalGeneration.
 
 usage: hf_roundtrip_check.py [--tolerance=T] HF_DIR LOGITS.safetensors [HF_DIR LOGITS ...]
 Needs torch, transformers and safetensors (PyPI). Exit 0 when, for every
@@ -17,14 +18,18 @@ import sys
 
 import torch
 from safetensors.torch import load_file
-from transformers import SwitchTransformersForConditionalGeneration, T5ForConditionalGeneration
+from transformers import (MT5ForConditionalGeneration, SwitchTransformersForConditionalGeneration,
+                          T5ForConditionalGeneration, UMT5ForConditionalGeneration)
+
+MODEL_CLASSES = {"switch_transformers": SwitchTransformersForConditionalGeneration,
+                 "mt5": MT5ForConditionalGeneration, "umt5": UMT5ForConditionalGeneration}
 
 
 def check(hf_dir, logits_file, tol):
     with open(os.path.join(hf_dir, "config.json")) as f:
         cfg = json.load(f)
     switch = cfg.get("model_type") == "switch_transformers"
-    cls = SwitchTransformersForConditionalGeneration if switch else T5ForConditionalGeneration
+    cls = MODEL_CLASSES.get(cfg.get("model_type"), T5ForConditionalGeneration)
     model = cls.from_pretrained(hf_dir, torch_dtype=torch.float32)
     model.eval()
     ref = load_file(logits_file)

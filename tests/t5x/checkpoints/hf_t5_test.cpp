@@ -109,6 +109,76 @@ TEST(HfT5, ConfigJsonRoundTrip) {
   EXPECT_THROW(HfT5Config::from_json(R"({"model_type":"bert"})", "c"), CheckpointError);
 }
 
+// umT5's shapes: T5.1.1's with each layer's table for the stacks'.
+std::vector<ParamShape> umt5_param_shapes(int64_t heads, int64_t enc_layers, int64_t dec_layers) {
+  auto shapes = t5_param_shapes(40, 8, heads, 3, 16, enc_layers, dec_layers, true, false);
+  std::erase_if(shapes, [](const ParamShape& p) { return p.name.find("relpos_bias") != std::string::npos; });
+  for (const char* stack : {"encoder", "decoder"})
+    for (int64_t i = 0; i < (stack == std::string("encoder") ? enc_layers : dec_layers); ++i)
+      shapes.push_back({std::string(stack) + "/layers_" + std::to_string(i) + "/relpos_bias/rel_embedding", {heads, 32}});
+  return shapes;
+}
+
+TEST(HfT5, Umt5NamesTablesPerLayerAndRoundTripsBitwise) {
+  EXPECT_EQ(t5x_to_hf_name("decoder/layers_3/relpos_bias/rel_embedding")->name,
+            "decoder.block.3.layer.0.SelfAttention.relative_attention_bias.weight");
+  EXPECT_TRUE(t5x_to_hf_name("encoder/layers_0/relpos_bias/rel_embedding")->transpose);
+  const std::string block0 = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+  EXPECT_EQ(hf_to_t5x_name(block0)->name, "encoder/relpos_bias/rel_embedding");  // T5: the stack's
+  EXPECT_EQ(hf_to_t5x_name(block0, /*relpos_per_layer=*/true)->name, "encoder/layers_0/relpos_bias/rel_embedding");
+  EXPECT_EQ(hf_to_t5x_name("decoder.block.2.layer.0.SelfAttention.relative_attention_bias.weight", true)->name,
+            "decoder/layers_2/relpos_bias/rel_embedding");
+
+  const auto shapes = umt5_param_shapes(4, 2, 3);
+  HfT5Config cfg = infer_hf_t5_config(shapes);
+  EXPECT_TRUE(cfg.relpos_per_layer);
+  EXPECT_EQ(cfg.num_heads, 4);
+  EXPECT_EQ(cfg.d_kv, 3);
+  EXPECT_EQ(cfg.num_decoder_layers, 3);
+  const auto j = nlohmann::json::parse(cfg.to_json());
+  EXPECT_EQ(j["model_type"], "umt5");
+  EXPECT_EQ(j["architectures"][0], "UMT5ForConditionalGeneration");
+  EXPECT_TRUE(HfT5Config::from_json(cfg.to_json(), "config.json").relpos_per_layer);
+  NamedTensors params = random_params(shapes);
+  NamedTensors hf = t5x_params_to_hf(params);
+  int tables = 0;
+  for (const auto& [n, t] : hf) tables += n.find("relative_attention_bias") != std::string::npos;
+  EXPECT_EQ(tables, 5);
+  NamedTensors back = hf_params_to_t5x(hf, cfg);
+  std::sort(back.begin(), back.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::sort(params.begin(), params.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  EXPECT_EQ(back, params);
+
+  // A table missing from one layer (or a stack's table besides the layers') has no Hugging Face model.
+  auto missing = shapes;
+  std::erase_if(missing, [](const ParamShape& p) { return p.name == "decoder/layers_1/relpos_bias/rel_embedding"; });
+  EXPECT_THROW(infer_hf_t5_config(missing), CheckpointError);
+  auto both = t5_param_shapes(40, 8, 4, 3, 16, 2, 3, true, false);
+  both.push_back({"decoder/layers_1/relpos_bias/rel_embedding", {4, 32}});
+  EXPECT_THROW(infer_hf_t5_config(both), CheckpointError);
+}
+
+TEST(HfT5, Mt5AndUmt5ConfigJson) {
+  // mT5 as published (google/mt5-small: tie_word_embeddings false), and one
+  // tied: transformers' MT5 never scales the decoder output.
+  const std::string mt5 = R"({"model_type":"mt5","d_model":512,"d_ff":1024,"num_layers":8,"num_heads":6,"d_kv":64,)"
+                          R"("vocab_size":250112,"feed_forward_proj":"gated-gelu","tie_word_embeddings":)";
+  HfT5Config m = HfT5Config::from_json(mt5 + "false}", "mt5/config.json");
+  EXPECT_FALSE(m.relpos_per_layer);
+  EXPECT_FALSE(m.scale_decoder_outputs);
+  EXPECT_EQ(m.vocab_size, 250112);
+  EXPECT_FALSE(HfT5Config::from_json(mt5 + "true}", "mt5/config.json").scale_decoder_outputs);
+  // umT5 as published (google/umt5-small) and without model_type.
+  HfT5Config u = HfT5Config::from_json(
+      R"({"model_type":"umt5","d_model":512,"num_layers":8,"num_heads":6,"feed_forward_proj":"gated-gelu",)"
+      R"("tie_word_embeddings":false})",
+      "umt5/config.json");
+  EXPECT_TRUE(u.relpos_per_layer);
+  EXPECT_FALSE(u.scale_decoder_outputs);
+  EXPECT_TRUE(HfT5Config::from_json(R"({"architectures":["UMT5ForConditionalGeneration"]})", "c").relpos_per_layer);
+  EXPECT_FALSE(HfT5Config::from_json(R"({"model_type":"t5"})", "c").relpos_per_layer);
+}
+
 // A Switch model's t5x shapes: t5_param_shapes' MLPs of the sparse layers
 // replaced by nn::moe_param_specs' router and stacked experts (config.h).
 std::vector<ParamShape> switch_param_shapes(int64_t E, int64_t layers, const std::vector<int64_t>& sparse,

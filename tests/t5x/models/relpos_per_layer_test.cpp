@@ -1,0 +1,164 @@
+// A relative position table in each layer (T5Config::relpos_per_layer, umT5;
+// t5x/examples/scalable_t5/network.py): the parameters, equal tables giving
+// the shared table's logits and gradient (the sum of the layers' gradients),
+// cached decoding equal to teacher forcing, and the gin binding. The values
+// against Hugging Face's UMT5 are checked by t5x_ckpt_hf_t5_import.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/autodiff.h"
+#include "ops/ops.h"
+#include "t5x/models/models.h"
+#include "t5x/models/network.h"
+#include "gin_test_util.h"
+#include "test_util.h"
+
+namespace t5x {
+namespace {
+
+using testing::small_test_config;
+using testing::tokens;
+
+T5Config per_layer(T5Config c = small_test_config()) {
+  c.relpos_per_layer = true;
+  return c;
+}
+
+Batch enc_dec_batch() {
+  return {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
+          {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
+          {"decoder_target_tokens", tokens(2, 5, {4, 8, 12, 3, 1, 6, 9, 1, 0, 0})}};
+}
+
+Batch decoder_only_batch() {
+  return {{"decoder_input_tokens", tokens(2, 6, {0, 4, 8, 12, 3, 9, 0, 6, 9, 1, 5, 0})},
+          {"decoder_target_tokens", tokens(2, 6, {4, 8, 12, 3, 9, 1, 6, 9, 1, 5, 7, 0})},
+          {"decoder_causal_attention", tokens(2, 6, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0})}};
+}
+
+std::string table(const std::string& owner) { return owner + "/relpos_bias/rel_embedding"; }
+std::string layer(const char* stack, int i) { return std::string(stack) + "/layers_" + std::to_string(i); }
+
+// The shared-table model's params with each layer given a copy of its stack's table.
+ParamTree spread_tables(ParamTree p, const T5Config& c, bool encoder) {
+  for (const char* stack : {"encoder", "decoder"}) {
+    if (!encoder && std::string(stack) == "encoder") continue;
+    const Array t = p.at(table(stack));
+    p.erase(table(stack));
+    const int64_t n = std::string(stack) == "encoder" ? c.num_encoder_layers : c.num_decoder_layers;
+    for (int i = 0; i < n; ++i) p[table(layer(stack, i))] = t;
+  }
+  return p;
+}
+
+TEST(RelposPerLayer, ParamsAreOneTablePerSelfAttentionLayer) {
+  const T5Config c = per_layer();
+  const ParamTree shared = EncoderDecoderModel(small_test_config()).init(prng_key(1));
+  const ParamTree p = EncoderDecoderModel(c).init(prng_key(1));
+  EXPECT_EQ(p.count(table("encoder")), 0u);
+  EXPECT_EQ(p.count(table("decoder")), 0u);
+  for (const char* stack : {"encoder", "decoder"})
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(p.count(table(layer(stack, i))), 1u) << stack << " layer " << i;
+      EXPECT_EQ(p.at(table(layer(stack, i))).shape().to_string(), "[heads=2, relpos_buckets=32]");
+    }
+  EXPECT_EQ(p.size(), shared.size() + 2u);  // 4 layer tables for 2 stack tables
+  // Initialised apart (each its own key), as flax's per-layer modules are.
+  EXPECT_GT(max_abs_diff(p.at(table(layer("decoder", 0))), p.at(table(layer("decoder", 1)))), 0.0);
+  const ParamTree d = DecoderOnlyModel(c).init(prng_key(1));
+  EXPECT_EQ(d.count(table("decoder")), 0u);
+  EXPECT_EQ(d.count(table(layer("decoder", 1))), 1u);
+  // Mixing encoder layers (FNet) have no attention and so no table.
+  T5Config f = c;
+  f.encoder_mixing = T5Config::Mixing::kFourier;
+  const ParamTree fp = EncoderDecoderModel(f).init(prng_key(1));
+  EXPECT_EQ(fp.count(table(layer("encoder", 0))), 0u);
+  EXPECT_EQ(fp.count(table(layer("decoder", 0))), 1u);
+}
+
+// With every layer's table equal to the stack's, the logits are the shared
+// table's bit for bit, and the stack table's gradient is the sum of the
+// layers' gradients (each layer reads its own table, and every layer reads one).
+TEST(RelposPerLayer, EqualTablesGiveTheSharedTablesLogitsAndGradientSum) {
+  for (bool decoder_only : {false, true}) {
+    SCOPED_TRACE(decoder_only ? "decoder-only" : "encoder-decoder");
+    const T5Config base = small_test_config();
+    const T5Config c = per_layer(base);
+    std::unique_ptr<BaseTransformerModel> shared_model, layer_model;
+    if (decoder_only) {
+      shared_model = std::make_unique<DecoderOnlyModel>(base, LossOptions{}, true);
+      layer_model = std::make_unique<DecoderOnlyModel>(c, LossOptions{}, true);
+    } else {
+      shared_model = std::make_unique<EncoderDecoderModel>(base);
+      layer_model = std::make_unique<EncoderDecoderModel>(c);
+    }
+    const Batch b = decoder_only ? decoder_only_batch() : enc_dec_batch();
+    const ParamTree p = shared_model->init(prng_key(2));
+    const ParamTree q = spread_tables(p, c, !decoder_only);
+    ASSERT_EQ(q.size(), layer_model->init(prng_key(2)).size());
+    auto loss = [&](const BaseTransformerModel& m) {
+      return [&](const ParamTree& x) { return m.loss_fn(x, b).first; };
+    };
+    const ValueAndGrad gs = value_and_grad(loss(*shared_model), p);
+    const ValueAndGrad gl = value_and_grad(loss(*layer_model), q);
+    EXPECT_EQ(gs.value.item(), gl.value.item());
+    for (const char* stack : {"encoder", "decoder"}) {
+      if (decoder_only && std::string(stack) == "encoder") continue;
+      for (int i = 0; i < 2; ++i) {
+        const Array& g = gl.grads.at(table(layer(stack, i)));
+        EXPECT_GT(max_abs_diff(g, mul(g, 0.0)), 1e-6) << stack << ": layer " << i << "'s table gets no gradient";
+      }
+      const Array sum_of_layers = add(gl.grads.at(table(layer(stack, 0))), gl.grads.at(table(layer(stack, 1))));
+      EXPECT_LT(max_abs_diff(sum_of_layers, gs.grads.at(table(stack))), 1e-6) << stack;
+      // The layers' gradients differ: each is its own layer's.
+      EXPECT_GT(max_abs_diff(gl.grads.at(table(layer(stack, 0))), gl.grads.at(table(layer(stack, 1)))), 1e-7);
+    }
+  }
+}
+
+// Step-by-step cached decoding (the step's bias at the cache index, per
+// layer) gives the teacher-forced logits, with the layers' tables apart.
+TEST(RelposPerLayer, CachedDecodingEqualsTeacherForcedLogits) {
+  const T5Config c = per_layer();
+  const std::vector<int64_t> dec = {0, 4, 8, 12, 3, 0, 6, 9, 1, 5};
+  nn::Dropout none;
+  {
+    const ParamTree p = EncoderDecoderModel(c).init(prng_key(3));
+    Array enc = tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1});
+    Array encoded = t5_encode(c, p, enc, Array(), none);
+    Array full = t5_decode(c, p, encoded, enc, tokens(2, 5, dec), Array(), Array(), Array(), none);
+    DecoderCache cache = t5_init_decoder_cache(c, p, encoded, enc, 5);
+    for (int64_t i = 0; i < 5; ++i) {
+      Array step = t5_decode_step(c, p, cache, Array::from_ints(Shape{{"batch", 2}}, {dec[size_t(i)], dec[size_t(5 + i)]}));
+      Array want = transpose(slice(full, "length", i, 1), {"batch", "length", "vocab"});
+      EXPECT_LT(max_abs_diff(step, reshape(want, step.shape())), 1e-5) << "encoder-decoder position " << i;
+    }
+  }
+  {
+    const ParamTree p = DecoderOnlyModel(c).init(prng_key(4));
+    Array full = decoder_only_forward(c, p, tokens(2, 5, dec), Array(), Array(), Array(), none);
+    DecoderCache cache = decoder_only_prefill(c, p, tokens(2, 2, {dec[0], dec[1], dec[5], dec[6]}), Array(),
+                                              Array::from_ints(Shape{{"batch", 2}}, {2, 2}), 5);
+    for (int64_t i = 2; i < 5; ++i) {
+      Array step = decoder_only_decode_step(c, p, cache,
+                                            Array::from_ints(Shape{{"batch", 2}}, {dec[size_t(i)], dec[size_t(5 + i)]}));
+      Array want = transpose(slice(full, "length", i, 1), {"batch", "length", "vocab"});
+      EXPECT_LT(max_abs_diff(step, reshape(want, step.shape())), 1e-5) << "decoder-only position " << i;
+    }
+  }
+}
+
+TEST(RelposPerLayer, GinBindingSetsIt) {
+  const std::string dropout = "DROPOUT_RATE = 0.0";
+  EXPECT_FALSE(testing::load_model_gin("t5_1_1/small.gin", {dropout}).network.relpos_per_layer);
+  EXPECT_TRUE(testing::load_model_gin("t5_1_1/small.gin", {dropout, "network.T5Config.relpos_per_layer = True"})
+                  .network.relpos_per_layer);
+  EXPECT_TRUE(
+      testing::load_model_gin("decoder_only/small.gin", {dropout, "network.TransformerConfig.relpos_per_layer = True"})
+          .network.relpos_per_layer);
+}
+
+}  // namespace
+}  // namespace t5x
