@@ -307,6 +307,9 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
                             "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");
     if (t5->attention().grouped() || t5->encoder_attention().grouped())
       throw CheckpointError(gin_source + ": multi-query / grouped-query attention has no Hugging Face T5 equivalent");
+    if (t5->scale_attn_logits)
+      throw CheckpointError(gin_source + ": scale_attn_logits = True (t5x/contrib/gpu's 1/sqrt(head_dim) on the "
+                            "attention logits) has no Hugging Face T5 equivalent");
     check_switch_export(*t5, c, gin_source, ckpt);
     c.feed_forward_proj = feed_forward_proj_from_activations(t5->mlp_activations);
     c.dropout_rate = t5->dropout_rate;

@@ -651,7 +651,7 @@ std::string Config::operative_config_str() const {
   auto printable = [&](const std::string& name, const ConfigurableSpec* spec) {
     if (merged.empty()) return name;
     const std::optional<std::string> full = merged.expand(name);
-    if (full && (!spec || *full == spec->full_name)) return name;
+    if (full && (!spec || *full == spec->full_name || registry_->by_full_name(*full) == spec)) return name;  // an alias too
     if (!dynamic) return !full || !spec ? name : spec->full_name;  // gin's registry resolves the rest
     const std::string out = spec ? spec->full_name : name;
     need_import(out, spec);

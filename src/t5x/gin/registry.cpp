@@ -66,6 +66,22 @@ void Registry::add(const std::string& name,
   add(std::move(spec));
 }
 
+void Registry::add_alias(const std::string& full_name, const std::string& canonical) {
+  const ConfigurableSpec* spec = get(canonical);
+  if (!spec) throw std::invalid_argument("[gin] alias '" + full_name + "': no configurable '" + canonical + "'");
+  if (by_full_name_.count(full_name))
+    throw std::invalid_argument("[gin] alias '" + full_name + "': that full name is already registered");
+  const std::string_view own = std::string_view(spec->full_name).substr(spec->full_name.rfind('.') + 1);
+  if (!full_name.ends_with("." + std::string(own)))
+    throw std::invalid_argument("[gin] alias '" + full_name + "' does not end with '" + std::string(own) + "'");
+  by_full_name_.emplace(full_name, canonical);
+}
+
+const ConfigurableSpec* Registry::by_full_name(std::string_view full_name) const {
+  auto it = by_full_name_.find(full_name);
+  return it == by_full_name_.end() ? nullptr : get(it->second);
+}
+
 bool Registry::contains(std::string_view canonical_name) const {
   return specs_.find(canonical_name) != specs_.end();
 }
@@ -91,7 +107,10 @@ std::vector<const ConfigurableSpec*> Registry::matches(std::string_view name) co
     return out;
   }
   for (const auto& [full, canonical] : by_full_name_)
-    if (dotted_suffix(full, name)) out.push_back(get(canonical));
+    if (dotted_suffix(full, name)) {
+      const ConfigurableSpec* s = get(canonical);
+      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    }
   return out;
 }
 

@@ -91,6 +91,17 @@ class Registry {
            const std::vector<std::pair<std::string, std::string>>& params,
            const std::string& doc = {}, const std::string& full_name = {});
 
+  // A second full name for a registered configurable: a module whose class
+  // this port implements as the same configurable (t5x's GPU copy of the T5
+  // network, `t5x.contrib.gpu.t5.network.T5Config`). Both full names resolve
+  // to it, through imports and by suffix, and a suffix both end with is not
+  // ambiguous. Throws std::invalid_argument when `canonical` is not
+  // registered, `full_name` is, or `canonical`'s own name is not its last
+  // component.
+  void add_alias(const std::string& full_name, const std::string& canonical);
+  // The configurable registered (or aliased) under exactly this full name.
+  const ConfigurableSpec* by_full_name(std::string_view full_name) const;
+
   bool contains(std::string_view canonical_name) const;
   // The configurable whose canonical name is exactly `canonical_name`.
   const ConfigurableSpec* get(std::string_view canonical_name) const;
@@ -116,7 +127,8 @@ class Registry {
                                  const SourceLocation& where) const;
 
   // Every configurable `name` matches under gin-config's rule (the header
-  // comment), in full-name order; no error for several.
+  // comment), in full-name order, each once (an alias adds none); no error
+  // for several.
   std::vector<const ConfigurableSpec*> matches(std::string_view name) const;
 
   // The shortest dotted suffix of `spec.full_name` that names `spec` alone

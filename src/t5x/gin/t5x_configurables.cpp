@@ -55,14 +55,21 @@ void add_model_configurables(Registry& r) {
          {"num_kv_heads", "None"}, {"encoder_num_kv_heads", "None"}, {"encoder_mixing", "'attention'"},
          {"encoder_mixing_length", "None"}, {"num_encoder_attention_layers", "0"},
          {"encoder_attention_layout", "'TOP'"}, {"num_encoder_sparse_layers", "0"}, {"num_decoder_sparse_layers", "0"},
-         {"encoder_sparse_layout", "'MIXED'"}, {"decoder_sparse_layout", "'MIXED'"}, {"relpos_per_layer", "False"}}),
+         {"encoder_sparse_layout", "'MIXED'"}, {"decoder_sparse_layout", "'MIXED'"}, {"relpos_per_layer", "False"},
+         {"scale_attn_logits", "False"}}),
         "T5 encoder-decoder hyperparameters (t5x/examples/t5/network.py; num_kv_heads and "
         "encoder_num_kv_heads: grouped-query attention; encoder_mixing = 'fourier': FNet's "
         "Fourier mixing in the encoder, 'linear': Sparse Mixer's (encoder_mixing_length, "
         "num_encoder_attention_layers, encoder_attention_layout: hybrids); num_experts ... expert_dtype: Mixture-of-Experts "
         "feed-forwards (flaxformer architectures/moe); relpos_per_layer: umT5's relative position "
-        "table in each layer; this port's additions)");
+        "table in each layer; this port's additions; scale_attn_logits: t5x/contrib/gpu's)");
   t5_example.add("network.Transformer", {{"config", ""}}, "T5 encoder-decoder network");
+  // t5x/contrib/gpu/t5/network.py is a copy of the T5 network whose one
+  // addition, scale_attn_logits, is a T5Config parameter above: its gin
+  // files (`from t5x.contrib.gpu.t5 import network`) bind the same
+  // configurables.
+  r.add_alias("t5x.contrib.gpu.t5.network.T5Config", "network.T5Config");
+  r.add_alias("t5x.contrib.gpu.t5.network.Transformer", "network.Transformer");
   decoder_only_example.add("network.TransformerConfig",
         with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},

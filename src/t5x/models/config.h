@@ -94,6 +94,12 @@ struct T5Config {
   // either way. Gin: T5Config.relpos_per_layer (this port's addition; true
   // for Hugging Face umT5 imports). Default: T5's one table per stack.
   bool relpos_per_layer = false;
+  // t5x/contrib/gpu/t5's MultiHeadDotProductAttention(scale_attn_logits):
+  // the query projection's input divided by sqrt(head_dim) (in the
+  // activation dtype), so the logits are scaled by 1/sqrt(head_dim) on top
+  // of T5's query initialisation (which folds that factor in once). Every
+  // attention block (self and cross). Gin: T5Config.scale_attn_logits.
+  bool scale_attn_logits = false;
 
   // Mixture-of-Experts (t5x contrib/moe with flaxformer architectures/moe;
   // moe.md 2.5): moe.num_experts > 0 and num_{encoder,decoder}_sparse_layers

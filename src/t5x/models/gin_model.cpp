@@ -167,6 +167,7 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"), nc + ".dtype");
   t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
   t.relpos_per_layer = cfg.get_bool(ns, nc, "relpos_per_layer");
+  if (!decoder_only) t.scale_attn_logits = cfg.get_bool(ns, nc, "scale_attn_logits");
   read_moe(cfg, ns, nc, decoder_only, t);
   if (!decoder_only) {
     t.encoder_num_kv_heads = read_kv_heads(cfg, ns, nc, "encoder_num_kv_heads", t.num_heads);

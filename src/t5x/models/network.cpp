@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/dtype_bf16.h"
 #include "nn/constraint.h"
 #include "nn/layers.h"
 #include "nn/relpos.h"
@@ -82,6 +83,17 @@ Array relpos_bias(const T5Config& cfg, const ParamTree& p, const std::string& ow
   return in_dtype ? cast(b, cfg.dtype) : b;
 }
 
+// The query projection's input: scale_attn_logits divides it by
+// sqrt(head_dim) in the activation dtype (t5x's jnp.sqrt(head_dim).astype(dtype)).
+Array query_input(const T5Config& cfg, const Array& h) {
+  if (!cfg.scale_attn_logits) return h;
+  const float s = float(std::sqrt(double(cfg.head_dim)));
+  const double depth_scaling = cfg.dtype == DType::bf16   ? double(float(bfloat16(s)))
+                               : cfg.dtype == DType::f16 ? double(float(float16(s)))
+                                                         : double(s);
+  return div(h, depth_scaling);
+}
+
 // The one Transformer layer of every path (t5x's EncoderLayer /
 // DecoderLayer; training, prefill and cached decoding): LN, self-attention,
 // dropout, residual; [LN, cross-attention, dropout, residual]; LN, MLP
@@ -99,7 +111,7 @@ Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, con
   } else {
     const std::string sa = l + (a.encoder ? "/attention" : "/self_attention");
     h = nn::layer_norm(p, l + (a.encoder ? "/pre_attention_layer_norm" : "/pre_self_attention_layer_norm"), x);
-    Array q = nn::project_query(p, sa, h, att);
+    Array q = nn::project_query(p, sa, query_input(cfg, h), att);
     auto [k, v] = nn::project_key_value(p, sa, h, att);
     if (a.cache_at.valid()) {
       write_cache(kv.self_key, cast(k, kv.self_key.dtype()), a.cache_at, a.cache_pos);
@@ -115,7 +127,7 @@ Array layer(const T5Config& cfg, const ParamTree& p, int64_t index, Array x, con
   if (a.cross) {
     const std::string ca = l + "/encoder_decoder_attention";
     h = nn::layer_norm(p, l + "/pre_cross_attention_layer_norm", x);
-    Array q = nn::project_query(p, ca, h, att);
+    Array q = nn::project_query(p, ca, query_input(cfg, h), att);
     if (!kv.cross_key.valid()) std::tie(kv.cross_key, kv.cross_value) = nn::project_key_value(p, ca, a.encoded, att);
     h = nn::project_out(p, ca, nn::attend(q, kv.cross_key, kv.cross_value, a.cross_mask, Array(), att, drop), att);
     x = nn::constrain(add(x, drop(h)));
