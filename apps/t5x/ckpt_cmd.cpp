@@ -300,8 +300,13 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
     check("mlp_dim", t5->mlp_dim, c.d_ff);
     check("num_encoder_layers", t5->num_encoder_layers, c.num_layers);
     check("num_decoder_layers", t5->num_decoder_layers, c.num_decoder_layers);
-    check("logits_via_embedding", t5->logits_via_embedding, c.tie_word_embeddings);
-    check("relpos_per_layer", t5->relpos_per_layer, c.relpos_per_layer);
+    auto check_bool = [&](const char* what, bool from_gin, bool from_ckpt) {
+      if (from_gin != from_ckpt)
+        bad += std::string("\n  ") + what + ": " + (from_gin ? "True" : "False") + " in gin, " +
+               (from_ckpt ? "True" : "False") + " in the checkpoint";
+    };
+    check_bool("logits_via_embedding", t5->logits_via_embedding, c.tie_word_embeddings);
+    check_bool("relpos_per_layer", t5->relpos_per_layer, c.relpos_per_layer);
     if (!bad.empty())
       throw CheckpointError(gin_source + " does not describe " + ckpt + ":" + bad +
                             "\n  hint: pass the model's --gin_file (and --gin.network.T5Config.* overrides)");

@@ -116,6 +116,14 @@ void check_tensor_names(const NamedTensors& hf, const HfT5Config& c, const std::
   if (mlp)
     msg += "\n  config.json's feed_forward_proj is \"" + c.feed_forward_proj + "\" (" +
            (c.is_gated_act() ? "gated: wi_0, wi_1" : "not gated: one wi") + " per MLP)";
+  // A table past block 0 where config.json says T5, or one missing where it says umT5.
+  bool tables = false;
+  for (const auto& v : {missing, extra})
+    for (const auto& n : v) tables |= n.find(relpos) != std::string::npos;
+  if (tables)
+    msg += c.relpos_per_layer ? "\n  config.json says umT5 (model_type \"umt5\"): a relative_attention_bias in every block"
+                              : "\n  config.json says T5 (model_type \"t5\" or \"mt5\"): one relative_attention_bias "
+                                "per stack, in block 0; a table in every block is umT5 (model_type \"umt5\")";
   throw CheckpointError(msg + "\n  hint: config.json must describe the saved model (feed_forward_proj, layer counts); "
                         "re-save it with save_pretrained");
 }

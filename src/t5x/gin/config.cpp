@@ -155,6 +155,8 @@ void Config::parse_text(std::string_view text, const std::string& origin,
         imports.add(s.module, s.is_from, s.alias, s.where);
         if (std::find(imports_.begin(), imports_.end(), s.text) == imports_.end())
           imports_.push_back(s.text);
+        if (std::find(loaded_modules_.begin(), loaded_modules_.end(), s.module) == loaded_modules_.end())
+          loaded_modules_.push_back(s.module);
         break;
       case Statement::Kind::kInclude:
         parse_path(s.text, is_file ? origin : "", s.where, options, stack);
@@ -183,8 +185,8 @@ void Config::bind(const std::string& scope, const std::string& configurable,
                   const std::string& param, Value value, SourceLocation where, bool skip_unknown) {
   std::string conf = configurable;
   if (registry_) {
-    const ConfigurableSpec* spec = registry_->find(configurable, where);
-    if (!spec && !skip_unknown) spec = &registry_->lookup(configurable, where);  // throws
+    const ConfigurableSpec* spec = registry_->find(configurable, Imports{}, where, &loaded_modules_);
+    if (!spec && !skip_unknown) spec = &registry_->lookup(configurable, Imports{}, where, &loaded_modules_);  // throws
     if (spec) {
       registry_->check_param(*spec, param, where);
       conf = spec->name;
@@ -194,21 +196,22 @@ void Config::bind(const std::string& scope, const std::string& configurable,
   store(scope, std::move(conf), param, std::move(value), std::move(where));
 }
 
+std::string Config::reference_name(const ConfigurableSpec& spec) const {
+  const auto by_canonical = registry_->visible_matches(spec.name, loaded_modules_);
+  return by_canonical.size() == 1 && by_canonical[0] == &spec ? spec.name : spec.full_name;
+}
+
 std::string Config::resolve_name(std::string_view name, const Imports& imports, bool skip_unknown,
                                  bool as_full, const SourceLocation& where) const {
-  const ConfigurableSpec* spec = registry_->find(name, imports, where);
-  if (!spec && !skip_unknown) spec = &registry_->lookup(name, imports, where);  // throws
+  const ConfigurableSpec* spec = registry_->find(name, imports, where, &loaded_modules_);
+  if (!spec && !skip_unknown) spec = &registry_->lookup(name, imports, where, &loaded_modules_);  // throws
   if (spec) {
     if (!as_full) return spec->name;
     // A reference keeps the canonical name when that alone names the same
     // configurable (what the C++ layers and the operative config show),
-    // else its full name.
-    const ConfigurableSpec* by_canonical = nullptr;
-    try {
-      by_canonical = registry_->find(spec->name);
-    } catch (const GinError&) {
-    }
-    return by_canonical == spec ? spec->name : spec->full_name;
+    // else its full name. (A scalable_t5 name this config has not imported
+    // is no competitor: Registry::visible_matches.)
+    return reference_name(*spec);
   }
   // Unknown and skipped: an imported name keeps its module path, so that it
   // cannot later be taken for a registered configurable with the same suffix.
@@ -245,10 +248,16 @@ static Value map_references(const Value& v, F&& f) {
 Value Config::resolve_references(const Value& v, const Imports& imports, bool skip_unknown) const {
   if (!registry_) return v;
   return map_references(v, [&](Reference& r, const SourceLocation& where) {
-    if (imports.expand(r.name))
+    if (imports.expand(r.name)) {
       r.name = resolve_name(r.name, imports, skip_unknown, true, where);
-    else if (!skip_unknown)
+    } else if (registry_->matches(r.name).size() > 1) {
+      // Several configurables end with it; this config reaches one
+      // (Registry::find's `loaded`), kept under a name that names it alone.
+      if (const ConfigurableSpec* spec = registry_->find(r.name, imports, where, &loaded_modules_))
+        r.name = reference_name(*spec);
+    } else if (!skip_unknown) {
       registry_->lookup(r.name, where);  // throws for an unknown name
+    }
   });
 }
 
@@ -267,7 +276,8 @@ void Config::store(const std::string& scope, std::string conf, const std::string
 
 void Config::check_references(const Value& v) const {
   if (!registry_) return;
-  if (v.kind() == ValueKind::kReference) registry_->lookup(v.as_reference().name, v.where());
+  if (v.kind() == ValueKind::kReference)
+    registry_->lookup(v.as_reference().name, Imports{}, v.where(), &loaded_modules_);
   for (const Value& i : v.items()) check_references(i);
   for (const auto& [k, x] : v.entries()) {
     check_references(k);
@@ -287,8 +297,7 @@ void Config::set_macro(const std::string& name, Value value, SourceLocation wher
 // The C++ layers ask by canonical name; gin text's names are resolved as gin does.
 static const ConfigurableSpec* spec_of(const Registry* registry, std::string_view configurable) {
   if (!registry) return nullptr;
-  if (const ConfigurableSpec* spec = registry->get(configurable)) return spec;
-  return registry->find(configurable);
+  return registry->by_name(configurable);
 }
 
 std::string Config::canonical(std::string_view configurable) const {
@@ -662,7 +671,7 @@ std::string Config::operative_config_str() const {
     return map_references(v, [&](Reference& r, const SourceLocation&) {
       const ConfigurableSpec* spec = nullptr;
       try {
-        spec = registry_->find(r.name);
+        spec = registry_->by_name(r.name);
       } catch (const GinError&) {
       }
       r.name = printable(r.name, spec);

@@ -171,6 +171,9 @@ class Config {
   std::map<std::string, Macro, std::less<>> macros_;
   std::vector<std::string> imports_;
   std::vector<std::string> files_;
+  // The module paths imported so far, by any text: what gin's dynamic
+  // registration would have registered (Registry::find's `loaded`).
+  std::vector<std::string> loaded_modules_;
 
   void parse_text(std::string_view text, const std::string& origin, const LoadOptions& options,
                   std::vector<std::string>& include_stack, Imports& imports);
@@ -191,6 +194,9 @@ class Config {
                   std::vector<std::string>& include_stack);
   std::string canonical(std::string_view configurable) const;
   void check_references(const Value& v) const;  // @names must be registered
+  // A reference's stored name: the canonical name when that alone reaches
+  // `spec` in this config (Registry::visible_matches), else the full name.
+  std::string reference_name(const ConfigurableSpec& spec) const;
   Value resolve_impl(const Value& v, std::vector<std::string>& stack) const;
   Value get_checked(std::string_view scope, std::string_view configurable, std::string_view param,
                     const Binding** binding) const;

@@ -77,6 +77,17 @@ void Registry::add_alias(const std::string& full_name, const std::string& canoni
   by_full_name_.emplace(full_name, canonical);
 }
 
+void Registry::require_import(const std::string& canonical) {
+  auto it = specs_.find(canonical);
+  if (it == specs_.end()) throw std::invalid_argument("[gin] require_import: no configurable '" + canonical + "'");
+  it->second.needs_import = true;
+}
+
+const ConfigurableSpec* Registry::by_name(std::string_view name) const {
+  if (const ConfigurableSpec* s = get(name)) return s;
+  return find(name);
+}
+
 const ConfigurableSpec* Registry::by_full_name(std::string_view full_name) const {
   auto it = by_full_name_.find(full_name);
   return it == by_full_name_.end() ? nullptr : get(it->second);
@@ -111,6 +122,9 @@ std::vector<const ConfigurableSpec*> Registry::matches(std::string_view name) co
       const ConfigurableSpec* s = get(canonical);
       if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     }
+  // In the registered full names' order (an alias sorts elsewhere).
+  std::sort(out.begin(), out.end(),
+            [](const ConfigurableSpec* a, const ConfigurableSpec* b) { return a->full_name < b->full_name; });
   return out;
 }
 
@@ -290,18 +304,73 @@ std::optional<std::string> Imports::expand(std::string_view name) const {
   return it->second + std::string(dot == std::string_view::npos ? std::string_view() : name.substr(dot));
 }
 
-const ConfigurableSpec* Registry::find(std::string_view name, const Imports& imports,
-                                       const SourceLocation& where) const {
-  const std::optional<std::string> full = imports.expand(name);
-  if (!full) return find(name, where);
-  auto it = by_full_name_.find(*full);
-  return it == by_full_name_.end() ? nullptr : get(it->second);
+// Whether a configurable registered under `full` (or an alias of it) lives
+// in one of the `loaded` modules.
+static bool in_module(std::string_view full, const std::vector<std::string>& loaded) {
+  for (const std::string& m : loaded)
+    if (full.size() > m.size() && full.starts_with(m) && full[m.size()] == '.') return true;
+  return false;
 }
 
-const ConfigurableSpec& Registry::lookup(std::string_view name, const Imports& imports,
-                                         const SourceLocation& where) const {
+bool Registry::is_loaded(const ConfigurableSpec& s, const std::vector<std::string>& loaded) const {
+  if (in_module(s.full_name, loaded)) return true;
+  for (const auto& [f, canonical] : by_full_name_)  // its aliases
+    if (canonical == s.name && in_module(f, loaded)) return true;
+  return false;
+}
+
+std::vector<const ConfigurableSpec*> Registry::visible_matches(std::string_view name,
+                                                               const std::vector<std::string>& loaded) const {
+  std::vector<const ConfigurableSpec*> out;
+  for (const ConfigurableSpec* s : matches(name))
+    if (!s->needs_import || is_loaded(*s, loaded)) out.push_back(s);
+  return out;
+}
+
+const ConfigurableSpec* Registry::find(std::string_view name, const Imports& imports, const SourceLocation& where,
+                                       const std::vector<std::string>* loaded) const {
   const std::optional<std::string> full = imports.expand(name);
-  if (!full) return lookup(name, where);
+  if (full) {
+    auto it = by_full_name_.find(*full);
+    return it == by_full_name_.end() ? nullptr : get(it->second);
+  }
+  if (!loaded) return find(name, where);
+  if (by_full_name_.count(name)) return find(name, where);  // a full name is itself
+  const std::vector<const ConfigurableSpec*> visible = visible_matches(name, *loaded);
+  std::vector<const ConfigurableSpec*> imported;
+  for (const ConfigurableSpec* s : visible)
+    if (is_loaded(*s, *loaded)) imported.push_back(s);
+  if (visible.size() == 1) return visible[0];
+  if (visible.empty()) return nullptr;
+  if (imported.size() == 1) return imported[0];
+  std::string list;
+  std::vector<std::string> minimal;
+  for (const ConfigurableSpec* s : visible) {
+    list += (list.empty() ? "" : ", ") + s->full_name;
+    minimal.push_back(minimal_name(*s));
+  }
+  throw GinError(where, "configurable name '" + std::string(name) + "' is ambiguous: " + list,
+                 "write more of the module path, e.g. " + quoted_list(minimal, " or "));
+}
+
+const ConfigurableSpec& Registry::lookup(std::string_view name, const Imports& imports, const SourceLocation& where,
+                                         const std::vector<std::string>* loaded) const {
+  const std::optional<std::string> full = imports.expand(name);
+  if (!full) {
+    if (const ConfigurableSpec* s = find(name, imports, where, loaded)) return *s;
+    if (loaded)
+      for (const ConfigurableSpec* s : matches(name))
+        if (s->needs_import) {
+          const std::string module = s->full_name.substr(0, s->full_name.rfind('.'));
+          const size_t dot = module.rfind('.');
+          throw GinError(where,
+                         "configurable '" + std::string(name) + "' (" + s->full_name +
+                             ") is registered only once its module is imported, as gin's dynamic registration does",
+                         "import it before this line, as t5x's files do: from " + module.substr(0, dot) +
+                             " import " + module.substr(dot + 1));
+        }
+    return lookup(name, where);
+  }
   if (const ConfigurableSpec* s = find(name, imports, where)) return *s;
   const std::string_view module = std::string_view(*full).substr(0, full->rfind('.'));
   bool module_known = false;

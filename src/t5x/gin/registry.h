@@ -38,6 +38,12 @@ struct ConfigurableSpec {
   std::string full_name;
   std::vector<ParamSpec> params;
   std::string doc;               // one line, shown by tools
+  // Visible to a config only once one of its texts imports the module, as
+  // gin's dynamic registration registers a module's classes on import:
+  // t5x's scalable_t5 network, whose `network.T5Config` would otherwise
+  // make the T5 network's ambiguous in every file that writes it without
+  // an import (Registry::find with `loaded`).
+  bool needs_import = false;
 
   const ParamSpec* param(std::string_view p) const;
 };
@@ -101,6 +107,17 @@ class Registry {
   void add_alias(const std::string& full_name, const std::string& canonical);
   // The configurable registered (or aliased) under exactly this full name.
   const ConfigurableSpec* by_full_name(std::string_view full_name) const;
+  // matches(name) less the needs_import configurables of modules not in
+  // `loaded` (what a config that imported `loaded` can reach by suffix).
+  std::vector<const ConfigurableSpec*> visible_matches(std::string_view name,
+                                                       const std::vector<std::string>& loaded) const;
+  // Whether `s` (or an alias of it) is in one of the `loaded` modules.
+  bool is_loaded(const ConfigurableSpec& s, const std::vector<std::string>& loaded) const;
+  // Marks a registered configurable needs_import.
+  void require_import(const std::string& canonical);
+  // For the C++ layers' own lookups: the configurable whose canonical name
+  // is exactly `name`, else find(name) (a full name, a unique suffix).
+  const ConfigurableSpec* by_name(std::string_view name) const;
 
   bool contains(std::string_view canonical_name) const;
   // The configurable whose canonical name is exactly `canonical_name`.
@@ -117,14 +134,21 @@ class Registry {
   // a name whose first component is an imported name is expanded to its full
   // path (`moe_partitioning.MoePjitPartitioner` ->
   // `t5x.contrib.moe.partitioning.MoePjitPartitioner`), which must equal a
-  // registered full name; any other name matches as find() above.
-  const ConfigurableSpec* find(std::string_view name, const Imports& imports,
-                               const SourceLocation& where = {}) const;
-  // find(name, imports) that throws GinError at `where` for an unknown name;
-  // for an expanded one the message gives the full path and the hint the
-  // nearest registered full names.
-  const ConfigurableSpec& lookup(std::string_view name, const Imports& imports,
-                                 const SourceLocation& where) const;
+  // registered full name; any other name matches as find() above, except
+  // that with `loaded` (the modules the config's texts have imported, e.g.
+  // `t5x.examples.scalable_t5.network`) a needs_import configurable of a
+  // module not loaded is not matched, and among several matches the one in
+  // a loaded module is taken when it is the only one there: under dynamic
+  // registration only imported modules' configurables are registered, so
+  // t5x's `small.gin` (no import of its own) binds `network.T5Config` of the
+  // network module its included `base.gin` imported.
+  const ConfigurableSpec* find(std::string_view name, const Imports& imports, const SourceLocation& where = {},
+                               const std::vector<std::string>* loaded = nullptr) const;
+  // find(name, imports, where, loaded) that throws GinError at `where` for an
+  // unknown name; for an expanded one the message gives the full path and
+  // the hint the nearest registered full names.
+  const ConfigurableSpec& lookup(std::string_view name, const Imports& imports, const SourceLocation& where,
+                                 const std::vector<std::string>* loaded = nullptr) const;
 
   // Every configurable `name` matches under gin-config's rule (the header
   // comment), in full-name order, each once (an alias adds none); no error

@@ -43,6 +43,7 @@ Params with_moe(Params p) {
 void add_model_configurables(Registry& r) {
   const Module in_t5x{r, "t5x"};
   const Module t5_example{r, "t5x.examples.t5"};
+  const Module scalable_example{r, "t5x.examples"};
   const Module decoder_only_example{r, "t5x.examples.decoder_only"};
   const Module in_moe{r, "t5x.contrib.moe"};
   const Module as_written{r, ""};  // seqio, optax, train_script: the name is the full name
@@ -70,6 +71,20 @@ void add_model_configurables(Registry& r) {
   // configurables.
   r.add_alias("t5x.contrib.gpu.t5.network.T5Config", "network.T5Config");
   r.add_alias("t5x.contrib.gpu.t5.network.Transformer", "network.Transformer");
+  // t5x/examples/scalable_t5/network.py (mT5, umT5): each layer has its own
+  // relative position table (T5Config::relpos_per_layer). Its files write
+  // `network.T5Config` after `from t5x.examples.scalable_t5 import network`,
+  // or in a file that includes one (Registry::find's `loaded`).
+  scalable_example.add("scalable_t5.network.T5Config",
+        {{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
+         {"num_encoder_layers", "6"}, {"num_decoder_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},
+         {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"}, {"logits_via_embedding", "False"},
+         {"remat_policy", "'none'"}, {"scan_layers", "True"}, {"param_scan_axis", "1"}},
+        "scalable T5 hyperparameters (t5x/examples/scalable_t5/network.py: a relative position table in "
+        "each layer; scan_layers = True, its stacked checkpoint layout, is refused)");
+  scalable_example.add("scalable_t5.network.Transformer", {{"config", ""}}, "scalable T5 encoder-decoder network");
+  r.require_import("scalable_t5.network.T5Config");
+  r.require_import("scalable_t5.network.Transformer");
   decoder_only_example.add("network.TransformerConfig",
         with_moe({{"vocab_size", ""}, {"dtype", "'float32'"}, {"emb_dim", "512"}, {"num_heads", "8"},
          {"num_layers", "6"}, {"head_dim", "64"}, {"mlp_dim", "2048"},

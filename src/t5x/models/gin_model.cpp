@@ -111,7 +111,7 @@ void read_moe(const gin::Config& cfg, const std::string& ns, const std::string& 
 }
 
 bool registered(const gin::Config& cfg, const std::string& name) {
-  return cfg.registry() && cfg.registry()->find(name);
+  return cfg.registry() && cfg.registry()->by_name(name);
 }
 
 // encoder_mixing_length and the hybrid attention layers (config.h); a bad
@@ -145,6 +145,28 @@ void read_mixing(const gin::Config& cfg, const std::string& ns, const std::strin
   }
 }
 
+// scalable_t5's T5Config: T5's fields, a relative position table in each
+// layer, and its checkpoint layout (scan_layers), of which only the
+// per-layer one is read and written here.
+void read_scalable(const gin::Config& cfg, const std::string& ns, const std::string& nc, T5Config& t) {
+  t.relpos_per_layer = true;
+  if (cfg.get_bool(ns, nc, "scan_layers")) {
+    auto v = cfg.get_optional(ns, nc, "scan_layers");
+    throw gin::GinError(v ? v->where() : gin::SourceLocation{},
+                        nc + ".scan_layers = True stores each layer parameter stacked over the layers "
+                             "(encoder/encoder/attention/query/kernel [embed, layers, joined_kv]), a checkpoint "
+                             "layout t5x.cpp does not read or write",
+                        "bind network.T5Config.scan_layers = False (--gin.network.T5Config.scan_layers=False): "
+                        "the same model with one parameter per layer (encoder/layers_i/...), as t5x's scalable_t5 "
+                        "writes it with that setting");
+  }
+  const std::string remat = cfg.get_string(ns, nc, "remat_policy");
+  if (remat != "none" && remat != "minimal" && remat != "full")
+    throw gin::GinError(cfg.get_optional(ns, nc, "remat_policy")->where(),
+                        nc + ".remat_policy = '" + remat + "' is not a policy",
+                        "use 'none', 'minimal' or 'full' (t5x.cpp keeps what its backward needs either way)");
+}
+
 void read_network(const gin::Config& cfg, const gin::Reference& net, bool decoder_only, T5Config& t) {
   const std::string nc = canonical_name(cfg, net);
   const std::string& ns = net.scope;
@@ -165,6 +187,7 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"), nc + ".dtype");
+  if (nc == "scalable_t5.network.T5Config") return read_scalable(cfg, ns, nc, t);
   t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
   t.relpos_per_layer = cfg.get_bool(ns, nc, "relpos_per_layer");
   if (!decoder_only) t.scale_attn_logits = cfg.get_bool(ns, nc, "scale_attn_logits");
@@ -227,7 +250,7 @@ void read_decoding(const gin::Config& cfg, const std::string& model, const std::
 
 std::string canonical_name(const gin::Config& cfg, const gin::Reference& ref) {
   if (cfg.registry())
-    if (const auto* spec = cfg.registry()->find(ref.name)) return spec->name;
+    if (const auto* spec = cfg.registry()->by_name(ref.name)) return spec->name;
   return ref.name;
 }
 
@@ -278,11 +301,17 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
     if (v->kind() == gin::ValueKind::kString) m.loss.loss_normalizing_factor = LossNormalizingFactor::parse(v->as_string());
     else m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(v->as_double());
   }
-  // network.Transformer(config=T5Config) / network.DecoderWrapper(config=TransformerConfig).
-  const std::vector<std::string> module = {m.decoder_only ? "network.DecoderWrapper" : "network.Transformer"};
-  const std::vector<std::string> config = {m.decoder_only ? "network.TransformerConfig" : "network.T5Config"};
-  read_network(cfg, nested_reference(cfg, nested_reference(cfg, model_ref, "module", module), "config", config),
-               m.decoder_only, m.network);
+  // network.Transformer(config=T5Config) / network.DecoderWrapper(config=TransformerConfig),
+  // or scalable_t5's Transformer and T5Config.
+  const std::vector<std::string> module =
+      m.decoder_only ? std::vector<std::string>{"network.DecoderWrapper"}
+                     : std::vector<std::string>{"network.Transformer", "scalable_t5.network.Transformer"};
+  const gin::Reference net = nested_reference(cfg, model_ref, "module", module);
+  const bool scalable = canonical_name(cfg, net) == "scalable_t5.network.Transformer";
+  const std::vector<std::string> config = {m.decoder_only ? "network.TransformerConfig"
+                                           : scalable     ? "scalable_t5.network.T5Config"
+                                                          : "network.T5Config"};
+  read_network(cfg, nested_reference(cfg, net, "config", config), m.decoder_only, m.network);
   read_decoding(cfg, c, s, m.decode);
   const char* vocab_param = m.decoder_only ? "vocabulary" : "output_vocabulary";
   if (auto v = cfg.get_optional(s, c, vocab_param); v && cfg.resolve(*v).kind() == gin::ValueKind::kReference) {

@@ -262,7 +262,7 @@ std::vector<std::string> keys(const M& m) {
 }
 
 std::string canonical(const Config& cfg, const gin::Reference& ref) {
-  const auto* spec = cfg.registry() ? cfg.registry()->find(ref.name) : nullptr;
+  const auto* spec = cfg.registry() ? cfg.registry()->by_name(ref.name) : nullptr;
   return spec ? spec->name : ref.name;
 }
 

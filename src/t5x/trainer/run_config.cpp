@@ -372,7 +372,7 @@ DatasetConfig read_dataset_config(const Config& cfg, const Reference& ref) {
   d.shuffle = cfg.get_bool(s, c, "shuffle");
   d.seed = opt_seed(cfg, s, c, "seed");
   d.use_cached = cfg.get_bool(s, c, "use_cached");
-  if (cfg.registry() && cfg.registry()->find("seqio.add_global_cache_dirs"))
+  if (cfg.registry() && cfg.registry()->by_name("seqio.add_global_cache_dirs"))
     for (const auto& v : cfg.get_list("", "seqio.add_global_cache_dirs", "global_cache_dirs"))
       d.cache_dirs.push_back(v.as_string());
   d.pack = cfg.get_bool(s, c, "pack");

@@ -269,6 +269,19 @@ TEST(HfConvert, ImportRefusesIncompleteOrContradictoryTensors) {
                   "config.json's feed_forward_proj is \"gated-gelu\" (gated: wi_0, wi_1 per MLP)"));
   const std::string extra = import_without(base + "/gated", gated, "", {{"encoder.extra.weight", find_t(gated, "shared.weight")}});
   EXPECT_TRUE(has(extra, "unexpected:\n    encoder.extra.weight")) << extra;
+  // A table in block 1 of a T5 file is umT5's; a umT5 config needs one in every block.
+  const std::string table0 = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+  const std::string umt5_like = import_without(
+      base + "/gated", gated, "", {{"encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight", find_t(gated, table0)}});
+  EXPECT_TRUE(has(umt5_like, "unexpected:\n    encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"))
+      << umt5_like;
+  EXPECT_TRUE(has(umt5_like, "a table in every block is umT5 (model_type \"umt5\")")) << umt5_like;
+  set_config(base + "/gated", "model_type", "umt5");
+  std::string u = error_of([&] { import_hf_t5(base + "/gated", base + "/u"); });
+  EXPECT_TRUE(has(u, "missing:\n    decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight")) << u;
+  EXPECT_TRUE(has(u, "config.json says umT5 (model_type \"umt5\"): a relative_attention_bias in every block")) << u;
+  set_config(base + "/gated", "model_type", "t5");
+  EXPECT_FALSE(fs::exists(base + "/u"));
   // relu with wi_0/wi_1, and gated-gelu with one wi.
   set_config(base + "/gated", "feed_forward_proj", "relu");
   std::string e = error_of([&] { import_hf_t5(base + "/gated", base + "/r"); });

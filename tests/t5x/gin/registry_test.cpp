@@ -157,15 +157,32 @@ TEST(GinRegistry, T5xFullNames) {
     EXPECT_EQ(r.get(name)->full_name, full_name);
   }
   // Every name resolves to itself by its canonical name, its full name and
-  // its minimal name: no canonical name is ambiguous.
+  // its minimal name: no canonical name is ambiguous in a config that has
+  // imported nothing, or only the configurable's own module (scalable_t5's
+  // network is registered on import, as under gin's dynamic registration).
+  const std::vector<std::string> none;
   for (const std::string& name : r.names()) {
     const ConfigurableSpec* spec = r.get(name);
-    EXPECT_EQ(r.find(name), spec) << name;
+    const std::vector<std::string> own = {spec->full_name.substr(0, spec->full_name.rfind('.'))};
+    const std::vector<std::string>& loaded = spec->needs_import ? own : none;
+    EXPECT_EQ(r.find(name, Imports{}, {}, &loaded), spec) << name;
     EXPECT_EQ(r.find(spec->full_name), spec) << name;
     EXPECT_EQ(r.find(r.minimal_name(*spec)), spec) << name;
   }
   EXPECT_EQ(r.find("examples.t5.network.T5Config")->name, "network.T5Config");
-  EXPECT_EQ(r.find("T5Config")->name, "network.T5Config");
+  EXPECT_EQ(r.find("T5Config", Imports{}, {}, &none)->name, "network.T5Config");
+  EXPECT_THROW(r.find("T5Config"), GinError);  // gin-config, every module registered: ambiguous
+  // The T5 network under t5x's GPU module path is the same configurable.
+  EXPECT_EQ(r.find("t5x.contrib.gpu.t5.network.T5Config")->name, "network.T5Config");
+  EXPECT_EQ(r.find("gpu.t5.network.Transformer")->name, "network.Transformer");
+  // scalable_t5's: reached by suffix once its module is imported, and then
+  // preferred to the T5 network's by a file that imports neither (t5x's
+  // scalable_t5/t5_1_1/small.gin includes base.gin, which imports it).
+  const std::vector<std::string> scalable = {"t5x.examples.scalable_t5.network"};
+  EXPECT_EQ(r.find("network.T5Config", Imports{}, {}, &scalable)->name, "scalable_t5.network.T5Config");
+  const std::vector<std::string> both = {"t5x.examples.t5.network", "t5x.examples.scalable_t5.network"};
+  EXPECT_THROW(r.find("network.T5Config", Imports{}, {}, &both), GinError);
+  EXPECT_THROW(r.lookup("scalable_t5.network.T5Config", Imports{}, {}, &none), GinError);  // not imported
   EXPECT_EQ(r.find("contrib.moe.models.MoeEncoderDecoderModel")->name, "models.MoeEncoderDecoderModel");
   EXPECT_EQ(r.find("t5x.network.T5Config"), nullptr);
   EXPECT_EQ(r.find("t5x.seqio.Evaluator"), nullptr);

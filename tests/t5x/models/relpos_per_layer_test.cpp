@@ -5,10 +5,13 @@
 // against Hugging Face's UMT5 are checked by t5x_ckpt_hf_t5_import.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "ops/autodiff.h"
+#include "t5x/gin/config.h"
+#include "t5x/models/gin_model.h"
 #include "ops/ops.h"
 #include "t5x/models/models.h"
 #include "t5x/models/network.h"
@@ -158,6 +161,76 @@ TEST(RelposPerLayer, GinBindingSetsIt) {
   EXPECT_TRUE(
       testing::load_model_gin("decoder_only/small.gin", {dropout, "network.TransformerConfig.relpos_per_layer = True"})
           .network.relpos_per_layer);
+}
+
+// t5x's scalable_t5 files: base.gin imports the network, small.gin (no
+// import of its own) sizes it; scan_layers = True (the default) is refused
+// with the binding that works, and with it the model is T5.1.1 small with a
+// table in each layer.
+TEST(RelposPerLayer, ScalableT5GinFilesReadWithPerLayerParameters) {
+  const std::string base = R"(
+from __gin__ import dynamic_registration
+from t5x import models
+from t5x.examples.scalable_t5 import network
+
+MODEL = @models.EncoderDecoderModel()
+models.EncoderDecoderModel.module = @network.Transformer()
+network.Transformer.config = @network.T5Config()
+network.T5Config:
+  vocab_size = 32128
+  dtype = 'bfloat16'
+  emb_dim = 768
+  num_heads = 12
+  num_encoder_layers = 12
+  num_decoder_layers = 12
+  head_dim = 64
+  mlp_dim = 2048
+  mlp_activations = ('gelu', 'linear')
+  dropout_rate = 0.0
+  logits_via_embedding = False
+  scan_layers = True
+  remat_policy = 'minimal'
+)";
+  const std::string small = R"(
+network.Transformer.config = @network.T5Config()
+network.T5Config:
+  emb_dim = 512
+  num_heads = 6
+  num_encoder_layers = 8
+  num_decoder_layers = 8
+  head_dim = 64
+  mlp_dim = 1024
+)";
+  gin::Config cfg(&testing::t5x_registry());
+  cfg.parse_string(base, "scalable_t5/t5_1_1/base.gin");
+  cfg.parse_string(small, "scalable_t5/t5_1_1/small.gin");
+  try {
+    read_model_config(cfg);
+    ADD_FAILURE() << "scan_layers = True was read";
+  } catch (const gin::GinError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("base.gin:21:"), std::string::npos) << m;  // at the binding
+    EXPECT_NE(m.find("scan_layers = True stores each layer parameter stacked"), std::string::npos) << m;
+    EXPECT_NE(m.find("--gin.network.T5Config.scan_layers=False"), std::string::npos) << m;
+  }
+  cfg.parse_string("network.T5Config.scan_layers = False", "<bindings>");
+  const ModelConfig m = read_model_config(cfg);
+  EXPECT_TRUE(m.network.relpos_per_layer);
+  EXPECT_EQ(m.network.emb_dim, 512);
+  EXPECT_EQ(m.network.num_decoder_layers, 8);
+  EXPECT_EQ(m.network.dtype, DType::bf16);
+  // T5.1.1 small's parameters with 16 layer tables for 2 stack tables.
+  EXPECT_EQ(make_model(m)->num_params(), 76961152 + 14 * 6 * 32);
+  const nn::ParamSpecs specs = encoder_decoder_param_specs(m.network);
+  EXPECT_TRUE(std::any_of(specs.begin(), specs.end(), [](const nn::ParamSpec& p) {
+    return p.name == "decoder/layers_7/relpos_bias/rel_embedding";
+  }));
+  // The operative config reads back to the same configuration.
+  gin::Config back(&testing::t5x_registry());
+  back.parse_string(cfg.operative_config_str(), "config.gin");
+  EXPECT_TRUE(back.equivalent(cfg)) << cfg.operative_config_str();
+  // The T5 network's files are unaffected: their network.T5Config is T5's.
+  EXPECT_FALSE(testing::load_model_gin("t5_1_1/small.gin", {"DROPOUT_RATE = 0.0"}).network.relpos_per_layer);
 }
 
 }  // namespace
