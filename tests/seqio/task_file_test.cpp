@@ -178,7 +178,9 @@ TEST(TaskFile, RegisteredNamesResolveToThemselves) {
   const std::vector<std::string> none;
   for (const std::string& name : r.names()) {
     const t5x::gin::ConfigurableSpec* spec = r.get(name);
-    if (!spec->needs_import) EXPECT_EQ(r.find(name, t5x::gin::Imports{}, {}, &none), spec) << name;
+    if (!spec->needs_import) {
+      EXPECT_EQ(r.find(name, t5x::gin::Imports{}, {}, &none), spec) << name;
+    }
     EXPECT_EQ(r.find(spec->full_name), spec) << name;
   }
   EXPECT_EQ(r.find("preprocessors.rekey")->name, "seqio.preprocessors.rekey");

@@ -661,6 +661,19 @@ std::string Config::operative_config_str() const {
     if (merged.empty()) return name;
     const std::optional<std::string> full = merged.expand(name);
     if (full && (!spec || *full == spec->full_name || registry_->by_full_name(*full) == spec)) return name;  // an alias too
+    // Else through an import that reaches it (scalable_t5.network.T5Config
+    // as `network.T5Config` after `from t5x.examples.scalable_t5 import network`).
+    if (spec) {
+      std::string best;
+      for (const auto& [bound, module] : merged.bound()) {
+        const std::string& f = spec->full_name;
+        if (f.size() > module.size() && f.starts_with(module) && f[module.size()] == '.') {
+          const std::string candidate = bound + f.substr(module.size());
+          if (best.empty() || candidate.size() < best.size()) best = candidate;
+        }
+      }
+      if (!best.empty()) return best;
+    }
     if (!dynamic) return !full || !spec ? name : spec->full_name;  // gin's registry resolves the rest
     const std::string out = spec ? spec->full_name : name;
     need_import(out, spec);

@@ -146,10 +146,8 @@ static std::string quoted_list(const std::vector<std::string>& names, const char
   return out;
 }
 
-const ConfigurableSpec* Registry::find(std::string_view name, const SourceLocation& where) const {
-  const std::vector<const ConfigurableSpec*> m = matches(name);
-  if (m.size() == 1) return m[0];
-  if (m.empty()) return nullptr;
+void Registry::throw_ambiguous(std::string_view name, const std::vector<const ConfigurableSpec*>& m,
+                               const SourceLocation& where) const {
   std::string list;
   std::vector<std::string> minimal;
   for (const ConfigurableSpec* s : m) {
@@ -158,6 +156,13 @@ const ConfigurableSpec* Registry::find(std::string_view name, const SourceLocati
   }
   throw GinError(where, "configurable name '" + std::string(name) + "' is ambiguous: " + list,
                  "write more of the module path, e.g. " + quoted_list(minimal, " or "));
+}
+
+const ConfigurableSpec* Registry::find(std::string_view name, const SourceLocation& where) const {
+  const std::vector<const ConfigurableSpec*> m = matches(name);
+  if (m.size() == 1) return m[0];
+  if (m.empty()) return nullptr;
+  throw_ambiguous(name, m, where);
 }
 
 // The full name with the canonical name when they differ: "'utils.DatasetConfig'
@@ -194,6 +199,11 @@ const ConfigurableSpec& Registry::lookup(std::string_view name, const SourceLoca
   throw GinError(where, "unknown configurable '" + std::string(name) + "'", hint);
 }
 
+static std::string_view last_component(std::string_view s) {
+  const size_t dot = s.rfind('.');
+  return dot == std::string_view::npos ? s : s.substr(dot + 1);
+}
+
 void Registry::check_param(const ConfigurableSpec& spec, std::string_view param,
                            const SourceLocation& where) const {
   if (spec.param(param)) return;
@@ -211,6 +221,16 @@ void Registry::check_param(const ConfigurableSpec& spec, std::string_view param,
     hint = "known parameters:";
     for (const std::string& a : all) hint += " " + a;
   }
+  // Another module's configurable of the same name has it (scan_layers: scalable_t5's T5Config).
+  const std::string_view own = last_component(spec.full_name);
+  for (const auto& [canonical, other] : specs_)
+    if (&other != &spec && last_component(other.full_name) == own && other.param(param)) {
+      const std::string module = other.full_name.substr(0, other.full_name.rfind('.'));
+      const size_t dot = module.rfind('.');
+      hint += "; '" + std::string(param) + "' is a parameter of " + other.full_name +
+              (dot == std::string::npos ? "" : " (from " + module.substr(0, dot) + " import " + module.substr(dot + 1) + ")");
+      break;
+    }
   throw GinError(where, "configurable '" + spec.name + "' has no parameter '" +
                             std::string(param) + "'", hint);
 }
@@ -230,10 +250,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-static std::string_view last_component(std::string_view s) {
-  const size_t dot = s.rfind('.');
-  return dot == std::string_view::npos ? s : s.substr(dot + 1);
-}
 
 static std::vector<std::string> closest(std::vector<std::pair<size_t, std::string>> scored,
                                         size_t k) {
@@ -343,14 +359,7 @@ const ConfigurableSpec* Registry::find(std::string_view name, const Imports& imp
   if (visible.size() == 1) return visible[0];
   if (visible.empty()) return nullptr;
   if (imported.size() == 1) return imported[0];
-  std::string list;
-  std::vector<std::string> minimal;
-  for (const ConfigurableSpec* s : visible) {
-    list += (list.empty() ? "" : ", ") + s->full_name;
-    minimal.push_back(minimal_name(*s));
-  }
-  throw GinError(where, "configurable name '" + std::string(name) + "' is ambiguous: " + list,
-                 "write more of the module path, e.g. " + quoted_list(minimal, " or "));
+  throw_ambiguous(name, visible, where);
 }
 
 const ConfigurableSpec& Registry::lookup(std::string_view name, const Imports& imports, const SourceLocation& where,

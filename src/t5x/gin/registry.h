@@ -174,6 +174,9 @@ class Registry {
   std::vector<std::string> nearest(std::string_view name, size_t k = 3) const;
 
  private:
+  // GinError "configurable name 'X' is ambiguous: ..." with the minimal names.
+  [[noreturn]] void throw_ambiguous(std::string_view name, const std::vector<const ConfigurableSpec*>& m,
+                                    const SourceLocation& where) const;
   std::map<std::string, ConfigurableSpec, std::less<>> specs_;      // by canonical name
   std::map<std::string, std::string, std::less<>> by_full_name_;   // full -> canonical
 };

@@ -17,6 +17,7 @@ namespace t5x {
 namespace {
 
 using testing::small_test_config;
+using testing::enc_dec_batch;
 using testing::tokens;
 
 T5Config fnet_config(int64_t encoder_layers = 2) {
@@ -95,12 +96,6 @@ TEST(FNetEncoder, PackedInputsAreRefusedWithTheFix) {
     EXPECT_NE(std::string(e.what()).find("cannot take packed inputs"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("pack = False"), std::string::npos) << e.what();
   }
-}
-
-Batch enc_dec_batch() {
-  return {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
-          {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
-          {"decoder_target_tokens", tokens(2, 5, {4, 8, 12, 3, 1, 6, 9, 1, 0, 0})}};
 }
 
 // Every parameter gets a gradient, the mixing norms included (through the

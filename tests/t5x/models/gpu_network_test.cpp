@@ -80,9 +80,7 @@ TEST(GpuNetwork, ScaleAttnLogitsDividesTheQueryInput) {
   ParamTree folded = p;
   for (auto& [name, a] : folded)
     if (name.ends_with("/query/kernel")) a = div(a, 3.0);
-  const Batch b = {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
-                   {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
-                   {"decoder_target_tokens", tokens(2, 5, {4, 8, 12, 3, 1, 6, 9, 1, 0, 0})}};
+  const Batch b = testing::enc_dec_batch();
   const Array with_scale = EncoderDecoderModel(scaled).logits(p, b);
   const Array folded_kernels = EncoderDecoderModel(plain).logits(folded, b);
   const Array unscaled = EncoderDecoderModel(plain).logits(p, b);

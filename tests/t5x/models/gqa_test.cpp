@@ -18,19 +18,9 @@ namespace t5x {
 namespace {
 
 using testing::small_test_config;
+using testing::decoder_only_batch;
+using testing::enc_dec_batch;
 using testing::tokens;
-
-Batch enc_dec_batch() {
-  return {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
-          {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
-          {"decoder_target_tokens", tokens(2, 5, {4, 8, 12, 3, 1, 6, 9, 1, 0, 0})}};
-}
-
-Batch decoder_only_batch() {
-  return {{"decoder_input_tokens", tokens(2, 6, {0, 4, 8, 12, 3, 9, 0, 6, 9, 1, 5, 0})},
-          {"decoder_target_tokens", tokens(2, 6, {4, 8, 12, 3, 9, 1, 6, 9, 1, 5, 7, 0})},
-          {"decoder_causal_attention", tokens(2, 6, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0})}};
-}
 
 T5Config four_heads(int64_t g, int64_t enc_g = 0) {
   T5Config c = small_test_config();

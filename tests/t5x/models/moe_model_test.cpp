@@ -27,6 +27,7 @@ namespace t5x {
 namespace {
 
 using testing::small_test_config;
+using testing::enc_dec_batch;
 using testing::tokens;
 using L = T5Config::SparseLayout;
 
@@ -162,12 +163,6 @@ TEST(MoeConfigs, BadValuesAreRefusedAtTheirBinding) {
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1.0 + std::fabs(a[i]))) << what << " [" << i << "]";
-}
-
-Batch enc_dec_batch() {
-  return {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
-          {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
-          {"decoder_target_tokens", tokens(2, 5, {4, 8, 12, 3, 1, 6, 9, 1, 0, 0})}};
 }
 
 T5Config moe_config(int64_t experts, int64_t k = 1) {

@@ -16,6 +16,19 @@ inline Array tokens(int64_t batch, int64_t length, const std::vector<int64_t>& v
   return Array::from_ints(Shape{{"batch", batch}, {"length", length}}, v);
 }
 
+// The models' shared small batches (vocab < 24): an encoder-decoder one
+// with padding, and a prefix-LM one (decoder_causal_attention).
+inline Batch enc_dec_batch() {
+  return {{"encoder_input_tokens", tokens(2, 6, {5, 7, 9, 3, 1, 0, 2, 4, 6, 8, 11, 1})},
+          {"decoder_input_tokens", tokens(2, 5, {0, 4, 8, 12, 3, 0, 6, 9, 1, 0})},
+          {"decoder_target_tokens", tokens(2, 5, {4, 8, 12, 3, 1, 6, 9, 1, 0, 0})}};
+}
+inline Batch decoder_only_batch() {
+  return {{"decoder_input_tokens", tokens(2, 6, {0, 4, 8, 12, 3, 9, 0, 6, 9, 1, 5, 0})},
+          {"decoder_target_tokens", tokens(2, 6, {4, 8, 12, 3, 9, 1, 6, 9, 1, 5, 7, 0})},
+          {"decoder_causal_attention", tokens(2, 6, {1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0})}};
+}
+
 // A small float32 model for tests (T5.1.1-like unless changed).
 inline T5Config small_test_config(bool gated = true, bool tied = false) {
   T5Config c;
