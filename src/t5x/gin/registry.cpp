@@ -250,7 +250,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-
 static std::vector<std::string> closest(std::vector<std::pair<size_t, std::string>> scored,
                                         size_t k) {
   std::stable_sort(scored.begin(), scored.end(),

@@ -102,8 +102,8 @@ class Registry {
   // network, `t5x.contrib.gpu.t5.network.T5Config`). Both full names resolve
   // to it, through imports and by suffix, and a suffix both end with is not
   // ambiguous. Throws std::invalid_argument when `canonical` is not
-  // registered, `full_name` is, or `canonical`'s own name is not its last
-  // component.
+  // registered, `full_name` is, or `full_name` does not end with the
+  // configurable's own name (the last component of its full name).
   void add_alias(const std::string& full_name, const std::string& canonical);
   // The configurable registered (or aliased) under exactly this full name.
   const ConfigurableSpec* by_full_name(std::string_view full_name) const;
