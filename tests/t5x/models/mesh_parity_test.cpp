@@ -134,6 +134,11 @@ std::vector<ModelCase> cases() {
   mixer.encoder_mixing_length = 6;
   mixer.num_encoder_layers = 3;
   mixer.num_encoder_attention_layers = 1;
+  // umT5's relative position table in each layer (split over 'model' by
+  // heads, as the stacks'), with t5x's GPU network's scaled query input.
+  auto umt5 = t511;
+  umt5.relpos_per_layer = true;
+  umt5.scale_attn_logits = true;
   return {
       {"T5.1.1 enc-dec (gated GELU, untied logits)", [=] { return std::make_unique<EncoderDecoderModel>(t511, loss); },
        encdec},
@@ -149,6 +154,8 @@ std::vector<ModelCase> cases() {
        encdec},
       {"enc-dec Sparse Mixer encoder (linear mixing, TOP attention)",
        [=] { return std::make_unique<EncoderDecoderModel>(mixer, loss); }, encdec},
+      {"enc-dec umT5 tables in each layer, scaled attention logits",
+       [=] { return std::make_unique<EncoderDecoderModel>(umt5, loss); }, encdec},
   };
 }
 
