@@ -203,6 +203,21 @@ network.T5Config:
     EXPECT_NE(m.find("scan_layers = True stores each layer parameter stacked"), std::string::npos) << m;
     EXPECT_NE(m.find("--gin.network.T5Config.scan_layers=False"), std::string::npos) << m;
   }
+  // Left at its default, the error points at where the config is passed.
+  {
+    gin::Config d(&testing::t5x_registry());
+    std::string no_scan = base;
+    no_scan.replace(no_scan.find("  scan_layers = True\n"), std::string("  scan_layers = True\n").size(), "");
+    d.parse_string(no_scan, "base.gin");
+    try {
+      read_model_config(d);
+      ADD_FAILURE() << "the default scan_layers = True was read";
+    } catch (const gin::GinError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("base.gin:8:"), std::string::npos) << m;
+      EXPECT_NE(m.find("scan_layers = True (its default)"), std::string::npos) << m;
+    }
+  }
   cfg.parse_string("network.T5Config.scan_layers = False", "<bindings>");
   const ModelConfig m = read_model_config(cfg);
   EXPECT_TRUE(m.network.relpos_per_layer);
