@@ -20,6 +20,7 @@
 #include "t5x/checkpoints/upcycle.h"
 #include "t5x/gin/flags.h"
 #include "t5x/models/gin_model.h"
+#include "t5x/trainer/train_state.h"
 
 namespace t5x::cli {
 
@@ -258,10 +259,27 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
 
   // Shapes first (cheap: msgpack + .zarray), so a bad config fails before writing.
   CheckpointReader r = CheckpointReader::open(ckpt);
+  std::string gin_source;
+  std::optional<T5Config> t5;
+  ParamLayout layout;  // scalable_t5's stacked layers and split heads, read as the model's own
+  if (auto m = model_from_gin(a, ckpt, &gin_source, err)) {
+    if (m->decoder_only)
+      throw CheckpointError(gin_source + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");
+    t5 = m->network;
+    layout = trainer::checkpoint_layout(*make_model(*m), nullptr);
+  }
   std::vector<ParamShape> shapes;
-  for (const auto& p : r.array_paths())
-    if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), r.info(p).shape});
+  for (const auto& p : layout.model_paths(r.array_paths()))
+    if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), layout.model_shape(p).value_or(r.info(p).shape)});
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
+  for (const auto& p : shapes)  // t5x's scalable_t5 layout read without its gin
+    if (p.name.starts_with("encoder/encoder/") || p.name.starts_with("decoder/decoder/") ||
+        ((p.name.ends_with("/query/kernel") || p.name.ends_with("/out/kernel")) && p.shape.size() == 3))
+      throw CheckpointError(ckpt + ": `target/" + p.name + "` " + shape_text(p.shape) +
+                            " is in t5x's scalable_t5 layout (" +
+                            (p.shape.size() == 3 ? "heads split" : "layers stacked by scan_layers") +
+                            ")\n  hint: pass the model's scalable_t5 --gin_file (with its scan_layers and "
+                            "param_scan_axis), which says how to read it");
   for (const auto& p : shapes)  // grouped K/V kernels [embed, kv_heads, kv] (convert-gqa, num_kv_heads)
     if (p.shape.size() == 3 && p.name.find("/mlp/expert/") == std::string::npos)  // not [expert, ...]
       throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +
@@ -280,13 +298,6 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   std::string source = "parameter shapes (" + std::string(c.is_gated_act() ? "T5.1.1 gated-gelu" : "T5.1.0 relu") +
                        (c.relpos_per_layer ? ", a relative position table in each layer: umT5" : "") + ")";
 
-  std::string gin_source;
-  std::optional<T5Config> t5;
-  if (auto m = model_from_gin(a, ckpt, &gin_source, err)) {
-    if (m->decoder_only)
-      throw CheckpointError(gin_source + ": configures a decoder-only model; Hugging Face T5 export needs an encoder-decoder");
-    t5 = m->network;
-  }
   if (t5) {
     std::string bad;
     auto check = [&](const char* what, int64_t from_gin, int64_t from_ckpt) {
@@ -351,7 +362,7 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
                   "); give the Hugging Face model its own directory");
   }
 
-  HfExportResult res = export_hf_t5(ckpt, out_dir, dtype);
+  HfExportResult res = export_hf_t5(ckpt, out_dir, dtype, layout);
   nlohmann::json j = nlohmann::json::parse(c.to_json());
   j["dense_act_fn"] = dense_act_fn(c.feed_forward_proj);
   j["torch_dtype"] = dtype;

@@ -245,12 +245,13 @@ std::vector<std::string> stale_weight_files(const std::string& dir) {
 }
 
 HfExportResult export_hf_t5(const std::string& ckpt_dir, const std::string& out_dir,
-                            const std::string& dtype) {
+                            const std::string& dtype, const ParamLayout& layout) {
   CheckpointReader r = CheckpointReader::open(ckpt_dir);
   NamedTensors params;
-  for (const auto& p : r.array_paths()) {
+  for (const auto& p : layout.model_paths(r.array_paths())) {
     if (p.rfind("target/", 0) != 0) continue;
-    HostTensor t = r.read(p);
+    const auto shape = layout.model_shape(p);
+    HostTensor t = shape ? layout.read(r, p, *shape, std::nullopt) : r.read(p);
     if (dtype == "float16" && t.dtype != "float16" && is_float(t.dtype)) check_float16_range(p.substr(7), t);
     params.emplace_back(p.substr(7), maybe_cast(std::move(t), dtype));
   }

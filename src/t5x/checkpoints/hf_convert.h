@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "t5x/checkpoints/hf_t5.h"
+#include "t5x/checkpoints/param_layout.h"
 #include "t5x/checkpoints/zarr.h"
 
 namespace t5x {
@@ -26,9 +27,11 @@ struct HfExportResult {
 // CheckpointError for unreadable checkpoints, unmapped parameters and (float16)
 // values beyond float16's range. Removes other weight files in `out_dir`
 // (an older export's model.safetensors.index.json and shards, pytorch_model*.bin,
-// ...), which transformers or import-hf could read instead.
+// ...), which transformers or import-hf could read instead. `layout`: how the
+// checkpoint holds the parameters (scalable_t5's stacked layers and split
+// heads, param_layout.h); they are read into the model's per-layer ones.
 HfExportResult export_hf_t5(const std::string& ckpt_dir, const std::string& out_dir,
-                            const std::string& dtype = "float32");
+                            const std::string& dtype = "float32", const ParamLayout& layout = {});
 
 struct HfImportOptions {
   int64_t step = 0;                      // state/step of the new checkpoint

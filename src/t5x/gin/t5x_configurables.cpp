@@ -81,7 +81,8 @@ void add_model_configurables(Registry& r) {
          {"mlp_activations", "('relu',)"}, {"dropout_rate", "0.1"}, {"logits_via_embedding", "False"},
          {"remat_policy", "'none'"}, {"scan_layers", "True"}, {"param_scan_axis", "1"}},
         "scalable T5 hyperparameters (t5x/examples/scalable_t5/network.py: a relative position table in "
-        "each layer; scan_layers = True, its stacked checkpoint layout, is refused)");
+        "each layer; its checkpoints keep attention heads split and, with scan_layers, the layers stacked at "
+        "param_scan_axis)");
   scalable_example.add("scalable_t5.network.Transformer", {{"config", ""}}, "scalable T5 encoder-decoder network");
   r.require_import("scalable_t5.network.T5Config");
   r.require_import("scalable_t5.network.Transformer");

@@ -100,6 +100,19 @@ struct T5Config {
   // of T5's query initialisation (which folds that factor in once). Every
   // attention block (self and cross). Gin: T5Config.scale_attn_logits.
   bool scale_attn_logits = false;
+  // t5x's scalable_t5 checkpoint layout (checkpoints/param_layout.h): the
+  // model keeps its per-layer parameters; its checkpoints hold attention
+  // kernels as [embed, heads, kv] / [heads, kv, embed] and, with
+  // scan_layers, every layer parameter stacked along a 'layers' dim at
+  // param_scan_axis under <stack>/<stack>/ (network.py's nn.scan). Set by
+  // scalable_t5.network.T5Config (scan_layers, param_scan_axis); the
+  // trainer maps the leaves when it saves and restores.
+  struct ScalableCheckpoint {
+    bool on = false;
+    bool scan_layers = false;
+    int param_scan_axis = 1;
+  };
+  ScalableCheckpoint scalable_checkpoint;
 
   // Mixture-of-Experts (t5x contrib/moe with flaxformer architectures/moe;
   // moe.md 2.5): moe.num_experts > 0 and num_{encoder,decoder}_sparse_layers

@@ -146,25 +146,19 @@ void read_mixing(const gin::Config& cfg, const std::string& ns, const std::strin
 }
 
 // scalable_t5's T5Config: T5's fields, a relative position table in each
-// layer, and its checkpoint layout (scan_layers), of which only the
-// per-layer one is read and written here.
-// `config_where`: where the network's config is passed, the place to
-// point at when scan_layers keeps its default.
-void read_scalable(const gin::Config& cfg, const std::string& ns, const std::string& nc, T5Config& t,
-                   const gin::SourceLocation& config_where) {
+// layer, and its checkpoint layout: attention kernels with separate heads and
+// kv dims, stacked over the layers with scan_layers (param_layout.h).
+void read_scalable(const gin::Config& cfg, const std::string& ns, const std::string& nc, T5Config& t) {
   t.relpos_per_layer = true;
-  if (cfg.get_bool(ns, nc, "scan_layers")) {
-    auto v = cfg.get_optional(ns, nc, "scan_layers");
-    const bool bound = v && !v->where().file.starts_with("<default");
-    throw gin::GinError(bound ? v->where() : config_where,
-                        nc + ".scan_layers = True" + (bound ? "" : " (its default)") +
-                            " stores each layer parameter stacked over the layers "
-                             "(encoder/encoder/attention/query/kernel [embed, layers, joined_kv]), a checkpoint "
-                             "layout t5x.cpp does not read or write",
-                        "bind network.T5Config.scan_layers = False (--gin.network.T5Config.scan_layers=False): "
-                        "the same model with one parameter per layer (encoder/layers_i/...), as t5x's scalable_t5 "
-                        "writes it with that setting");
-  }
+  t.scalable_checkpoint.on = true;
+  t.scalable_checkpoint.scan_layers = cfg.get_bool(ns, nc, "scan_layers");
+  const int64_t axis = cfg.get_int(ns, nc, "param_scan_axis");
+  if (axis != 0 && axis != 1)
+    throw gin::GinError(cfg.get_optional(ns, nc, "param_scan_axis")->where(),
+                        nc + ".param_scan_axis = " + std::to_string(axis) +
+                            " is not a dim every layer parameter has (the norms' scales are [embed])",
+                        "use 1 (its default: [embed, layers, ...]) or 0 ([layers, ...])");
+  t.scalable_checkpoint.param_scan_axis = int(axis);
   const std::string remat = cfg.get_string(ns, nc, "remat_policy");
   if (remat != "none" && remat != "minimal" && remat != "full")
     throw gin::GinError(cfg.get_optional(ns, nc, "remat_policy")->where(),
@@ -172,8 +166,7 @@ void read_scalable(const gin::Config& cfg, const std::string& ns, const std::str
                         "use 'none', 'minimal' or 'full' (t5x.cpp keeps what its backward needs either way)");
 }
 
-void read_network(const gin::Config& cfg, const gin::Reference& net, bool decoder_only, T5Config& t,
-                  const gin::SourceLocation& config_where = {}) {
+void read_network(const gin::Config& cfg, const gin::Reference& net, bool decoder_only, T5Config& t) {
   const std::string nc = canonical_name(cfg, net);
   const std::string& ns = net.scope;
   t.vocab_size = cfg.get_int(ns, nc, "vocab_size");
@@ -193,7 +186,7 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"), nc + ".dtype");
-  if (nc == "scalable_t5.network.T5Config") return read_scalable(cfg, ns, nc, t, config_where);
+  if (nc == "scalable_t5.network.T5Config") return read_scalable(cfg, ns, nc, t);
   t.num_kv_heads = read_kv_heads(cfg, ns, nc, "num_kv_heads", t.num_heads);
   t.relpos_per_layer = cfg.get_bool(ns, nc, "relpos_per_layer");
   if (!decoder_only) t.scale_attn_logits = cfg.get_bool(ns, nc, "scale_attn_logits");
@@ -317,9 +310,7 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
   const std::vector<std::string> config = {m.decoder_only ? "network.TransformerConfig"
                                            : scalable     ? "scalable_t5.network.T5Config"
                                                           : "network.T5Config"};
-  const auto config_binding = cfg.get_optional(net.scope, canonical_name(cfg, net), "config");
-  read_network(cfg, nested_reference(cfg, net, "config", config), m.decoder_only, m.network,
-               config_binding ? config_binding->where() : gin::SourceLocation{});
+  read_network(cfg, nested_reference(cfg, net, "config", config), m.decoder_only, m.network);
   read_decoding(cfg, c, s, m.decode);
   const char* vocab_param = m.decoder_only ? "vocabulary" : "output_vocabulary";
   if (auto v = cfg.get_optional(s, c, vocab_param); v && cfg.resolve(*v).kind() == gin::ValueKind::kReference) {

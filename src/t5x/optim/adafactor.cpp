@@ -326,7 +326,7 @@ FactorPlan Adafactor::plan(const std::string& path, const Shape& shape) const {
       if (f == FactorDim::kColumn) cols.push_back(d);
       if (f == FactorDim::kBatch) batch.push_back(d);
     }
-    if (rank <= 2 && batch.empty()) {
+    if (rank <= 2 && batch.empty() && !(config_.factor_by_rule && config_.factor_by_rule(path))) {
       heuristic = true;  // t5x ignores explicit rules for plain matrices / vectors
     } else {
       p.averaging_dims.clear();
@@ -354,6 +354,27 @@ FactorPlan Adafactor::plan(const std::string& path, const Shape& shape) const {
     p.col_dims = {big};
   }
   return p;
+}
+
+std::map<std::string, std::optional<std::vector<int>>> Adafactor::slot_dims(const std::string& path,
+                                                                            const Shape& shape) const {
+  const FactorPlan fp = plan(path, shape);
+  auto all_but = [&](const std::vector<int>& drop) {
+    std::vector<int> keep;
+    for (int d = 0; d < shape.rank(); ++d)
+      if (std::find(drop.begin(), drop.end(), d) == drop.end()) keep.push_back(d);
+    return keep;
+  };
+  std::map<std::string, std::optional<std::vector<int>>> out{
+      {"v_row", std::nullopt}, {"v_col", std::nullopt}, {"v", std::nullopt}, {"m", std::nullopt}};
+  if (fp.factored) {
+    out["v_row"] = all_but(fp.col_dims);
+    out["v_col"] = all_but(fp.row_dims);
+  } else {
+    out["v"] = all_but({});
+  }
+  if (config_.beta1) out["m"] = all_but({});
+  return out;
 }
 
 bool Adafactor::fast_path_applies(const std::string& path, const Shape& shape) const {

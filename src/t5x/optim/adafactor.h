@@ -116,6 +116,13 @@ struct AdafactorConfig {
   std::optional<double> global_norm_clip_threshold;
   std::optional<double> max_parameter_scale;
   bool skip_nan_updates = false;  // keep the old value where the new one is NaN
+  // Params factored by their logical rule even as matrices (no fallback to
+  // the size heuristic of _factored_dims). t5x skips that fallback for a
+  // param with a BATCH dim or of rank 3, so a layer of scalable_t5's scanned
+  // stack ([embed, layers, mlp]) or its [embed, heads, kv] query is factored
+  // whatever its sizes; t5x.cpp holds that layer as a matrix (set for
+  // scalable_t5 by checkpoints/param_layout.h's scalable_t5_relaid).
+  std::function<bool(const std::string& path)> factor_by_rule;
 };
 
 // How one parameter is treated (t5x `_parse_rule` + `_factored_dims`).
@@ -133,6 +140,10 @@ class Adafactor : public Optimizer {
   const AdafactorConfig& config() const { return config_; }
 
   OptimizerState init(const ParamTree& params) const override;
+  // From plan(): v_row keeps the dims but the COLUMN ones, v_col the dims
+  // but the ROW ones (t5x init_param_state), v and m every dim.
+  std::map<std::string, std::optional<std::vector<int>>> slot_dims(const std::string& path,
+                                                                   const Shape& shape) const override;
 
   // The factorization of a param with this shape at this path.
   FactorPlan plan(const std::string& path, const Shape& shape) const;

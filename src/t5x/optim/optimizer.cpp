@@ -41,6 +41,27 @@ std::vector<int64_t> shard_offsets(const Array& a, int64_t device_id) {
   return off;
 }
 
+std::map<std::string, std::optional<std::vector<int>>> Optimizer::slot_dims(const std::string& path,
+                                                                            const Shape& shape) const {
+  const OptimizerState st = init(ParamTree{{path, Array::zeros(shape, DType::f32)}});
+  std::map<std::string, std::optional<std::vector<int>>> out;
+  for (const auto& [k, v] : st.slots) {
+    if (k.rfind(path + "/", 0) != 0) continue;
+    const std::string slot = k.substr(path.size() + 1);
+    if (v.shape().sizes() == shape.sizes()) {
+      std::vector<int> all(size_t(shape.rank()));
+      for (int d = 0; d < shape.rank(); ++d) all[size_t(d)] = d;
+      out[slot] = all;
+    } else if (v.size() == 1) {
+      out[slot] = std::nullopt;
+    } else {
+      throw std::invalid_argument("[" + name() + "] slot '" + slot + "' " + v.shape().to_string() + " of a param " +
+                                  shape.to_string() + " keeps some of its dims: the optimizer must say which");
+    }
+  }
+  return out;
+}
+
 std::map<std::string, Array> state_dict(const ParamTree& params, const OptimizerState& state) {
   std::map<std::string, Array> out;
   for (const auto& [k, v] : params) out[kTarget + k] = v;

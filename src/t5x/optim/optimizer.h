@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,15 @@ class Optimizer {
                       const ShardComm* comm = nullptr) const {
     do_apply_gradient(params, state, grads, learning_rate, comm);
   }
+  // The dims of a param of `shape` (named dims) that each of its slots keeps,
+  // in order, by slot name (the suffix after "<path>/"); nullopt for a
+  // placeholder. A checkpoint layout that stacks layers
+  // (checkpoints/param_layout.h) maps a layer's slots to the stacked param's
+  // with it. The default reads them off init() of one such param: a slot of
+  // the param's shape keeps every dim, a one-element slot none. Throws
+  // std::invalid_argument when the optimizer cannot hold such a param.
+  virtual std::map<std::string, std::optional<std::vector<int>>> slot_dims(const std::string& path,
+                                                                           const Shape& shape) const;
 
  protected:
   virtual void do_apply_gradient(ParamTree& params, OptimizerState& state, const ParamTree& grads,

@@ -50,7 +50,8 @@ LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& r
     Array zeros = Array::zeros(spec.shape, spec.dtype);
     m.state.params[spec.name] = dist.one_mesh ? spmd::shard(zeros, spmd::param_spec(zeros.shape(), rules)) : zeros;
   }
-  auto r = restore_train_state(*path, m.state, false, rc.dtype, dist.rank(), dist.size());
+  auto r = restore_train_state(*path, m.state, false, rc.dtype, dist.rank(), dist.size(),
+                               checkpoint_layout(*m.model, nullptr));
   m.dir = r.dir;
   return m;
 }

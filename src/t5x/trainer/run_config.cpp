@@ -12,6 +12,7 @@
 #include "seqio/mixture.h"
 #include "seqio/vocabularies.h"
 #include "seqio/preprocessors/noise.h"
+#include "t5x/checkpoints/param_layout.h"
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
 #include "t5x/optim/adamw.h"
@@ -589,6 +590,16 @@ TrainRunConfig read_train_config(const Config& cfg) {
   Reference model = cfg.get_reference("", f, "model");
   t.model = read_model_config(cfg, model);
   t.optimizer = read_optimizer_config(cfg, model);
+  if (const auto& sc = t.model.network.scalable_checkpoint; sc.on)
+    if (const auto* a = dynamic_cast<const Adafactor*>(t.optimizer.optimizer.get())) {
+      // The layers scalable_t5 stacks or splits are factored as t5x factors
+      // their checkpoint form (param_layout.h).
+      AdafactorConfig c = a->config();
+      c.factor_by_rule = [scan = sc.scan_layers](const std::string& path) {
+        return scalable_t5_relaid(path, 2, scan);
+      };
+      t.optimizer.optimizer = std::make_shared<Adafactor>(c);
+    }
   t.model_dir = cfg.get_string("", f, "model_dir");
   if (t.model_dir.empty())
     throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) is empty\n  hint: name the directory "

@@ -43,11 +43,11 @@ bool is_partitioned(const std::vector<std::string>& axes) {
 // read_expect for a parameter, with a hint when a key / value kernel differs
 // only in being grouped ([embed, kv_heads, kv]) or multi-head ([embed,
 // joined_kv]): the model's num_kv_heads binding does not match the checkpoint.
-HostTensor read_param(const CheckpointReader& reader, const std::string& path, const Array& like,
-                      std::string_view cast) {
+HostTensor read_param(const CheckpointReader& reader, const ParamLayout& layout, const std::string& path,
+                      const Array& like, std::string_view cast) {
   const std::vector<int64_t> want = like.shape().sizes();
   try {
-    return reader.read_expect(path, want, shard_box(like), cast);
+    return layout.read(reader, path, want, shard_box(like), cast);
   } catch (const CheckpointError& e) {
     const bool kv = path.ends_with("/key/kernel") || path.ends_with("/value/kernel");
     if (!kv || !reader.has(path)) throw;
@@ -112,7 +112,8 @@ Array from_host(const HostTensor& t, const Array& like) {
 }
 
 std::string save_train_state(const std::string& model_dir, const TrainState& state, const SaveCheckpointConfig& cfg,
-                             const std::optional<std::string>& data_state_json, const SaveContext& ctx) {
+                             const std::optional<std::string>& data_state_json, const SaveContext& ctx,
+                             const ParamLayout& layout) {
   auto dict = state_dict(state.params, state.opt);
   auto axes = state_dict_logical_axes(state.params, state.opt);
   std::vector<SaveLeaf> leaves;
@@ -132,6 +133,7 @@ std::string save_train_state(const std::string& model_dir, const TrainState& sta
       leaves.push_back(SaveLeaf::inline_array(path, std::move(h)));
     }
   }
+  leaves = layout.to_checkpoint(std::move(leaves));
   SaveOptions o;
   o.save_dtype = cfg.dtype;
   o.process_index = ctx.process_index;
@@ -145,7 +147,8 @@ std::string save_train_state(const std::string& model_dir, const TrainState& sta
 }
 
 RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state, bool with_optimizer,
-                                  const std::string& dtype, int process_index, int process_count) {
+                                  const std::string& dtype, int process_index, int process_count,
+                                  const ParamLayout& layout) {
   RestoreResult r;
   CheckpointReader reader = CheckpointReader::open(ckpt_dir);
   r.dir = reader.dir();
@@ -154,24 +157,25 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
   ParamTree params;
   for (const auto& [name, arr] : state.params) {
     const std::string path = "target/" + name;
-    if (!reader.has(path))
+    if (!layout.has(reader, path))
       throw CheckpointError("[checkpoint] " + r.dir + " has no parameter '" + name +
                             "'\n  hint: the checkpoint belongs to another model; check the model gin file");
-    params[name] = from_host(read_param(reader, path, arr, cast), arr);
+    params[name] = from_host(read_param(reader, layout, path, arr, cast), arr);
   }
-  for (const auto& p : reader.array_paths())
+  const std::vector<std::string> in_ckpt = layout.model_paths(reader.array_paths());
+  for (const auto& p : in_ckpt)
     if (p.rfind("target/", 0) == 0 && !state.params.count(p.substr(7))) r.unused_params.push_back(p.substr(7));
   // Optimizer slots and step: all or nothing.
   bool have_all = with_optimizer && reader.has("state/step");
   if (have_all)
     for (const auto& [k, v] : state.opt.slots)
-      if (!reader.has("state/param_states/" + k)) {
+      if (!layout.has(reader, "state/param_states/" + k)) {
         have_all = false;
         r.missing_slot = k;
         break;
       }
   if (with_optimizer)
-    for (const auto& p : reader.array_paths())
+    for (const auto& p : in_ckpt)
       if (p.rfind("state/param_states/", 0) == 0) {
         if (!have_all) r.checkpoint_slots.push_back(p.substr(19));
         if (!state.opt.slots.count(p.substr(19))) r.unused_slots.push_back(p.substr(19));
@@ -180,7 +184,7 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     std::map<std::string, Array> dict;
     for (const auto& [k, v] : state.opt.slots) {
       const std::string path = "state/param_states/" + k;
-      dict[path] = from_host(reader.read_expect(path, v.shape().sizes(), shard_box(v)), v);
+      dict[path] = from_host(layout.read(reader, path, v.shape().sizes(), shard_box(v)), v);
     }
     for (const auto& [name, arr] : params) dict["target/" + name] = arr;
     dict["state/step"] = Array::from_ints(Shape{}, {reader.step().value_or(0)}, DType::i32);
@@ -208,6 +212,23 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     }
   }
   return r;
+}
+
+ParamLayout checkpoint_layout(const BaseTransformerModel& model, const Optimizer* opt) {
+  const T5Config& c = model.config();
+  if (!c.scalable_checkpoint.on) return {};
+  std::vector<LayoutParam> params;
+  for (const auto& spec : model.param_specs()) params.push_back({spec.name, spec.shape.sizes(), spec.shape.names()});
+  SlotDimsFn slots;
+  if (opt)
+    slots = [opt](const std::string& name, const std::vector<int64_t>& shape, const std::vector<std::string>& axes) {
+      std::vector<Dim> dims;
+      for (size_t d = 0; d < shape.size(); ++d) dims.push_back({axes[d], shape[d]});
+      return opt->slot_dims(name, Shape(dims));
+    };
+  return ParamLayout::scalable_t5(params, {c.scalable_checkpoint.scan_layers, c.scalable_checkpoint.param_scan_axis,
+                                           c.head_dim},
+                                  slots);
 }
 
 void check_param_memory(const nn::ParamSpecs& specs, int process_count) {
@@ -245,9 +266,10 @@ ParamTree init_params_on_mesh(const BaseTransformerModel& model, const PRNGKey& 
 }
 
 RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,
-                                    const RestoreCheckpointConfig& cfg, int process_index, int process_count) {
+                                    const RestoreCheckpointConfig& cfg, int process_index, int process_count,
+                                    const ParamLayout& layout) {
   if (cfg.assignment_map.empty() && cfg.strict && !cfg.fallback_to_scratch && cfg.upcycle_num_experts == 0)
-    return restore_train_state(ckpt_dir, state, true, cfg.dtype, process_index, process_count);
+    return restore_train_state(ckpt_dir, state, true, cfg.dtype, process_index, process_count, layout);
   RestoreResult r;
   CheckpointReader reader = CheckpointReader::open(ckpt_dir);
   r.dir = reader.dir();
@@ -256,7 +278,7 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
   for (const auto& [name, arr] : state.params) targets.push_back("target/" + name);
   targets.push_back("state/step");
   for (const auto& [k, v] : state.opt.slots) targets.push_back("state/param_states/" + k);
-  std::vector<std::string> in_ckpt = reader.array_paths();
+  std::vector<std::string> in_ckpt = layout.model_paths(reader.array_paths());
   if (reader.has("state/step") && std::find(in_ckpt.begin(), in_ckpt.end(), "state/step") == in_ckpt.end())
     in_ckpt.push_back("state/step");
   RestoreOptions opt;
@@ -292,10 +314,10 @@ RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& sta
         dst = from_host(stack_experts(reader.read(src, inner, cast), local_experts), dst);
         continue;
       }
-      dst = from_host(read_param(reader, src, dst, cast), dst);
+      dst = from_host(read_param(reader, layout, src, dst, cast), dst);
     } else {
       Array& dst = state.opt.slots.at(e.target_path.substr(std::string("state/param_states/").size()));
-      dst = from_host(reader.read_expect(src, dst.shape().sizes(), shard_box(dst)), dst);
+      dst = from_host(layout.read(reader, src, dst.shape().sizes(), shard_box(dst)), dst);
       ++slots_restored;
     }
   }

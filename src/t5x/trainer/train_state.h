@@ -21,6 +21,7 @@
 
 #include "core/array.h"
 #include "t5x/checkpoints/host_tensor.h"
+#include "t5x/checkpoints/param_layout.h"
 #include "t5x/optim/optimizer.h"
 #include "t5x/trainer/run_config.h"
 
@@ -49,10 +50,18 @@ struct SaveContext {
   bool durable = true;                              // fsync files and directories
 };
 
+// The checkpoint layout of `model`'s parameters and, with `opt`, of their
+// optimizer slots: the identity, but scalable_t5's for its network
+// (T5Config::scalable_checkpoint; checkpoints/param_layout.h). Throws
+// CheckpointError when the optimizer's slots cannot be stacked as t5x's.
+ParamLayout checkpoint_layout(const BaseTransformerModel& model, const Optimizer* opt);
+
 // Saves MODEL_DIR/checkpoint_<step> (atomic) with this process's data state
-// JSON; applies retention (keep). Returns the directory.
+// JSON; applies retention (keep). The leaves are written in `layout`.
+// Returns the directory.
 std::string save_train_state(const std::string& model_dir, const TrainState& state, const SaveCheckpointConfig& cfg,
-                             const std::optional<std::string>& data_state_json, const SaveContext& ctx);
+                             const std::optional<std::string>& data_state_json, const SaveContext& ctx,
+                             const ParamLayout& layout = {});
 
 struct RestoreResult {
   std::string dir;
@@ -81,10 +90,12 @@ struct RestoreResult {
 // (the error names the parameter and both shapes). The optimizer state and
 // step are restored when the checkpoint holds them all (`with_optimizer`),
 // else they keep their fresh values. `dtype` "bfloat16" rounds the
-// parameters through bfloat16 (t5x RestoreCheckpointConfig.dtype).
+// parameters through bfloat16 (t5x RestoreCheckpointConfig.dtype). The
+// checkpoint's leaves are read through `layout`.
 // Throws CheckpointError.
 RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state, bool with_optimizer,
-                                  const std::string& dtype, int process_index, int process_count);
+                                  const std::string& dtype, int process_index, int process_count,
+                                  const ParamLayout& layout = {});
 
 // Restores a run's initial checkpoint (t5x's RestoreCheckpointConfig for
 // fine-tuning). Without assignment_map, strict and fallback_to_scratch at
@@ -95,7 +106,8 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
 // "state/param_states/.*" fine-tunes from the parameters alone, with a fresh
 // optimizer and step 0. Throws CheckpointError listing every problem.
 RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,
-                                    const RestoreCheckpointConfig& cfg, int process_index, int process_count);
+                                    const RestoreCheckpointConfig& cfg, int process_index, int process_count,
+                                    const ParamLayout& layout = {});
 
 // A checkpoint directory from RestoreCheckpointConfig paths: mode 'specific'
 // takes the path as a checkpoint_<N> directory (or a model dir's latest);

@@ -72,7 +72,8 @@ Trainer::Trainer(TrainRunConfig cfg, Distributed dist, TrainerOptions opt)
       dist_(std::move(dist)),
       opt_(opt),
       model_(make_model(cfg_.model)),
-      rules_(logical_axis_rules(cfg_.partitioner)) {
+      rules_(logical_axis_rules(cfg_.partitioner)),
+      ckpt_layout_(checkpoint_layout(*model_, cfg_.optimizer.optimizer.get())) {
   check_expert_mesh();
   check_param_memory(model_->param_specs(), dist_.size());
   if (!dist_.spmd_active()) return;
@@ -226,7 +227,7 @@ void Trainer::initialize() {
   if (shared != ~uint64_t(0)) found = int64_t(shared);
   if (found) {
     const std::string dir = checkpoint_dir_for_step(cfg_.model_dir, *found);
-    auto r = restore_train_state(dir, state_, true, "", dist_.rank(), dist_.size());
+    auto r = restore_train_state(dir, state_, true, "", dist_.rank(), dist_.size(), ckpt_layout_);
     // A resume continues the run's optimizer: state saved by another optimizer
     // is an error (t5x fails on the state's structure), not a silent restart.
     if (!r.optimizer_restored && !r.checkpoint_slots.empty())
@@ -288,7 +289,7 @@ void Trainer::initialize() {
     message("resumed from " + dir + " at step " + std::to_string(state_.step()) +
             (r.optimizer_restored ? "" : " (parameters only: it holds no optimizer state, which starts fresh)"));
   } else if (auto path = resolve_restore_path(cfg_.restore)) {
-    auto r = restore_initial_state(*path, state_, cfg_.restore, dist_.rank(), dist_.size());
+    auto r = restore_initial_state(*path, state_, cfg_.restore, dist_.rank(), dist_.size(), ckpt_layout_);
     message("restored " + std::string(r.optimizer_restored ? "parameters and optimizer state" : "parameters") +
             " from " + r.dir + " (step " + std::to_string(state_.step()) + ")");
   }
@@ -507,7 +508,7 @@ std::string Trainer::save() {
   ds.position = data_->position();
   std::string dir;
   try {
-    dir = save_train_state(cfg_.model_dir, state_, cfg_.save, data_state_to_json(ds), ctx);
+    dir = save_train_state(cfg_.model_dir, state_, cfg_.save, data_state_to_json(ds), ctx, ckpt_layout_);
   } catch (const CheckpointError& e) {
     // Name what is still there: the save never touches complete checkpoints.
     auto latest = latest_step(cfg_.model_dir);

@@ -119,6 +119,7 @@ class Trainer {
   std::optional<spmd::InstallScope> lowering_scope_;
   std::unique_ptr<BaseTransformerModel> model_;
   LogicalAxisRules rules_;  // partitioner's logical_axis_rules (parameters' layout)
+  ParamLayout ckpt_layout_;  // the leaves' layout in checkpoints (scalable_t5's, or as the model holds them)
   // Model-parallel runs: t5x's activation sharding constraints (nn::constrain)
   // by rules_, for the Trainer's lifetime.
   std::optional<nn::ActivationConstraintScope> constraint_scope_;

@@ -154,9 +154,10 @@ TEST(RelposPerLayer, GinBindingSetsIt) {
 }
 
 // t5x's scalable_t5 files: base.gin imports the network, small.gin (no
-// import of its own) sizes it; scan_layers = True (the default) is refused
-// with the binding that works, and with it the model is T5.1.1 small with a
-// table in each layer.
+// import of its own) sizes it; scan_layers (True in base.gin, and its
+// default) and param_scan_axis choose the checkpoint layout
+// (trainer/scalable_layout_test.cpp), and the model is T5.1.1 small with a
+// table in each layer either way.
 TEST(RelposPerLayer, ScalableT5GinFilesReadWithPerLayerParameters) {
   const std::string base = R"(
 from __gin__ import dynamic_registration
@@ -191,32 +192,32 @@ network.T5Config:
   head_dim = 64
   mlp_dim = 1024
 )";
-  // The GinError read_model_config throws ("" when it reads the model).
-  auto model_error = [](const gin::Config& c) -> std::string {
-    try {
-      read_model_config(c);
-    } catch (const gin::GinError& e) {
-      return e.what();
-    }
-    return "";
-  };
   gin::Config cfg(&testing::t5x_registry());
   cfg.parse_string(base, "scalable_t5/t5_1_1/base.gin");
   cfg.parse_string(small, "scalable_t5/t5_1_1/small.gin");
-  const std::string bound = model_error(cfg);
-  EXPECT_NE(bound.find("base.gin:21:"), std::string::npos) << bound;  // at the binding
-  EXPECT_NE(bound.find("scan_layers = True stores each layer parameter stacked"), std::string::npos) << bound;
-  EXPECT_NE(bound.find("--gin.network.T5Config.scan_layers=False"), std::string::npos) << bound;
-  // Left at its default, the error points at where the config is passed.
+  const ModelConfig scanned = read_model_config(cfg);
+  EXPECT_TRUE(scanned.network.scalable_checkpoint.on);
+  EXPECT_TRUE(scanned.network.scalable_checkpoint.scan_layers);
+  EXPECT_EQ(scanned.network.scalable_checkpoint.param_scan_axis, 1);
+  // Left at its default, scan_layers is True too; param_scan_axis is a dim
+  // every layer parameter has (the norms' scales are vectors).
   gin::Config d(&testing::t5x_registry());
   std::string no_scan = base;
   no_scan.replace(no_scan.find("  scan_layers = True\n"), std::string("  scan_layers = True\n").size(), "");
   d.parse_string(no_scan, "base.gin");
-  const std::string by_default = model_error(d);
-  EXPECT_NE(by_default.find("base.gin:8:"), std::string::npos) << by_default;
-  EXPECT_NE(by_default.find("scan_layers = True (its default)"), std::string::npos) << by_default;
+  EXPECT_TRUE(read_model_config(d).network.scalable_checkpoint.scan_layers);
+  d.parse_string("network.T5Config.param_scan_axis = 2", "<bindings>");
+  try {
+    read_model_config(d);
+    ADD_FAILURE() << "param_scan_axis = 2 was read";
+  } catch (const gin::GinError& e) {
+    EXPECT_NE(std::string(e.what()).find("param_scan_axis = 2 is not a dim every layer parameter has"),
+              std::string::npos)
+        << e.what();
+  }
   cfg.parse_string("network.T5Config.scan_layers = False", "<bindings>");
   const ModelConfig m = read_model_config(cfg);
+  EXPECT_FALSE(m.network.scalable_checkpoint.scan_layers);
   EXPECT_TRUE(m.network.relpos_per_layer);
   EXPECT_EQ(m.network.emb_dim, 512);
   EXPECT_EQ(m.network.num_decoder_layers, 8);

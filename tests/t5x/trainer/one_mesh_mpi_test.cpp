@@ -22,6 +22,7 @@
 #include "../../common/mpi_gtest_main.h"
 #include "nn/constraint.h"
 #include "spmd/spmd.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/trainer/partition_report.h"
 #include "t5x/trainer/trainer.h"
 #include "test_util.h"
@@ -55,6 +56,7 @@ struct Mode {
   bool mesh_invariant = false;
   int num_microbatches = 0;  // 0: None
   double dropout_rate = 0;
+  std::string model_file = "configs/models/t5_1_1/tiny.gin";
 };
 
 MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64_t num_partitions, int param_dims,
@@ -68,7 +70,7 @@ MeshRun train(const std::string& dir, std::shared_ptr<Communicator> world, int64
   b.push_back("partitioning.standard_logical_axis_rules.parameter_partitioning_dims = " + std::to_string(param_dims));
   b.push_back("partitioning.standard_logical_axis_rules.activation_partitioning_dims = " + std::to_string(act_dims));
   b.push_back("utils.SaveCheckpointConfig.period = " + std::to_string(kSteps));
-  TrainRunConfig c = read_train_config(testing::tiny_config(b));
+  TrainRunConfig c = read_train_config(testing::tiny_config(b, "configs/runs/pretrain.gin", mode.model_file));
   EXPECT_EQ(c.partitioner.parameter_partitioning_dims, param_dims);
   EXPECT_EQ(c.partitioner.activation_partitioning_dims, act_dims);
   MeshRun r;
@@ -218,6 +220,38 @@ TEST(TrainerOneMesh, DropoutKeysAreTheSameInBothModes) {
             << "step " << s + 1 << (invariant ? ", mesh-invariant" : ", partial sums");
     }
   }
+}
+
+// scalable_t5 with scan_layers (checkpoints/param_layout.h): on (2,2) with
+// 2-D parameters every process holds a quarter of each layer's kernel, and
+// the checkpoint's stacked leaves are written shard by shard (each layer's
+// shard into its place in the stack, heads whole). It resumes on (4,1) and
+// continues the single-process curve.
+TEST(TrainerOneMesh, ScalableT5StackedCheckpointIsWrittenShardByShard) {
+  ASSERT_EQ(g_world->size(), 4) << "run under mpiexec -np 4";
+  const Mode scalable{.model_file = testing::scalable_model_file()};
+  const std::string own = testing::temp_dir("scalable_ref");
+  const MeshRun ref = train(own, g_world->split(g_world->rank(), 0), 1, 1, 1, kSteps + kResumed, scalable);
+  std::filesystem::remove_all(own);
+  ASSERT_EQ(ref.losses.size(), size_t(kSteps + kResumed));
+  const std::string dir = shared_dir("scalable_m2p2");
+  const MeshRun r = train(dir, g_world, 2, 2, 1, kSteps, scalable);
+  ASSERT_EQ(r.losses.size(), size_t(kSteps));
+  for (int s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(r.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s + 1;
+  const std::string ckpt = dir + "/checkpoint_" + std::to_string(kSteps);
+  EXPECT_EQ(CheckpointReader::open(ckpt).info("target/encoder/encoder/attention/query/kernel").shape,
+            (std::vector<int64_t>{32, 2, 4, 8}));
+  const std::string resumed_dir = shared_dir("scalable_resumed");
+  if (g_world->rank() == 0)
+    std::filesystem::copy(ckpt, resumed_dir + "/checkpoint_" + std::to_string(kSteps),
+                          std::filesystem::copy_options::recursive);
+  g_world->barrier();
+  const MeshRun resumed = train(resumed_dir, g_world, 1, 1, 1, kSteps + kResumed, scalable);
+  ASSERT_EQ(resumed.losses.size(), size_t(kResumed));
+  for (int s = 0; s < kResumed; ++s)
+    EXPECT_NEAR(resumed.losses[s], ref.losses[kSteps + s], 1e-5 * std::abs(ref.losses[kSteps + s]))
+        << "step " << kSteps + s + 1 << " after the restore";
 }
 
 }  // namespace
