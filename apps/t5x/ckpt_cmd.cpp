@@ -270,7 +270,10 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
   }
   std::vector<ParamShape> shapes;
   for (const auto& p : layout.model_paths(r.array_paths()))
-    if (p.rfind("target/", 0) == 0) shapes.push_back({p.substr(7), layout.model_shape(p).value_or(r.info(p).shape)});
+    if (p.rfind("target/", 0) == 0) {
+      const auto relaid = layout.model_shape(p);
+      shapes.push_back({p.substr(7), relaid ? *relaid : r.info(p).shape});
+    }
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
   for (const auto& p : shapes)  // t5x's scalable_t5 layout read without its gin
     if (p.name.starts_with("encoder/encoder/") || p.name.starts_with("decoder/decoder/") ||

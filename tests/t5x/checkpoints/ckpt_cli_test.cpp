@@ -2,7 +2,8 @@
 // bitwise (T5.1.1 and T5.1.0), the import restores in `t5x train`, `info`
 // names axes and falls back past damaged steps, bad input gets a message that
 // names the file, and automatic resume skips a damaged newest checkpoint and
-// still reproduces the uninterrupted run.
+// still reproduces the uninterrupted run. A scalable_t5 run's stacked
+// checkpoint exports through its config.gin and scores as its export.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -137,6 +138,75 @@ TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
       << r.out;
   EXPECT_NE(r.out.find("holds no data position"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(root + "/ft/checkpoint_1/checkpoint"));
+  fs::remove_all(root);
+}
+
+// t5x's scalable_t5 with scan_layers through the real binary: its checkpoint
+// holds the layers stacked (encoder/encoder/...); export-hf reads it through
+// the run's config.gin as umT5, and import-hf of that export gives the
+// scores `t5x score` gives from the stacked checkpoint itself. A copy of the
+// checkpoint without its config.gin is refused, naming the stacked leaf and
+// the flag; with --gin_file it exports the same file.
+TEST(CkptCli, ScalableT5ScannedCheckpointExportsAndScores) {
+  const std::string root = temp_dir("scalable_scan");
+  const std::string gin = root + "/scalable_t5_test.gin";
+  std::ofstream(gin) << R"(from __gin__ import dynamic_registration
+import seqio
+from t5x import adafactor
+from t5x import models
+from t5x.examples.scalable_t5 import network
+ACTIVATION_DTYPE = 'bfloat16'
+SENTENCEPIECE_MODEL_FILE = 'gs://t5-data/vocabs/cc_all.32000.100extra/sentencepiece.model'
+VOCABULARY = @seqio.SentencePieceVocabulary()
+seqio.SentencePieceVocabulary.sentencepiece_model_file = %SENTENCEPIECE_MODEL_FILE
+OPTIMIZER = @adafactor.Adafactor()
+adafactor.Adafactor.logical_factor_rules = @adafactor.standard_logical_factor_rules()
+MODEL = @models.EncoderDecoderModel()
+models.EncoderDecoderModel:
+  module = @network.Transformer()
+  input_vocabulary = %VOCABULARY
+  output_vocabulary = %VOCABULARY
+  optimizer_def = %OPTIMIZER
+network.Transformer.config = @network.T5Config()
+network.T5Config:
+  vocab_size = 1152
+  dtype = %ACTIVATION_DTYPE
+  emb_dim = 16
+  num_heads = 4
+  num_encoder_layers = 2
+  num_decoder_layers = 2
+  head_dim = 4
+  mlp_dim = 32
+  mlp_activations = ('gelu', 'linear')
+  dropout_rate = %DROPOUT_RATE
+  logits_via_embedding = False
+)";
+  train(root + "/model", 2, 2, {"--gin_file=" + gin});
+  const std::string ckpt = root + "/model/checkpoint_2";
+  std::string err;
+  const auto d = digests(ckpt, &err);
+  ASSERT_TRUE(d.count("target/encoder/encoder/attention/query/kernel")) << err;
+  EXPECT_NE(d.at("target/encoder/encoder/attention/query/kernel").find("(16,2,4,4)"), std::string::npos);
+  RunResult ex = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/model") + " " + quote(root + "/hf"));
+  ASSERT_EQ(ex.rc, 0) << ex.out;
+  EXPECT_NE(ex.out.find("umT5"), std::string::npos) << ex.out;
+  RunResult im = sh(quote(t5x_bin()) + " ckpt import-hf " + quote(root + "/hf") + " " + quote(root + "/ft"));
+  ASSERT_EQ(im.rc, 0) << im.out;
+  const std::string a = score(ckpt, gin, root + "/score_a");
+  const std::string b = score(root + "/ft/checkpoint_0", root + "/ft/model.gin", root + "/score_b");
+  EXPECT_NE(a.find("\"score\":"), std::string::npos) << a;
+  EXPECT_EQ(a, b);
+  fs::create_directories(root + "/bare");
+  fs::copy(ckpt, root + "/bare/checkpoint_2", fs::copy_options::recursive);
+  RunResult bare = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/bare/checkpoint_2") + " " + quote(root + "/hf2"));
+  EXPECT_EQ(bare.rc, 1) << bare.out;
+  EXPECT_NE(bare.out.find("is in t5x's scalable_t5 layout (layers stacked by scan_layers)"), std::string::npos)
+      << bare.out;
+  EXPECT_NE(bare.out.find("pass the model's scalable_t5 --gin_file"), std::string::npos) << bare.out;
+  RunResult with_gin = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/bare/checkpoint_2") + " " +
+                          quote(root + "/hf2") + " --gin_file=" + quote(gin) + " --gin.DROPOUT_RATE=0.0");
+  ASSERT_EQ(with_gin.rc, 0) << with_gin.out;
+  EXPECT_EQ(fileio_read(root + "/hf2/model.safetensors"), fileio_read(root + "/hf/model.safetensors"));
   fs::remove_all(root);
 }
 
