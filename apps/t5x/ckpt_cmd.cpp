@@ -275,14 +275,23 @@ int cmd_export(const Args& a, std::ostream& out, std::ostream& err) {
       shapes.push_back({p.substr(7), relaid ? *relaid : r.info(p).shape});
     }
   if (shapes.empty()) throw CheckpointError(ckpt + ": checkpoint has no target/ parameters");
-  for (const auto& p : shapes)  // t5x's scalable_t5 layout read without its gin
-    if (p.name.starts_with("encoder/encoder/") || p.name.starts_with("decoder/decoder/") ||
-        ((p.name.ends_with("/query/kernel") || p.name.ends_with("/out/kernel")) && p.shape.size() == 3))
-      throw CheckpointError(ckpt + ": `target/" + p.name + "` " + shape_text(p.shape) +
-                            " is in t5x's scalable_t5 layout (" +
-                            (p.shape.size() == 3 ? "heads split" : "layers stacked by scan_layers") +
-                            ")\n  hint: pass the model's scalable_t5 --gin_file (with its scan_layers and "
-                            "param_scan_axis), which says how to read it");
+  for (const auto& p : shapes) {  // t5x's scalable_t5 layout, which the model's gin does not read (or no gin)
+    const bool stacked = p.name.starts_with("encoder/encoder/") || p.name.starts_with("decoder/decoder/");
+    if (!stacked && !((p.name.ends_with("/query/kernel") || p.name.ends_with("/out/kernel")) && p.shape.size() == 3))
+      continue;
+    const std::string what = ckpt + ": `target/" + p.name + "` " + shape_text(p.shape) +
+                             " is in t5x's scalable_t5 layout (" +
+                             (stacked ? "layers stacked by scan_layers" : "heads split") + ")";
+    if (!t5)
+      throw CheckpointError(what + "\n  hint: pass the model's scalable_t5 --gin_file (with its scan_layers and "
+                                   "param_scan_axis), which says how to read it");
+    // The per-layer leaf the gin's model reads there, and what the checkpoint says of it.
+    const std::string at = stacked ? p.name.substr(0, p.name.find('/')) + "/layers_0/" +
+                                         p.name.substr(2 * p.name.find('/') + 2)
+                                   : p.name;
+    const std::string h = layout.hint(r, "target/" + at);
+    throw CheckpointError(what + ", which " + gin_source + " does not read" + (h.empty() ? "" : "\n  hint: " + h));
+  }
   for (const auto& p : shapes)  // grouped K/V kernels [embed, kv_heads, kv] (convert-gqa, num_kv_heads)
     if (p.shape.size() == 3 && p.name.find("/mlp/expert/") == std::string::npos)  // not [expert, ...]
       throw CheckpointError(ckpt + ": `target/" + p.name + "` has shape " + shape_text(p.shape) +

@@ -91,6 +91,7 @@ ParamLayout ParamLayout::scalable_t5(const std::vector<LayoutParam>& params, con
     present[m[1].str() + "/" + m[3].str()].insert(i);
   }
   ParamLayout out;
+  out.scalable_ = opt;
   std::map<std::string, SlotDims> checkpoint_slots;  // checkpoint param path -> its slots' dims
   for (const auto& p : params) {
     std::smatch m;
@@ -249,17 +250,26 @@ HostTensor ParamLayout::read(const CheckpointReader& r, const std::string& model
   if (p) {
     const std::string param = owning_param(model_path);
     const LeafPlace* pp = find(param);
-    if (pp && r.has(param) && !(pp->path == param && r.info(param).shape == pp->shape)) p = nullptr;
+    if (pp && r.has(param) && !(pp->path == param && r.info(param).shape == pp->shape)) {
+      const std::vector<int64_t> have = r.info(param).shape;
+      const std::string h = have == *model_shape(param) ? "" : hint(r, model_path);
+      if (!h.empty())
+        throw CheckpointError("[checkpoint] `" + param + "` " + shape_str(have) + " in checkpoint '" + r.dir() +
+                              "' is not in the layout this model reads\n  hint: " + h);
+      p = nullptr;
+    }
   }
   if (!p) return r.read_expect(model_path, expected, box, cast_to);
   if (!r.has(p->path))
     throw CheckpointError("[checkpoint] " + r.dir() + " has no `" + p->path + "`, where scalable_t5's layout keeps `" +
                           model_path + "`");
   const std::vector<int64_t> have = r.info(p->path).shape;
-  if (have != p->shape)
+  if (have != p->shape) {
+    const std::string h = hint(r, model_path);
     throw CheckpointError("Shape of `" + p->path + "` in checkpoint " + shape_str(have) + " does not match expected " +
                           shape_str(p->shape) + " (scalable_t5's layout of `" + model_path + "` " +
-                          shape_str(expected) + "; checkpoint '" + r.dir() + "')");
+                          shape_str(expected) + "; checkpoint '" + r.dir() + "')" + (h.empty() ? "" : "\n  hint: " + h));
+  }
   std::vector<int64_t> local = expected;
   if (box) local = box->extent();
   if (p->whole) {
@@ -289,6 +299,50 @@ std::optional<std::vector<int64_t>> ParamLayout::model_shape(const std::string& 
   std::vector<int64_t> s;
   for (const auto& g : p->groups) s.push_back(product(p->shape, g));
   return s;
+}
+
+std::string ParamLayout::hint(const CheckpointReader& r, const std::string& model_path) const {
+  std::smatch m;
+  const std::string param = owning_param(model_path).substr(7);
+  if (!std::regex_match(param, m, layer_param())) return "";
+  const std::string stack = m[1].str(), rest = m[3].str();
+  const std::string stacked = "target/" + stack + "/" + stack + "/" + rest;
+  const bool scanned = scalable_ && scalable_->scan_layers;
+  const std::string network = "t5x's scalable_t5 network (from t5x.examples.scalable_t5 import network)";
+  if (r.has(stacked)) {
+    const std::vector<int64_t> have = r.info(stacked).shape;
+    const std::string where = "the checkpoint stacks each layer parameter over the layers (`" + stacked + "` " +
+                              shape_str(have) + ", scalable_t5's scan_layers = True)";
+    if (!scalable_) return where + ": configure the model with " + network + ", whose scan_layers is True";
+    if (!scanned) return where + ": bind network.T5Config.scan_layers = True";
+    const LeafPlace* p = find("target/" + param);
+    if (p && p->layer_axis >= 0 && have != p->shape) {
+      std::vector<int64_t> other = p->shape;
+      const int64_t n = other[size_t(p->layer_axis)];
+      other.erase(other.begin() + p->layer_axis);
+      const int a = 1 - p->layer_axis;
+      if (size_t(a) <= other.size()) {
+        other.insert(other.begin() + a, n);
+        if (other == have)
+          return "the checkpoint stacks the layers at dim " + std::to_string(a) +
+                 ": bind network.T5Config.param_scan_axis = " + std::to_string(a);
+      }
+    }
+    return "";
+  }
+  const std::string per_layer = "target/" + param;
+  // A per-layer query kernel [embed, heads, kv]: scalable_t5 (grouped-query
+  // attention splits only key and value).
+  const std::string module = rest.substr(0, rest.find('/'));
+  const std::string query = "target/" + stack + "/layers_" + m[2].str() + "/" + module + "/query/kernel";
+  const bool split_heads = r.has(query) && r.info(query).shape.size() == 3;
+  if (scanned && r.has(per_layer))
+    return "the checkpoint holds one parameter per layer (`" + per_layer + "` " + shape_str(r.info(per_layer).shape) +
+           ", scalable_t5's scan_layers = False): bind network.T5Config.scan_layers = False";
+  if (!scalable_ && split_heads)
+    return "the checkpoint's attention kernels split the heads (`" + query + "` " + shape_str(r.info(query).shape) +
+           ", t5x's scalable_t5 layout): configure the model with " + network + " and scan_layers = False";
+  return "";
 }
 
 std::vector<std::string> ParamLayout::model_paths(const std::vector<std::string>& checkpoint_paths) const {

@@ -92,7 +92,7 @@ class ParamLayout {
   static ParamLayout scalable_t5(const std::vector<LayoutParam>& params, const ScalableT5Layout& opt,
                                  const SlotDimsFn& slot_dims);
 
-  bool identity() const { return places_.empty(); }
+  bool identity() const { return places_.empty(); }  // (scalable_t5's with nothing to map)
   // nullptr: the leaf is stored under its own path and shape.
   const LeafPlace* find(const std::string& model_path) const;
 
@@ -112,12 +112,20 @@ class ParamLayout {
   // The checkpoint's array paths in model names (a stacked array stands for
   // its layers' leaves).
   std::vector<std::string> model_paths(const std::vector<std::string>& checkpoint_paths) const;
+  // Where the checkpoint lacks a model leaf or holds it in another shape:
+  // the layout its leaves show, and the binding that reads it ("" when the
+  // checkpoint is not in another of these layouts). E.g. a stacked
+  // `encoder/encoder/...` for a model without scan_layers: "bind
+  // network.T5Config.scan_layers = True"; a query kernel [embed, heads, kv]
+  // for T5's network: scalable_t5's network.
+  std::string hint(const CheckpointReader& r, const std::string& model_path) const;
   // The model's leaves as the checkpoint's: leaves of one stacked array are
   // stacked (every layer must be there, split alike), heads split, a
   // placeholder slot kept once. Other leaves pass through.
   std::vector<SaveLeaf> to_checkpoint(std::vector<SaveLeaf> leaves) const;
 
  private:
+  std::optional<ScalableT5Layout> scalable_;                // nullopt: the identity
   std::map<std::string, LeafPlace> places_;                 // model path -> place
   std::map<std::string, std::vector<std::string>> members_;  // checkpoint path -> model paths, by layer
 };

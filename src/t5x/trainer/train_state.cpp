@@ -49,6 +49,11 @@ HostTensor read_param(const CheckpointReader& reader, const ParamLayout& layout,
   try {
     return layout.read(reader, path, want, shard_box(like), cast);
   } catch (const CheckpointError& e) {
+    // Another layout (scalable_t5's stacked or split heads): its hint, not grouped-query attention's.
+    if (const std::string h = layout.hint(reader, path); !h.empty()) {
+      if (std::string(e.what()).find(h) != std::string::npos) throw;
+      throw CheckpointError(std::string(e.what()) + "\n  hint: " + h);
+    }
     const bool kv = path.ends_with("/key/kernel") || path.ends_with("/value/kernel");
     if (!kv || !reader.has(path)) throw;
     const std::vector<int64_t> have = reader.info(path).shape;
@@ -157,9 +162,11 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
   ParamTree params;
   for (const auto& [name, arr] : state.params) {
     const std::string path = "target/" + name;
-    if (!layout.has(reader, path))
-      throw CheckpointError("[checkpoint] " + r.dir + " has no parameter '" + name +
-                            "'\n  hint: the checkpoint belongs to another model; check the model gin file");
+    if (!layout.has(reader, path)) {
+      const std::string h = layout.hint(reader, path);
+      throw CheckpointError("[checkpoint] " + r.dir + " has no parameter '" + name + "'\n  hint: " +
+                            (h.empty() ? "the checkpoint belongs to another model; check the model gin file" : h));
+    }
     params[name] = from_host(read_param(reader, layout, path, arr, cast), arr);
   }
   const std::vector<std::string> in_ckpt = layout.model_paths(reader.array_paths());

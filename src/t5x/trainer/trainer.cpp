@@ -181,7 +181,6 @@ void Trainer::initialize() {
             "uninterrupted run would (as in t5x); save float32 for exact resumes");
   if (chief) {
     fs::create_directories(cfg_.model_dir);
-    if (opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
     std::ofstream(cfg_.model_dir + "/model-info.txt")
         << model_info(model_->param_specs(), rules_, &dist_.mesh->desc());
   }
@@ -293,6 +292,9 @@ void Trainer::initialize() {
     message("restored " + std::string(r.optimizer_restored ? "parameters and optimizer state" : "parameters") +
             " from " + r.dir + " (step " + std::to_string(state_.step()) + ")");
   }
+  // After the restore: a run whose config cannot read MODEL_DIR's checkpoints
+  // leaves the config.gin that describes them (export-hf reads it).
+  if (chief && opt_.gin) opt_.gin->write_operative_config(cfg_.model_dir);
   data_ = std::make_unique<TrainData>(cfg_.train_ds, cfg_.model, data_state_.seed, dist_.data_shard,
                                       dist_.num_data_shards, resume);
   if (cfg_.infer_eval_ds) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model, cfg_.evaluator);

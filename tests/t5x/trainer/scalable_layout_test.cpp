@@ -193,5 +193,53 @@ TEST(ScalableLayout, StackedLayoutWithoutFactorRulesIsRefusedWithTheBinding) {
   }
 }
 
+// A checkpoint in another of these layouts than the model's config reads is
+// refused with the binding that reads it, and the run leaves MODEL_DIR's
+// config.gin (which describes its checkpoints) as it was.
+TEST(ScalableLayout, AnotherLayoutIsRefusedWithTheBindingThatReadsIt) {
+  const std::string scanned = temp_dir("scalable_scanned_ckpt"), unscanned = temp_dir("scalable_unscanned_ckpt");
+  ASSERT_EQ(Trainer(scalable_run(scanned, 2), single(), fast()).train().status, TrainResult::Status::kDone);
+  ASSERT_EQ(Trainer(scalable_run(unscanned, 2, {"network.T5Config.scan_layers = False"}), single(), fast())
+                .train()
+                .status,
+            TrainResult::Status::kDone);
+  auto resume_error = [](const std::string& dir, const TrainRunConfig& c) -> std::string {
+    try {
+      Trainer t(c, single(), fast());
+      t.train();
+    } catch (const CheckpointError& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  auto read = [](const std::string& f) {
+    std::ifstream in(f);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string config = read(scanned + "/config.gin");
+  std::string m = resume_error(scanned, scalable_run(scanned, 4, {"network.T5Config.scan_layers = False"}));
+  EXPECT_NE(m.find("the checkpoint stacks each layer parameter over the layers (`target/decoder/decoder/"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("bind network.T5Config.scan_layers = True"), std::string::npos) << m;
+  EXPECT_EQ(read(scanned + "/config.gin"), config);
+  m = resume_error(scanned, scalable_run(scanned, 4, {"network.T5Config.param_scan_axis = 0"}));
+  EXPECT_NE(m.find("bind network.T5Config.param_scan_axis = 1"), std::string::npos) << m;
+  m = resume_error(unscanned, scalable_run(unscanned, 4));
+  EXPECT_NE(m.find("the checkpoint holds one parameter per layer"), std::string::npos) << m;
+  EXPECT_NE(m.find("bind network.T5Config.scan_layers = False"), std::string::npos) << m;
+  EXPECT_EQ(m.find("num_kv_heads"), std::string::npos) << m;  // not grouped-query attention
+  // T5's network reading either: scalable_t5's network is named.
+  auto t5 = [](const std::string& dir) {
+    auto b = tiny_bindings(dir, 4);
+    b.push_back("network.T5Config.num_heads = 4");
+    return read_train_config(tiny_config(b));
+  };
+  m = resume_error(scanned, t5(scanned));
+  EXPECT_NE(m.find("configure the model with t5x's scalable_t5 network"), std::string::npos) << m;
+  m = resume_error(unscanned, t5(unscanned));
+  EXPECT_NE(m.find("the checkpoint's attention kernels split the heads"), std::string::npos) << m;
+  EXPECT_EQ(m.find("num_kv_heads"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace t5x::trainer
