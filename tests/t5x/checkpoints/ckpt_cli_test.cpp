@@ -149,38 +149,7 @@ TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {
 // the flag; with --gin_file it exports the same file.
 TEST(CkptCli, ScalableT5ScannedCheckpointExportsAndScores) {
   const std::string root = temp_dir("scalable_scan");
-  const std::string gin = root + "/scalable_t5_test.gin";
-  std::ofstream(gin) << R"(from __gin__ import dynamic_registration
-import seqio
-from t5x import adafactor
-from t5x import models
-from t5x.examples.scalable_t5 import network
-ACTIVATION_DTYPE = 'bfloat16'
-SENTENCEPIECE_MODEL_FILE = 'gs://t5-data/vocabs/cc_all.32000.100extra/sentencepiece.model'
-VOCABULARY = @seqio.SentencePieceVocabulary()
-seqio.SentencePieceVocabulary.sentencepiece_model_file = %SENTENCEPIECE_MODEL_FILE
-OPTIMIZER = @adafactor.Adafactor()
-adafactor.Adafactor.logical_factor_rules = @adafactor.standard_logical_factor_rules()
-MODEL = @models.EncoderDecoderModel()
-models.EncoderDecoderModel:
-  module = @network.Transformer()
-  input_vocabulary = %VOCABULARY
-  output_vocabulary = %VOCABULARY
-  optimizer_def = %OPTIMIZER
-network.Transformer.config = @network.T5Config()
-network.T5Config:
-  vocab_size = 1152
-  dtype = %ACTIVATION_DTYPE
-  emb_dim = 16
-  num_heads = 4
-  num_encoder_layers = 2
-  num_decoder_layers = 2
-  head_dim = 4
-  mlp_dim = 32
-  mlp_activations = ('gelu', 'linear')
-  dropout_rate = %DROPOUT_RATE
-  logits_via_embedding = False
-)";
+  const std::string gin = "tests/t5x/trainer/scalable_t5_tiny.gin";  // score() binds its widths
   train(root + "/model", 2, 2, {"--gin_file=" + gin});
   const std::string ckpt = root + "/model/checkpoint_2";
   std::string err;
@@ -203,8 +172,11 @@ network.T5Config:
   EXPECT_NE(bare.out.find("is in t5x's scalable_t5 layout (layers stacked by scan_layers)"), std::string::npos)
       << bare.out;
   EXPECT_NE(bare.out.find("pass the model's scalable_t5 --gin_file"), std::string::npos) << bare.out;
+  std::string widths;
+  for (const auto& b : tiny_bindings("", 0, 1))
+    if (b.rfind("network.", 0) == 0) widths += " --gin_bindings=" + quote(b);
   RunResult with_gin = sh(quote(t5x_bin()) + " ckpt export-hf " + quote(root + "/bare/checkpoint_2") + " " +
-                          quote(root + "/hf2") + " --gin_file=" + quote(gin) + " --gin.DROPOUT_RATE=0.0");
+                          quote(root + "/hf2") + " --gin_file=" + quote(gin) + " --gin.DROPOUT_RATE=0.0" + widths);
   ASSERT_EQ(with_gin.rc, 0) << with_gin.out;
   EXPECT_EQ(fileio_read(root + "/hf2/model.safetensors"), fileio_read(root + "/hf/model.safetensors"));
   fs::remove_all(root);

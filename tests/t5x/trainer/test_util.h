@@ -115,51 +115,9 @@ inline void expect_same_infer_files(const InferFiles& got, const InferFiles& ref
   }
 }
 
-// scalable_t5's base.gin at a tiny size: 4 heads of 8 (tiny_bindings gives
-// emb_dim 32, head_dim 8, mlp_dim 64), two layers a stack.
-inline std::string scalable_model_file() {
-  const std::string path = temp_dir("scalable_gin") + "/scalable_tiny.gin";
-  std::ofstream(path) << R"(from __gin__ import dynamic_registration
-import seqio
-from t5x import adafactor
-from t5x import models
-from t5x.examples.scalable_t5 import network
-
-DROPOUT_RATE = %gin.REQUIRED
-ACTIVATION_DTYPE = 'bfloat16'
-SENTENCEPIECE_MODEL_FILE = 'gs://t5-data/vocabs/cc_all.32000.100extra/sentencepiece.model'
-VOCABULARY = @seqio.SentencePieceVocabulary()
-seqio.SentencePieceVocabulary.sentencepiece_model_file = %SENTENCEPIECE_MODEL_FILE
-OPTIMIZER = @adafactor.Adafactor()
-adafactor.Adafactor:
-  decay_rate = 0.8
-  step_offset = 0
-  logical_factor_rules = @adafactor.standard_logical_factor_rules()
-MODEL = @models.EncoderDecoderModel()
-models.EncoderDecoderModel:
-  module = @network.Transformer()
-  input_vocabulary = %VOCABULARY
-  output_vocabulary = %VOCABULARY
-  optimizer_def = %OPTIMIZER
-  z_loss = 0.0001
-network.Transformer.config = @network.T5Config()
-network.T5Config:
-  vocab_size = 32128
-  dtype = %ACTIVATION_DTYPE
-  emb_dim = 768
-  num_heads = 4
-  num_encoder_layers = 2
-  num_decoder_layers = 2
-  head_dim = 64
-  mlp_dim = 2048
-  mlp_activations = ('gelu', 'linear')
-  dropout_rate = %DROPOUT_RATE
-  logits_via_embedding = False
-  scan_layers = True
-  remat_policy = 'minimal'
-)";
-  return path;
-}
+// A tiny scalable_t5 model (4 heads, 2 + 2 layers, scan_layers = True);
+// tiny_bindings set its widths.
+inline std::string scalable_model_file() { return "tests/t5x/trainer/scalable_t5_tiny.gin"; }
 
 inline gin::Config tiny_config(const std::vector<std::string>& bindings,
                                const std::string& run_file = "configs/runs/pretrain.gin",
