@@ -593,7 +593,7 @@ TrainRunConfig read_train_config(const Config& cfg) {
   if (const auto& sc = t.model.network.scalable_checkpoint; sc.on)
     if (const auto* a = dynamic_cast<const Adafactor*>(t.optimizer.optimizer.get())) {
       // The layers scalable_t5 stacks or splits are factored as t5x factors
-      // their checkpoint form (param_layout.h).
+      // their checkpoint form (param_layout.h; its layer kernels are all matrices).
       AdafactorConfig c = a->config();
       c.factor_by_rule = [scan = sc.scan_layers](const std::string& path) {
         return scalable_t5_relaid(path, 2, scan);
