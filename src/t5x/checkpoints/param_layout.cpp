@@ -146,6 +146,7 @@ ParamLayout ParamLayout::scalable_t5(const std::vector<LayoutParam>& params, con
     }
     place.path = "target/" + param_path;
     place.shape = dims;
+    place.axes = names;
     const std::string model_param = "target/" + p.name;
     out.places_[model_param] = place;
     auto& members = out.members_[place.path];
@@ -343,6 +344,20 @@ std::string ParamLayout::hint(const CheckpointReader& r, const std::string& mode
     return "the checkpoint's attention kernels split the heads (`" + query + "` " + shape_str(r.info(query).shape) +
            ", t5x's scalable_t5 layout): configure the model with " + network + " and scan_layers = False";
   return "";
+}
+
+std::vector<LayoutParam> ParamLayout::checkpoint_params(const std::vector<LayoutParam>& params) const {
+  std::vector<LayoutParam> out;
+  std::set<std::string> seen;
+  for (const auto& p : params) {
+    const LeafPlace* place = find("target/" + p.name);
+    if (!place) {
+      out.push_back(p);
+    } else if (seen.insert(place->path).second) {
+      out.push_back({place->path.substr(7), place->shape, place->axes});
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> ParamLayout::model_paths(const std::vector<std::string>& checkpoint_paths) const {

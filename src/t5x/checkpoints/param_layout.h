@@ -42,6 +42,7 @@ namespace t5x {
 struct LeafPlace {
   std::string path;                      // checkpoint leaf path
   std::vector<int64_t> shape;            // the checkpoint array's whole shape
+  std::vector<std::string> axes;         // its logical axis names (parameters only)
   std::vector<std::vector<int>> groups;  // model dim d = checkpoint dims groups[d], flattened in order
   int layer_axis = -1;                   // the checkpoint dim indexed by the layer; -1: not stacked
   int64_t layer = 0;
@@ -109,6 +110,10 @@ class ParamLayout {
   // The model leaf's global shape where the layout stores it otherwise
   // (nullopt: as stored).
   std::optional<std::vector<int64_t>> model_shape(const std::string& model_path) const;
+  // The checkpoint's parameters (names without "target/", whole shapes,
+  // logical axes) in the order of the model's `params`, a stacked one once:
+  // what t5x's model-info.txt lists for this layout.
+  std::vector<LayoutParam> checkpoint_params(const std::vector<LayoutParam>& params) const;
   // The checkpoint's array paths in model names (a stacked array stands for
   // its layers' leaves).
   std::vector<std::string> model_paths(const std::vector<std::string>& checkpoint_paths) const;

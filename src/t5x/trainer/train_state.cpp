@@ -238,6 +238,27 @@ ParamLayout checkpoint_layout(const BaseTransformerModel& model, const Optimizer
                                   slots);
 }
 
+nn::ParamSpecs checkpoint_param_specs(const nn::ParamSpecs& specs, const ParamLayout& layout) {
+  if (layout.identity()) return specs;
+  std::vector<LayoutParam> params;
+  std::map<std::string, DType> dtypes;
+  for (const auto& s : specs) {
+    params.push_back({s.name, s.shape.sizes(), s.shape.names()});
+    dtypes[s.name] = s.dtype;
+  }
+  nn::ParamSpecs out;
+  for (const auto& p : layout.checkpoint_params(params)) {
+    nn::ParamSpec s;
+    s.name = p.name;
+    std::vector<Dim> dims;
+    for (size_t d = 0; d < p.shape.size(); ++d) dims.push_back({p.axes[d], p.shape[d]});
+    s.shape = Shape(dims);
+    s.dtype = dtypes.count(p.name) ? dtypes.at(p.name) : DType::f32;  // a stacked parameter: float32, as every one
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 void check_param_memory(const nn::ParamSpecs& specs, int process_count) {
   // In doubles: an absurd size (num_heads = 2^31) must not overflow here.
   double elems = 0, bytes = 0, largest = 0;

@@ -56,6 +56,10 @@ struct SaveContext {
 // CheckpointError when the optimizer's slots cannot be stacked as t5x's.
 ParamLayout checkpoint_layout(const BaseTransformerModel& model, const Optimizer* opt);
 
+// `specs` as `layout` holds them in checkpoints (scalable_t5's stacked or
+// split parameters; the same specs for the identity), for model-info.txt.
+nn::ParamSpecs checkpoint_param_specs(const nn::ParamSpecs& specs, const ParamLayout& layout);
+
 // Saves MODEL_DIR/checkpoint_<step> (atomic) with this process's data state
 // JSON; applies retention (keep). The leaves are written in `layout`.
 // Returns the directory.

@@ -181,8 +181,11 @@ void Trainer::initialize() {
             "uninterrupted run would (as in t5x); save float32 for exact resumes");
   if (chief) {
     fs::create_directories(cfg_.model_dir);
-    std::ofstream(cfg_.model_dir + "/model-info.txt")
-        << model_info(model_->param_specs(), rules_, &dist_.mesh->desc());
+    // The mesh checks the model's own layout; the file lists the
+    // parameters as checkpoints hold them (t5x lists scalable_t5's stacked ones).
+    std::string info = model_info(model_->param_specs(), rules_, &dist_.mesh->desc());
+    if (!ckpt_layout_.identity()) info = model_info(checkpoint_param_specs(model_->param_specs(), ckpt_layout_), rules_);
+    std::ofstream(cfg_.model_dir + "/model-info.txt") << info;
   }
   // Seeds: random_seed, else one drawn by process 0 and shared.
   uint64_t rng_seed = cfg_.random_seed ? uint64_t(*cfg_.random_seed) : dist_.broadcast(fresh_seed());

@@ -62,6 +62,13 @@ TEST(ScalableLayout, ScannedCheckpointHoldsT5xStackedLeaves) {
     EXPECT_EQ(r.info("target/" + p).shape, shape) << p;
   }
   for (const auto& p : r.array_paths()) EXPECT_EQ(p.find("layers_"), std::string::npos) << p;
+  // model-info.txt lists the parameters as the checkpoint holds them, with
+  // their logical axes (as t5x's lists scalable_t5's stacked ones).
+  std::ifstream info_file(dir + "/model-info.txt");
+  const std::string info{std::istreambuf_iterator<char>(info_file), {}};
+  EXPECT_NE(info.find("shape (embed=32, layers=2, heads=4, kv=8)"), std::string::npos) << info;
+  EXPECT_NE(info.find("Variable encoder/encoder/attention/out/kernel"), std::string::npos) << info;
+  EXPECT_EQ(info.find("layers_"), std::string::npos) << info;
   // Adafactor's slots as t5x's init_param_state makes them for the stacked
   // parameters: v_row drops the COLUMN dims, v_col the ROW ones, 'layers'
   // (BATCH) stays in both; the rest are (1,) placeholders.
