@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <regex>
+#include <optional>
 #include <set>
 
 namespace t5x {
@@ -45,18 +45,33 @@ IndexBox checkpoint_box(const LeafPlace& p, const std::vector<int64_t>& model_sh
   return b;
 }
 
-const std::regex& layer_param() {
-  static const std::regex re(R"(^(encoder|decoder)/layers_(\d+)/(.+)$)");
-  return re;
+// "<stack>/layers_<i>/<rest>" split into its parts (a layer parameter of
+// the encoder or decoder), without std::regex: Adafactor asks for every
+// parameter at every step (factor_by_rule).
+struct LayerName {
+  std::string stack, index, rest;
+};
+std::optional<LayerName> layer_name(const std::string& name) {
+  for (const char* stack : {"encoder", "decoder"}) {
+    const std::string head = std::string(stack) + "/layers_";
+    if (name.rfind(head, 0) != 0) continue;
+    const size_t slash = name.find('/', head.size());
+    if (slash == std::string::npos || slash == head.size() || slash + 1 == name.size()) return std::nullopt;
+    const std::string index = name.substr(head.size(), slash - head.size());
+    if (index.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return LayerName{stack, index, name.substr(slash + 1)};
+  }
+  return std::nullopt;
 }
-const std::regex& qkv_kernel() {
-  static const std::regex re(R"(^(attention|self_attention|encoder_decoder_attention)/(query|key|value)/kernel$)");
-  return re;
+// "<attention module>/<proj>/kernel" with proj one of `projs`.
+bool attention_kernel(const std::string& rest, std::initializer_list<const char*> projs) {
+  for (const char* module : {"attention", "self_attention", "encoder_decoder_attention"})
+    for (const char* proj : projs)
+      if (rest == std::string(module) + "/" + proj + "/kernel") return true;
+  return false;
 }
-const std::regex& out_kernel() {
-  static const std::regex re(R"(^(attention|self_attention|encoder_decoder_attention)/out/kernel$)");
-  return re;
-}
+bool qkv_kernel(const std::string& rest) { return attention_kernel(rest, {"query", "key", "value"}); }
+bool out_kernel(const std::string& rest) { return attention_kernel(rest, {"out"}); }
 
 std::string dims_str(const std::vector<int>& v) {
   std::string s = "(";
@@ -67,11 +82,10 @@ std::string dims_str(const std::vector<int>& v) {
 }  // namespace
 
 bool scalable_t5_relaid(const std::string& name, size_t rank, bool scan_layers) {
-  std::smatch m;
-  if (!std::regex_match(name, m, layer_param())) return false;
+  const auto l = layer_name(name);
+  if (!l) return false;
   if (scan_layers) return true;
-  const std::string rest = m[3].str();
-  return rank == 2 && (std::regex_match(rest, qkv_kernel()) || std::regex_match(rest, out_kernel()));
+  return rank == 2 && (qkv_kernel(l->rest) || out_kernel(l->rest));
 }
 
 ParamLayout ParamLayout::scalable_t5(const std::vector<LayoutParam>& params, const ScalableT5Layout& opt,
@@ -84,20 +98,21 @@ ParamLayout ParamLayout::scalable_t5(const std::vector<LayoutParam>& params, con
   std::map<std::string, int64_t> layers;
   std::map<std::string, std::set<int64_t>> present;  // "<stack>/<rest>" -> layers holding it
   for (const auto& p : params) {
-    std::smatch m;
-    if (!std::regex_match(p.name, m, layer_param())) continue;
-    const int64_t i = std::stoll(m[2].str());
-    layers[m[1].str()] = std::max(layers[m[1].str()], i + 1);
-    present[m[1].str() + "/" + m[3].str()].insert(i);
+    const auto l = layer_name(p.name);
+    if (!l) continue;
+    const int64_t i = std::stoll(l->index);
+    layers[l->stack] = std::max(layers[l->stack], i + 1);
+    present[l->stack + "/" + l->rest].insert(i);
   }
   ParamLayout out;
   out.scalable_ = opt;
   std::map<std::string, SlotDims> checkpoint_slots;  // checkpoint param path -> its slots' dims
   for (const auto& p : params) {
-    std::smatch m;
-    if (!std::regex_match(p.name, m, layer_param())) continue;
-    const std::string stack = m[1].str(), rest = m[3].str();
-    const int64_t i = std::stoll(m[2].str()), n_layers = layers.at(stack);
+    const auto l = layer_name(p.name);
+    if (!l) continue;
+    const std::string& stack = l->stack;
+    const std::string& rest = l->rest;
+    const int64_t i = std::stoll(l->index), n_layers = layers.at(stack);
     const size_t rank = p.shape.size();
     if (opt.scan_layers && int64_t(present.at(stack + "/" + rest).size()) != n_layers)
       throw CheckpointError("[checkpoint] scan_layers stacks `" + stack + "/layers_i/" + rest + "` over the " +
@@ -110,8 +125,8 @@ ParamLayout ParamLayout::scalable_t5(const std::vector<LayoutParam>& params, con
     names.resize(rank);
     std::vector<std::vector<int>> groups;
     for (size_t d = 0; d < rank; ++d) groups.push_back({int(d)});
-    const bool qkv = rank == 2 && std::regex_match(rest, qkv_kernel());
-    const bool out_k = rank == 2 && std::regex_match(rest, out_kernel());
+    const bool qkv = rank == 2 && qkv_kernel(rest);
+    const bool out_k = rank == 2 && out_kernel(rest);
     if (qkv || out_k) {
       const size_t j = qkv ? 1 : 0;  // the joined_kv dim
       if (p.shape[j] % opt.head_dim != 0)
@@ -303,10 +318,11 @@ std::optional<std::vector<int64_t>> ParamLayout::model_shape(const std::string& 
 }
 
 std::string ParamLayout::hint(const CheckpointReader& r, const std::string& model_path) const {
-  std::smatch m;
   const std::string param = owning_param(model_path).substr(7);
-  if (!std::regex_match(param, m, layer_param())) return "";
-  const std::string stack = m[1].str(), rest = m[3].str();
+  const auto l = layer_name(param);
+  if (!l) return "";
+  const std::string& stack = l->stack;
+  const std::string& rest = l->rest;
   const std::string stacked = "target/" + stack + "/" + stack + "/" + rest;
   const bool scanned = scalable_ && scalable_->scan_layers;
   const std::string network = "t5x's scalable_t5 network (from t5x.examples.scalable_t5 import network)";
@@ -335,7 +351,7 @@ std::string ParamLayout::hint(const CheckpointReader& r, const std::string& mode
   // A per-layer query kernel [embed, heads, kv]: scalable_t5 (grouped-query
   // attention splits only key and value).
   const std::string module = rest.substr(0, rest.find('/'));
-  const std::string query = "target/" + stack + "/layers_" + m[2].str() + "/" + module + "/query/kernel";
+  const std::string query = "target/" + stack + "/layers_" + l->index + "/" + module + "/query/kernel";
   const bool split_heads = r.has(query) && r.info(query).shape.size() == 3;
   if (scanned && r.has(per_layer))
     return "the checkpoint holds one parameter per layer (`" + per_layer + "` " + shape_str(r.info(per_layer).shape) +
