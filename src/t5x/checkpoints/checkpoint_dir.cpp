@@ -326,6 +326,137 @@ std::optional<std::string> spec_mismatch(const TensorStoreSpec& s, const ZarrMet
 }
 }  // namespace
 
+bool is_orbax_checkpoint(const std::string& dir) {
+  if (fileio::exists(fileio::join(dir, kMsgpackName)) || fileio::exists(fileio::join(dir, "state/checkpoint")))
+    return false;
+  auto marked = [](const std::string& d) {
+    return fileio::exists(fileio::join(d, "manifest.ocdbt")) || fileio::exists(fileio::join(d, "_METADATA"));
+  };
+  return marked(dir) || marked(fileio::join(dir, "state")) || fileio::exists(fileio::join(dir, "_CHECKPOINT_METADATA"));
+}
+
+// Orbax's PyTreeCheckpointHandler (use_ocdbt=True), as t5x's
+// OrbaxCheckpointManagerInterface saves the train state: `_METADATA` lists
+// the tree's leaves with their value types; arrays ("jax.Array", "np.ndarray",
+// "scalar") are zarr v2 arrays in the OCDBT store; "string" leaves are in
+// `_strings.json`; "None" and empty containers carry no data.
+CheckpointReader CheckpointReader::open_orbax(const std::string& path) {
+  CheckpointReader r;
+  const bool here = fileio::exists(fileio::join(path, "manifest.ocdbt")) || fileio::exists(fileio::join(path, "_METADATA"));
+  r.dir_ = here ? path : fileio::join(path, "state");
+  if (!fileio::is_dir(r.dir_))
+    throw CheckpointError("'" + path + "' is an Orbax checkpoint without its 'state' item (" + r.dir_ +
+                          "): t5x saves the train state there\n  hint: the save did not finish, or this is not a "
+                          "t5x checkpoint; use another step");
+  const std::string meta_file = fileio::join(r.dir_, "_METADATA");
+  if (!fileio::exists(meta_file))
+    throw CheckpointError("'" + r.dir_ + "' is an Orbax checkpoint without _METADATA, the tree of its leaves: the "
+                          "save did not finish, or the file was removed" + kRestoreHint);
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(fileio::read_text(meta_file));
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(meta_file + ": not valid JSON (" + e.what() + ")" + kRestoreHint);
+  }
+  if (!meta.is_object() || !meta.contains("tree_metadata") || !meta["tree_metadata"].is_object())
+    throw CheckpointError(meta_file + ": no \"tree_metadata\" object (not Orbax's PyTree metadata)" + kRestoreHint);
+  if (meta.value("use_zarr3", false))
+    throw CheckpointError(meta_file + ": the arrays are zarr v3 (use_zarr3=True); t5x.cpp reads Orbax's zarr v2 "
+                          "arrays, which t5x writes\n  hint: save with PyTreeCheckpointHandler(use_zarr3=False), "
+                          "t5x's setting");
+  if (meta.contains("use_ocdbt") && !meta.value("use_ocdbt", true))
+    throw CheckpointError(meta_file + ": saved without OCDBT (use_ocdbt=False); t5x.cpp reads the OCDBT layout t5x "
+                          "writes (PyTreeCheckpointHandler(use_ocdbt=True))");
+  if (!fileio::exists(fileio::join(r.dir_, "manifest.ocdbt")))
+    throw CheckpointError("'" + r.dir_ + "' has Orbax's _METADATA but no OCDBT manifest.ocdbt beside it: the file "
+                          "was removed, or the checkpoint was not saved with use_ocdbt=True (t5x's setting)" +
+                          kRestoreHint);
+  r.ocdbt_ = std::make_shared<const OcdbtStore>(OcdbtStore::open(r.dir_));
+  std::set<std::string> listed;  // the arrays _METADATA names
+  std::optional<nlohmann::json> strings;
+  for (const auto& [tuple, entry] : meta["tree_metadata"].items()) {
+    const std::string where = meta_file + ": entry " + tuple;
+    if (!entry.is_object() || !entry.contains("key_metadata") || !entry["key_metadata"].is_array() ||
+        !entry.contains("value_metadata") || !entry["value_metadata"].is_object())
+      throw CheckpointError(where + " lacks key_metadata or value_metadata" + kRestoreHint);
+    std::string path, name;
+    for (const auto& k : entry["key_metadata"]) {
+      if (!k.is_object() || !k.contains("key") || !k["key"].is_string())
+        throw CheckpointError(where + ": a key without a string \"key\"" + kRestoreHint);
+      const std::string key = k["key"].get<std::string>();
+      if (key.empty() || key.find('/') != std::string::npos)
+        throw CheckpointError(where + ": key '" + key + "' is empty or holds '/', which t5x's parameter names "
+                              "never do (t5x.cpp joins a leaf's keys with '/')");
+      path += (path.empty() ? "" : "/") + key;
+      name += (name.empty() ? "" : ".") + key;
+    }
+    if (path.empty()) throw CheckpointError(where + ": an empty key tuple" + kRestoreHint);
+    const std::string type = entry["value_metadata"].value("value_type", "");
+    if (type == "jax.Array" || type == "np.ndarray" || type == "scalar") {
+      const std::string zarray_key = name + "/.zarray";
+      auto bytes = r.ocdbt_->read(zarray_key);
+      if (!bytes)
+        throw CheckpointError(r.dir_ + ": '" + path + "' (" + type + ") has no array in the OCDBT store (no key '" +
+                              zarray_key + "')" + kRestoreHint);
+      ZarrMetadata m = ZarrMetadata::from_json(std::string(bytes->begin(), bytes->end()), r.dir_ + ": " + zarray_key);
+      TensorStoreSpec spec;
+      spec.kvstore_driver = "ocdbt";
+      spec.path = name;
+      spec.dtype = m.dtype;
+      spec.dtype_given = true;
+      spec.shape = m.shape;
+      spec.chunks = m.chunks;
+      spec.compressor = m.compressor;
+      r.leaves_[path] = std::move(spec);
+      listed.insert(name);
+    } else if (type == "string") {
+      if (!strings) {
+        const std::string f = fileio::join(r.dir_, "_strings.json");
+        try {
+          strings = nlohmann::json::parse(fileio::read_text(f));
+        } catch (const nlohmann::json::exception& e) {
+          throw CheckpointError(f + ": not valid JSON (" + e.what() + ")" + kRestoreHint);
+        }
+      }
+      if (!strings->is_object() || !strings->contains(name) || !(*strings)[name].is_string())
+        throw CheckpointError(r.dir_ + "/_strings.json holds no string '" + name + "' for '" + path + "'" +
+                              kRestoreHint);
+      r.leaves_[path] = (*strings)[name].get<std::string>();
+    } else if (type == "None") {
+      r.leaves_[path] = MsgpackNil{};
+    } else if (type == "Dict" || type == "List" || type == "Tuple" || type == "NamedTuple") {
+      r.leaves_[path] = EmptyDict{};
+    } else {
+      throw CheckpointError(where + ": value type '" + type +
+                            "' is not one t5x saves (jax.Array, np.ndarray, scalar, string, None, empty containers)");
+    }
+  }
+  // An array in the store that the tree does not name would be dropped
+  // silently (a restore then blames the optimizer for the missing leaf).
+  constexpr std::string_view kZarray = "/.zarray";
+  for (const auto& key : r.ocdbt_->keys())
+    if (key.ends_with(kZarray) && !listed.count(key.substr(0, key.size() - kZarray.size())))
+      throw CheckpointError(meta_file + " does not list the array '" + key.substr(0, key.size() - kZarray.size()) +
+                            "' that the OCDBT store holds: _METADATA is damaged or from another save" + kRestoreHint);
+  return r;
+}
+
+namespace {
+// An array of an Orbax checkpoint: its chunks are the store's values under
+// `<name>/`. The .zarray is read again for what the spec does not keep (the
+// fill value, the byte order).
+HostTensor read_orbax_array(const OcdbtStore& store, const TensorStoreSpec& s, const IndexBox& box, int num_threads) {
+  const std::string key = s.path + "/.zarray";
+  auto zarray = store.read(key);
+  if (!zarray) throw CheckpointError(store.dir() + ": the OCDBT store has no key '" + key + "'" + kRestoreHint);
+  const ZarrMetadata m = ZarrMetadata::from_json(std::string(zarray->begin(), zarray->end()), store.dir() + ": " + key);
+  if (m.shape != s.shape || m.dtype != s.dtype)
+    throw CheckpointError(store.dir() + ": '" + key + "' changed since the checkpoint was opened" + kRestoreHint);
+  return zarr_read_box([&](const std::string& key) { return store.read(s.path + "/" + key); },
+                       store.dir() + ": " + s.path, m, box, num_threads);
+}
+}  // namespace
+
 CheckpointReader CheckpointReader::open(const std::string& path) {
   CheckpointReader r;
   if (auto prefix = tf::tf_checkpoint_prefix(path)) {
@@ -337,6 +468,7 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     for (auto& [p, t] : import_meshtf(tf::TfBundleReader::open(*prefix)).leaves) r.leaves_.emplace(p, std::move(t));
     return r;
   }
+  if (fileio::is_dir(path) && is_orbax_checkpoint(path)) return open_orbax(path);  // says what is missing
   std::string file;
   if (fileio::is_dir(path)) {
     r.dir_ = path;
@@ -349,10 +481,6 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     r.dir_ = fs::path(path).parent_path().string();
   }
   auto bytes = fileio::read_file_if_exists(file);
-  if (!bytes && (fileio::exists(fileio::join(r.dir_, "_METADATA")) ||
-                 fileio::exists(fileio::join(fileio::join(r.dir_, "state"), "_METADATA"))))
-    throw CheckpointError("'" + r.dir_ + "' is an Orbax checkpoint (_METADATA, OCDBT); t5x.cpp reads "
-                          "t5x's legacy native format - save it from t5x with use_orbax=False");
   if (!bytes)
     throw CheckpointError("not a complete t5x checkpoint: '" + file +
                           "' is missing (the msgpack is written last, so the save did not finish)");
@@ -382,6 +510,7 @@ CheckpointReader::LeafInfo CheckpointReader::info(const std::string& path) const
     throw CheckpointError("'" + path + "' is not in checkpoint '" + dir_ + "'");
   if (auto* t = std::get_if<HostTensor>(&it->second)) return {t->dtype, t->shape, false};
   if (auto* s = std::get_if<TensorStoreSpec>(&it->second)) {
+    if (s->kvstore_driver == "ocdbt") return {s->dtype, s->shape, true};  // from the store's .zarray
     // The .zarray is authoritative (older specs may lack metadata).
     const std::string adir = fileio::join(dir_, s->path);
     if (fileio::exists(fileio::join(adir, ".zarray"))) {
@@ -397,7 +526,11 @@ std::optional<int64_t> CheckpointReader::step() const {
   auto it = leaves_.find("state/step");
   if (it == leaves_.end()) return std::nullopt;
   if (auto* v = std::get_if<int64_t>(&it->second)) return *v;
-  if (auto* t = std::get_if<HostTensor>(&it->second)) {
+  const HostTensor* t = std::get_if<HostTensor>(&it->second);
+  HostTensor stored;  // Orbax keeps the step as a rank-0 array in its store
+  if (auto* s = std::get_if<TensorStoreSpec>(&it->second); s && s->kvstore_driver == "ocdbt" && s->shape.empty())
+    t = &(stored = read("state/step"));
+  if (t) {
     if (t->numel() != 1) return std::nullopt;
     if (t->dtype == "int32") return t->values<int32_t>()[0];
     if (t->dtype == "int64") return t->values<int64_t>()[0];
@@ -426,7 +559,9 @@ HostTensor CheckpointReader::read(const std::string& path, const std::optional<I
                                       " outside '" + path + "' " + t->shape_string());
       copy_box(t->data.data(), IndexBox::full(t->shape), out.data.data(), b, dtype_itemsize(t->dtype));
     }
-  } else if (auto* s = std::get_if<TensorStoreSpec>(&it->second)) {
+  } else if (auto* s = std::get_if<TensorStoreSpec>(&it->second); s && s->kvstore_driver == "ocdbt") {
+    out = read_orbax_array(*ocdbt_, *s, box ? *box : IndexBox::full(s->shape), num_threads);
+  } else if (s) {
     const std::string adir = fileio::join(dir_, s->path);
     // The files the manifest lists are read only as it records them.
     const std::string rel = manifest_ ? fs::path(adir).lexically_relative(manifest_root_).generic_string() + "/" : "";
@@ -504,7 +639,8 @@ std::vector<int64_t> all_steps(const std::string& model_dir, const std::string& 
 std::optional<int64_t> latest_step(const std::string& model_dir, const std::string& prefix) {
   auto steps = all_steps(model_dir, prefix);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it)
-    if (fileio::exists(fileio::join(checkpoint_dir_for_step(model_dir, *it, prefix), kMsgpackName)))
+    if (const std::string d = checkpoint_dir_for_step(model_dir, *it, prefix);
+        fileio::exists(fileio::join(d, kMsgpackName)) || is_orbax_checkpoint(d))
       return *it;
   return std::nullopt;
 }
@@ -523,6 +659,38 @@ std::vector<std::string> remove_temp_dirs(const std::string& model_dir, const st
   for (const auto& d : dirs) fileio::remove_all(d);
   return dirs;
 }
+
+namespace {
+// Every chunk of an Orbax array is in the store (t5x's fill_value is null),
+// with a plausible size; kChecksums and kDecode decode them.
+std::optional<std::string> validate_orbax_array(const OcdbtStore& store, const TensorStoreSpec& s,
+                                                const std::string& path, Verify level, int num_threads) {
+  auto zarray = store.read(s.path + "/.zarray");
+  if (!zarray) return store.dir() + ": no '" + s.path + "/.zarray' for '" + path + "'";
+  ZarrMetadata m =
+      ZarrMetadata::from_json(std::string(zarray->begin(), zarray->end()), store.dir() + ": " + s.path + "/.zarray");
+  const auto grid = m.grid_shape();
+  int64_t n = 1;
+  for (auto g : grid) n *= g;
+  std::vector<int64_t> idx(grid.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t rem = k;
+    for (size_t i = grid.size(); i-- > 0;) { idx[i] = rem % grid[i]; rem /= grid[i]; }
+    const std::string key = s.path + "/" + m.chunk_key(idx);
+    if (!store.has(key)) {
+      if (m.fill_value) continue;  // TensorStore may omit chunks equal to a numeric fill value
+      return store.dir() + ": missing chunk '" + key + "' of '" + path + "'";
+    }
+    if (level == Verify::kSizes) {
+      auto bytes = store.read(key);
+      std::string why = quick_check_chunk(m.compressor, *bytes, m.chunk_nbytes());
+      if (!why.empty()) return store.dir() + ": damaged chunk '" + key + "': " + why;
+    }
+  }
+  if (level != Verify::kSizes) read_orbax_array(store, s, IndexBox::full(m.shape), num_threads);
+  return std::nullopt;
+}
+}  // namespace
 
 std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Verify level, int num_threads) {
   try {
@@ -543,6 +711,12 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
     for (const auto& [path, leaf] : r.leaves()) {
       const auto* s = std::get_if<TensorStoreSpec>(&leaf);
       if (!s) continue;
+      if (s->kvstore_driver == "ocdbt") {
+        // Orbax: the store's nodes were checked (CRC-32C) when it opened; its
+        // values carry no checksum of their own beyond their codec's.
+        if (auto bad = validate_orbax_array(*r.orbax_store(), *s, path, level, num_threads)) return bad;
+        continue;
+      }
       const std::string adir = fileio::join(r.dir(), s->path);
       if (manifest && !manifest->files.count(s->path + "/.zarray") && fileio::exists(fileio::join(adir, ".zarray")))
         return adir + "/.zarray is not listed in " + kManifestFile +
@@ -646,8 +820,7 @@ StepScan latest_valid_step(const std::string& model_dir, const ScanOptions& opt,
     if (auto err = validate_checkpoint(d, opt.verify, opt.num_threads)) {
       scan.skipped.push_back({d, *err});
       // An Orbax checkpoint is another format, not damage: left where it is.
-      const bool orbax = fileio::exists(fileio::join(d, "_METADATA")) || fileio::exists(fileio::join(d, "state/_METADATA"));
-      if (opt.move_damaged_aside && !orbax) scan.moved.push_back({d, move_damaged_aside(d)});
+      if (opt.move_damaged_aside && !is_orbax_checkpoint(d)) scan.moved.push_back({d, move_damaged_aside(d)});
       continue;
     }
     scan.step = step;

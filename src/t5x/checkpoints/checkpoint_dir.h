@@ -32,6 +32,7 @@
 
 #include "t5x/checkpoints/manifest.h"
 #include "t5x/checkpoints/msgpack_checkpoint.h"
+#include "t5x/checkpoints/ocdbt.h"
 #include "t5x/checkpoints/zarr.h"
 
 namespace t5x {
@@ -123,7 +124,13 @@ class CheckpointReader {
   // checkpoint prefix (PATH.index exists), or a directory whose TF `checkpoint`
   // state file names one (tf::tf_checkpoint_prefix), is read whole, its
   // Mesh-TF T5 names mapped to t5x paths (meshtf_mapping.h), and served as
-  // inline arrays; dir() is then the prefix.
+  // inline arrays; dir() is then the prefix. An Orbax checkpoint (t5x's
+  // default since `use_orbax = True`: `state/_METADATA` and an OCDBT store,
+  // ocdbt.h) is read through its store: `_METADATA`'s tree gives the leaves
+  // (key tuples joined with '/', as the msgpack's paths), each array is the
+  // zarr v2 array `<'.'-joined name>/` inside the store (a TensorStoreSpec
+  // with kvstore_driver "ocdbt"), strings come from `_strings.json`; dir() is
+  // then the `state/` directory and version() is 0.
   static CheckpointReader open(const std::string& path);
 
   struct LeafInfo {
@@ -158,19 +165,31 @@ class CheckpointReader {
 
   std::optional<std::string> dataset_state(int process_index, int process_count) const;
 
+  // The OCDBT store of an Orbax checkpoint; null for t5x's legacy format.
+  const OcdbtStore* orbax_store() const { return ocdbt_.get(); }
+
  private:
+  static CheckpointReader open_orbax(const std::string& state_dir);
   std::string dir_;
   int version_ = 0;
   FlatState leaves_;
   std::shared_ptr<const CheckpointManifest> manifest_;  // null: none (t5x's saves)
   std::string manifest_root_;                           // the directory its paths start at
+  std::shared_ptr<const OcdbtStore> ocdbt_;             // Orbax checkpoints only
 };
+
+// Whether `dir` (a checkpoint_<N> directory or its `state/`) is an Orbax
+// checkpoint: no msgpack, and one of Orbax's files (`_METADATA`,
+// `manifest.ocdbt`, `_CHECKPOINT_METADATA`). Complete or not: opening one
+// says what is missing. The scan skips a damaged one but never moves it aside.
+bool is_orbax_checkpoint(const std::string& dir);
 
 // ---- Directory scanning, validation and retention ----
 
 // Steps of every `<prefix>_<N>` directory (regex `<prefix>_(\d+)$`), ascending.
 std::vector<int64_t> all_steps(const std::string& model_dir, const std::string& prefix = "checkpoint");
-// Newest step whose directory holds the msgpack file; nullopt if none.
+// Newest step whose directory holds the msgpack file or an Orbax checkpoint
+// (which Orbax renames into place when complete); nullopt if none.
 std::optional<int64_t> latest_step(const std::string& model_dir, const std::string& prefix = "checkpoint");
 // Leftover `<prefix>_<N>.tmp-<T>` directories of interrupted saves.
 std::vector<std::string> list_temp_dirs(const std::string& model_dir, const std::string& prefix = "checkpoint");
@@ -221,8 +240,8 @@ std::string move_damaged_aside(const std::string& ckpt_dir);
 struct ScanOptions {
   Verify verify = Verify::kSizes;
   // Move every damaged step newer than the one found aside
-  // (move_damaged_aside); Orbax checkpoints (_METADATA) are skipped but not
-  // moved. The trainer does this, on process 0 only.
+  // (move_damaged_aside); Orbax checkpoints (is_orbax_checkpoint) are skipped
+  // but not moved. The trainer does this, on process 0 only.
   bool move_damaged_aside = false;
   int num_threads = 1;  // CRC threads
 };

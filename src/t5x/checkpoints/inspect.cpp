@@ -16,9 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool holds_msgpack(const std::string& dir) {
-  return fileio::exists(fileio::join(dir, "checkpoint")) ||
-         fileio::exists(fileio::join(dir, "state/checkpoint"));
+// A checkpoint directory of either format t5x writes: its msgpack, or Orbax's store.
+bool holds_checkpoint(const std::string& dir) {
+  return fileio::exists(fileio::join(dir, "checkpoint")) || fileio::exists(fileio::join(dir, "state/checkpoint")) ||
+         is_orbax_checkpoint(dir);
 }
 
 std::string with_commas(uint64_t v) {
@@ -76,7 +77,7 @@ std::string resolve_checkpoint_path(const std::string& path, std::string* note, 
     throw CheckpointError(path + ": not a checkpoint directory or `checkpoint` msgpack file\n"
                           "  hint: give a checkpoint_<step> directory or a MODEL_DIR");
   }
-  if (holds_msgpack(path)) return path;
+  if (holds_checkpoint(path)) return path;
   if (!all_steps(path).empty() || !list_temp_dirs(path).empty()) {
     StepScan scan = latest_valid_step(path, {.verify = verify});
     if (note) *note = scan.report();
@@ -149,11 +150,18 @@ CheckpointInventory inspect_checkpoint(const std::string& path, const InspectOpt
     // A MODEL_DIR's choice passed these checks in resolve_checkpoint_path; a
     // checkpoint named directly is held to the same.
     std::error_code ec;
-    if (holds_msgpack(path) || fs::is_regular_file(path, ec))
-      if (auto bad = validate_checkpoint(inv.dir, *opt.verify, opt.num_threads))
+    if (holds_checkpoint(path) || fs::is_regular_file(path, ec))
+      if (auto bad = validate_checkpoint(inv.dir, *opt.verify, opt.num_threads)) {
+        // An Orbax step may be whole but in a layout t5x.cpp does not read;
+        // the trainer leaves such steps (t5x's) where they are.
+        if (is_orbax_checkpoint(inv.dir))
+          throw CheckpointError(inv.dir + " (Orbax) cannot be read: " + *bad +
+                                "\n  hint: use another step (`t5x ckpt info MODEL_DIR` names the newest readable "
+                                "one; `t5x train` skips this one and leaves it in place)");
         throw CheckpointError(inv.dir + " is damaged: " + *bad +
                               "\n  hint: use an earlier step (`t5x ckpt info MODEL_DIR` names the newest complete "
                               "one; `t5x train` moves a damaged newest step aside and saves it again)");
+      }
     std::optional<CheckpointManifest> m;
     try {
       m = read_manifest(inv.dir);
@@ -163,13 +171,22 @@ CheckpointInventory inspect_checkpoint(const std::string& path, const InspectOpt
     const char* what = *opt.verify == Verify::kSizes       ? "sizes"
                        : *opt.verify == Verify::kChecksums ? "sizes and crc32c"
                                                            : "sizes and crc32c, chunks decoded";
-    inv.verified = m ? "verified: " + std::to_string(m->files.size()) + " files match " + kManifestFile + " (" + what + ")"
-                     : std::string("verified: structure and chunk sizes (no ") + kManifestFile +
-                           ": written by t5x or an older t5x.cpp, so no checksums)" +
-                           (*opt.verify == Verify::kDecode ? ", chunks decoded" : "");
+    if (is_orbax_checkpoint(inv.dir))
+      inv.verified = std::string("verified: the OCDBT store's manifest and nodes (CRC-32C), every array's chunks ") +
+                     (*opt.verify == Verify::kSizes ? "present and complete" : "present and decoded") +
+                     " (OCDBT keeps no checksum of the values themselves)";
+    else
+      inv.verified =
+          m ? "verified: " + std::to_string(m->files.size()) + " files match " + kManifestFile + " (" + what + ")"
+            : std::string("verified: structure and chunk sizes (no ") + kManifestFile +
+                  ": written by t5x or an older t5x.cpp, so no checksums)" +
+                  (*opt.verify == Verify::kDecode ? ", chunks decoded" : "");
   }
   CheckpointReader r = CheckpointReader::open(inv.dir);
   inv.version = r.version();
+  if (const OcdbtStore* store = r.orbax_store())
+    inv.format = "Orbax (OCDBT store, generation " + std::to_string(store->generation()) + ", " +
+                 std::to_string(store->size()) + " keys; zarr v2 arrays)";
   inv.step = r.step();
   const auto axes = read_model_info_axes((fs::path(inv.dir).parent_path() / "model-info.txt").string());
   for (const auto& p : r.array_paths()) {
@@ -183,9 +200,13 @@ CheckpointInventory inspect_checkpoint(const std::string& path, const InspectOpt
     a.nbytes = uint64_t(a.numel) * dtype_itemsize(a.dtype);
     const auto& leaf = r.leaves().at(p);
     if (const auto* spec = std::get_if<TensorStoreSpec>(&leaf)) {
-      const std::string adir = fileio::join(r.dir(), spec->path);
       a.storage = "zarr/" + (spec->compressor.id.empty() ? std::string("raw") : spec->compressor.id);
-      a.disk_bytes = dir_bytes(adir);
+      if (spec->kvstore_driver == "ocdbt") {
+        a.storage = "ocdbt/" + a.storage;
+        a.disk_bytes = r.orbax_store()->value_bytes(spec->path + "/");
+      } else {
+        a.disk_bytes = dir_bytes(fileio::join(r.dir(), spec->path));
+      }
     } else {
       a.storage = "inline";
     }
@@ -217,7 +238,8 @@ std::string format_inventory(const CheckpointInventory& inv) {
   std::ostringstream o;
   if (!inv.note.empty()) o << inv.note;
   o << "checkpoint " << inv.dir << "\n";
-  o << "  format version " << inv.version;
+  if (inv.format.empty()) o << "  format version " << inv.version;
+  else o << "  format " << inv.format;
   if (inv.step) o << ", step " << *inv.step;
   o << "\n";
   if (!inv.verified.empty()) o << "  " << inv.verified << "\n";

@@ -39,7 +39,7 @@ struct ArrayInfo {
   std::string dtype;                       // numpy name
   std::vector<int64_t> shape;
   std::vector<std::string> logical_axes;   // empty when unknown
-  std::string storage;                     // "inline" or "zarr/<compressor>"
+  std::string storage;                     // "inline", "zarr/<compressor>" or "ocdbt/zarr/<compressor>" (Orbax)
   int64_t numel = 0;
   uint64_t nbytes = 0;                     // uncompressed
   uint64_t disk_bytes = 0;                 // zarr chunk files + .zarray; 0 for inline
@@ -49,7 +49,8 @@ struct ArrayInfo {
 struct CheckpointInventory {
   std::string dir;                         // the resolved checkpoint directory
   std::string note;                        // from resolve_checkpoint_path
-  int version = 0;
+  int version = 0;                         // of t5x's msgpack
+  std::string format;                      // "" for the msgpack format, else e.g. "Orbax (OCDBT store, ...)"
   std::optional<int64_t> step;
   std::vector<ArrayInfo> arrays;           // target/ first, then state/, by path
   std::map<std::string, std::string> scalars;  // non-array leaves, as text

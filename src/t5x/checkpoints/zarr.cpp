@@ -331,8 +331,16 @@ uint64_t zarr_write_box(const std::string& dir, const ZarrMetadata& m, const Hos
   return written.load();
 }
 
-HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& m, const IndexBox& box,
-                         int num_threads, const ZarrChunkCheck& check) {
+namespace {
+std::string chunk_desc(const ZarrMetadata& m) {
+  std::string s;
+  for (auto c : m.chunks) s += (s.empty() ? "" : "x") + std::to_string(c);
+  return " (chunk shape " + (s.empty() ? std::string("scalar") : s) + ", dtype " + m.dtype + ")";
+}
+
+template <typename Get>
+HostTensor read_box_from(const Get& get, const std::function<std::string(const std::string&)>& name_of,
+                         const ZarrMetadata& m, const IndexBox& box, int num_threads) {
   check_box(m, box, "zarr_read_box");
   HostTensor out = HostTensor::zeros(m.dtype, box.extent());
   const auto pattern = fill_bytes(m);
@@ -341,20 +349,31 @@ HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& m, const In
   const size_t isz = m.itemsize();
   detail::parallel_for(int64_t(grid.size()), num_threads, [&](int64_t k) {
     const auto& g = grid[size_t(k)];
-    const std::string path = fileio::join(dir, m.chunk_key(g));
-    auto enc = fileio::read_file_if_exists(path);
-    if (check) check(m.chunk_key(g), enc ? &*enc : nullptr);
+    const std::string key = m.chunk_key(g);
+    auto enc = get(key);
     if (!enc) return;  // missing chunk == fill_value
-    auto raw = decode_chunk(m.compressor, *enc, m.chunk_nbytes(),
-                            "chunk '" + path + "' (chunk shape " + [&] {
-                              std::string s;
-                              for (auto c : m.chunks) s += (s.empty() ? "" : "x") + std::to_string(c);
-                              return s.empty() ? std::string("scalar") : s;
-                            }() + ", dtype " + m.dtype + ")");
+    auto raw = decode_chunk(m.compressor, *enc, m.chunk_nbytes(), "chunk '" + name_of(key) + "'" + chunk_desc(m));
     if (m.big_endian) byteswap_inplace(raw, isz);
     copy_box(raw.data(), chunk_box(m, g), out.data.data(), box, isz);
   });
   return out;
+}
+}  // namespace
+
+HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& m, const IndexBox& box,
+                         int num_threads, const ZarrChunkCheck& check) {
+  return read_box_from(
+      [&](const std::string& key) {
+        auto enc = fileio::read_file_if_exists(fileio::join(dir, key));
+        if (check) check(key, enc ? &*enc : nullptr);
+        return enc;
+      },
+      [&](const std::string& key) { return fileio::join(dir, key); }, m, box, num_threads);
+}
+
+HostTensor zarr_read_box(const ZarrChunkSource& get, const std::string& where, const ZarrMetadata& m,
+                         const IndexBox& box, int num_threads) {
+  return read_box_from(get, [&](const std::string& key) { return where + "/" + key; }, m, box, num_threads);
 }
 
 HostTensor zarr_read(const std::string& dir) {

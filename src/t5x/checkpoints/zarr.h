@@ -83,4 +83,12 @@ HostTensor zarr_read_box(const std::string& dir, const ZarrMetadata& meta, const
                          int num_threads = 1, const ZarrChunkCheck& check = {});
 HostTensor zarr_read(const std::string& dir);  // whole array
 
+// A zarr array whose files live in a key-value store (Orbax's OCDBT store,
+// ocdbt.h): `get(name)` returns the bytes of the array's file `name` (a chunk
+// key, "0.1") or nullopt when it is absent (read as fill_value). `where` names
+// the array in errors ("<store>: <param name>").
+using ZarrChunkSource = std::function<std::optional<std::vector<uint8_t>>(const std::string& name)>;
+HostTensor zarr_read_box(const ZarrChunkSource& get, const std::string& where, const ZarrMetadata& meta,
+                         const IndexBox& box, int num_threads = 1);
+
 }  // namespace t5x

@@ -363,13 +363,15 @@ std::optional<std::string> resolve_restore_path(const RestoreCheckpointConfig& c
     // `checkpoint` state file names the newest one (before the t5x test below:
     // both call their file `checkpoint`).
     if (auto prefix = tf::tf_checkpoint_prefix(p)) return prefix;
-    if (fs::exists(fs::path(p) / "checkpoint")) {
+    if (fs::exists(fs::path(p) / "checkpoint") || is_orbax_checkpoint(p)) {
       // A checkpoint named outright gets the check a resume's scan gives each
       // step (the manifest's files and sizes, every chunk present): zarr reads
       // a missing chunk as fill values, so a damaged step would restore
       // silently.
       if (auto bad = validate_checkpoint(p))
-        throw CheckpointError("[checkpoint] " + *bad + "\n  hint: the checkpoint is damaged; `t5x ckpt info " + p +
+        throw CheckpointError("[checkpoint] " + *bad + "\n  hint: the checkpoint is " +
+                              (is_orbax_checkpoint(p) ? "an Orbax one that cannot be read" : "damaged") +
+                              "; `t5x ckpt info " + p +
                               "` lists what is wrong; restore another checkpoint_<step>");
       return p;
     }

@@ -595,24 +595,29 @@ TEST(CheckpointDir, MissingChunkIsReportedWhenFillValueIsNull) {
   EXPECT_NE(err->find("missing chunk '" + chunk + "'"), std::string::npos) << *err;
 }
 
-TEST(CheckpointDir, OrbaxCheckpointsAreNamedAsSuch) {
+// Orbax directories t5x.cpp cannot read (without OCDBT; a damaged manifest)
+// are named as such, skipped by the scan, and left in place: they are t5x's.
+// Readable ones: orbax_test.cpp.
+TEST(CheckpointDir, UnreadableOrbaxCheckpointsAreNamedAndLeftInPlace) {
   const std::string model_dir = tmpdir("orbax");
   const std::string dir = model_dir + "/checkpoint_1";
   fs::create_directories(dir + "/state");
-  fileio::write_text(dir + "/state/_METADATA", "{}", false);
-  try {
-    CheckpointReader::open(dir);
-    FAIL();
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("Orbax"), std::string::npos) << e.what();
+  fileio::write_text(dir + "/state/_METADATA", R"({"tree_metadata": {}})", false);
+  for (const std::string expected : {"Orbax's _METADATA but no OCDBT manifest.ocdbt", "magic value 0x6e6f7420"}) {
+    try {
+      CheckpointReader::open(dir);
+      FAIL();
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    StepScan scan = latest_valid_step(model_dir, {.move_damaged_aside = true});
+    EXPECT_FALSE(scan.step.has_value());
+    ASSERT_EQ(scan.skipped.size(), 1u);
+    EXPECT_NE(scan.skipped[0].second.find(expected), std::string::npos) << scan.skipped[0].second;
+    EXPECT_TRUE(scan.moved.empty());
+    EXPECT_TRUE(fs::exists(dir + "/state/_METADATA"));
+    fileio::write_text(dir + "/state/manifest.ocdbt", "not an OCDBT manifest", false);
   }
-  // Skipped by the scan, but another format is not damage: it stays.
-  StepScan scan = latest_valid_step(model_dir, {.move_damaged_aside = true});
-  EXPECT_FALSE(scan.step.has_value());
-  ASSERT_EQ(scan.skipped.size(), 1u);
-  EXPECT_NE(scan.skipped[0].second.find("Orbax"), std::string::npos) << scan.skipped[0].second;
-  EXPECT_TRUE(scan.moved.empty());
-  EXPECT_TRUE(fs::exists(dir + "/state/_METADATA"));
 }
 
 TEST(CheckpointDir, RetentionKeepsNewestAndPinned) {

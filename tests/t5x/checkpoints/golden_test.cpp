@@ -1,6 +1,8 @@
 // Restores a checkpoint written by scripts/golden/ckpt_make_t5x_layout.py
-// (tensorstore + msgpack, laid out exactly like t5x's Checkpointer) and checks
-// every leaf against the values recorded by the script.
+// (tensorstore + msgpack, laid out exactly like t5x's Checkpointer) and one
+// written by scripts/golden/ckpt_make_orbax.py (orbax-checkpoint, as t5x saves
+// by default), and checks every leaf against the values recorded by the
+// scripts. No Python at test time, so these run under the sanitizers too.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -67,6 +69,37 @@ TEST(GoldenT5xLayout, SliceReadsAcrossChunks) {
   auto f = full.values<float>(), p = part.values<float>();
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 5; ++j) EXPECT_EQ(p[i * 5 + j], f[(2 + i) * 12 + 4 + j]);
+}
+
+TEST(GoldenOrbax, RestoresEveryLeafWithDtypeAndValues) {
+  auto expected = nlohmann::json::parse(fileio::read_text(kGolden + "/orbax_t5x_expected.json"));
+  const std::string model_dir = kGolden + "/orbax_t5x";
+  EXPECT_EQ(latest_step(model_dir), 3);
+  StepScan scan = latest_valid_step(model_dir, {.verify = Verify::kDecode});
+  EXPECT_EQ(scan.step, 3);
+  EXPECT_TRUE(scan.skipped.empty()) << scan.report();
+
+  CheckpointReader r = CheckpointReader::open(checkpoint_dir_for_step(model_dir, 3));
+  ASSERT_NE(r.orbax_store(), nullptr);
+  EXPECT_EQ(r.version(), 0);
+  EXPECT_EQ(r.step(), 3);
+  std::vector<std::string> paths;
+  for (const auto& [path, want] : expected["leaves"].items()) {
+    SCOPED_TRACE(path);
+    paths.push_back(path);
+    auto info = r.info(path);
+    EXPECT_TRUE(info.in_tensorstore);
+    EXPECT_EQ(info.dtype, want["dtype"].get<std::string>());
+    EXPECT_EQ(info.shape, want["shape"].get<std::vector<int64_t>>());
+    HostTensor t = r.read_expect(path, want["shape"].get<std::vector<int64_t>>());
+    EXPECT_EQ(as_doubles(t), want["values"].get<std::vector<double>>());
+  }
+  EXPECT_EQ(r.array_paths(), paths);  // nothing more, nothing less
+  // Two keys per array (.zarray and its one chunk) in the top-level store,
+  // which Orbax merges from ocdbt.process_0's.
+  EXPECT_EQ(r.orbax_store()->size(), 2 * paths.size());
+  EXPECT_TRUE(r.orbax_store()->has("target.token_embedder.embedding/0.0"));
+  EXPECT_TRUE(r.orbax_store()->has("state.step/0"));
 }
 
 }  // namespace
