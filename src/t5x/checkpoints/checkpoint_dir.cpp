@@ -669,14 +669,8 @@ std::optional<std::string> validate_orbax_array(const OcdbtStore& store, const T
   if (!zarray) return store.dir() + ": no '" + s.path + "/.zarray' for '" + path + "'";
   ZarrMetadata m =
       ZarrMetadata::from_json(std::string(zarray->begin(), zarray->end()), store.dir() + ": " + s.path + "/.zarray");
-  const auto grid = m.grid_shape();
-  int64_t n = 1;
-  for (auto g : grid) n *= g;
-  std::vector<int64_t> idx(grid.size(), 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t rem = k;
-    for (size_t i = grid.size(); i-- > 0;) { idx[i] = rem % grid[i]; rem /= grid[i]; }
-    const std::string key = s.path + "/" + m.chunk_key(idx);
+  for (const auto& chunk : m.chunk_keys()) {
+    const std::string key = s.path + "/" + chunk;
     if (!store.has(key)) {
       if (m.fill_value) continue;  // TensorStore may omit chunks equal to a numeric fill value
       return store.dir() + ": missing chunk '" + key + "' of '" + path + "'";
@@ -728,14 +722,7 @@ std::optional<std::string> validate_checkpoint(const std::string& ckpt_dir, Veri
       // Without a manifest the only checksums are the chunks' own (gzip's
       // CRC-32, zlib's Adler-32): checking them means decoding.
       const bool decode = level == Verify::kDecode || (level == Verify::kChecksums && !manifest);
-      const auto grid = m.grid_shape();
-      int64_t n = 1;
-      for (auto g : grid) n *= g;
-      std::vector<int64_t> idx(grid.size(), 0);
-      for (int64_t k = 0; k < n; ++k) {
-        int64_t rem = k;
-        for (size_t i = grid.size(); i-- > 0;) { idx[i] = rem % grid[i]; rem /= grid[i]; }
-        const std::string key = m.chunk_key(idx);
+      for (const auto& key : m.chunk_keys()) {
         // Listed in the manifest: its size (and CRC) were checked above.
         if (manifest && manifest->files.count(s->path + "/" + key)) continue;
         const std::string cf = fileio::join(adir, key);

@@ -156,6 +156,24 @@ std::string ZarrMetadata::chunk_key(const std::vector<int64_t>& g) const {
   return k;
 }
 
+std::vector<std::string> ZarrMetadata::chunk_keys() const {
+  const auto grid = grid_shape();
+  int64_t n = 1;
+  for (auto g : grid) n *= g;
+  std::vector<std::string> keys;
+  keys.reserve(size_t(std::min<int64_t>(n, 1 << 20)));
+  std::vector<int64_t> idx(grid.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t rem = k;
+    for (size_t i = grid.size(); i-- > 0;) {
+      idx[i] = rem % grid[i];
+      rem /= grid[i];
+    }
+    keys.push_back(chunk_key(idx));
+  }
+  return keys;
+}
+
 std::string ZarrMetadata::to_json() const {
   json j;  // nlohmann's object keeps keys sorted, as TensorStore writes them
   j["chunks"] = chunks;

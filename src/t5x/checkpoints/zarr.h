@@ -42,6 +42,7 @@ struct ZarrMetadata {
   size_t chunk_nbytes() const;              // prod(chunks) * itemsize
   std::vector<int64_t> grid_shape() const;  // ceil(shape / chunks)
   std::string chunk_key(const std::vector<int64_t>& grid_index) const;
+  std::vector<std::string> chunk_keys() const;  // every chunk's key, in C order of the grid
 };
 
 // "<f4", "<i4", "bfloat16", "|b1", ... for a numpy dtype name.

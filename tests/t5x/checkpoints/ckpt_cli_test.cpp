@@ -81,24 +81,6 @@ TEST(CkptCli, ExportHfThenImportHfIsBitwiseT5_1_0) {
                            "relu", true);
 }
 
-std::string score(const std::string& ckpt, const std::string& model_gin, const std::string& out) {
-  std::vector<std::string> argv = {t5x_bin(), "score", "--gin_file=" + model_gin, "--gin_search_paths=configs/models",
-                                   "--gin_file=configs/runs/infer.gin"};
-  for (const std::string& b : {"CHECKPOINT_PATH = '" + ckpt + "'", "INFER_OUTPUT_DIR = '" + out + "'",
-                               std::string("MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"),
-                               std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
-                               std::string("TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}"),
-                               std::string("BATCH_SIZE = 8")})
-    argv.push_back("--gin_bindings=" + b);
-  if (model_gin.find("tiny.gin") != std::string::npos)
-    for (const auto& b : tiny_bindings("", 0, 1))
-      if (b.rfind("network.", 0) == 0) argv.push_back("--gin_bindings=" + b);
-  RunResult r = sh(join_cmd(argv));
-  EXPECT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
-  std::ifstream f(out + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 // The import restores in `t5x score` (same scores as the original, from the
 // written model.gin alone) and in `t5x train`.
 TEST(CkptCli, ImportedCheckpointRestoresInScoreAndTrain) {

@@ -2,6 +2,7 @@
 // resume, restore on another mesh): a tiny T5.1.1 on seqio's builtin
 // gpl3_lines_copy task, fixed RANDOM_SEED and shuffle seed.
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <array>
@@ -135,6 +136,25 @@ inline int prediction_lines(const std::string& path) {
     if (j.is_discarded() || !j.is_object() || !j.contains("prediction")) return -1;
   }
   return lines;
+}
+
+// `t5x score` of gpl3_lines_copy's validation split with MODEL_GIN (the tiny
+// model's sizes added for tiny.gin); returns the scores file's text.
+inline std::string score(const std::string& ckpt, const std::string& model_gin, const std::string& out) {
+  std::vector<std::string> argv = {t5x_bin(), "score", "--gin_file=" + model_gin, "--gin_search_paths=configs/models",
+                                   "--gin_file=configs/runs/infer.gin"};
+  for (const std::string& b : {"CHECKPOINT_PATH = '" + ckpt + "'", "INFER_OUTPUT_DIR = '" + out + "'",
+                               std::string("MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"),
+                               std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
+                               std::string("TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}"),
+                               std::string("BATCH_SIZE = 8")})
+    argv.push_back("--gin_bindings=" + b);
+  if (model_gin.find("tiny.gin") != std::string::npos)
+    for (const auto& b : tiny_bindings("", 0, 1))
+      if (b.rfind("network.", 0) == 0) argv.push_back("--gin_bindings=" + b);
+  RunResult r = sh(join_cmd(argv));
+  EXPECT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
+  return fileio_read(out + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
 }
 
 }  // namespace t5x::ckpt_testing

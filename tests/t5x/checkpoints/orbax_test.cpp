@@ -22,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+const std::string kTinyGin = "configs/models/t5_1_1/tiny.gin";
+
 std::string python() { return T5X_PYTHON; }
 std::string script() { return std::string(T5X_SOURCE_DIR) + "/scripts/check/orbax_write.py"; }
 
@@ -204,25 +206,9 @@ TEST_F(Orbax, TrainStateReadsAsItsLegacyCheckpoint) {
       << info.out;
 }
 
-std::string score(const std::string& ckpt, const std::string& out) {
-  std::vector<std::string> argv = {t5x_bin(), "score", "--gin_file=configs/models/t5_1_1/tiny.gin",
-                                   "--gin_file=configs/runs/infer.gin"};
-  for (const std::string& b : {"CHECKPOINT_PATH = '" + ckpt + "'", "INFER_OUTPUT_DIR = '" + out + "'",
-                               std::string("MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'"),
-                               std::string("MIXTURE_OR_TASK_SPLIT = 'validation'"),
-                               std::string("TASK_FEATURE_LENGTHS = {'inputs': 16, 'targets': 16}"),
-                               std::string("BATCH_SIZE = 8")})
-    argv.push_back("--gin_bindings=" + b);
-  for (const auto& b : tiny_bindings("", 0, 1))
-    if (b.rfind("network.", 0) == 0) argv.push_back("--gin_bindings=" + b);
-  RunResult r = sh(join_cmd(argv));
-  EXPECT_EQ(r.rc, 0) << join_cmd(argv) << "\n" << r.out;
-  return fileio_read(out + "/gpl3_lines_copy-score.jsonl-00000-of-00001");
-}
-
 TEST_F(Orbax, ScoresAndResumesAsItsLegacyCheckpoint) {
-  const std::string a = score(*root_ + "/legacy/checkpoint_2", *root_ + "/score_legacy");
-  const std::string b = score(*root_ + "/orbax/checkpoint_2", *root_ + "/score_orbax");
+  const std::string a = score(*root_ + "/legacy/checkpoint_2", kTinyGin, *root_ + "/score_legacy");
+  const std::string b = score(*root_ + "/orbax/checkpoint_2", kTinyGin, *root_ + "/score_orbax");
   EXPECT_NE(a.find("\"score\":"), std::string::npos) << a;
   EXPECT_EQ(a, b);
 
