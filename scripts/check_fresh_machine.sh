@@ -110,7 +110,9 @@ if [[ "$SHARE_CACHES" == 1 ]]; then
 fi
 
 git clone -q "$repo" "$ROOT/root/t5x.cpp"
-echo "cloned $(git -C "$repo" rev-parse --short HEAD) into $ROOT/root/t5x.cpp"
+# The commit checked is the clone's: the checkout may move on while this runs.
+checked=$(git -C "$ROOT/root/t5x.cpp" rev-parse --short HEAD)
+echo "cloned $checked into $ROOT/root/t5x.cpp"
 # The third-party test data the tests read from ../shared/fixtures (never
 # committed), beside the clone as CI has it.
 if [[ -d "$repo/../shared/fixtures" ]]; then
@@ -136,7 +138,7 @@ in_chroot "scripts/test.sh < /dev/null" 2>&1 | tee /tmp/t5x-fresh-test.log
 stage_end "scripts/test.sh (venv, build of the tests, ctest)"
 
 echo
-echo "Fresh Debian 12 chroot ($ROOT, $(git -C "$repo" rev-parse --short HEAD), $(nproc) cores):"
+echo "Fresh Debian 12 chroot ($ROOT, $checked, $(nproc) cores):"
 printf '  %s\n' "${times[@]}"
 echo "  demo stages (their start, seconds from the demo's start):"
 sed 's/^/    /' /tmp/t5x-fresh-demo-stages.txt
