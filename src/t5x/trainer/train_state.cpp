@@ -191,7 +191,30 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
     std::map<std::string, Array> dict;
     for (const auto& [k, v] : state.opt.slots) {
       const std::string path = "state/param_states/" + k;
-      dict[path] = from_host(layout.read(reader, path, v.shape().sizes(), shard_box(v)), v);
+      try {
+        dict[path] = from_host(layout.read(reader, path, v.shape().sizes(), shard_box(v)), v);
+      } catch (const CheckpointError&) {
+        // Same slot names, other shapes: the optimizer's settings changed
+        // between runs (Adafactor keeps unused slots as [1] zeros, so
+        // factored, min_dim_size_to_factor and beta1 decide the shapes).
+        if (!reader.has(path)) throw;  // stored in another layout: its own message
+        const std::vector<int64_t> have = reader.info(path).shape;
+        if (have == v.shape().sizes()) throw;
+        auto dims = [](const std::vector<int64_t>& s) {
+          HostTensor t;
+          t.shape = s;
+          return t.shape_string();
+        };
+        throw CheckpointError(
+            "[checkpoint] " + r.dir + ": optimizer slot '" + path + "' is " + dims(have) + " in the checkpoint but " +
+            dims(v.shape().sizes()) +
+            " for this run's optimizer: its settings differ from those of the run that saved it\n"
+            "  hint: resume with the optimizer settings the run was trained with (Adafactor: factored, "
+            "min_dim_size_to_factor, beta1, factor_map); to change them, fine-tune from the checkpoint in a fresh "
+            "MODEL_DIR (INITIAL_CHECKPOINT_PATH) with utils.RestoreCheckpointConfig.assignment_map = "
+            "((r'state/param_states/.*', None), (r'state/step', None)) and strict = False, which starts a new "
+            "optimizer state");
+      }
     }
     for (const auto& [name, arr] : params) dict["target/" + name] = arr;
     dict["state/step"] = Array::from_ints(Shape{}, {reader.step().value_or(0)}, DType::i32);

@@ -574,6 +574,34 @@ TEST(Trainer, ResumeWithAnotherOptimizerIsAnError) {
   c.initialize();
   EXPECT_EQ(c.state().step(), 2);
 
+  // The same optimizer with other settings: Adafactor's slots keep their
+  // names and change shape (unused ones are [1] zeros), which a resume met as
+  // a bare shape error (the bad-input probe of session 68). Now the slot,
+  // both shapes and the settings to check are named. The run above factored
+  // nothing (its dims are below min_dim_size_to_factor = 128) and kept no
+  // momentum.
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"adafactor.Adafactor.beta1 = 0.9", "/m' is (1,) in the checkpoint but ("},
+      {"adafactor.Adafactor.min_dim_size_to_factor = 8", "/v' is ("},
+  };
+  for (const auto& [changed, slot] : changes) {
+    Trainer d(tiny_run(dir, 4, {changed}), single(), fast());
+    try {
+      d.initialize();
+      ADD_FAILURE() << "resumed with " << changed;
+    } catch (const CheckpointError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("optimizer slot 'state/param_states/"), std::string::npos) << changed << ": " << m;
+      EXPECT_NE(m.find(slot), std::string::npos) << changed << ": " << m;
+      EXPECT_NE(m.find("hint: resume with the optimizer settings the run was trained with (Adafactor: factored, "
+                       "min_dim_size_to_factor, beta1, factor_map)"),
+                std::string::npos)
+          << changed << ": " << m;
+    }
+  }
+  EXPECT_EQ(Trainer(tiny_run(dir, 4, {"adafactor.Adafactor.factored = False"}), single(), fast()).train().status,
+            TrainResult::Status::kDone);  // nothing was factored, so nothing changes
+
   // Lion's slots ("0/count", "0/mu/<path>") are among AdamW's: a resume
   // under Lion would drop "0/nu/..." and read AdamW's mu as its momentum
   // (the bad-input probe of session 68); SGD without momentum has no slots.
