@@ -23,16 +23,32 @@ PartitionSpec param_spec(const Shape& shape, const LogicalAxisRules& rules) {
   return spec;
 }
 
+PartitionSpec param_spec(const std::string& name, const Shape& shape, const LogicalAxisRules& rules) {
+  try {
+    return param_spec(shape, rules);
+  } catch (const std::invalid_argument& e) {
+    std::string m = e.what();
+    const std::string tag = "[sharding] ";
+    if (m.rfind(tag, 0) == 0) m.erase(0, tag.size());
+    std::string out = tag + "parameter '" + name + "': " + m;
+    if (m.find(" is not divisible by ") != std::string::npos && m.find("hint:") == std::string::npos)
+      out += "\n  hint: a dim that logical_axis_rules split over a mesh axis must be a multiple of the axis' size: "
+             "choose a 'model' size (partitioning.PjitPartitioner.num_partitions or model_parallel_submesh, and "
+             "the process count) that divides it, or change the model's sizes in its gin";
+    throw std::invalid_argument(out);
+  }
+}
+
 std::map<std::string, PartitionSpec> param_specs(const std::map<std::string, Shape>& shapes,
                                                  const LogicalAxisRules& rules) {
   std::map<std::string, PartitionSpec> out;
-  for (const auto& [k, s] : shapes) out[k] = param_spec(s, rules);
+  for (const auto& [k, s] : shapes) out[k] = param_spec(k, s, rules);
   return out;
 }
 
 ParamTree shard_params(const ParamTree& full, const LogicalAxisRules& rules) {
   ParamTree out;
-  for (const auto& [k, p] : full) out[k] = shard(p, param_spec(p.shape(), rules));
+  for (const auto& [k, p] : full) out[k] = shard(p, param_spec(k, p.shape(), rules));
   return out;
 }
 

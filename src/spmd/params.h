@@ -27,6 +27,10 @@ namespace t5x::spmd {
 
 // The spec of a param of `shape` (dim names = logical names) on the context mesh.
 PartitionSpec param_spec(const Shape& shape, const LogicalAxisRules& rules);
+// The same for the parameter `name`: an error names it, and when a dim is
+// not divisible by its mesh axes the hint names the bindings that decide
+// the split (a T5 with 4 heads on a 'model' axis of 3).
+PartitionSpec param_spec(const std::string& name, const Shape& shape, const LogicalAxisRules& rules);
 std::map<std::string, PartitionSpec> param_specs(const std::map<std::string, Shape>& shapes,
                                                  const LogicalAxisRules& rules);
 // Full host params (identical on every process) -> this process's shards.

@@ -48,7 +48,8 @@ LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& r
   // restore below overwrites every parameter, so nothing is drawn at random.
   for (const auto& spec : m.model->param_specs()) {
     Array zeros = Array::zeros(spec.shape, spec.dtype);
-    m.state.params[spec.name] = dist.one_mesh ? spmd::shard(zeros, spmd::param_spec(zeros.shape(), rules)) : zeros;
+    m.state.params[spec.name] =
+        dist.one_mesh ? spmd::shard(zeros, spmd::param_spec(spec.name, zeros.shape(), rules)) : zeros;
   }
   auto r = restore_train_state(*path, m.state, false, rc.dtype, dist.rank(), dist.size(),
                                checkpoint_layout(*m.model, nullptr));

@@ -81,7 +81,8 @@ Counts measure(const TrainRunConfig& base, int64_t data, int64_t model, int rank
   const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   TrainState& st = t.mutable_state();
   for (const auto& s : specs) {
-    const Sharding sh = d.spmd_active() ? spmd::context().sharding(spmd::param_spec(s.shape, rules)) : Sharding{};
+    const Sharding sh =
+        d.spmd_active() ? spmd::context().sharding(spmd::param_spec(s.name, s.shape, rules)) : Sharding{};
     st.params[s.name] = Array(s.shape, s.dtype, sh);
   }
   st.opt = cfg.optimizer.optimizer->init(st.params);

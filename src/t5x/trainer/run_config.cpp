@@ -584,7 +584,7 @@ void check_mixing_encoder(const ModelConfig& m, const DatasetConfig& d, const Re
 }
 }  // namespace
 
-TrainRunConfig read_train_config(const Config& cfg) {
+TrainRunConfig read_train_config(const Config& cfg, bool check_tasks) {
   const std::string f = "train_script.train";
   TrainRunConfig t;
   Reference model = cfg.get_reference("", f, "model");
@@ -676,7 +676,7 @@ TrainRunConfig read_train_config(const Config& cfg) {
   }
   for (const auto* d : {&t.train_ds, t.train_eval_ds ? &*t.train_eval_ds : nullptr,
                         t.infer_eval_ds ? &*t.infer_eval_ds : nullptr})
-    if (d) check_model_vocabulary(t.model, *d);
+    if (d && check_tasks) check_model_vocabulary(t.model, *d);
   return t;
 }
 

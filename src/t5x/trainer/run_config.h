@@ -171,7 +171,10 @@ struct InferRunConfig {
   int64_t num_shards = 1;
 };
 
-TrainRunConfig read_train_config(const gin::Config& cfg);
+// With check_tasks false the tasks are neither looked up nor checked
+// against the model's vocabulary: `t5x partition` needs only the model, the
+// partitioner and TASK_FEATURE_LENGTHS (its batch is synthetic).
+TrainRunConfig read_train_config(const gin::Config& cfg, bool check_tasks = true);
 EvalRunConfig read_eval_config(const gin::Config& cfg);
 InferRunConfig read_infer_config(const gin::Config& cfg);
 

@@ -312,7 +312,8 @@ void check_param_memory(const nn::ParamSpecs& specs, int process_count) {
 ParamTree init_params_on_mesh(const BaseTransformerModel& model, const PRNGKey& key, const LogicalAxisRules& rules) {
   ParamTree params;
   for (const auto& spec : model.param_specs())
-    for (auto& [k, v] : nn::init_params({spec}, key)) params[k] = spmd::shard(v, spmd::param_spec(v.shape(), rules));
+    for (auto& [k, v] : nn::init_params({spec}, key))
+      params[k] = spmd::shard(v, spmd::param_spec(k, v.shape(), rules));
   return params;
 }
 

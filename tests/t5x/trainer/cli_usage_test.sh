@@ -26,6 +26,21 @@ for flag in --mesh=foo --processes=x --rank=1.5; do
 done
 grep -q "not data=N or model=N" <("$T5X" partition --gin_file=x --mesh=foo 2>&1) || fail "--mesh=foo names the form"
 
+# `t5x partition` reads no task (its batch is synthetic), so the task need not
+# be registered (it had to be since the vocabulary check of 3d8d16d); a 'model'
+# axis that does not divide a parameter's dim names the parameter and the
+# bindings to change (the dim and mesh alone before).
+P=(--gin_file=configs/models/t5_1_1/tiny.gin --gin_file=configs/runs/pretrain.gin --gin.MODEL_DIR="'$T/unused'"
+   --gin.MIXTURE_OR_TASK_NAME="'c4_v220_span_corruption'" "--gin.TASK_FEATURE_LENGTHS={'inputs': 64, 'targets': 16}"
+   --gin.BATCH_SIZE=8 --gin.TRAIN_STEPS=1 --gin.DROPOUT_RATE=0.0)
+"$T5X" partition "${P[@]}" --mesh=data=1,model=2 > "$T/out" 2> "$T/err"; rc=$?
+[ "$rc" -eq 0 ] && grep -q "over model: all_reduce" "$T/out" || fail "partition, unregistered task: exit $rc: $(cat "$T/err")"
+"$T5X" partition "${P[@]}" --mesh=data=1,model=5 > /dev/null 2> "$T/err"; rc=$?
+[ "$rc" -eq 1 ] || fail "partition on model=5: exit $rc (want 1): $(cat "$T/err")"
+grep -q "parameter 'token_embedder/embedding': dim 0 'vocab' of size 32128 is not divisible by 5, the size of" "$T/err" &&
+  grep -q "hint: a dim that logical_axis_rules split over a mesh axis must be a multiple" "$T/err" ||
+  fail "partition on model=5: $(cat "$T/err")"
+
 # The usage lists every checkpoint tool.
 "$T5X" --help | grep -q "info, export-hf, import-hf, import-tf, convert-gqa, upcycle" || fail "t5x --help misses a ckpt tool"
 # Each mode's --help says what that mode needs and writes; exit 0, before any gin is read.
