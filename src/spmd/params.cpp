@@ -23,19 +23,23 @@ PartitionSpec param_spec(const Shape& shape, const LogicalAxisRules& rules) {
   return spec;
 }
 
+void throw_param_sharding_error(const std::string& name, const std::invalid_argument& e) {
+  std::string m = e.what();
+  const std::string tag = "[sharding] ";
+  if (m.rfind(tag, 0) == 0) m.erase(0, tag.size());
+  std::string out = tag + "parameter '" + name + "': " + m;
+  if (m.find(" is not divisible by ") != std::string::npos && m.find("hint:") == std::string::npos)
+    out += "\n  hint: a dim that logical_axis_rules split over a mesh axis must be a multiple of the axis' size: "
+           "choose a 'model' size (partitioning.PjitPartitioner.num_partitions or model_parallel_submesh, and "
+           "the process count) that divides it, or change the model's sizes in its gin";
+  throw std::invalid_argument(out);
+}
+
 PartitionSpec param_spec(const std::string& name, const Shape& shape, const LogicalAxisRules& rules) {
   try {
     return param_spec(shape, rules);
   } catch (const std::invalid_argument& e) {
-    std::string m = e.what();
-    const std::string tag = "[sharding] ";
-    if (m.rfind(tag, 0) == 0) m.erase(0, tag.size());
-    std::string out = tag + "parameter '" + name + "': " + m;
-    if (m.find(" is not divisible by ") != std::string::npos && m.find("hint:") == std::string::npos)
-      out += "\n  hint: a dim that logical_axis_rules split over a mesh axis must be a multiple of the axis' size: "
-             "choose a 'model' size (partitioning.PjitPartitioner.num_partitions or model_parallel_submesh, and "
-             "the process count) that divides it, or change the model's sizes in its gin";
-    throw std::invalid_argument(out);
+    throw_param_sharding_error(name, e);
   }
 }
 

@@ -31,6 +31,10 @@ PartitionSpec param_spec(const Shape& shape, const LogicalAxisRules& rules);
 // not divisible by its mesh axes the hint names the bindings that decide
 // the split (a T5 with 4 heads on a 'model' axis of 3).
 PartitionSpec param_spec(const std::string& name, const Shape& shape, const LogicalAxisRules& rules);
+// Rethrows `e`, a partitioning error of the parameter `name` ("[sharding]
+// ..."), naming the parameter, with that hint: param_spec above and
+// model_info (the chief's check of the model's layout at start-up) use it.
+[[noreturn]] void throw_param_sharding_error(const std::string& name, const std::invalid_argument& e);
 std::map<std::string, PartitionSpec> param_specs(const std::map<std::string, Shape>& shapes,
                                                  const LogicalAxisRules& rules);
 // Full host params (identical on every process) -> this process's shards.

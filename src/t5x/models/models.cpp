@@ -6,6 +6,7 @@
 #include "mesh/partition_spec.h"
 #include "nn/layers.h"
 #include "ops/ops.h"
+#include "spmd/params.h"
 #include "t5x/checkpoints/model_info.h"
 
 namespace t5x {
@@ -358,8 +359,12 @@ std::string model_info(const nn::ParamSpecs& specs, const LogicalAxisRules& rule
     if (mesh) {
       NamedShape ns;
       for (const auto& d : s.shape.dims()) ns.push_back({d.name, d.size});
-      replicate_indivisible_kv_heads(*mesh, ns, ps);
-      validate_partition_spec(*mesh, ns, ps);
+      try {
+        replicate_indivisible_kv_heads(*mesh, ns, ps);
+        validate_partition_spec(*mesh, ns, ps);
+      } catch (const std::invalid_argument& e) {
+        spmd::throw_param_sharding_error(s.name, e);
+      }
     }
     e.partition_spec = partition_spec_text(ps);
     e.dtype = dtype_name(s.dtype);

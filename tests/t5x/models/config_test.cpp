@@ -121,7 +121,16 @@ TEST(ModelConfig, ModelInfoPartitionSpecs) {
   EXPECT_NE(z.find("partition spec ('data', 'model')"), std::string::npos);
   // A mesh that does not divide a dim is an error (heads=4 over model=8).
   MeshDesc bad{{"data", "model"}, {1, 8}, 0};
-  EXPECT_THROW(model_info(specs, standard_logical_axis_rules(), &bad), std::invalid_argument);
+  // The chief's start-up check of `t5x train`: the error names the parameter.
+  try {
+    model_info(specs, standard_logical_axis_rules(), &bad);
+    ADD_FAILURE() << "model_info accepted heads=4 over model=8";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("[sharding] parameter '", 0), 0u) << m;
+    EXPECT_NE(m.find("is not divisible by 8, the size of mesh axis 'model'"), std::string::npos) << m;
+    EXPECT_NE(m.find("hint: a dim that logical_axis_rules split over a mesh axis"), std::string::npos) << m;
+  }
   // Grouped K/V kernels: kv_heads split when 'model' divides it, else replicated.
   for (int64_t g : {1, 2}) {
     T5Config c = t5_1_1_config("tiny");
