@@ -11,7 +11,7 @@
 //   t5x_model_bench --mode train|decode [--model small|tiny] [--batch 8]
 //                   [--inputs 128] [--targets 32] [--steps 5] [--warmup 2]
 //                   [--dtype bfloat16|float32] [--threads N] [--num_kv_heads G]
-//                   [--optimizer adafactor|adamw]
+//                   [--optimizer adafactor|adamw] [--full-logits]
 //                   [--gin_file F ... --gin.NAME=V ... --gin_search_paths P]
 // --gin_file: the model of a configs/models gin file (read_model_config, as
 // `t5x train` builds it; DROPOUT_RATE = 0.0 unless bound), instead of
@@ -26,6 +26,10 @@
 // the decoder (T5Config::num_kv_heads); the model is then named
 // t5_1_1_<model>_kv<G>, and its FLOP count still assumes multi-head K/V
 // projections (tokens/s is the figure to compare).
+// Decoding takes each next token as temperature_sample's greedy decode does
+// (DecodeStepFn::greedy_tokens: the logits kernel read at bf16 width, exact
+// sums for the few candidates); --full-logits computes the whole f32 logits
+// product and its argmax instead (the same tokens; the path before that).
 // --optimizer adamw: optax.adamw(weight_decay=0.01) after
 // optax.clip_by_global_norm(1.0), the t5x recipe for AdamW, instead of
 // base.gin's Adafactor (training only).
@@ -67,13 +71,14 @@ struct Options {
   int64_t num_kv_heads = 0;
   bool malloc_tuning = true;
   std::string optimizer = "adafactor";
+  bool full_logits = false;
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --mode train|decode [--model small|tiny] [--batch N] [--inputs N] [--targets N]\n"
                "          [--steps N] [--warmup N] [--dtype bfloat16|float32] [--threads N]\n"
-               "          [--num_kv_heads G] [--no-malloc-tuning] [--optimizer adafactor|adamw]\n"
+               "          [--num_kv_heads G] [--no-malloc-tuning] [--optimizer adafactor|adamw] [--full-logits]\n"
                "          [--gin_file F ... [--gin.NAME=V ...] [--gin_search_paths P]] (instead of --model)\n",
                argv0);
   std::exit(2);
@@ -252,6 +257,7 @@ int main(int argc, char** argv) {
     else if (a == "--num_kv_heads") o.num_kv_heads = std::stoll(next());
     else if (a == "--no-malloc-tuning") o.malloc_tuning = false;
     else if (a == "--optimizer") o.optimizer = next();
+    else if (a == "--full-logits") o.full_logits = true;
     else usage(argv[0]);
   }
   if ((o.mode != "train" && o.mode != "decode") || o.steps < 1) usage(argv[0]);
@@ -359,9 +365,10 @@ int main(int argc, char** argv) {
     // for all its batches (reported apart, as ms_decode_params).
     const auto tp = Clock::now();
     const t5x::ParamTree decode_params = model.decode_params(params);
-    char b[64];
-    std::snprintf(b, sizeof b, ",\"ms_decode_params\":%.2f",
-                  std::chrono::duration<double, std::milli>(Clock::now() - tp).count());
+    char b[96];
+    std::snprintf(b, sizeof b, ",\"ms_decode_params\":%.2f,\"greedy\":\"%s\"",
+                  std::chrono::duration<double, std::milli>(Clock::now() - tp).count(),
+                  o.full_logits ? "full_logits" : "greedy_tokens");
     extra_json = b;
     for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
       t5x::Array enc = random_tokens(rng, o.batch, o.inputs, cfg.vocab_size);
@@ -373,8 +380,9 @@ int main(int argc, char** argv) {
       for (int64_t t = 0; t < o.targets; ++t) {
         t5x::Array inputs = t5x::Array::from_ints(t5x::Shape{{"batch", o.batch}, {"length", o.targets}}, in,
                                                   t5x::DType::i32);
-        t5x::Array logits = step->logits(inputs, std::vector<int64_t>(size_t(o.batch), t));
-        auto next = t5x::argmax(logits, "vocab").to_ints();
+        const std::vector<int64_t> at(size_t(o.batch), t);
+        const std::vector<int64_t> next =
+            o.full_logits ? t5x::argmax(step->logits(inputs, at), "vocab").to_ints() : step->greedy_tokens(inputs, at);
         if (t + 1 < o.targets)
           for (int64_t r = 0; r < o.batch; ++r) in[size_t(r * o.targets + t + 1)] = next[size_t(r)];
       }

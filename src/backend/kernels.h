@@ -21,6 +21,7 @@
 //   backend/cpu/index.cpp                take, take_grad_f32, top_k_rows, one_hot
 //   backend/cpu/random.cpp               uniform_from_bits, normal_from_uniform, ...
 //   backend/cpu/matmul.cpp               gemm (oneDNN, backend/cpu/gemm.cpp)
+//   backend/cpu/screened_argmax.cpp      logits_screen, screened_argmax
 //   backend/cpu/fused.cpp                rms_norm, gated_gelu, cross_entropy,
 //       attention (the Highway kernels of their own files)
 //   backend/cpu/fourier.cpp              fourier_mix (FFTW, libfftw3-dev)
@@ -231,6 +232,18 @@ void gemm_as_bf16(const GemmDims& g, DType a_dtype, DType b_dtype, DType out, co
 // products on the packed GEMM); elsewhere it casts it first, on every call,
 // so a caller using one operand in several products casts it once instead.
 bool gemm_as_bf16_rounds_in_packing();
+// Greedy decoding's next tokens from a few-row product without reading its
+// whole f32 kernel (backend/cpu/screened_argmax.cpp; ops/einsum.h
+// screened_dense_argmax). logits_screen: wt [n, k] f32 -> screen [n, k] bf16
+// (wt rounded to nearest even) and bounds [n, 2] f32 (per row of wt, the
+// error bound's two coefficients). screened_argmax, for m up to
+// kScreenedArgmaxMaxRows (the rows gemm gives its skinny kernel): out[r] =
+// argmax_rows of row r of x [m, k] · wtᵀ as gemm computes it, bitwise,
+// reading the screen whole and wt only where the bound leaves candidates.
+constexpr int64_t kScreenedArgmaxMaxRows = 8;
+void logits_screen(int64_t n, int64_t k, const float* wt, void* screen, float* bounds);
+void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const float* wt, const void* screen,
+                     const float* bounds, int32_t* out);
 // Whether gemm sums an element of a row or column block of a product in the
 // order it sums the whole product, so that a product split into blocks equals
 // the whole one bitwise (probed once on this CPU; backend/cpu/gemm.h says

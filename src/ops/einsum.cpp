@@ -335,4 +335,79 @@ Array matmul(const Array& x, const Array& y, const std::string& contract, Einsum
   return einsum(x, y, out, precision);
 }
 
+namespace {
+bool is_vocab_embed(const Array& a, DType dtype) {
+  return a.valid() && a.rank() == 2 && a.names()[0] == "vocab" && a.names()[1] == "embed" && a.dtype() == dtype;
+}
+
+// kernel [vocab, embed] f32 (validated) -> screen, bounds. For decoding, not
+// differentiated (no cotangent for the kernel).
+class MakeLogitsScreen final : public Primitive {
+ public:
+  const char* name() const override { return "make_logits_screen"; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    const Array& k = in[0];
+    const int64_t v = k.dim("vocab"), e = k.dim("embed");
+    Array screen = make_output(k.shape(), DType::bf16, in);
+    Array bounds = make_output(Shape{{"vocab", v}, {"screen_bound", 2}}, DType::f32, in);
+    kernels::cpu::logits_screen(v, e, k.data<float>(), screen.raw_data(), bounds.data<float>());
+    return {screen, bounds};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    return std::vector<Array>(inputs.size());
+  }
+  bool saves_inputs() const override { return false; }
+};
+
+// Inputs x [batch, embed], kernel, screen, bounds (validated); int32 [batch].
+// Not differentiable (an integer output); no sharded rule (the default's
+// error: the screen is of one process's whole kernel).
+class ScreenedDenseArgmax final : public Primitive {
+ public:
+  const char* name() const override { return "screened_dense_argmax"; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    const Array xr = transpose(in[0], {"batch", "embed"});
+    const Array &k = in[1], &s = in[2], &b = in[3];
+    const int64_t rows = xr.dim("batch");
+    Array out = make_output(Shape{{"batch", rows}}, DType::i32, in);
+    kernels::cpu::screened_argmax(rows, k.dim("vocab"), k.dim("embed"), xr.data<float>(), k.data<float>(),
+                                  s.raw_data(), b.data<float>(), out.data<int32_t>());
+    return {out};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    return std::vector<Array>(inputs.size());
+  }
+  bool saves_inputs() const override { return false; }
+};
+}  // namespace
+
+LogitsScreen make_logits_screen(const Array& kernel) {
+  if (!is_vocab_embed(kernel, DType::f32))
+    throw_invalid("make_logits_screen", "kernel must be float32 [vocab, embed], got " + describe(kernel));
+  if (!kernel.is_fully_local())
+    throw_invalid("make_logits_screen", "kernel is split over the mesh; the screen is of one process's whole kernel");
+  std::vector<Array> out = apply(std::make_shared<MakeLogitsScreen>(), {kernel});
+  return LogitsScreen{out[0], out[1]};
+}
+
+Array screened_dense_argmax(const Array& x, const Array& kernel, const LogitsScreen& screen) {
+  const char* op = "screened_dense_argmax";
+  if (!x.valid() || x.rank() != 2 || !x.has_dim("batch") || !x.has_dim("embed") || x.dtype() != DType::f32)
+    throw_invalid(op, "x must be float32 [batch, embed], got " + describe(x));
+  if (!is_vocab_embed(kernel, DType::f32))
+    throw_invalid(op, "kernel must be float32 [vocab, embed], got " + describe(kernel));
+  if (!is_vocab_embed(screen.screen, DType::bf16) || screen.screen.shape() != kernel.shape() ||
+      !screen.bounds.valid() || screen.bounds.dtype() != DType::f32 ||
+      screen.bounds.shape() != Shape{{"vocab", kernel.dim("vocab")}, {"screen_bound", 2}})
+    throw_invalid(op, "screen does not match kernel " + describe(kernel) + " (make_logits_screen(kernel) makes it)");
+  if (x.dim("embed") != kernel.dim("embed"))
+    throw_invalid(op, "x " + describe(x) + " and kernel " + describe(kernel) + " differ in 'embed'");
+  const int64_t rows = x.dim("batch");
+  if (rows > kernels::cpu::kScreenedArgmaxMaxRows || rows == 0)
+    return argmax(einsum(x, kernel, {"batch", "vocab"}, EinsumPrecision{}), "vocab");
+  return apply1(std::make_shared<ScreenedDenseArgmax>(), {x, kernel, screen.screen, screen.bounds});
+}
+
 }  // namespace t5x

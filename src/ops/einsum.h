@@ -67,4 +67,29 @@ bool einsum_cotangent_sums_over_batch(const Array& operand, const Array& a, cons
 Array matmul(const Array& x, const Array& y, const std::string& contract);
 Array matmul(const Array& x, const Array& y, const std::string& contract, EinsumPrecision precision);
 
+// ------------------------------------------------ greedy decoding's argmax
+// The next tokens of greedy decoding without the whole logits product. A
+// batch-1 decode step reads its f32 logits kernel ([vocab, embed], 66 MB
+// for T5.1.1) once per token, bound by memory; this reads a bf16 copy of it
+// instead and sums exactly only the vocabulary entries an error bound cannot
+// rule out (the CPU kernel kernels::cpu::screened_argmax states the bound
+// and why it holds).
+//
+// make_logits_screen(kernel [vocab, embed] f32) -> {screen bf16 [vocab,
+// embed] (the kernel rounded to nearest even), bounds f32 [vocab,
+// screen_bound=2]}: made once per parameter set (a decode layout).
+// screened_dense_argmax(x [batch, embed] f32, kernel, screen): int32 [batch],
+// bitwise argmax(einsum(x, kernel) over embed, "vocab") (the first maximum, a
+// NaN above all), whatever the values. Over 8 rows (where the product runs on
+// other kernels) it computes that product and its argmax.
+// Errors: std::invalid_argument("[screened_dense_argmax] ...") for other
+// dims or dtypes, or a screen of another kernel's shape; arrays split over a
+// mesh are not taken (the screen is for one process's whole kernel).
+struct LogitsScreen {
+  Array screen;  // bf16 [vocab, embed]
+  Array bounds;  // f32 [vocab, screen_bound=2]
+};
+LogitsScreen make_logits_screen(const Array& kernel);
+Array screened_dense_argmax(const Array& x, const Array& kernel, const LogitsScreen& screen);
+
 }  // namespace t5x

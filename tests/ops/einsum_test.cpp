@@ -1,5 +1,6 @@
 // Named einsum / matmul against naive loops; vjps; errors.
 #include <bit>
+#include <cmath>
 
 #include "harness.h"
 
@@ -187,6 +188,53 @@ TEST(Einsum, OperandDtypeCastsOtherDtypes) {
   EXPECT_EQ(bits(h), bits(einsum(x, cast(y, DType::bf16), {"m", "n"})));
   expect_invalid([&] { einsum(x, y, {"m", "n"}, EinsumPrecision{.operand_dtype = DType::i32}); },
                  {"[einsum]", "operand_dtype", "int32"});
+}
+
+// screened_dense_argmax: argmax(einsum(x, kernel), "vocab") bitwise, for
+// 1 to 8 rows (the screen) and 9 (the whole product), with columns the bf16
+// screen cannot order (an exact copy of the maximum; one a single ulp away);
+// its screen is the kernel rounded to bf16; misuse names the op and the fix.
+TEST(Einsum, ScreenedDenseArgmaxIsTheProductsArgmax) {
+  const int64_t vocab = 700, embed = 96;
+  Array kernel = rand_array(Shape{{"vocab", vocab}, {"embed", embed}}, 21);
+  const LogitsScreen screen = make_logits_screen(kernel);
+  EXPECT_EQ(bits(screen.screen), bits(cast(kernel, DType::bf16)));
+  EXPECT_EQ(screen.bounds.shape(), (Shape{{"vocab", vocab}, {"screen_bound", 2}}));
+  for (int64_t rows : {1, 3, 8, 9}) {
+    SCOPED_TRACE(rows);
+    Array x = rand_array(Shape{{"batch", rows}, {"embed", embed}}, 30 + uint32_t(rows));
+    // Row 0's largest logits: column 4 along x's row 0, column 9 its copy,
+    // column 12 the same one ulp larger where x is positive.
+    std::vector<float> w = kernel.to_floats();
+    const std::vector<float> xv = x.to_floats();
+    for (int64_t i = 0; i < embed; ++i) w[size_t(4 * embed + i)] = w[size_t(9 * embed + i)] = 2.0f * xv[size_t(i)];
+    std::copy(w.begin() + 4 * embed, w.begin() + 5 * embed, w.begin() + 12 * embed);
+    for (int64_t i = 0; i < embed; ++i)
+      if (xv[size_t(i)] > 0) {
+        w[size_t(12 * embed + i)] = std::nextafter(w[size_t(12 * embed + i)], 10.0f);
+        break;
+      }
+    const Array k = Array::from_floats(kernel.shape(), w);
+    const Array want = argmax(einsum(x, k, {"batch", "vocab"}), "vocab");
+    const Array got = screened_dense_argmax(x, k, make_logits_screen(k));
+    EXPECT_EQ(got.shape(), (Shape{{"batch", rows}}));
+    EXPECT_EQ(got.dtype(), DType::i32);
+    EXPECT_EQ(got.to_ints(), want.to_ints());
+    EXPECT_TRUE(want.to_ints()[0] == 4 || want.to_ints()[0] == 12) << want.to_ints()[0];
+    // x's dims in another order: the same.
+    EXPECT_EQ(screened_dense_argmax(transpose(x, {"embed", "batch"}), k, make_logits_screen(k)).to_ints(),
+              want.to_ints());
+  }
+  Array x = rand_array(Shape{{"batch", 2}, {"embed", embed}}, 40);
+  expect_invalid([&] { screened_dense_argmax(cast(x, DType::bf16), kernel, screen); },
+                 {"[screened_dense_argmax]", "x must be float32 [batch, embed]"});
+  expect_invalid([&] { screened_dense_argmax(x, transpose(kernel, {"embed", "vocab"}), screen); },
+                 {"[screened_dense_argmax]", "kernel must be float32 [vocab, embed]"});
+  Array other = rand_array(Shape{{"vocab", vocab - 1}, {"embed", embed}}, 22);
+  expect_invalid([&] { screened_dense_argmax(x, other, screen); },
+                 {"[screened_dense_argmax]", "screen does not match", "make_logits_screen(kernel)"});
+  expect_invalid([&] { make_logits_screen(cast(kernel, DType::bf16)); },
+                 {"[make_logits_screen]", "float32 [vocab, embed]"});
 }
 
 }  // namespace

@@ -49,6 +49,17 @@ std::vector<float> host_logits(const Array& logits, int64_t rows, int64_t& vocab
   return transpose(cast(gather_if_split(logits), DType::f32), {"batch", "vocab"}).to_floats();
 }
 
+// The first maximum of x[0, n), a NaN above all (the first NaN), as ops
+// argmax and jnp.argmax.
+int64_t first_argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::isnan(x[j])) return j;
+    if (x[j] > x[best]) best = j;
+  }
+  return best;
+}
+
 struct Decode {
   double score;
   std::vector<int64_t> seq;
@@ -80,6 +91,15 @@ std::vector<int64_t> input_rows(const Array& inputs, int64_t& batch, int64_t& le
 }
 
 }  // namespace
+
+std::vector<int64_t> DecodeStepFn::greedy_tokens(const Array& decoder_inputs, const std::vector<int64_t>& index) {
+  const int64_t rows = decoder_inputs.dim("batch");
+  int64_t V = 0;
+  const std::vector<float> lg = host_logits(logits(decoder_inputs, index), rows, V);
+  std::vector<int64_t> t(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) t[size_t(r)] = first_argmax(lg.data() + r * V, V);
+  return t;
+}
 
 Array gather_if_split(const Array& a) { return !a.valid() || a.is_fully_local() ? a : spmd::gather(a); }
 
@@ -131,48 +151,58 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
     if (!any) break;
     std::vector<int64_t> idx(static_cast<size_t>(R));
     for (int64_t r = 0; r < R; ++r) idx[size_t(r)] = std::min(pos[size_t(r)], L - 1);
+    const Array dec_inputs = Array::from_ints(Shape{{"batch", R}, {"length", L}}, dec);
+    // Greedy under rescale_log_probs scores 0 (the argmax has probability 1),
+    // as t5x's sample_logits_with_zero_temperature: only the argmax is needed.
+    const bool argmax_only = greedy && o.rescale_log_probs;
+    std::vector<int64_t> sampled;
+    std::vector<float> lg, masked;
     int64_t V = 0;
-    auto lg = host_logits(step.logits(Array::from_ints(Shape{{"batch", R}, {"length", L}}, dec), idx), R, V);
-    // Tempered, top-k / top-p masked logits.
-    std::vector<float> masked(lg.size());
-    if (!greedy) {
-      for (int64_t r = 0; r < R; ++r) {
-        float* m = masked.data() + r * V;
-        const float* x = lg.data() + r * V;
-        for (int64_t v = 0; v < V; ++v) m[v] = float(double(x[v]) / o.temperature);
-        if (o.topk > 0 && o.topk < V) {
-          std::vector<float> s(m, m + V);
-          std::nth_element(s.begin(), s.begin() + (o.topk - 1), s.end(), std::greater<float>());
-          float kth = s[size_t(o.topk - 1)];
-          for (int64_t v = 0; v < V; ++v)
-            if (m[v] < kth) m[v] = float(kNegInf);
-        } else if (o.topp > 0.0) {
-          auto lp = log_softmax_row(m, V);
-          std::vector<int64_t> order(static_cast<size_t>(V));
-          std::iota(order.begin(), order.end(), 0);
-          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lp[size_t(a)] > lp[size_t(b)]; });
-          double cum = 0;
-          std::vector<char> keep(static_cast<size_t>(V), 0);
-          for (int64_t k : order) {
-            keep[size_t(k)] = 1;
-            cum += std::exp(lp[size_t(k)]);
-            if (cum >= o.topp) break;
+    if (argmax_only) {
+      sampled = step.greedy_tokens(dec_inputs, idx);
+      if (int64_t(sampled.size()) != R)
+        throw std::invalid_argument("[decoding] step function's greedy_tokens returned " +
+                                    std::to_string(sampled.size()) + " tokens for " + std::to_string(R) + " rows");
+    } else {
+      lg = host_logits(step.logits(dec_inputs, idx), R, V);
+      // Tempered, top-k / top-p masked logits.
+      masked.resize(lg.size());
+      if (!greedy) {
+        for (int64_t r = 0; r < R; ++r) {
+          float* m = masked.data() + r * V;
+          const float* x = lg.data() + r * V;
+          for (int64_t v = 0; v < V; ++v) m[v] = float(double(x[v]) / o.temperature);
+          if (o.topk > 0 && o.topk < V) {
+            std::vector<float> s(m, m + V);
+            std::nth_element(s.begin(), s.begin() + (o.topk - 1), s.end(), std::greater<float>());
+            float kth = s[size_t(o.topk - 1)];
+            for (int64_t v = 0; v < V; ++v)
+              if (m[v] < kth) m[v] = float(kNegInf);
+          } else if (o.topp > 0.0) {
+            auto lp = log_softmax_row(m, V);
+            std::vector<int64_t> order(static_cast<size_t>(V));
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lp[size_t(a)] > lp[size_t(b)]; });
+            double cum = 0;
+            std::vector<char> keep(static_cast<size_t>(V), 0);
+            for (int64_t k : order) {
+              keep[size_t(k)] = 1;
+              cum += std::exp(lp[size_t(k)]);
+              if (cum >= o.topp) break;
+            }
+            for (int64_t v = 0; v < V; ++v)
+              if (!keep[size_t(v)]) m[v] = float(kNegInf);
           }
-          for (int64_t v = 0; v < V; ++v)
-            if (!keep[size_t(v)]) m[v] = float(kNegInf);
         }
       }
-    }
-    std::vector<int64_t> sampled;
-    if (greedy) {
-      sampled.resize(size_t(R));
-      for (int64_t r = 0; r < R; ++r) {
-        const float* x = lg.data() + r * V;
-        sampled[size_t(r)] = std::max_element(x, x + V) - x;
+      if (greedy) {
+        sampled.resize(size_t(R));
+        for (int64_t r = 0; r < R; ++r) sampled[size_t(r)] = first_argmax(lg.data() + r * V, V);
+      } else {
+        sampled = categorical(fold_in(o.rng, it), Array::from_vector(Shape{{"batch", R}, {"vocab", V}}, masked),
+                              "vocab")
+                      .to_ints();
       }
-    } else {
-      sampled = categorical(fold_in(o.rng, it), Array::from_vector(Shape{{"batch", R}, {"vocab", V}}, masked), "vocab")
-                    .to_ints();
     }
     for (int64_t r = 0; r < R; ++r) {
       if (!active(r)) {
@@ -183,9 +213,7 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
       int64_t forced = in[size_t(b * L + j)];
       int64_t tok = forced != 0 ? forced : sampled[size_t(r)];
       if (forced == 0) {
-        // The token's log_softmax. Greedy under rescale_log_probs scores 0 (the
-        // argmax has probability 1), as t5x's sample_logits_with_zero_temperature.
-        if (!(greedy && o.rescale_log_probs)) {
+        if (!argmax_only) {  // the token's log_softmax
           const float* x = (o.rescale_log_probs ? masked.data() : lg.data()) + r * V;
           score[size_t(r)] += double(x[tok]) - row_logsumexp(x, V);
         }

@@ -31,6 +31,12 @@ class DecodeStepFn {
   // of decoder_inputs (int32 [batch=rows, length]); positions <= index[r]
   // are final. Called with index[r] increasing by one per call.
   virtual Array logits(const Array& decoder_inputs, const std::vector<int64_t>& index) = 0;
+  // Greedy decoding's next tokens, taking the same step as logits(): row r's
+  // argmax over vocab of what logits() would return (the first maximum, a NaN
+  // above all: jnp.argmax's rule), bitwise. The default takes it from
+  // logits(); a step that finds it without the whole logits overrides it
+  // (the cached step on decode_params: ops screened_dense_argmax).
+  virtual std::vector<int64_t> greedy_tokens(const Array& decoder_inputs, const std::vector<int64_t>& index);
   // Row r of the new state is old row rows[r] (expansion for several decodes
   // per example, beam reordering).
   virtual void gather_rows(const std::vector<int64_t>& rows) = 0;
@@ -50,7 +56,9 @@ struct DecodeResult {
 };
 
 // temperature_sample(temperature=1.0, topk=1, topp=0.0): the t5x defaults
-// (topk = 1 is greedy). temperature <= 1e-4 (MIN_TEMPERATURE) is argmax.
+// (topk = 1 is greedy). temperature <= 1e-4 (MIN_TEMPERATURE) is argmax
+// (DecodeStepFn::greedy_tokens; with rescale_log_probs the logits are not
+// needed for the score).
 // topk and topp are exclusive (throws "[temperature_sample] ..."); masked
 // logits are set to NEG_INF = -1e7. topp keeps the smallest set of tokens
 // whose probability reaches topp. rescale_log_probs: the score uses the

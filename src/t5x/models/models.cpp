@@ -102,6 +102,11 @@ class CachedStep : public DecodeStepFn {
     Array tok = current_tokens(dec_inputs, index);
     return enc_dec_ ? t5_decode_step(cfg_, p_, cache_, tok) : decoder_only_decode_step(cfg_, p_, cache_, tok);
   }
+  std::vector<int64_t> greedy_tokens(const Array& dec_inputs, const std::vector<int64_t>& index) override {
+    NoGradGuard ng;
+    return gather_if_split(decode_step_tokens(cfg_, p_, cache_, current_tokens(dec_inputs, index), enc_dec_))
+        .to_ints();
+  }
   void gather_rows(const std::vector<int64_t>& rows) override { cache_.gather_rows(rows); }
 
  private:
@@ -208,7 +213,18 @@ Array add_expert_losses(const Array& loss, const std::vector<nn::MoeMetrics>& la
 
 ParamTree BaseTransformerModel::decode_params(const ParamTree& params) const {
   NoGradGuard ng;
-  return decode_layout(cfg_, params);
+  ParamTree out = decode_layout(cfg_, params);
+  // Made here, once per parameter set, and not in decode_layout (which
+  // cached_step_fn runs on every batch): the screen reads the whole kernel.
+  auto k = out.find("decoder/logits_dense/kernel");
+  if (!cfg_.logits_via_embedding && k != out.end() && !out.contains(kLogitsScreenName) &&
+      k->second.dtype() == DType::f32 && k->second.rank() == 2 && k->second.names().front() == "vocab" &&
+      k->second.is_fully_local()) {
+    LogitsScreen s = make_logits_screen(k->second);
+    out[kLogitsScreenName] = std::move(s.screen);
+    out[kLogitsScreenBoundsName] = std::move(s.bounds);
+  }
+  return out;
 }
 
 std::pair<Array, Metrics> BaseTransformerModel::loss_fn(const ParamTree& params, const Batch& batch,

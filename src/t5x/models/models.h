@@ -79,6 +79,11 @@ class BaseTransformerModel {
   // as they are. A gated GELU MLP's wi_0 and wi_1 are stacked into one
   // kernel, prefix/wi_fused/kernel [embed, mlp_branch=2, mlp]
   // (nn::fuse_gated_wi), so that a decode step runs them as one product.
+  // Where this process holds the whole logits kernel, its screen for greedy
+  // decoding is added (make_logits_screen, under kLogitsScreenName and
+  // kLogitsScreenBoundsName: bf16 [vocab, embed] and f32 [vocab, 2], about
+  // half the kernel's bytes again), so that a greedy step of up to 8 rows
+  // reads the kernel at bf16 width (decode_step_tokens).
   // Otherwise the same names; the same values as they are used, so every
   // method of the model takes the result and decodes to the same bits; not
   // for training (the optimizer needs the f32 kernels under their own

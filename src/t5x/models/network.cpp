@@ -188,8 +188,10 @@ Array stack_buckets(const T5Config& cfg, const std::string& stack, int64_t len) 
   return nn::relative_position_buckets(len, len, stack == "encoder", cfg.relpos);
 }
 
+// One decode step; with `tokens_only`, greedy decoding's next tokens int32
+// [batch] instead of the logits (decode_step_tokens in network.h).
 Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
-                  const std::string& embedding_name, bool cross) {
+                  const std::string& embedding_name, bool cross, bool tokens_only = false) {
   int64_t b = c.batch();
   if (!tokens.valid() || tokens.size() != b)
     throw std::invalid_argument("[decode_step] tokens must be int [batch=" + std::to_string(b) + "]");
@@ -223,8 +225,21 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
     c.self_key[i] = std::move(kv[i].self_key);
     c.self_value[i] = std::move(kv[i].self_value);
   }
-  Array logits = logits_from(cfg, p, embedding_name, x);
   c.index = add(c.index, 1.0);
+  if (tokens_only) {
+    // The logits kernel's screen (BaseTransformerModel::decode_params) where
+    // this process holds the whole product; otherwise the logits' argmax.
+    auto screen = p.find(std::string(kLogitsScreenName)), bounds = p.find(std::string(kLogitsScreenBoundsName));
+    Array xf = reshape(transpose(x.dtype() == DType::f32 ? x : cast(x, DType::f32), {"batch", "length", "embed"}),
+                       Shape{{"batch", b}, {"embed", x.dim("embed")}});
+    if (!cfg.logits_via_embedding && screen != p.end() && bounds != p.end() && xf.is_fully_local()) {
+      const Array& kernel = nn::get(p, "decoder/logits_dense/kernel");
+      if (kernel.is_fully_local() && kernel.shape() == screen->second.shape())
+        return screened_dense_argmax(xf, kernel, LogitsScreen{screen->second, bounds->second});
+    }
+    return argmax(logits_from(cfg, p, embedding_name, xf), "vocab");
+  }
+  Array logits = logits_from(cfg, p, embedding_name, x);
   return reshape(transpose(logits, {"batch", "length", "vocab"}), Shape{{"batch", b}, {"vocab", logits.dim("vocab")}});
 }
 
@@ -383,6 +398,12 @@ Array t5_decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, c
 
 Array decoder_only_decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens) {
   return decode_step(cfg, p, c, tokens, "decoder/token_embedder/embedding", false);
+}
+
+Array decode_step_tokens(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
+                         bool encoder_decoder) {
+  return encoder_decoder ? decode_step(cfg, p, c, tokens, "token_embedder/embedding", true, true)
+                         : decode_step(cfg, p, c, tokens, "decoder/token_embedder/embedding", false, true);
 }
 
 }  // namespace t5x

@@ -104,5 +104,16 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& params, 
 Array t5_decode_step(const T5Config& cfg, const ParamTree& params, DecoderCache& cache, const Array& tokens);
 Array decoder_only_decode_step(const T5Config& cfg, const ParamTree& params, DecoderCache& cache,
                                const Array& tokens);
+// The same step (t5_decode_step when encoder_decoder, else
+// decoder_only_decode_step) giving greedy decoding's next tokens int32
+// [batch]: bitwise argmax(logits, "vocab") of that step's logits. With the
+// logits kernel's screen in params (BaseTransformerModel::decode_params,
+// kLogitsScreenName) and the whole product on this process, a step of up to
+// 8 rows reads the kernel at bf16 width (ops screened_dense_argmax).
+Array decode_step_tokens(const T5Config& cfg, const ParamTree& params, DecoderCache& cache, const Array& tokens,
+                         bool encoder_decoder);
+// Where decode_params keeps the logits kernel's screen (make_logits_screen).
+inline constexpr const char* kLogitsScreenName = "decoder/logits_dense/kernel_screen";
+inline constexpr const char* kLogitsScreenBoundsName = "decoder/logits_dense/kernel_screen_bounds";
 
 }  // namespace t5x

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <set>
 
 #include "ops/ops.h"
+#include "ops/profile.h"
 #include "t5x/models/models.h"
 #include "test_util.h"
 
@@ -183,8 +188,11 @@ TEST(Decoding, DecodeParamsDecodeTheSameBits) {
     SCOPED_TRACE(dtype_name(dt));
     // Each gated MLP's wi_0 and wi_1 became one [embed, mlp_branch, mlp]
     // kernel (nn::fuse_gated_wi), in the layer kernels' dtype.
+    // The logits kernel's screen for greedy decoding is added (two arrays).
     const int64_t mlps = c.num_encoder_layers + c.num_decoder_layers;
-    ASSERT_EQ(int64_t(d.size()), int64_t(p.size()) - mlps);
+    ASSERT_EQ(int64_t(d.size()), int64_t(p.size()) - mlps + 2);
+    EXPECT_TRUE(array_equal(d.at(kLogitsScreenName), cast(d.at("decoder/logits_dense/kernel"), DType::bf16)));
+    EXPECT_EQ(d.at(kLogitsScreenBoundsName).shape(), (Shape{{"vocab", 300}, {"screen_bound", 2}}));
     for (const char* mlp : {"encoder/layers_0/mlp", "decoder/layers_1/mlp"}) {
       const std::string m_ = mlp;
       EXPECT_EQ(d.count(m_ + "/wi_0/kernel") + d.count(m_ + "/wi_1/kernel"), 0u) << mlp;
@@ -234,6 +242,98 @@ TEST(Decoding, DecodeParamsDecodeTheSameBits) {
       EXPECT_TRUE(array_equal(reshape(f.sequences, prep.tokens.shape()), prep.tokens)) << batch;
       EXPECT_LT(max_abs_diff(reshape(f.scores, prep.scores.shape()), prep.scores), 1e-4) << batch;
     }
+  }
+}
+
+// A step that gives only logits: greedy_tokens is DecodeStepFn's default,
+// the argmax of the whole logits.
+class LogitsOnly : public DecodeStepFn {
+ public:
+  explicit LogitsOnly(std::unique_ptr<DecodeStepFn> s) : s_(std::move(s)) {}
+  Array logits(const Array& d, const std::vector<int64_t>& i) override { return s_->logits(d, i); }
+  void gather_rows(const std::vector<int64_t>& rows) override { s_->gather_rows(rows); }
+
+ private:
+  std::unique_ptr<DecodeStepFn> s_;
+};
+
+// How many screened_dense_argmax calls `fn` made (the op profile counts them).
+int64_t screened_calls(const std::function<void()>& fn) {
+  op_profile_enable(true);
+  op_profile_reset();
+  fn();
+  const std::string report = op_profile_report();
+  op_profile_enable(false);
+  const size_t at = report.find("screened_dense_argmax");
+  if (at == std::string::npos) return 0;
+  const size_t line = report.rfind('\n', at) == std::string::npos ? 0 : report.rfind('\n', at) + 1;
+  double ms = 0;
+  long long calls = 0;
+  std::sscanf(report.c_str() + line, "%lf ms %lld", &ms, &calls);
+  return calls;
+}
+
+// Greedy decoding (temperature 0, rescaled scores) on decode_params takes
+// each token from the logits kernel's bf16 screen (decode_step_tokens ->
+// screened_dense_argmax) and decodes the tokens of the logits' argmax, bit for
+// bit: against a logits-only step, for f32 and bf16 models, encoder-decoder
+// and decoder-only, 1, 2 and 9 rows (over 8: the whole product). On raw
+// parameters (no screen) the same tokens come from the logits.
+TEST(Decoding, GreedyOnTheLogitsScreenDecodesTheLogitsArgmax) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    T5Config c = small_test_config();
+    c.vocab_size = 300;
+    c.dtype = dt;
+    SCOPED_TRACE(dtype_name(dt));
+    SamplingOptions o;
+    o.temperature = 0.0;
+    o.eos_id = -1;
+    const int64_t L = 6;
+    EncoderDecoderModel m(c);
+    const ParamTree p = m.init(prng_key(8));
+    const ParamTree d = m.decode_params(p);
+    ASSERT_TRUE(d.contains(kLogitsScreenName));
+    for (int64_t batch : {1, 2, 9}) {
+      SCOPED_TRACE(batch);
+      std::vector<int64_t> e(size_t(batch * 5));
+      for (size_t i = 0; i < e.size(); ++i) e[i] = int64_t(2 + (i * 53) % 295);
+      const Array enc = tokens(batch, 5, e), zeros = Array::zeros(Shape{{"batch", batch}, {"length", L}}, DType::i32);
+      DecodeResult a, b, raw;
+      const int64_t calls = screened_calls([&] {
+        auto screened = m.cached_step_fn(d, enc, L);
+        a = temperature_sample(zeros, {}, *screened, o);
+      });
+      EXPECT_EQ(calls, batch <= 8 ? L : 0);
+      LogitsOnly plain(m.cached_step_fn(d, enc, L));
+      b = temperature_sample(zeros, {}, plain, o);
+      EXPECT_EQ(screened_calls([&] {
+                  auto unprepared = m.cached_step_fn(p, enc, L);
+                  raw = temperature_sample(zeros, {}, *unprepared, o);
+                }),
+                0);
+      EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << b.sequences.to_string();
+      EXPECT_TRUE(array_equal(a.sequences, raw.sequences));
+      for (float sc : a.scores.to_floats()) EXPECT_EQ(sc, 0.0f);
+      std::set<int64_t> distinct;
+      for (int64_t t : a.sequences.to_ints()) distinct.insert(t);
+      EXPECT_GT(distinct.size(), 2u);  // not one token everywhere
+    }
+    DecoderOnlyModel dm(c, LossOptions{}, /*inputs_bidirectional_attention=*/true);
+    const ParamTree dp = dm.init(prng_key(9));
+    const ParamTree dd = dm.decode_params(dp);
+    Array dit = tokens(2, 8, {0, 5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0});
+    Array ca = tokens(2, 8, {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0});
+    Array inputs = tokens(2, 8, {5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0});
+    const std::vector<int64_t> start{2, 1};
+    DecodeResult a;
+    EXPECT_GT(screened_calls([&] {
+                auto screened = dm.cached_step_fn(dd, dit, ca, start);
+                a = temperature_sample(inputs, start, *screened, o);
+              }),
+              0);
+    LogitsOnly plain(dm.cached_step_fn(dd, dit, ca, start));
+    DecodeResult b = temperature_sample(inputs, start, plain, o);
+    EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << b.sequences.to_string();
   }
 }
 
