@@ -165,17 +165,6 @@ float f32_at_least(double v) {
   return f;
 }
 
-// The first maximum of v[0, n), a NaN above all (the first NaN): argmax_rows's
-// rule, and jnp.argmax's.
-int32_t first_max(const float* v, int64_t n) {
-  int64_t best = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (std::isnan(v[j])) return int32_t(j);
-    if (v[j] > v[best]) best = j;
-  }
-  return int32_t(best);
-}
-
 }  // namespace
 
 void logits_screen(int64_t n, int64_t k, const float* wt, void* screen, float* bounds) {
@@ -278,14 +267,16 @@ void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const floa
       bool no_nan = true;
       for (float v : exact) no_nan = no_nan && !std::isnan(v);
       if (no_nan) {
-        out[r] = int32_t(cand[size_t(first_max(exact.data(), nc))]);
+        int32_t best = 0;
+        argmax_rows(DType::f32, exact.data(), &best, 1, nc);
+        out[r] = int32_t(cand[size_t(best)]);
         continue;
       }
     }
     // The whole row, as the full product gives it.
     exact.resize(size_t(n));
     t5x::cpu::skinny_gemm_bt(1, n, k, 1.0f, xr, k, wt, k, 0.0f, exact.data(), n);
-    out[r] = first_max(exact.data(), n);
+    argmax_rows(DType::f32, exact.data(), out + r, 1, n);
   }
 }
 

@@ -40,24 +40,23 @@ void gather_moved_rows(DecodeStepFn& step, const std::vector<int64_t>& rows) {
     if (rows[r] != int64_t(r)) return step.gather_rows(rows);
 }
 
-// Host copy of logits [rows, vocab] in that order.
-std::vector<float> host_logits(const Array& logits, int64_t rows, int64_t& vocab) {
+void check_logits(const Array& logits, int64_t rows) {
   if (!logits.has_dim("batch") || !logits.has_dim("vocab") || logits.rank() != 2 || logits.dim("batch") != rows)
     throw std::invalid_argument("[decoding] step function must return logits [batch=" + std::to_string(rows) +
                                 ", vocab], got " + logits.shape().to_string());
+}
+
+// Host copy of logits [rows, vocab] in that order.
+std::vector<float> host_logits(const Array& logits, int64_t rows, int64_t& vocab) {
+  check_logits(logits, rows);
   vocab = logits.dim("vocab");
   return transpose(cast(gather_if_split(logits), DType::f32), {"batch", "vocab"}).to_floats();
 }
 
-// The first maximum of x[0, n), a NaN above all (the first NaN), as ops
-// argmax and jnp.argmax.
-int64_t first_argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (std::isnan(x[j])) return j;
-    if (x[j] > x[best]) best = j;
-  }
-  return best;
+// Each row's argmax over vocab of logits [batch, vocab] (ops argmax: the
+// first maximum, a NaN above all, as jnp.argmax).
+std::vector<int64_t> row_argmax(const Array& logits) {
+  return gather_if_split(argmax(logits, "vocab")).to_ints();
 }
 
 struct Decode {
@@ -93,12 +92,9 @@ std::vector<int64_t> input_rows(const Array& inputs, int64_t& batch, int64_t& le
 }  // namespace
 
 std::vector<int64_t> DecodeStepFn::greedy_tokens(const Array& decoder_inputs, const std::vector<int64_t>& index) {
-  const int64_t rows = decoder_inputs.dim("batch");
-  int64_t V = 0;
-  const std::vector<float> lg = host_logits(logits(decoder_inputs, index), rows, V);
-  std::vector<int64_t> t(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) t[size_t(r)] = first_argmax(lg.data() + r * V, V);
-  return t;
+  const Array lg = logits(decoder_inputs, index);
+  check_logits(lg, decoder_inputs.dim("batch"));
+  return row_argmax(lg);
 }
 
 Array gather_if_split(const Array& a) { return !a.valid() || a.is_fully_local() ? a : spmd::gather(a); }
@@ -164,7 +160,8 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
         throw std::invalid_argument("[decoding] step function's greedy_tokens returned " +
                                     std::to_string(sampled.size()) + " tokens for " + std::to_string(R) + " rows");
     } else {
-      lg = host_logits(step.logits(dec_inputs, idx), R, V);
+      const Array logits = step.logits(dec_inputs, idx);
+      lg = host_logits(logits, R, V);
       // Tempered, top-k / top-p masked logits.
       masked.resize(lg.size());
       if (!greedy) {
@@ -196,8 +193,7 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
         }
       }
       if (greedy) {
-        sampled.resize(size_t(R));
-        for (int64_t r = 0; r < R; ++r) sampled[size_t(r)] = first_argmax(lg.data() + r * V, V);
+        sampled = row_argmax(logits);
       } else {
         sampled = categorical(fold_in(o.rng, it), Array::from_vector(Shape{{"batch", R}, {"vocab", V}}, masked),
                               "vocab")
