@@ -116,9 +116,6 @@ const Case kCases[] = {
     {"decode_ffn_b8_tB", "bf16", 1, 8, 512, 1024, false, true, -1},
     {"decode_logits_tB", "f32", 1, 1, 512, 32128, false, true, -1},
     {"decode_logits_b8_tB", "f32", 1, 8, 512, 32128, false, true, -1},
-    // Greedy decoding's screen of the logits kernel (ops screened_dense_argmax).
-    {"decode_logits_tB", "bf16", 1, 1, 512, 32128, false, true, -1},
-    {"decode_logits_b8_tB", "bf16", 1, 8, 512, 32128, false, true, -1},
     {"attn_qk", "bf16", 48, 128, 64, 128, false, true, -1},
     // A batch-1 decode's encoder (128 input tokens), bf16: q (k and v, and
     // the cross-attention's k and v, alike), the fused wi_0 | wi_1, wo.
