@@ -71,6 +71,23 @@ void random_bits(const PRNGKey& key, int64_t n, uint32_t* out) {
   }
 }
 
+void random_bits_at(const PRNGKey& key, int64_t n, const int64_t* at, int64_t count, uint32_t* out) {
+  const int64_t half = (n + 1) / 2;
+  const uint32_t k0 = key.words[0], k1 = key.words[1];
+  for (int64_t c = 0; c < count; ++c) {
+    const int64_t i = at[c];
+    if (i < 0 || i >= n)
+      throw_invalid("random_bits_at", "index " + std::to_string(i) + " outside [0, " + std::to_string(n) + ")");
+    // random_bits' pair (j, j + half), or (j, 0) for odd n's last j; word i
+    // is the pair's first output below half, its second from half on.
+    const bool second = i >= half;
+    const int64_t j = second ? i - half : i;
+    uint32_t x0 = uint32_t(j), x1 = j + half < n ? uint32_t(j + half) : 0u;
+    threefry_block(k0, k1, x0, x1);
+    out[c] = second ? x1 : x0;
+  }
+}
+
 std::vector<uint32_t> random_bits(const PRNGKey& key, int64_t n) {
   std::vector<uint32_t> r(size_t(std::max<int64_t>(n, 0)));
   random_bits(key, n, r.data());

@@ -35,6 +35,10 @@ std::array<uint32_t, 2> threefry2x32(const PRNGKey& key, uint32_t x0, uint32_t x
 // (key, i, n), so any thread split of the range gives the same result.
 void random_bits(const PRNGKey& key, int64_t n, uint32_t* out);
 std::vector<uint32_t> random_bits(const PRNGKey& key, int64_t n);
+// Words at[i] (each in [0, n), else std::invalid_argument) of
+// random_bits(key, n), without the others: a word is one threefry block of
+// its counter pair.
+void random_bits_at(const PRNGKey& key, int64_t n, const int64_t* at, int64_t count, uint32_t* out);
 
 // Maps 32 random bits to a float in [0, 1) exactly as jax.random.uniform
 // (23 mantissa bits: bitcast((bits >> 9) | 0x3f800000) - 1).

@@ -63,6 +63,15 @@ Array bernoulli(const PRNGKey& key, double p, const Shape& shape) {
   return Array::from_ints(shape, b, DType::boolean);
 }
 
+std::vector<float> categorical_noise_at(const PRNGKey& key, int64_t n, const std::vector<int64_t>& at) {
+  std::vector<uint32_t> bits(at.size());
+  random_bits_at(key, n, at.data(), int64_t(at.size()), bits.data());
+  std::vector<float> u(at.size());
+  kernels::cpu::uniform_from_bits(bits.data(), int64_t(bits.size()), std::numeric_limits<float>::min(), 1.0f, u.data());
+  kernels::cpu::gumbel_from_uniform(u.data(), int64_t(u.size()));
+  return u;
+}
+
 Array categorical(const PRNGKey& key, const Array& logits, const std::string& dim) {
   check_local("categorical", {logits});
   check_floating("categorical", logits, "logits");

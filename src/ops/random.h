@@ -26,6 +26,10 @@ Array bernoulli(const PRNGKey& key, double p, const Shape& shape);
 // jax.random.categorical(key, logits, axis=dim): one sample index (int32) per
 // row, drawn by the Gumbel-max trick; `dim` is removed.
 Array categorical(const PRNGKey& key, const Array& logits, const std::string& dim);
+// The Gumbel noise categorical(key, logits) adds to logits' flat elements
+// at[i] (row-major; logits of n elements, float32): what a sampler that
+// knows the winner is among a few elements needs, bitwise.
+std::vector<float> categorical_noise_at(const PRNGKey& key, int64_t n, const std::vector<int64_t>& at);
 
 // Inverted dropout as flax nn.Dropout: keep with probability 1 - rate and
 // scale kept values by 1 / (1 - rate). `broadcast_dims` share one mask value

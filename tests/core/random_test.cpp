@@ -57,6 +57,24 @@ TEST(CoreRandom, SameBitsOnAnyThreadCount) {
   EXPECT_EQ(one, four);
 }
 
+// random_bits_at gives the words of random_bits at the indices asked for,
+// even and odd counts alike (odd: the last pair's zero padding), any order.
+TEST(CoreRandom, BitsAtAreTheBitsAtThoseIndices) {
+  const PRNGKey k = fold_in(prng_key(3), 11);
+  for (int64_t n : {1, 2, 3, 7, 8, 1001, 32128 * 3}) {
+    SCOPED_TRACE(n);
+    const std::vector<uint32_t> all = random_bits(k, n);
+    std::vector<int64_t> at{n - 1, 0, n / 2, (n + 1) / 2 - 1, n / 3};
+    for (int64_t i = 0; i < n; i += 97) at.push_back(i);
+    std::vector<uint32_t> got(at.size());
+    random_bits_at(k, n, at.data(), int64_t(at.size()), got.data());
+    for (size_t i = 0; i < at.size(); ++i) EXPECT_EQ(got[i], all[size_t(at[i])]) << at[i];
+  }
+  const int64_t bad = 5;
+  uint32_t out = 0;
+  EXPECT_THROW(random_bits_at(k, 5, &bad, 1, &out), std::invalid_argument);
+}
+
 TEST(CoreRandom, ErfInvInvertsErf) {
   for (float x : {-0.999f, -0.5f, -0.1f, 0.f, 0.3f, 0.9f, 0.99999f})
     EXPECT_NEAR(std::erf(double(erf_inv_f32(x))), x, 2e-6) << x;

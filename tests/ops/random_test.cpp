@@ -1,6 +1,8 @@
 // Sampling ops against jax.random golden values; thread-count invariance.
 #include <omp.h>
 
+#include <numeric>
+
 #include "../core/golden.h"
 #include "harness.h"
 
@@ -50,6 +52,34 @@ TEST(RandomOps, BernoulliAndCategoricalMatchJax) {
     EXPECT_EQ(v.shape(), (Shape{{"batch", s[0].size}}));
     auto vi = v.to_ints();
     for (size_t i = 0; i < vi.size(); ++i) EXPECT_EQ(vi[i], c["values"][i].get<int64_t>()) << i;
+  }
+}
+
+// categorical_noise_at is the noise categorical adds: argmax(logits + noise
+// at every element) is categorical's draw, row by row; and a few elements'
+// noise is those elements' noise of the whole draw.
+TEST(RandomOps, CategoricalNoiseAtIsTheDrawsNoise) {
+  const int64_t rows = 3, vocab = 1001;
+  std::vector<float> lg(size_t(rows * vocab));
+  for (size_t i = 0; i < lg.size(); ++i) lg[i] = float((i * 37) % 101) / 25.0f;
+  const Array logits = Array::from_floats(Shape{{"batch", rows}, {"vocab", vocab}}, lg);
+  for (uint32_t seed : {0u, 1u, 7u}) {
+    const PRNGKey k = fold_in(prng_key(5), seed);
+    std::vector<int64_t> all(lg.size());
+    std::iota(all.begin(), all.end(), 0);
+    const std::vector<float> g = categorical_noise_at(k, rows * vocab, all);
+    const std::vector<int64_t> drawn = categorical(k, logits, "vocab").to_ints();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* gr = g.data() + r * vocab;
+      const float* lr = lg.data() + r * vocab;
+      int64_t best = 0;
+      for (int64_t v = 1; v < vocab; ++v)
+        if (gr[v] + lr[v] > gr[best] + lr[best]) best = v;
+      EXPECT_EQ(best, drawn[size_t(r)]) << r;
+    }
+    const std::vector<int64_t> few{2500, 3, 1001};
+    const std::vector<float> gf = categorical_noise_at(k, rows * vocab, few);
+    for (size_t i = 0; i < few.size(); ++i) EXPECT_EQ(gf[i], g[size_t(few[i])]);
   }
 }
 
