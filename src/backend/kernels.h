@@ -21,7 +21,7 @@
 //   backend/cpu/index.cpp                take, take_grad_f32, top_k_rows, one_hot
 //   backend/cpu/random.cpp               uniform_from_bits, normal_from_uniform, ...
 //   backend/cpu/matmul.cpp               gemm (oneDNN, backend/cpu/gemm.cpp)
-//   backend/cpu/screened_argmax.cpp      logits_screen, screened_argmax
+//   backend/cpu/screened_argmax.cpp      logits_screen, screened_argmax, screened_candidates
 //   backend/cpu/fused.cpp                rms_norm, gated_gelu, cross_entropy,
 //       attention (the Highway kernels of their own files)
 //   backend/cpu/fourier.cpp              fourier_mix (FFTW, libfftw3-dev)
@@ -244,6 +244,18 @@ constexpr int64_t kScreenedArgmaxMaxRows = 8;
 void logits_screen(int64_t n, int64_t k, const float* wt, void* screen, float* bounds);
 void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const float* wt, const void* screen,
                      const float* bounds, int32_t* out);
+// screened_candidates: the same screen for sampling's top-k (keep >= 1, else
+// std::invalid_argument): out[r] (m of them) gets columns of row r, index
+// ascending, with their outputs as gemm computes them, bitwise (value). They
+// include every column whose output is at least the row's keep-th largest
+// (ties included), and may include more; the whole row where the screen
+// cannot narrow it (a non-finite value, keep > n / 4, too many candidates).
+struct ScreenedCandidates {
+  std::vector<int32_t> index;
+  std::vector<float> value;
+};
+void screened_candidates(int64_t m, int64_t n, int64_t k, const float* x, const float* wt, const void* screen,
+                         const float* bounds, int64_t keep, ScreenedCandidates* out);
 // Whether gemm sums an element of a row or column block of a product in the
 // order it sums the whole product, so that a product split into blocks equals
 // the whole one bitwise (probed once on this CPU; backend/cpu/gemm.h says

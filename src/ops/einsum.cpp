@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <sstream>
 
 #include "backend/kernels.h"
@@ -381,6 +382,46 @@ class ScreenedDenseArgmax final : public Primitive {
   }
   bool saves_inputs() const override { return false; }
 };
+
+// Inputs x [batch, embed], kernel, screen, bounds (validated); outputs index
+// int32 and value f32 [batch, candidates], each row's candidates first, then
+// index -1 and value -inf up to the longest row's count.
+class ScreenedDenseCandidates final : public Primitive {
+ public:
+  explicit ScreenedDenseCandidates(int64_t keep) : keep_(keep) {}
+  const char* name() const override { return "screened_dense_candidates"; }
+  std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
+    const Array xr = transpose(in[0], {"batch", "embed"});
+    const Array &k = in[1], &s = in[2], &b = in[3];
+    const int64_t rows = xr.dim("batch");
+    std::vector<kernels::cpu::ScreenedCandidates> c(static_cast<size_t>(rows));
+    kernels::cpu::screened_candidates(rows, k.dim("vocab"), k.dim("embed"), xr.data<float>(), k.data<float>(),
+                                      s.raw_data(), b.data<float>(), keep_, c.data());
+    int64_t width = 0;
+    for (const auto& r : c) width = std::max(width, int64_t(r.index.size()));
+    const Shape shape{{"batch", rows}, {"candidates", width}};
+    Array index = make_output(shape, DType::i32, in), value = make_output(shape, DType::f32, in);
+    int32_t* ip = index.data<int32_t>();
+    float* vp = value.data<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto& cr = c[size_t(r)];
+      const int64_t nr = int64_t(cr.index.size());
+      std::copy(cr.index.begin(), cr.index.end(), ip + r * width);
+      std::copy(cr.value.begin(), cr.value.end(), vp + r * width);
+      std::fill(ip + r * width + nr, ip + (r + 1) * width, -1);
+      std::fill(vp + r * width + nr, vp + (r + 1) * width, -std::numeric_limits<float>::infinity());
+    }
+    return {index, value};
+  }
+  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    return std::vector<Array>(inputs.size());
+  }
+  bool saves_inputs() const override { return false; }
+
+ private:
+  int64_t keep_;
+};
 }  // namespace
 
 LogitsScreen make_logits_screen(const Array& kernel) {
@@ -392,8 +433,9 @@ LogitsScreen make_logits_screen(const Array& kernel) {
   return LogitsScreen{out[0], out[1]};
 }
 
-Array screened_dense_argmax(const Array& x, const Array& kernel, const LogitsScreen& screen) {
-  const char* op = "screened_dense_argmax";
+namespace {
+// screened_dense_argmax's and screened_dense_candidates' argument checks.
+void check_screened(const char* op, const Array& x, const Array& kernel, const LogitsScreen& screen) {
   if (!x.valid() || x.rank() != 2 || !x.has_dim("batch") || !x.has_dim("embed") || x.dtype() != DType::f32)
     throw_invalid(op, "x must be float32 [batch, embed], got " + describe(x));
   if (!is_vocab_embed(kernel, DType::f32))
@@ -404,10 +446,29 @@ Array screened_dense_argmax(const Array& x, const Array& kernel, const LogitsScr
     throw_invalid(op, "screen does not match kernel " + describe(kernel) + " (make_logits_screen(kernel) makes it)");
   if (x.dim("embed") != kernel.dim("embed"))
     throw_invalid(op, "x " + describe(x) + " and kernel " + describe(kernel) + " differ in 'embed'");
+}
+}  // namespace
+
+Array screened_dense_argmax(const Array& x, const Array& kernel, const LogitsScreen& screen) {
+  check_screened("screened_dense_argmax", x, kernel, screen);
   const int64_t rows = x.dim("batch");
   if (rows > kernels::cpu::kScreenedArgmaxMaxRows || rows == 0)
     return argmax(einsum(x, kernel, {"batch", "vocab"}, EinsumPrecision{}), "vocab");
   return apply1(std::make_shared<ScreenedDenseArgmax>(), {x, kernel, screen.screen, screen.bounds});
+}
+
+ScreenedCandidateArrays screened_dense_candidates(const Array& x, const Array& kernel, const LogitsScreen& screen,
+                                                  int64_t keep) {
+  check_screened("screened_dense_candidates", x, kernel, screen);
+  if (keep < 1) throw_invalid("screened_dense_candidates", "keep must be >= 1, got " + std::to_string(keep));
+  const int64_t rows = x.dim("batch");
+  if (rows > kernels::cpu::kScreenedArgmaxMaxRows || rows == 0) {
+    const Array logits = transpose(einsum(x, kernel, {"batch", "vocab"}, EinsumPrecision{}), {"batch", "vocab"});
+    return {Array(), rename(logits, {{"vocab", "candidates"}}), kernel.dim("vocab")};
+  }
+  std::vector<Array> out =
+      apply(std::make_shared<ScreenedDenseCandidates>(keep), {x, kernel, screen.screen, screen.bounds});
+  return {out[0], out[1], kernel.dim("vocab")};
 }
 
 }  // namespace t5x

@@ -91,5 +91,22 @@ struct LogitsScreen {
 };
 LogitsScreen make_logits_screen(const Array& kernel);
 Array screened_dense_argmax(const Array& x, const Array& kernel, const LogitsScreen& screen);
+// screened_dense_candidates: sampling's top-k from the same screen. keep >= 1
+// (else std::invalid_argument). index int32 and value f32 [batch,
+// candidates]: row r's candidates (index ascending, then index -1 and value
+// -inf to the longest row's count), with values bitwise those of
+// einsum(x, kernel) over embed. They include every vocabulary entry whose
+// value is at least the row's keep-th largest (ties included), and may
+// include more; a row the screen cannot narrow (a non-finite value, keep
+// over a quarter of the vocabulary) has every entry. Over 8 rows (the whole
+// product, on other kernels) index is no array (not valid()) and value is
+// the product, every entry of every row.
+struct ScreenedCandidateArrays {
+  Array index;        // int32 [batch, candidates]
+  Array value;        // f32 [batch, candidates]
+  int64_t vocab = 0;  // the kernel's vocab size
+};
+ScreenedCandidateArrays screened_dense_candidates(const Array& x, const Array& kernel, const LogitsScreen& screen,
+                                                  int64_t keep);
 
 }  // namespace t5x

@@ -6,7 +6,10 @@
 // a candidate), NaN and infinity in x and in the kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -148,6 +151,84 @@ TEST(ScreenedArgmax, EveryColumnACandidateAndSpecialValues) {
   for (float& v : t.x) v *= 1e-30f;
   for (float& v : t.wt) v *= 1e-12f;
   expect_tokens("subnormal sums", t);
+}
+
+// screened_candidates for top-k: each row's candidates are ascending, carry
+// the whole product's values bitwise, and hold every column at or above the
+// row's keep-th largest value (ties included); a row the screen cannot
+// narrow holds every column. The same on every target.
+void expect_candidates(const std::string& what, const Problem& p, int64_t keep, bool narrowed) {
+  expect_same_on_every_target(what, [&] {
+    std::vector<float> c(size_t(p.m * p.n));
+    skinny_gemm_bt<float, float, float>(p.m, p.n, p.k, 1.0f, p.x.data(), p.k, p.wt.data(), p.k, 0.0f, c.data(), p.n);
+    std::vector<bfloat16> s(size_t(p.n * p.k));
+    std::vector<float> bounds(size_t(p.n * 2));
+    kernels::cpu::logits_screen(p.n, p.k, p.wt.data(), s.data(), bounds.data());
+    std::vector<kernels::cpu::ScreenedCandidates> got(size_t(p.m));
+    kernels::cpu::screened_candidates(p.m, p.n, p.k, p.x.data(), p.wt.data(), s.data(), bounds.data(), keep,
+                                      got.data());
+    Bytes out;
+    for (int64_t r = 0; r < p.m; ++r) {
+      const auto& g = got[size_t(r)];
+      const float* row = c.data() + r * p.n;
+      EXPECT_EQ(g.index.size(), g.value.size());
+      if (g.index.size() != g.value.size()) continue;
+      for (size_t i = 0; i < g.index.size(); ++i) {
+        EXPECT_TRUE(g.index[i] >= 0 && g.index[i] < p.n);
+        if (g.index[i] < 0 || g.index[i] >= p.n) continue;
+        if (i > 0) {
+          EXPECT_LT(g.index[i - 1], g.index[i]);
+        }
+        EXPECT_EQ(std::bit_cast<uint32_t>(g.value[i]), std::bit_cast<uint32_t>(row[g.index[i]]))
+            << what << " row " << r << " column " << g.index[i];
+      }
+      std::vector<float> sorted(row, row + p.n);
+      std::nth_element(sorted.begin(), sorted.begin() + (keep - 1), sorted.end(), std::greater<float>());
+      const float kth = sorted[size_t(keep - 1)];
+      std::vector<char> in(size_t(p.n), 0);
+      for (int32_t j : g.index) in[size_t(j)] = 1;
+      for (int64_t j = 0; j < p.n; ++j) {
+        if (row[j] >= kth) {
+          EXPECT_TRUE(in[size_t(j)]) << what << " row " << r << " misses column " << j;
+        }
+      }
+      if (narrowed) {
+        EXPECT_LE(int64_t(g.index.size()), p.n / 4) << what << " row " << r;  // not the whole row
+      }
+      append(out, g.index);
+      append(out, g.value);
+    }
+    return out;
+  });
+}
+
+TEST(ScreenedArgmax, CandidatesHoldTheTopKExactly) {
+  struct S {
+    int64_t m, n, k;
+  };
+  for (const S& s : {S{1, 300, 64}, S{3, 1000, 384}, S{8, 2048, 512}, S{5, 701, 600}, S{4, 64, 1000}})
+    for (int64_t keep : {1, 2, 3, 5, 16, 40})
+      for (uint32_t seed : {1u, 7u}) {
+        if (keep > s.n / 4) continue;
+        Problem p = make_problem(s.m, s.n, s.k, seed);
+        // Random sums are far apart: the screen narrows each row where keep
+        // leaves room (the candidates are at least keep, at most n / 4).
+        expect_candidates(name(s.m, s.n, s.k) + " keep " + std::to_string(keep) + " seed " + std::to_string(seed), p,
+                          keep, keep <= s.n / 16);
+      }
+  // keep over a quarter of the columns, every column equal, NaN, infinity:
+  // whole rows.
+  Problem p = make_problem(4, 500, 128, 11);
+  expect_candidates("keep 200", p, 200, false);
+  for (int64_t i = 0; i < 128; ++i) p.x[size_t(128 + i)] = 0.0f;
+  p.x[size_t(2 * 128 + 7)] = std::numeric_limits<float>::infinity();
+  expect_candidates("zero and infinite rows", p, 3, false);
+  std::vector<kernels::cpu::ScreenedCandidates> c(1);
+  std::vector<bfloat16> s(size_t(500 * 128));
+  std::vector<float> bounds(1000);
+  EXPECT_THROW(kernels::cpu::screened_candidates(1, 500, 128, p.x.data(), p.wt.data(), s.data(), bounds.data(), 0,
+                                                 c.data()),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // Named einsum / matmul against naive loops; vjps; errors.
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
+#include <limits>
 
 #include "harness.h"
 
@@ -235,6 +238,63 @@ TEST(Einsum, ScreenedDenseArgmaxIsTheProductsArgmax) {
                  {"[screened_dense_argmax]", "screen does not match", "make_logits_screen(kernel)"});
   expect_invalid([&] { make_logits_screen(cast(kernel, DType::bf16)); },
                  {"[make_logits_screen]", "float32 [vocab, embed]"});
+}
+
+// screened_dense_candidates: each row's candidates (ascending, padded with
+// -1 / -inf) hold every entry at or above the row's keep-th largest logit,
+// with einsum's values bitwise; 9 rows: no index array, the whole product.
+TEST(Einsum, ScreenedDenseCandidatesHoldTheTopKOfTheProduct) {
+  const int64_t vocab = 700, embed = 96;
+  const Array kernel = rand_array(Shape{{"vocab", vocab}, {"embed", embed}}, 23);
+  const LogitsScreen screen = make_logits_screen(kernel);
+  for (int64_t rows : {1, 3, 8, 9})
+    for (int64_t keep : {1, 5, 40}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " keep " + std::to_string(keep));
+      const Array x = rand_array(Shape{{"batch", rows}, {"embed", embed}}, 50 + uint32_t(rows));
+      const std::vector<float> want =
+          transpose(einsum(x, kernel, {"batch", "vocab"}), {"batch", "vocab"}).to_floats();
+      const ScreenedCandidateArrays c = screened_dense_candidates(x, kernel, screen, keep);
+      EXPECT_EQ(c.vocab, vocab);
+      if (rows > 8) {
+        EXPECT_FALSE(c.index.valid());
+        EXPECT_EQ(bits(c.value), bits(Array::from_floats(Shape{{"batch", rows}, {"candidates", vocab}}, want)));
+        continue;
+      }
+      ASSERT_TRUE(c.index.valid());
+      EXPECT_EQ(c.index.dtype(), DType::i32);
+      const int64_t width = c.index.dim("candidates");
+      EXPECT_LE(width, vocab / 4);  // narrowed
+      const std::vector<int64_t> ix = transpose(c.index, {"batch", "candidates"}).to_ints();
+      const std::vector<float> v = transpose(c.value, {"batch", "candidates"}).to_floats();
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = want.data() + r * vocab;
+        std::vector<float> sorted(row, row + vocab);
+        std::nth_element(sorted.begin(), sorted.begin() + (keep - 1), sorted.end(), std::greater<float>());
+        std::vector<char> in(size_t(vocab), 0);
+        int64_t last = -1;
+        for (int64_t i = 0; i < width; ++i) {
+          const int64_t j = ix[size_t(r * width + i)];
+          if (j < 0) {
+            EXPECT_EQ(v[size_t(r * width + i)], -std::numeric_limits<float>::infinity());
+            continue;
+          }
+          EXPECT_GT(j, last);
+          last = j;
+          in[size_t(j)] = 1;
+          EXPECT_EQ(std::bit_cast<uint32_t>(v[size_t(r * width + i)]), std::bit_cast<uint32_t>(row[j])) << j;
+        }
+        for (int64_t j = 0; j < vocab; ++j) {
+          if (row[j] >= sorted[size_t(keep - 1)]) {
+            EXPECT_TRUE(in[size_t(j)]) << "row " << r << " misses " << j;
+          }
+        }
+      }
+    }
+  const Array x = rand_array(Shape{{"batch", 2}, {"embed", embed}}, 41);
+  expect_invalid([&] { screened_dense_candidates(x, kernel, screen, 0); },
+                 {"[screened_dense_candidates]", "keep must be >= 1"});
+  expect_invalid([&] { screened_dense_candidates(cast(x, DType::bf16), kernel, screen, 3); },
+                 {"[screened_dense_candidates]", "x must be float32 [batch, embed]"});
 }
 
 }  // namespace

@@ -19,13 +19,20 @@
 // max_i (ỹ_i - B_i) is a candidate; the first maximum of the exact outputs
 // is among them (it and every column equal to it are), and the candidates'
 // exact outputs are the same kernel's on the same row and column, so the
-// same bits. The screen's sums may differ between SIMD targets; the tokens
+// same bits. For the top `keep` columns (screened_candidates) the threshold
+// is the keep-th largest lower end instead: the keep columns with the
+// largest lower ends all reach it exactly, so every column at or above the
+// keep-th largest exact output does too. The screen's sums may differ between SIMD targets; the tokens
 // do not. Norms and bounds are computed in double and widened by 2^-20
 // relative (far above double's rounding); the screen gives up (the whole row
 // exact, as the full product) when a value is not finite or more than a
-// quarter of the columns stay candidates.
+// quarter of the columns are kept or stay candidates.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
@@ -188,9 +195,10 @@ void logits_screen(int64_t n, int64_t k, const float* wt, void* screen, float* b
   });
 }
 
-void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const float* wt, const void* screen,
-                     const float* bounds, int32_t* out) {
+void screened_candidates(int64_t m, int64_t n, int64_t k, const float* x, const float* wt, const void* screen,
+                         const float* bounds, int64_t keep, ScreenedCandidates* out) {
   if (m <= 0 || n <= 0) return;
+  if (keep < 1) throw std::invalid_argument("[screened_candidates] keep must be >= 1, got " + std::to_string(keep));
   const auto* s = static_cast<const bfloat16*>(screen);
   const double g = gamma_k(k + 2), tiny = double(k + 2) * 0x1p-148;
   // Per row of x: |x| and γ |x|, widened (the bound's row factors).
@@ -201,60 +209,76 @@ void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const floa
     for (int64_t i = 0; i < k; ++i) x2 += double(x[r * k + i]) * double(x[r * k + i]);
     X[size_t(r)] = widen(std::sqrt(x2));
     E[size_t(r)] = g * X[size_t(r)];
-    screened[size_t(r)] = std::isfinite(X[size_t(r)]) && std::isfinite(E[size_t(r)]);
+    // More than a quarter of the columns kept: not worth screening.
+    screened[size_t(r)] = std::isfinite(X[size_t(r)]) && std::isfinite(E[size_t(r)]) && keep <= n / 4;
   }
   std::vector<float> approx(static_cast<size_t>(m * n));
   auto bound = [&](int64_t r, int64_t j, double yj) {
     return widen(X[size_t(r)] * double(bounds[2 * j]) + E[size_t(r)] * double(bounds[2 * j + 1])) +
            0x1p-40 * std::fabs(yj) + tiny;
   };
-  // Each thread's part: its columns' screened sums, then per row the largest
-  // lower end over them; then (second pass) its candidates. parallel_for's
-  // ranges follow the thread number, so the candidates, concatenated in that
-  // order, are in column order.
+  // Each thread's part: its columns' screened sums, then per row the `keep`
+  // largest lower ends over them (ascending; -inf where fewer); then (second
+  // pass) its candidates. parallel_for's ranges follow the thread number, so
+  // the candidates, concatenated in that order, are in column order.
   const int T = t5x::cpu::num_threads();
   auto thread = [T] { return T > 1 ? omp_get_thread_num() : 0; };
-  std::vector<double> lo(size_t(T * m), -kInf);
+  const size_t K = size_t(keep);
+  std::vector<double> lo(size_t(T * m) * K, -kInf);
   std::vector<char> bad(size_t(T * m), 0);
   t5x::cpu::parallel_for(n, 256, [&](int64_t j0, int64_t j1) {
     const int t = thread();
     t5x::cpu::screen_dots(j0, j1, m, n, k, x, s, approx.data());
     for (int64_t r = 0; r < m; ++r) {
       if (!screened[size_t(r)]) continue;
-      double l = -kInf;
+      double* top = lo.data() + size_t(t * m + r) * K;  // a min-heap of the largest lower ends
       char b = 0;
       for (int64_t j = j0; j < j1; ++j) {
         const double yj = approx[size_t(r * n + j)], bj = bound(r, j, yj);
         b |= char(!std::isfinite(yj) || std::isnan(bj));
-        l = std::max(l, yj - bj);
+        const double l = yj - bj;
+        if (l > top[0]) {
+          std::pop_heap(top, top + K, std::greater<double>());
+          top[K - 1] = l;
+          std::push_heap(top, top + K, std::greater<double>());
+        }
       }
-      lo[size_t(t * m + r)] = l;
       bad[size_t(t * m + r)] = b;
     }
   });
-  std::vector<double> lo_max(static_cast<size_t>(m), -kInf);
-  for (int64_t r = 0; r < m; ++r)
-    for (int t = 0; t < T; ++t) {
-      lo_max[size_t(r)] = std::max(lo_max[size_t(r)], lo[size_t(t * m + r)]);
+  // The threshold: the keep-th largest lower end over all columns. The keep
+  // columns with the largest lower ends have exact outputs at least that, so
+  // the keep-th largest exact output (and every column reaching it) is at
+  // least that too.
+  std::vector<double> cut(static_cast<size_t>(m), -kInf);
+  for (int64_t r = 0; r < m; ++r) {
+    std::vector<double> all(lo.begin() + ptrdiff_t(size_t(r) * K), lo.begin() + ptrdiff_t(size_t(r + 1) * K));
+    for (int t = 1; t < T; ++t)
+      all.insert(all.end(), lo.begin() + ptrdiff_t(size_t(t * m + r) * K),
+                 lo.begin() + ptrdiff_t(size_t(t * m + r + 1) * K));
+    std::nth_element(all.begin(), all.begin() + ptrdiff_t(K - 1), all.end(), std::greater<double>());
+    cut[size_t(r)] = all[K - 1];
+    for (int t = 0; t < T; ++t)
       if (bad[size_t(t * m + r)]) screened[size_t(r)] = 0;
-    }
-  std::vector<std::vector<int64_t>> part(size_t(T * m));
+  }
+  std::vector<std::vector<int32_t>> part(size_t(T * m));
   t5x::cpu::parallel_for(n, 256, [&](int64_t j0, int64_t j1) {
     const int t = thread();
     for (int64_t r = 0; r < m; ++r) {
       if (!screened[size_t(r)]) continue;
-      std::vector<int64_t>& c = part[size_t(t * m + r)];
+      std::vector<int32_t>& c = part[size_t(t * m + r)];
       for (int64_t j = j0; j < j1; ++j) {
         const double yj = approx[size_t(r * n + j)];
-        if (yj + bound(r, j, yj) >= lo_max[size_t(r)]) c.push_back(j);
+        if (yj + bound(r, j, yj) >= cut[size_t(r)]) c.push_back(int32_t(j));
       }
     }
   });
 
-  std::vector<int64_t> cand;
-  std::vector<float> rows, exact;
+  std::vector<float> rows;
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * k;
+    std::vector<int32_t>& cand = out[r].index;
+    std::vector<float>& exact = out[r].value;
     cand.clear();
     for (int t = 0; t < T; ++t) cand.insert(cand.end(), part[size_t(t * m + r)].begin(), part[size_t(t * m + r)].end());
     if (screened[size_t(r)] && int64_t(cand.size()) <= n / 4) {
@@ -264,19 +288,27 @@ void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const floa
         std::copy(wt + cand[size_t(c)] * k, wt + (cand[size_t(c)] + 1) * k, rows.begin() + c * k);
       exact.resize(size_t(nc));
       t5x::cpu::skinny_gemm_bt(1, nc, k, 1.0f, xr, k, rows.data(), k, 0.0f, exact.data(), nc);
-      bool no_nan = true;
-      for (float v : exact) no_nan = no_nan && !std::isnan(v);
-      if (no_nan) {
-        int32_t best = 0;
-        argmax_rows(DType::f32, exact.data(), &best, 1, nc);
-        out[r] = int32_t(cand[size_t(best)]);
-        continue;
-      }
+      bool finite = true;
+      for (float v : exact) finite = finite && std::isfinite(v);
+      if (finite) continue;
     }
     // The whole row, as the full product gives it.
+    cand.resize(size_t(n));
+    for (int64_t j = 0; j < n; ++j) cand[size_t(j)] = int32_t(j);
     exact.resize(size_t(n));
     t5x::cpu::skinny_gemm_bt(1, n, k, 1.0f, xr, k, wt, k, 0.0f, exact.data(), n);
-    argmax_rows(DType::f32, exact.data(), out + r, 1, n);
+  }
+}
+
+void screened_argmax(int64_t m, int64_t n, int64_t k, const float* x, const float* wt, const void* screen,
+                     const float* bounds, int32_t* out) {
+  if (m <= 0 || n <= 0) return;
+  std::vector<ScreenedCandidates> c(static_cast<size_t>(m));
+  screened_candidates(m, n, k, x, wt, screen, bounds, 1, c.data());
+  for (int64_t r = 0; r < m; ++r) {
+    int32_t best = 0;
+    argmax_rows(DType::f32, c[size_t(r)].value.data(), &best, 1, int64_t(c[size_t(r)].value.size()));
+    out[r] = c[size_t(r)].index[size_t(best)];
   }
 }
 
