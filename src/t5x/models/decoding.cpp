@@ -89,12 +89,152 @@ std::vector<int64_t> input_rows(const Array& inputs, int64_t& batch, int64_t& le
   return transpose(gather_if_split(inputs), {"batch", "length"}).to_ints();
 }
 
+// Tempered, top-k / top-p masked logits of a row (m from x, V values).
+void mask_row(const SamplingOptions& o, int64_t V, float* m, const float* x) {
+  for (int64_t v = 0; v < V; ++v) m[v] = float(double(x[v]) / o.temperature);
+  if (o.topk > 0 && o.topk < V) {
+    std::vector<float> s(m, m + V);
+    std::nth_element(s.begin(), s.begin() + (o.topk - 1), s.end(), std::greater<float>());
+    float kth = s[size_t(o.topk - 1)];
+    for (int64_t v = 0; v < V; ++v)
+      if (m[v] < kth) m[v] = float(kNegInf);
+  } else if (o.topp > 0.0) {
+    auto lp = log_softmax_row(m, V);
+    std::vector<int64_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lp[size_t(a)] > lp[size_t(b)]; });
+    double cum = 0;
+    std::vector<char> keep(static_cast<size_t>(V), 0);
+    for (int64_t k : order) {
+      keep[size_t(k)] = 1;
+      cum += std::exp(lp[size_t(k)]);
+      if (cum >= o.topp) break;
+    }
+    for (int64_t v = 0; v < V; ++v)
+      if (!keep[size_t(v)]) m[v] = float(kNegInf);
+  }
+}
+
+// A top-k draw at temperature 1 with rescaled scores from a step's
+// candidates (temperature_sample): the sampled tokens, and each row's kept
+// entries (index ascending, values) where those stand for the masked row;
+// otherwise (kept_at empty) the whole masked rows [R, V], for the draw over
+// them.
+struct CandidateDraw {
+  int64_t vocab = 0;
+  std::vector<int64_t> sampled;
+  std::vector<std::vector<int64_t>> kept_at;
+  std::vector<std::vector<float>> kept;
+  std::vector<float> masked;
+};
+
+CandidateDraw draw_from_candidates(const DecodeStepFn::Candidates& c, const SamplingOptions& o, int64_t R,
+                                   uint32_t it) {
+  CandidateDraw d;
+  const int64_t V = d.vocab = c.vocab;
+  if (V < 1 || int64_t(c.index.size()) != R || int64_t(c.value.size()) != R)
+    throw std::invalid_argument("[decoding] step function's top_candidates returned " +
+                                std::to_string(c.value.size()) + " rows of vocab " + std::to_string(V) + " for " +
+                                std::to_string(R) + " rows");
+  // A row's kept entries, when its candidates are a part of the
+  // vocabulary: the rest are below its k-th largest (the candidates hold
+  // every entry reaching it), so NEG_INF. Drawing and scoring from the kept
+  // ones alone is exact when their maximum is far above NEG_INF: a NEG_INF
+  // entry's noisy value (the noise is under 17) never wins, and its
+  // exp(NEG_INF - max) is 0 in double (below 2^-1074 for a gap over 745).
+  d.kept_at.resize(size_t(R));
+  d.kept.resize(size_t(R));
+  std::vector<float> kth_of(static_cast<size_t>(R));
+  bool sparse = true;
+  for (int64_t r = 0; r < R; ++r) {
+    const std::vector<int32_t>& ix = c.index[size_t(r)];
+    const std::vector<float>& x = c.value[size_t(r)];
+    if (ix.empty() ? int64_t(x.size()) != V : ix.size() != x.size())
+      throw std::invalid_argument("[decoding] step function's top_candidates row " + std::to_string(r) + " has " +
+                                  std::to_string(ix.size()) + " indices and " + std::to_string(x.size()) +
+                                  " values (vocab " + std::to_string(V) + ")");
+    for (size_t i = 0; i < ix.size(); ++i)
+      if (ix[i] < 0 || ix[i] >= V || (i > 0 && ix[i] <= ix[i - 1]))
+        throw std::invalid_argument("[decoding] step function's top_candidates row " + std::to_string(r) +
+                                    " has indices out of order or outside the vocabulary");
+    // Every entry (index implied, or listed whole): masked as the logits.
+    if (int64_t(x.size()) == V) {
+      sparse = false;
+      continue;
+    }
+    if (int64_t(x.size()) < o.topk)
+      throw std::invalid_argument("[decoding] step function's top_candidates row " + std::to_string(r) +
+                                  " has " + std::to_string(x.size()) + " entries, fewer than topk " +
+                                  std::to_string(o.topk));
+    std::vector<float> sorted(x);
+    std::nth_element(sorted.begin(), sorted.begin() + (o.topk - 1), sorted.end(), std::greater<float>());
+    const float kth = kth_of[size_t(r)] = sorted[size_t(o.topk - 1)];
+    float top = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < ix.size(); ++i) {
+      sparse = sparse && std::isfinite(x[i]);
+      if (x[i] >= kth) {
+        d.kept_at[size_t(r)].push_back(ix[i]);
+        d.kept[size_t(r)].push_back(x[i]);
+        top = std::max(top, x[i]);
+      }
+    }
+    sparse = sparse && double(top) > kNegInf + 1000.0;
+  }
+  if (sparse) {
+    // The categorical's noise at the kept entries of the [R, V] draw.
+    std::vector<int64_t> flat;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v : d.kept_at[size_t(r)]) flat.push_back(r * V + v);
+    const std::vector<float> g = categorical_noise_at(fold_in(o.rng, it), R * V, flat);
+    d.sampled.assign(size_t(R), 0);
+    size_t f = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      float best = 0;
+      for (size_t i = 0; i < d.kept[size_t(r)].size(); ++i, ++f) {
+        const float y = g[f] + d.kept[size_t(r)][i];  // f32, as categorical's add
+        if (i == 0 || y > best) {
+          best = y;
+          d.sampled[size_t(r)] = d.kept_at[size_t(r)][i];
+        }
+      }
+    }
+  } else {
+    // The whole masked rows, for temperature_sample's draw over them.
+    d.masked.assign(size_t(R * V), float(kNegInf));
+    for (int64_t r = 0; r < R; ++r) {
+      float* m = d.masked.data() + r * V;
+      const std::vector<float>& x = c.value[size_t(r)];
+      if (int64_t(x.size()) == V) {
+        mask_row(o, V, m, x.data());
+        continue;
+      }
+      // mask_row's rule on the candidates; the rest are below the k-th.
+      const float kth = kth_of[size_t(r)];
+      for (size_t i = 0; i < x.size(); ++i) m[c.index[size_t(r)][i]] = x[i] < kth ? float(kNegInf) : x[i];
+    }
+    d.kept_at.clear();
+    d.kept.clear();
+  }
+  return d;
+}
+
 }  // namespace
 
 std::vector<int64_t> DecodeStepFn::greedy_tokens(const Array& decoder_inputs, const std::vector<int64_t>& index) {
   const Array lg = logits(decoder_inputs, index);
   check_logits(lg, decoder_inputs.dim("batch"));
   return row_argmax(lg);
+}
+
+DecodeStepFn::Candidates DecodeStepFn::top_candidates(const Array& decoder_inputs, const std::vector<int64_t>& index,
+                                                      int64_t keep) {
+  if (keep < 1) throw std::invalid_argument("[decoding] top_candidates needs keep >= 1, got " + std::to_string(keep));
+  const int64_t rows = decoder_inputs.dim("batch");
+  Candidates c;
+  const std::vector<float> lg = host_logits(logits(decoder_inputs, index), rows, c.vocab);
+  c.index.resize(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) c.value.emplace_back(lg.begin() + r * c.vocab, lg.begin() + (r + 1) * c.vocab);
+  return c;
 }
 
 Array gather_if_split(const Array& a) { return !a.valid() || a.is_fully_local() ? a : spmd::gather(a); }
@@ -151,55 +291,57 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
     // Greedy under rescale_log_probs scores 0 (the argmax has probability 1),
     // as t5x's sample_logits_with_zero_temperature: only the argmax is needed.
     const bool argmax_only = greedy && o.rescale_log_probs;
+    // Top-k at temperature 1 with rescaled scores: only each row's entries at
+    // or above its k-th largest logit are drawn or scored (the rest are
+    // NEG_INF), so the step's candidates are enough.
+    const bool topk_only = !greedy && o.temperature == 1.0 && o.topk > 0 && o.rescale_log_probs;
     std::vector<int64_t> sampled;
     std::vector<float> lg, masked;
+    // Rows drawn from their candidates alone: the kept entries (index
+    // ascending) and their values.
+    std::vector<std::vector<int64_t>> kept_at;
+    std::vector<std::vector<float>> kept;
     int64_t V = 0;
     if (argmax_only) {
       sampled = step.greedy_tokens(dec_inputs, idx);
       if (int64_t(sampled.size()) != R)
         throw std::invalid_argument("[decoding] step function's greedy_tokens returned " +
                                     std::to_string(sampled.size()) + " tokens for " + std::to_string(R) + " rows");
+    } else if (topk_only) {
+      CandidateDraw d = draw_from_candidates(step.top_candidates(dec_inputs, idx, o.topk), o, R, it);
+      V = d.vocab;
+      sampled = std::move(d.sampled);
+      kept_at = std::move(d.kept_at);
+      kept = std::move(d.kept);
+      masked = std::move(d.masked);
     } else {
       const Array logits = step.logits(dec_inputs, idx);
       lg = host_logits(logits, R, V);
-      // Tempered, top-k / top-p masked logits.
       masked.resize(lg.size());
-      if (!greedy) {
-        for (int64_t r = 0; r < R; ++r) {
-          float* m = masked.data() + r * V;
-          const float* x = lg.data() + r * V;
-          for (int64_t v = 0; v < V; ++v) m[v] = float(double(x[v]) / o.temperature);
-          if (o.topk > 0 && o.topk < V) {
-            std::vector<float> s(m, m + V);
-            std::nth_element(s.begin(), s.begin() + (o.topk - 1), s.end(), std::greater<float>());
-            float kth = s[size_t(o.topk - 1)];
-            for (int64_t v = 0; v < V; ++v)
-              if (m[v] < kth) m[v] = float(kNegInf);
-          } else if (o.topp > 0.0) {
-            auto lp = log_softmax_row(m, V);
-            std::vector<int64_t> order(static_cast<size_t>(V));
-            std::iota(order.begin(), order.end(), 0);
-            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lp[size_t(a)] > lp[size_t(b)]; });
-            double cum = 0;
-            std::vector<char> keep(static_cast<size_t>(V), 0);
-            for (int64_t k : order) {
-              keep[size_t(k)] = 1;
-              cum += std::exp(lp[size_t(k)]);
-              if (cum >= o.topp) break;
-            }
-            for (int64_t v = 0; v < V; ++v)
-              if (!keep[size_t(v)]) m[v] = float(kNegInf);
-          }
-        }
-      }
       if (greedy) {
         sampled = row_argmax(logits);
       } else {
-        sampled = categorical(fold_in(o.rng, it), Array::from_vector(Shape{{"batch", R}, {"vocab", V}}, masked),
-                              "vocab")
-                      .to_ints();
+        for (int64_t r = 0; r < R; ++r) mask_row(o, V, masked.data() + r * V, lg.data() + r * V);
       }
     }
+    if (sampled.empty())
+      sampled = categorical(fold_in(o.rng, it), Array::from_vector(Shape{{"batch", R}, {"vocab", V}}, masked), "vocab")
+                    .to_ints();
+    // The sampled token's log-probability under the scored distribution.
+    auto log_prob = [&](int64_t r, int64_t tok) {
+      if (!kept_at.empty()) {  // the kept entries; the rest add exact zeros
+        const std::vector<float>& x = kept[size_t(r)];
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0, at = 0;
+        for (float v : x) mx = std::max(mx, double(v));
+        for (size_t i = 0; i < x.size(); ++i) {
+          sum += std::exp(double(x[i]) - mx);
+          if (kept_at[size_t(r)][i] == tok) at = double(x[i]);
+        }
+        return at - (mx + std::log(sum));
+      }
+      const float* x = (o.rescale_log_probs ? masked.data() : lg.data()) + r * V;
+      return double(x[tok]) - row_logsumexp(x, V);
+    };
     for (int64_t r = 0; r < R; ++r) {
       if (!active(r)) {
         ++pos[size_t(r)];
@@ -209,10 +351,7 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
       int64_t forced = in[size_t(b * L + j)];
       int64_t tok = forced != 0 ? forced : sampled[size_t(r)];
       if (forced == 0) {
-        if (!argmax_only) {  // the token's log_softmax
-          const float* x = (o.rescale_log_probs ? masked.data() : lg.data()) + r * V;
-          score[size_t(r)] += double(x[tok]) - row_logsumexp(x, V);
-        }
+        if (!argmax_only) score[size_t(r)] += log_prob(r, tok);  // the token's log_softmax
         if (tok == o.eos_id) finished[size_t(r)] = 1;
       }
       out[size_t(r * L + j)] = tok;

@@ -37,6 +37,19 @@ class DecodeStepFn {
   // logits(); a step that finds it without the whole logits overrides it
   // (the cached step on decode_params: ops screened_dense_argmax).
   virtual std::vector<int64_t> greedy_tokens(const Array& decoder_inputs, const std::vector<int64_t>& index);
+  // Top-k sampling's candidates, taking the same step as logits(): per row,
+  // vocabulary entries (index ascending) with what logits() would return
+  // there, bitwise (value); index[r] empty: every entry, value[r] the whole
+  // row. They include every entry whose logit is at least the row's keep-th
+  // largest (ties included), and may include more. The default gives every
+  // entry, from logits(); the cached step on decode_params overrides it
+  // (ops screened_dense_candidates).
+  struct Candidates {
+    int64_t vocab = 0;
+    std::vector<std::vector<int32_t>> index;
+    std::vector<std::vector<float>> value;
+  };
+  virtual Candidates top_candidates(const Array& decoder_inputs, const std::vector<int64_t>& index, int64_t keep);
   // Row r of the new state is old row rows[r] (expansion for several decodes
   // per example, beam reordering).
   virtual void gather_rows(const std::vector<int64_t>& rows) = 0;
@@ -60,7 +73,9 @@ struct DecodeResult {
 // (DecodeStepFn::greedy_tokens; with rescale_log_probs the logits are not
 // needed for the score).
 // topk and topp are exclusive (throws "[temperature_sample] ..."); masked
-// logits are set to NEG_INF = -1e7. topp keeps the smallest set of tokens
+// logits are set to NEG_INF = -1e7. Top-k sampling at temperature 1 with
+// rescale_log_probs (t5x's defaults) takes its logits from
+// DecodeStepFn::top_candidates: the same tokens and scores, bitwise. topp keeps the smallest set of tokens
 // whose probability reaches topp. rescale_log_probs: the score uses the
 // tempered, masked distribution (t5x's default; greedy decodes score 0, as
 // t5x's); otherwise log_softmax(logits).

@@ -107,6 +107,32 @@ class CachedStep : public DecodeStepFn {
     return gather_if_split(decode_step_tokens(cfg_, p_, cache_, current_tokens(dec_inputs, index), enc_dec_))
         .to_ints();
   }
+  Candidates top_candidates(const Array& dec_inputs, const std::vector<int64_t>& index, int64_t keep) override {
+    NoGradGuard ng;
+    const ScreenedCandidateArrays sc =
+        decode_step_candidates(cfg_, p_, cache_, current_tokens(dec_inputs, index), enc_dec_, keep);
+    const int64_t rows = dec_inputs.dim("batch");
+    const std::vector<float> value =
+        transpose(gather_if_split(sc.value), {"batch", "candidates"}).to_floats();
+    const int64_t width = rows ? int64_t(value.size()) / rows : 0;
+    std::vector<int64_t> at;
+    if (sc.index.valid()) at = transpose(gather_if_split(sc.index), {"batch", "candidates"}).to_ints();
+    Candidates c;
+    c.vocab = sc.vocab;
+    c.index.resize(size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t n = width;  // a screened row ends at its first index -1
+      if (!at.empty()) {
+        n = 0;
+        while (n < width && at[size_t(r * width + n)] >= 0) ++n;
+        for (int64_t i = 0; i < n; ++i) c.index[size_t(r)].push_back(int32_t(at[size_t(r * width + i)]));
+        // A row of every entry: index is implied.
+        if (n == sc.vocab) c.index[size_t(r)].clear();
+      }
+      c.value.emplace_back(value.begin() + r * width, value.begin() + r * width + n);
+    }
+    return c;
+  }
   void gather_rows(const std::vector<int64_t>& rows) override { cache_.gather_rows(rows); }
 
  private:

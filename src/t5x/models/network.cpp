@@ -188,10 +188,18 @@ Array stack_buckets(const T5Config& cfg, const std::string& stack, int64_t len) 
   return nn::relative_position_buckets(len, len, stack == "encoder", cfg.relpos);
 }
 
-// One decode step; with `tokens_only`, greedy decoding's next tokens int32
-// [batch] instead of the logits (decode_step_tokens in network.h).
-Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
-                  const std::string& embedding_name, bool cross, bool tokens_only = false) {
+// What a decode step gives: the logits {f32 [batch, vocab]}, greedy
+// decoding's next tokens {int32 [batch]} (decode_step_tokens), or sampling's
+// top-k candidates {index, value, vocab size (a scalar)}
+// (decode_step_candidates; keep = k).
+struct StepHead {
+  enum Kind { kLogits, kArgmax, kCandidates } kind = kLogits;
+  int64_t keep = 0;
+};
+
+// One decode step, ending in `head`.
+std::vector<Array> decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
+                               const std::string& embedding_name, bool cross, StepHead head = {}) {
   int64_t b = c.batch();
   if (!tokens.valid() || tokens.size() != b)
     throw std::invalid_argument("[decode_step] tokens must be int [batch=" + std::to_string(b) + "]");
@@ -226,21 +234,30 @@ Array decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, cons
     c.self_value[i] = std::move(kv[i].self_value);
   }
   c.index = add(c.index, 1.0);
-  if (tokens_only) {
+  if (head.kind != StepHead::kLogits) {
     // The logits kernel's screen (BaseTransformerModel::decode_params) where
-    // this process holds the whole product; otherwise the logits' argmax.
+    // this process holds the whole product; otherwise the logits.
     auto screen = p.find(std::string(kLogitsScreenName)), bounds = p.find(std::string(kLogitsScreenBoundsName));
     Array xf = reshape(transpose(x.dtype() == DType::f32 ? x : cast(x, DType::f32), {"batch", "length", "embed"}),
                        Shape{{"batch", b}, {"embed", x.dim("embed")}});
     if (!cfg.logits_via_embedding && screen != p.end() && bounds != p.end() && xf.is_fully_local()) {
       const Array& kernel = nn::get(p, "decoder/logits_dense/kernel");
-      if (kernel.is_fully_local() && kernel.shape() == screen->second.shape())
-        return screened_dense_argmax(xf, kernel, LogitsScreen{screen->second, bounds->second});
+      if (kernel.is_fully_local() && kernel.shape() == screen->second.shape()) {
+        const LogitsScreen ls{screen->second, bounds->second};
+        if (head.kind == StepHead::kArgmax) return {screened_dense_argmax(xf, kernel, ls)};
+        ScreenedCandidateArrays cand = screened_dense_candidates(xf, kernel, ls, head.keep);
+        return {cand.index, cand.value, Array::scalar(double(cand.vocab), DType::i32)};
+      }
     }
-    return argmax(logits_from(cfg, p, embedding_name, xf), "vocab");
+    Array logits = transpose(logits_from(cfg, p, embedding_name, xf), {"batch", "vocab"});
+    if (head.kind == StepHead::kArgmax) return {argmax(logits, "vocab")};
+    // Every entry a candidate (no index array).
+    const int64_t n = logits.dim("vocab");
+    return {Array(), rename(logits, {{"vocab", "candidates"}}), Array::scalar(double(n), DType::i32)};
   }
   Array logits = logits_from(cfg, p, embedding_name, x);
-  return reshape(transpose(logits, {"batch", "length", "vocab"}), Shape{{"batch", b}, {"vocab", logits.dim("vocab")}});
+  return {reshape(transpose(logits, {"batch", "length", "vocab"}),
+                  Shape{{"batch", b}, {"vocab", logits.dim("vocab")}})};
 }
 
 DecoderCache empty_cache(const T5Config& cfg, int64_t batch, int64_t max_length) {
@@ -393,17 +410,31 @@ DecoderCache decoder_only_prefill(const T5Config& cfg, const ParamTree& p, const
 }
 
 Array t5_decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens) {
-  return decode_step(cfg, p, c, tokens, "token_embedder/embedding", true);
+  return decode_step(cfg, p, c, tokens, "token_embedder/embedding", true)[0];
 }
 
 Array decoder_only_decode_step(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens) {
-  return decode_step(cfg, p, c, tokens, "decoder/token_embedder/embedding", false);
+  return decode_step(cfg, p, c, tokens, "decoder/token_embedder/embedding", false)[0];
 }
+
+namespace {
+std::vector<Array> decode_step_to(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
+                                  bool encoder_decoder, StepHead head) {
+  return encoder_decoder ? decode_step(cfg, p, c, tokens, "token_embedder/embedding", true, head)
+                         : decode_step(cfg, p, c, tokens, "decoder/token_embedder/embedding", false, head);
+}
+}  // namespace
 
 Array decode_step_tokens(const T5Config& cfg, const ParamTree& p, DecoderCache& c, const Array& tokens,
                          bool encoder_decoder) {
-  return encoder_decoder ? decode_step(cfg, p, c, tokens, "token_embedder/embedding", true, true)
-                         : decode_step(cfg, p, c, tokens, "decoder/token_embedder/embedding", false, true);
+  return decode_step_to(cfg, p, c, tokens, encoder_decoder, {StepHead::kArgmax, 1})[0];
+}
+
+ScreenedCandidateArrays decode_step_candidates(const T5Config& cfg, const ParamTree& p, DecoderCache& c,
+                                               const Array& tokens, bool encoder_decoder, int64_t keep) {
+  if (keep < 1) throw std::invalid_argument("[decode_step_candidates] keep must be >= 1, got " + std::to_string(keep));
+  std::vector<Array> out = decode_step_to(cfg, p, c, tokens, encoder_decoder, {StepHead::kCandidates, keep});
+  return {out[0], out[1], int64_t(out[2].item())};
 }
 
 }  // namespace t5x

@@ -28,6 +28,7 @@
 #include "nn/dropout.h"
 #include "nn/moe.h"
 #include "ops/autodiff.h"
+#include "ops/einsum.h"
 #include "t5x/models/config.h"
 
 namespace t5x {
@@ -112,6 +113,12 @@ Array decoder_only_decode_step(const T5Config& cfg, const ParamTree& params, Dec
 // 8 rows reads the kernel at bf16 width (ops screened_dense_argmax).
 Array decode_step_tokens(const T5Config& cfg, const ParamTree& params, DecoderCache& cache, const Array& tokens,
                          bool encoder_decoder);
+// The same step giving top-k sampling's candidates (keep = k >= 1, else
+// std::invalid_argument): ops screened_dense_candidates's index and value
+// [batch, candidates] on the screen, as decode_step_tokens takes it; without
+// it, every vocabulary entry: no index array and the step's logits.
+ScreenedCandidateArrays decode_step_candidates(const T5Config& cfg, const ParamTree& params, DecoderCache& cache,
+                                               const Array& tokens, bool encoder_decoder, int64_t keep);
 // Where decode_params keeps the logits kernel's screen (make_logits_screen).
 inline constexpr const char* kLogitsScreenName = "decoder/logits_dense/kernel_screen";
 inline constexpr const char* kLogitsScreenBoundsName = "decoder/logits_dense/kernel_screen_bounds";

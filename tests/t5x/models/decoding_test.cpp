@@ -257,14 +257,14 @@ class LogitsOnly : public DecodeStepFn {
   std::unique_ptr<DecodeStepFn> s_;
 };
 
-// How many screened_dense_argmax calls `fn` made (the op profile counts them).
-int64_t screened_calls(const std::function<void()>& fn) {
+// How many `op` calls `fn` made (the op profile counts them).
+int64_t screened_calls(const std::function<void()>& fn, const std::string& op = "screened_dense_argmax") {
   op_profile_enable(true);
   op_profile_reset();
   fn();
   const std::string report = op_profile_report();
   op_profile_enable(false);
-  const size_t at = report.find("screened_dense_argmax");
+  const size_t at = report.find(op);
   if (at == std::string::npos) return 0;
   const size_t line = report.rfind('\n', at) == std::string::npos ? 0 : report.rfind('\n', at) + 1;
   double ms = 0;
@@ -334,6 +334,77 @@ TEST(Decoding, GreedyOnTheLogitsScreenDecodesTheLogitsArgmax) {
     LogitsOnly plain(dm.cached_step_fn(dd, dit, ca, start));
     DecodeResult b = temperature_sample(inputs, start, plain, o);
     EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << b.sequences.to_string();
+  }
+}
+
+// Top-k sampling at temperature 1 (t5x's defaults, and the shipped
+// decoder-only config's topk 40) on decode_params draws from the screen's
+// candidates (decode_step_candidates -> screened_dense_candidates) the same
+// tokens and scores, bitwise, as from the whole logits (a logits-only step),
+// for f32 and bf16, encoder-decoder and decoder-only, 1, 2 and 9 rows, topk
+// 1, 3, 40 and 100 (over a quarter of the vocabulary: whole rows).
+TEST(Decoding, TopKSamplingOnTheLogitsScreenDrawsTheLogitsTokens) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    T5Config c = small_test_config();
+    c.vocab_size = 300;
+    c.dtype = dt;
+    SCOPED_TRACE(dtype_name(dt));
+    const int64_t L = 6;
+    EncoderDecoderModel m(c);
+    const ParamTree p = m.init(prng_key(8));
+    const ParamTree d = m.decode_params(p);
+    for (int64_t topk : {1, 3, 40, 100})
+      for (int64_t batch : {1, 2, 9}) {
+        SCOPED_TRACE("topk " + std::to_string(topk) + " batch " + std::to_string(batch));
+        SamplingOptions o;
+        o.topk = topk;
+        o.eos_id = -1;
+        o.rng = prng_key(31);
+        o.num_decodes = batch == 2 ? 2 : 1;
+        std::vector<int64_t> e(size_t(batch * 5));
+        for (size_t i = 0; i < e.size(); ++i) e[i] = int64_t(2 + (i * 53) % 295);
+        const Array enc = tokens(batch, 5, e), zeros = Array::zeros(Shape{{"batch", batch}, {"length", L}}, DType::i32);
+        DecodeResult a;
+        const int64_t calls = screened_calls(
+            [&] {
+              auto screened = m.cached_step_fn(d, enc, L);
+              a = temperature_sample(zeros, {}, *screened, o);
+            },
+            "screened_dense_candidates");
+        EXPECT_EQ(calls, batch * o.num_decodes <= 8 ? L : 0);
+        LogitsOnly plain(m.cached_step_fn(d, enc, L));
+        const DecodeResult b = temperature_sample(zeros, {}, plain, o);
+        EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << b.sequences.to_string();
+        EXPECT_EQ(a.scores.to_floats(), b.scores.to_floats());
+        std::set<int64_t> distinct;
+        for (int64_t t : a.sequences.to_ints()) distinct.insert(t);
+        EXPECT_GT(distinct.size(), 2u);
+        if (topk > 1) {
+          for (float sc : a.scores.to_floats()) EXPECT_LT(sc, 0.0f);  // drawn, not certain
+        }
+      }
+    DecoderOnlyModel dm(c, LossOptions{}, /*inputs_bidirectional_attention=*/true);
+    const ParamTree dd = dm.decode_params(dm.init(prng_key(9)));
+    Array dit = tokens(2, 8, {0, 5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0});
+    Array ca = tokens(2, 8, {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0});
+    Array inputs = tokens(2, 8, {5, 6, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0});
+    const std::vector<int64_t> start{2, 1};
+    SamplingOptions o;
+    o.topk = 40;
+    o.eos_id = -1;
+    o.rng = prng_key(32);
+    DecodeResult a;
+    EXPECT_GT(screened_calls(
+                  [&] {
+                    auto screened = dm.cached_step_fn(dd, dit, ca, start);
+                    a = temperature_sample(inputs, start, *screened, o);
+                  },
+                  "screened_dense_candidates"),
+              0);
+    LogitsOnly plain(dm.cached_step_fn(dd, dit, ca, start));
+    const DecodeResult b = temperature_sample(inputs, start, plain, o);
+    EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << b.sequences.to_string();
+    EXPECT_EQ(a.scores.to_floats(), b.scores.to_floats());
   }
 }
 
@@ -505,9 +576,51 @@ const std::set<std::string> kKnownSamplingDifferences = {
     "greedy_max_steps0",
 };
 
+// A step whose top_candidates narrows its inner step's logits as a screen
+// may: each row's entries at or above its keep-th largest, plus every
+// `extra`-th other entry (extra 0: none); every `whole`-th row (whole 0:
+// none) gives every entry.
+class Narrowing : public DecodeStepFn {
+ public:
+  Narrowing(DecodeStepFn& inner, int64_t extra, int64_t whole) : in_(inner), extra_(extra), whole_(whole) {}
+  Array logits(const Array& d, const std::vector<int64_t>& i) override { return in_.logits(d, i); }
+  Candidates top_candidates(const Array& d, const std::vector<int64_t>& i, int64_t keep) override {
+    ++calls;
+    const Array lg = transpose(in_.logits(d, i), {"batch", "vocab"});
+    const int64_t R = lg.dim("batch"), V = lg.dim("vocab");
+    const std::vector<float> x = lg.to_floats();
+    Candidates c;
+    c.vocab = V;
+    c.index.resize(size_t(R));
+    for (int64_t r = 0; r < R; ++r) {
+      const float* row = x.data() + r * V;
+      if (whole_ > 0 && r % whole_ == whole_ - 1) {
+        c.value.emplace_back(row, row + V);
+        continue;
+      }
+      std::vector<float> s(row, row + V);
+      const int64_t k = std::min(keep, V);  // keep >= V: every entry, each listed
+      std::nth_element(s.begin(), s.begin() + (k - 1), s.end(), std::greater<float>());
+      c.value.emplace_back();
+      for (int64_t v = 0; v < V; ++v)
+        if (row[v] >= s[size_t(k - 1)] || (extra_ > 0 && v % extra_ == 0)) {
+          c.index[size_t(r)].push_back(int32_t(v));
+          c.value.back().push_back(row[v]);
+        }
+    }
+    return c;
+  }
+  void gather_rows(const std::vector<int64_t>& rows) override { in_.gather_rows(rows); }
+  int calls = 0;
+
+ private:
+  DecodeStepFn& in_;
+  int64_t extra_, whole_;
+};
+
 TEST(Decoding, T5xGoldenTemperatureSample) {
   const json& g = t5x_golden();
-  int cases = 0;
+  int cases = 0, narrowed = 0;
   for (const json& c : g.at("sampling")) {
     const std::string name = c.at("name");
     if (kKnownSamplingDifferences.count(name)) continue;
@@ -527,8 +640,93 @@ TEST(Decoding, T5xGoldenTemperatureSample) {
     TableStep step(g, int64_t(rows.size()));
     expect_t5x(temperature_sample(int_rows(rows), start, step, o), c);
     ++cases;
+    // The same from narrowed candidates (top-k at temperature 1, rescaled:
+    // DecodeStepFn::top_candidates), partial and whole rows.
+    for (int64_t extra : {0, 3}) {
+      TableStep inner(g, int64_t(rows.size()));
+      Narrowing narrowing(inner, extra, /*whole=*/3);
+      expect_t5x(temperature_sample(int_rows(rows), start, narrowing, o), c);
+      narrowed += narrowing.calls > 0;
+    }
   }
   EXPECT_GT(cases, 20);
+  EXPECT_GE(narrowed, 4);  // topk1_t1_rescaled and topk1_3decodes_rescaled, twice each
+}
+
+// A step of fixed pseudo-random logits (vocab V, `shift` added), the same
+// for every decode of an example: row r's logits at position i.
+class RandomLogits : public DecodeStepFn {
+ public:
+  RandomLogits(int64_t batch, int64_t vocab, float shift) : V_(vocab), shift_(shift) {
+    for (int64_t b = 0; b < batch; ++b) ex_.push_back(b);
+  }
+  Array logits(const Array& d, const std::vector<int64_t>& index) override {
+    const int64_t R = d.dim("batch");
+    std::vector<float> out(size_t(R * V_));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v = 0; v < V_; ++v) {
+        const uint64_t h = uint64_t(ex_[size_t(r)] * 7919 + index[size_t(r)] * 104729 + v * 31) * 2654435761u;
+        // Values in steps of 1/8 (ties) over [-4, 4).
+        out[size_t(r * V_ + v)] = float(int64_t((h >> 16) % 64) - 32) / 8.0f + shift_;
+      }
+    return Array::from_vector(Shape{{"batch", R}, {"vocab", V_}}, out);
+  }
+  void gather_rows(const std::vector<int64_t>& rows) override {
+    std::vector<int64_t> ex;
+    for (int64_t r : rows) ex.push_back(ex_[size_t(r)]);
+    ex_ = ex;
+  }
+
+ private:
+  int64_t V_;
+  float shift_;
+  std::vector<int64_t> ex_;
+};
+
+// Top-k sampling at temperature 1 with rescaled scores draws from the step's
+// candidates (top_candidates) the same tokens and scores, bitwise, as from
+// the whole logits: ties at the k-th value, extra candidates, whole rows, and
+// logits near NEG_INF (-1e7, where the masked entries are not negligible and
+// the whole masked rows are rebuilt). Other settings do not ask for
+// candidates.
+TEST(Decoding, TopKFromCandidatesEqualsTheWholeLogits) {
+  const int64_t B = 2, L = 9, V = 50;
+  const Array zeros = Array::zeros(Shape{{"batch", B}, {"length", L}}, DType::i32);
+  for (float shift : {0.0f, -1.0e7f + 500.0f, -1.0e7f + 8.0f})
+    for (int64_t topk : {1, 2, 5, 12, 50, 60})
+      for (int64_t extra : {0, 4})
+        for (int64_t whole : {0, 3}) {
+          SCOPED_TRACE("shift " + std::to_string(shift) + " topk " + std::to_string(topk) + " extra " +
+                       std::to_string(extra) + " whole " + std::to_string(whole));
+          SamplingOptions o;
+          o.topk = topk;
+          o.num_decodes = 2;
+          o.rng = prng_key(23);
+          o.eos_id = -1;
+          RandomLogits plain(B, V, shift), inner(B, V, shift);
+          Narrowing narrowing(inner, extra, whole);
+          const DecodeResult a = temperature_sample(zeros, {}, plain, o);
+          const DecodeResult b = temperature_sample(zeros, {}, narrowing, o);
+          EXPECT_GT(narrowing.calls, 0);
+          EXPECT_TRUE(array_equal(a.sequences, b.sequences)) << a.sequences.to_string() << b.sequences.to_string();
+          EXPECT_EQ(a.scores.to_floats(), b.scores.to_floats());
+          std::set<int64_t> distinct;
+          for (int64_t t : a.sequences.to_ints()) distinct.insert(t);
+          EXPECT_GT(distinct.size(), topk == 1 ? 2u : 5u);
+        }
+  // Not asked: another temperature, topp, raw scores.
+  for (int variant = 0; variant < 3; ++variant) {
+    SamplingOptions o;
+    o.topk = variant == 1 ? 0 : 3;
+    o.topp = variant == 1 ? 0.9 : 0.0;
+    o.temperature = variant == 0 ? 0.7 : 1.0;
+    o.rescale_log_probs = variant != 2;
+    o.eos_id = -1;
+    RandomLogits inner(B, V, 0.0f);
+    Narrowing narrowing(inner, 0, 0);
+    temperature_sample(zeros, {}, narrowing, o);
+    EXPECT_EQ(narrowing.calls, 0) << variant;
+  }
 }
 
 TEST(Decoding, T5xGoldenBeamSearch) {
