@@ -11,7 +11,7 @@
 //   t5x_model_bench --mode train|decode [--model small|tiny] [--batch 8]
 //                   [--inputs 128] [--targets 32] [--steps 5] [--warmup 2]
 //                   [--dtype bfloat16|float32] [--threads N] [--num_kv_heads G]
-//                   [--optimizer adafactor|adamw] [--full-logits]
+//                   [--optimizer adafactor|adamw] [--full-logits] [--topk K]
 //                   [--gin_file F ... --gin.NAME=V ... --gin_search_paths P]
 // --gin_file: the model of a configs/models gin file (read_model_config, as
 // `t5x train` builds it; DROPOUT_RATE = 0.0 unless bound), instead of
@@ -30,6 +30,10 @@
 // (DecodeStepFn::greedy_tokens: the logits kernel read at bf16 width, exact
 // sums for the few candidates); --full-logits computes the whole f32 logits
 // product and its argmax instead (the same tokens; the path before that).
+// --topk K: each decode is temperature_sample's top-k draw at temperature 1
+// (t5x's defaults with topk K: DecodeStepFn::top_candidates, the screen's
+// candidates), a fixed key per decode; with --full-logits, from the whole
+// logits (a step that gives only logits; the same tokens and scores).
 // --optimizer adamw: optax.adamw(weight_decay=0.01) after
 // optax.clip_by_global_norm(1.0), the t5x recipe for AdamW, instead of
 // base.gin's Adafactor (training only).
@@ -72,6 +76,19 @@ struct Options {
   bool malloc_tuning = true;
   std::string optimizer = "adafactor";
   bool full_logits = false;
+  int64_t topk = 0;
+};
+
+// A step that gives only logits: DecodeStepFn's default greedy_tokens and
+// top_candidates, from the whole logits.
+class LogitsOnly : public t5x::DecodeStepFn {
+ public:
+  explicit LogitsOnly(t5x::DecodeStepFn& s) : s_(s) {}
+  t5x::Array logits(const t5x::Array& d, const std::vector<int64_t>& i) override { return s_.logits(d, i); }
+  void gather_rows(const std::vector<int64_t>& rows) override { s_.gather_rows(rows); }
+
+ private:
+  t5x::DecodeStepFn& s_;
 };
 
 [[noreturn]] void usage(const char* argv0) {
@@ -79,6 +96,7 @@ struct Options {
                "usage: %s --mode train|decode [--model small|tiny] [--batch N] [--inputs N] [--targets N]\n"
                "          [--steps N] [--warmup N] [--dtype bfloat16|float32] [--threads N]\n"
                "          [--num_kv_heads G] [--no-malloc-tuning] [--optimizer adafactor|adamw] [--full-logits]\n"
+               "          [--topk K]\n"
                "          [--gin_file F ... [--gin.NAME=V ...] [--gin_search_paths P]] (instead of --model)\n",
                argv0);
   std::exit(2);
@@ -258,6 +276,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-malloc-tuning") o.malloc_tuning = false;
     else if (a == "--optimizer") o.optimizer = next();
     else if (a == "--full-logits") o.full_logits = true;
+    else if (a == "--topk") o.topk = std::stoll(next());
     else usage(argv[0]);
   }
   if ((o.mode != "train" && o.mode != "decode") || o.steps < 1) usage(argv[0]);
@@ -365,10 +384,11 @@ int main(int argc, char** argv) {
     // for all its batches (reported apart, as ms_decode_params).
     const auto tp = Clock::now();
     const t5x::ParamTree decode_params = model.decode_params(params);
-    char b[96];
+    char b[128];
     std::snprintf(b, sizeof b, ",\"ms_decode_params\":%.2f,\"greedy\":\"%s\"",
                   std::chrono::duration<double, std::milli>(Clock::now() - tp).count(),
-                  o.full_logits ? "full_logits" : "greedy_tokens");
+                  o.topk > 0 ? (o.full_logits ? "topk_full_logits" : "topk_candidates")
+                  : o.full_logits ? "full_logits" : "greedy_tokens");
     extra_json = b;
     for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
       t5x::Array enc = random_tokens(rng, o.batch, o.inputs, cfg.vocab_size);
@@ -377,7 +397,17 @@ int main(int argc, char** argv) {
       const double c0 = cpu_seconds();
       auto step = model.cached_step_fn(decode_params, enc, o.targets);
       std::vector<int64_t> in(size_t(o.batch * o.targets), 0);
-      for (int64_t t = 0; t < o.targets; ++t) {
+      if (o.topk > 0) {
+        t5x::SamplingOptions so;
+        so.topk = o.topk;
+        so.eos_id = -1;
+        so.rng = t5x::prng_key(s);
+        const t5x::Array zeros = t5x::Array::from_ints(t5x::Shape{{"batch", o.batch}, {"length", o.targets}}, in,
+                                                       t5x::DType::i32);
+        LogitsOnly plain(*step);
+        t5x::temperature_sample(zeros, {}, o.full_logits ? static_cast<t5x::DecodeStepFn&>(plain) : *step, so);
+      }
+      for (int64_t t = 0; o.topk == 0 && t < o.targets; ++t) {
         t5x::Array inputs = t5x::Array::from_ints(t5x::Shape{{"batch", o.batch}, {"length", o.targets}}, in,
                                                   t5x::DType::i32);
         const std::vector<int64_t> at(size_t(o.batch), t);
