@@ -89,13 +89,18 @@ std::vector<int64_t> input_rows(const Array& inputs, int64_t& batch, int64_t& le
   return transpose(gather_if_split(inputs), {"batch", "length"}).to_ints();
 }
 
+// The k-th largest of m[0, n) (1 <= k <= n).
+float kth_largest(const float* m, int64_t n, int64_t k) {
+  std::vector<float> s(m, m + n);
+  std::nth_element(s.begin(), s.begin() + (k - 1), s.end(), std::greater<float>());
+  return s[size_t(k - 1)];
+}
+
 // Tempered, top-k / top-p masked logits of a row (m from x, V values).
 void mask_row(const SamplingOptions& o, int64_t V, float* m, const float* x) {
   for (int64_t v = 0; v < V; ++v) m[v] = float(double(x[v]) / o.temperature);
   if (o.topk > 0 && o.topk < V) {
-    std::vector<float> s(m, m + V);
-    std::nth_element(s.begin(), s.begin() + (o.topk - 1), s.end(), std::greater<float>());
-    float kth = s[size_t(o.topk - 1)];
+    const float kth = kth_largest(m, V, o.topk);
     for (int64_t v = 0; v < V; ++v)
       if (m[v] < kth) m[v] = float(kNegInf);
   } else if (o.topp > 0.0) {
@@ -166,9 +171,7 @@ CandidateDraw draw_from_candidates(const DecodeStepFn::Candidates& c, const Samp
       throw std::invalid_argument("[decoding] step function's top_candidates row " + std::to_string(r) +
                                   " has " + std::to_string(x.size()) + " entries, fewer than topk " +
                                   std::to_string(o.topk));
-    std::vector<float> sorted(x);
-    std::nth_element(sorted.begin(), sorted.begin() + (o.topk - 1), sorted.end(), std::greater<float>());
-    const float kth = kth_of[size_t(r)] = sorted[size_t(o.topk - 1)];
+    const float kth = kth_of[size_t(r)] = kth_largest(x.data(), int64_t(x.size()), o.topk);
     float top = -std::numeric_limits<float>::infinity();
     for (size_t i = 0; i < ix.size(); ++i) {
       sparse = sparse && std::isfinite(x[i]);
@@ -330,14 +333,10 @@ DecodeResult temperature_sample(const Array& inputs, const std::vector<int64_t>&
     // The sampled token's log-probability under the scored distribution.
     auto log_prob = [&](int64_t r, int64_t tok) {
       if (!kept_at.empty()) {  // the kept entries; the rest add exact zeros
+        const std::vector<int64_t>& at = kept_at[size_t(r)];
         const std::vector<float>& x = kept[size_t(r)];
-        double mx = -std::numeric_limits<double>::infinity(), sum = 0, at = 0;
-        for (float v : x) mx = std::max(mx, double(v));
-        for (size_t i = 0; i < x.size(); ++i) {
-          sum += std::exp(double(x[i]) - mx);
-          if (kept_at[size_t(r)][i] == tok) at = double(x[i]);
-        }
-        return at - (mx + std::log(sum));
+        const size_t i = size_t(std::lower_bound(at.begin(), at.end(), tok) - at.begin());
+        return double(x[i]) - row_logsumexp(x.data(), int64_t(x.size()));
       }
       const float* x = (o.rescale_log_probs ? masked.data() : lg.data()) + r * V;
       return double(x[tok]) - row_logsumexp(x, V);
