@@ -507,16 +507,32 @@ const json& t5x_golden() {
 // logits[r] = T1[i, seq[r, i]] + T2[(sum_{j <= i} seq[r, j] + ex[r]) % H]
 // with i = min(index[r], length - 1), float32 like the script; ex[r] (the
 // row's example) follows gather_rows as t5x's cache follows its beams.
-class TableStep : public DecodeStepFn {
+// A step that tracks which example each row decodes (ex_), through
+// gather_rows.
+class ExampleRows : public DecodeStepFn {
+ public:
+  explicit ExampleRows(int64_t batch) {
+    for (int64_t b = 0; b < batch; ++b) ex_.push_back(b);
+  }
+  void gather_rows(const std::vector<int64_t>& rows) override {
+    std::vector<int64_t> ex;
+    for (int64_t r : rows) ex.push_back(ex_[size_t(r)]);
+    ex_ = ex;
+  }
+
+ protected:
+  std::vector<int64_t> ex_;
+};
+
+class TableStep : public ExampleRows {
  public:
   TableStep(const json& g, int64_t batch)
-      : t1_(g.at("t1").get<std::vector<float>>()),
+      : ExampleRows(batch),
+        t1_(g.at("t1").get<std::vector<float>>()),
         t2_(g.at("t2").get<std::vector<float>>()),
         V_(g.at("vocab").get<int64_t>()),
         P_(g.at("positions").get<int64_t>()),
-        H_(g.at("hash_buckets").get<int64_t>()) {
-    for (int64_t b = 0; b < batch; ++b) ex_.push_back(b);
-  }
+        H_(g.at("hash_buckets").get<int64_t>()) {}
   Array logits(const Array& decoder_inputs, const std::vector<int64_t>& index) override {
     const int64_t R = decoder_inputs.dim("batch"), L = decoder_inputs.dim("length");
     const auto d = transpose(decoder_inputs, {"batch", "length"}).to_ints();
@@ -533,16 +549,10 @@ class TableStep : public DecodeStepFn {
     }
     return Array::from_vector(Shape{{"batch", R}, {"vocab", V_}}, out);
   }
-  void gather_rows(const std::vector<int64_t>& rows) override {
-    std::vector<int64_t> ex;
-    for (int64_t r : rows) ex.push_back(ex_[size_t(r)]);
-    ex_ = ex;
-  }
 
  private:
   std::vector<float> t1_, t2_;
   int64_t V_, P_, H_;
-  std::vector<int64_t> ex_;
 };
 
 // sequences [batch][decodes][length] and scores (flat, batch-major) as t5x's.
@@ -655,11 +665,9 @@ TEST(Decoding, T5xGoldenTemperatureSample) {
 
 // A step of fixed pseudo-random logits (vocab V, `shift` added), the same
 // for every decode of an example: row r's logits at position i.
-class RandomLogits : public DecodeStepFn {
+class RandomLogits : public ExampleRows {
  public:
-  RandomLogits(int64_t batch, int64_t vocab, float shift) : V_(vocab), shift_(shift) {
-    for (int64_t b = 0; b < batch; ++b) ex_.push_back(b);
-  }
+  RandomLogits(int64_t batch, int64_t vocab, float shift) : ExampleRows(batch), V_(vocab), shift_(shift) {}
   Array logits(const Array& d, const std::vector<int64_t>& index) override {
     const int64_t R = d.dim("batch");
     std::vector<float> out(size_t(R * V_));
@@ -671,16 +679,10 @@ class RandomLogits : public DecodeStepFn {
       }
     return Array::from_vector(Shape{{"batch", R}, {"vocab", V_}}, out);
   }
-  void gather_rows(const std::vector<int64_t>& rows) override {
-    std::vector<int64_t> ex;
-    for (int64_t r : rows) ex.push_back(ex_[size_t(r)]);
-    ex_ = ex;
-  }
 
  private:
   int64_t V_;
   float shift_;
-  std::vector<int64_t> ex_;
 };
 
 // Top-k sampling at temperature 1 with rescaled scores draws from the step's
