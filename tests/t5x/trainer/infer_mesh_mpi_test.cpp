@@ -7,7 +7,8 @@
 // logical-axis layout gives, e.g. 25% on (2,2) with 2-D partitioning), and
 // the KV cache of a decode step is split as its layout says (batch over
 // 'data', heads over 'model'). `t5x eval` and the inference evaluation
-// during training on (2,2) write one process's metrics and predictions.
+// during training on (2,2) write one process's metrics and predictions. Top-k
+// sampling on the three meshes predicts one process's tokens.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -137,6 +138,50 @@ TEST(InferMesh, PredictAndScoreEqualOneProcessWithShardedParameters) {
       EXPECT_FALSE(std::filesystem::exists(dir + "/gpl3_lines_copy-predict.jsonl-00001-of-00002"));
       testing::expect_same_infer_files(testing::read_infer_files(dir), ref);
     }
+}
+
+// Top-k sampling (temperature_sample, topk 3 at temperature 1: the draw from
+// the step's candidates) on (2,1), (1,2) and (2,2) predicts one process's
+// tokens: the draw is of the global batch, so it does not depend on the
+// mesh. Batches of 4 rows, which every mesh here holds without padding (a
+// padded batch is another draw: the noise's layout follows the row count).
+TEST(InferMesh, TopKSamplingPredictsOneProcessTokens) {
+  ASSERT_EQ(g_world->size(), 4) << "run under mpiexec -np 4";
+  (void)trained_dir();
+  auto config = [](const std::string& out, int64_t num_partitions) {
+    auto b = bindings(num_partitions, 1);
+    b.push_back("BATCH_SIZE = 4");
+    b.push_back("models.EncoderDecoderModel.decode_fn = @decoding.temperature_sample");
+    b.push_back("decoding.temperature_sample.topk = 3");
+    b.push_back("INFER_OUTPUT_DIR = '" + out + "'");
+    b.push_back("infer_script.infer.mode = 'predict'");
+    return read_infer_config(testing::tiny_config(b, "configs/runs/infer.gin"));
+  };
+  const std::string file = "/gpl3_lines_copy-predict.jsonl-00000-of-00001";
+  const std::string own = testing::temp_dir("infer_mesh_topk_ref");
+  std::vector<nlohmann::json> ref;
+  if (g_world->rank() == 0) {
+    run_infer(config(own, 1), single());
+    ref = testing::read_jsonl(own + file);
+  }
+  std::shared_ptr<Communicator> halves = g_world->split(g_world->rank() / 2, g_world->rank());
+  for (Mesh2 m : {Mesh2{2, 1}, Mesh2{1, 2}, Mesh2{2, 2}}) {
+    SCOPED_TRACE("mesh (" + std::to_string(m.data) + "," + std::to_string(m.model) + ")");
+    const bool whole = m.data * m.model == 4;
+    std::shared_ptr<Communicator> world = whole ? g_world : halves;
+    const std::string dir = testing::shared_temp_dir(
+        *world, "infer_mesh_topk_" + std::to_string(m.data) + std::to_string(m.model) +
+                    (whole ? "" : "h" + std::to_string(g_world->rank() / 2)));
+    const InferRunConfig c = config(dir, m.model);
+    const Distributed d = Distributed::create(c.partitioner, world);
+    ASSERT_EQ(d.num_data_shards, m.data);
+    run_infer(c, d);
+    world->barrier();
+    if (g_world->rank() == 0) {
+      ASSERT_EQ(ref.size(), 20u);
+      EXPECT_EQ(testing::read_jsonl(dir + file), ref);
+    }
+  }
 }
 
 // `t5x eval` on (2,2): every process decodes its rows; the metrics are one process's.
