@@ -341,9 +341,19 @@ bool is_vocab_embed(const Array& a, DType dtype) {
   return a.valid() && a.rank() == 2 && a.names()[0] == "vocab" && a.names()[1] == "embed" && a.dtype() == dtype;
 }
 
-// kernel [vocab, embed] f32 (validated) -> screen, bounds. For decoding, not
-// differentiated (no cotangent for the kernel).
-class MakeLogitsScreen final : public Primitive {
+// The decoding primitives below: not differentiated (no cotangent for any
+// input), so nothing saved for a vjp.
+class DecodeOnly : public Primitive {
+ public:
+  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<bool>&) override {
+    return std::vector<Array>(inputs.size());
+  }
+  bool saves_inputs() const override { return false; }
+};
+
+// kernel [vocab, embed] f32 (validated) -> screen, bounds.
+class MakeLogitsScreen final : public DecodeOnly {
  public:
   const char* name() const override { return "make_logits_screen"; }
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
@@ -354,17 +364,12 @@ class MakeLogitsScreen final : public Primitive {
     kernels::cpu::logits_screen(v, e, k.data<float>(), screen.raw_data(), bounds.data<float>());
     return {screen, bounds};
   }
-  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<bool>&) override {
-    return std::vector<Array>(inputs.size());
-  }
-  bool saves_inputs() const override { return false; }
 };
 
 // Inputs x [batch, embed], kernel, screen, bounds (validated); int32 [batch].
-// Not differentiable (an integer output); no sharded rule (the default's
-// error: the screen is of one process's whole kernel).
-class ScreenedDenseArgmax final : public Primitive {
+// No sharded rule (the default's error: the screen is of one process's whole
+// kernel); the same for the candidates below.
+class ScreenedDenseArgmax final : public DecodeOnly {
  public:
   const char* name() const override { return "screened_dense_argmax"; }
   std::vector<Array> eval_cpu(const std::vector<Array>& in) override {
@@ -376,17 +381,12 @@ class ScreenedDenseArgmax final : public Primitive {
                                   s.raw_data(), b.data<float>(), out.data<int32_t>());
     return {out};
   }
-  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<bool>&) override {
-    return std::vector<Array>(inputs.size());
-  }
-  bool saves_inputs() const override { return false; }
 };
 
 // Inputs x [batch, embed], kernel, screen, bounds (validated); outputs index
 // int32 and value f32 [batch, candidates], each row's candidates first, then
 // index -1 and value -inf up to the longest row's count.
-class ScreenedDenseCandidates final : public Primitive {
+class ScreenedDenseCandidates final : public DecodeOnly {
  public:
   explicit ScreenedDenseCandidates(int64_t keep) : keep_(keep) {}
   const char* name() const override { return "screened_dense_candidates"; }
@@ -413,11 +413,6 @@ class ScreenedDenseCandidates final : public Primitive {
     }
     return {index, value};
   }
-  std::vector<Array> vjp(const std::vector<Array>& inputs, const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<bool>&) override {
-    return std::vector<Array>(inputs.size());
-  }
-  bool saves_inputs() const override { return false; }
 
  private:
   int64_t keep_;
