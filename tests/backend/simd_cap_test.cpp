@@ -27,8 +27,12 @@ TEST(SimdCap, TheCapNamesTheTargetThatRuns) {
       simd_init();
       FAIL() << "T5X_CPU_ISA=bogus was accepted";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("T5X_CPU_ISA='bogus' is not a CPU target; use one of avx512, avx2"),
-                std::string::npos)
+#if defined(__x86_64__)
+      const std::string names = "use one of avx512, avx2, sse4, ssse3, emu128";
+#else
+      const std::string names = "use one of neon, emu128";
+#endif
+      EXPECT_NE(std::string(e.what()).find("T5X_CPU_ISA='bogus' is not a CPU target; " + names), std::string::npos)
           << e.what();
     }
     return;
@@ -41,16 +45,16 @@ TEST(SimdCap, TheCapNamesTheTargetThatRuns) {
   }
   EXPECT_EQ(simd_cap(), cap);
   // The cap is the best target left (this CPU has each capped one: the test
-  // runs only on x86-64 CPUs with AVX2).
+  // runs on x86-64 CPUs with AVX2 and on aarch64, where NEON is baseline).
   // emu128 caps at the portable fallback, which Highway 1.0.3 compiles as
   // SCALAR (one lane) and later versions as EMU128.
-  std::string want = cap == "avx2" ? "AVX2" : cap == "sse4" ? "SSE4" : "?";
+  std::string want = cap == "avx2" ? "AVX2" : cap == "sse4" ? "SSE4" : cap == "neon" ? "NEON" : "?";
   if (cap == "emu128") want = simd_target() == "SCALAR" ? "SCALAR" : "EMU128";
   EXPECT_EQ(simd_target(), want);
   EXPECT_EQ(best, want);
   // oneDNN follows the cap (unless ONEDNN_MAX_CPU_ISA says otherwise), even
   // when a product is the first thing that runs.
-  if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) {
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr && cap != "neon") {
     GemmShape g;
     g.m = g.n = g.k = 8;
     std::vector<float> a(64, 1.f), b(64, 0.5f), c(64);
@@ -58,7 +62,11 @@ TEST(SimdCap, TheCapNamesTheTargetThatRuns) {
     EXPECT_EQ(c[0], 4.f);
     const std::string onednn = cpu_info().onednn_isa;
     if (cap == "avx2") { EXPECT_EQ(onednn, "avx2"); }
+#if defined(__x86_64__)
     if (cap == "sse4" || cap == "emu128") { EXPECT_EQ(onednn, "sse41"); }
+#else
+    EXPECT_EQ(onednn, "aarch64");  // oneDNN has no cap on ARM
+#endif
   }
   // And the kernels run there, also after everything that asks which
   // targets exist (Highway 1.0.3's SupportedTargets() used to point the

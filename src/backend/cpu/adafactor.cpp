@@ -494,6 +494,9 @@ void adafactor_unfactored(int64_t nb, int64_t n, const kernels::AdafactorScalars
 }  // namespace t5x::cpu
 
 namespace t5x::kernels::cpu {
+// T5X_DISPATCH names the per-target namespaces (N_AVX2::, or on a one-target
+// build such as aarch64's N_NEON:: alone) unqualified: they live in t5x::cpu.
+using namespace ::t5x::cpu;  // NOLINT(google-build-using-namespace)
 
 void adafactor_factored_update(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
                                float* v_row, float* v_col, float* m) {
@@ -510,32 +513,32 @@ void adafactor_unfactored_update(int64_t nb, int64_t n, const AdafactorScalars& 
 void adafactor_factored_stats(const FactoredLayout& l, const AdafactorScalars& s, const float* param,
                               const float* grad, double* psum, double* row_sums, double* col_sums) {
   if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
-  T5X_DISPATCH(t5x::cpu::AdafactorFactoredStats)(l, s, param, grad, psum, row_sums, col_sums);
+  T5X_DISPATCH(AdafactorFactoredStats)(l, s, param, grad, psum, row_sums, col_sums);
 }
 
 void adafactor_factored_clip_sums(const FactoredLayout& l, const AdafactorScalars& s, const float* grad,
                                   const float* row_factor, const float* col_factor, double* ysum) {
   if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
-  T5X_DISPATCH(t5x::cpu::AdafactorFactoredClipSums)(l, s, grad, row_factor, col_factor, ysum);
+  T5X_DISPATCH(AdafactorFactoredClipSums)(l, s, grad, row_factor, col_factor, ysum);
 }
 
 void adafactor_factored_apply(const FactoredLayout& l, const AdafactorScalars& s, float* param, const float* grad,
                               const float* row_factor, const float* col_factor, const float* scale,
                               const float* denom, float* m) {
   if (l.nb <= 0 || l.n_outer <= 0 || l.n_inner <= 0) return;
-  T5X_DISPATCH(t5x::cpu::AdafactorFactoredApply)(l, s, param, grad, row_factor, col_factor, scale, denom, m);
+  T5X_DISPATCH(AdafactorFactoredApply)(l, s, param, grad, row_factor, col_factor, scale, denom, m);
 }
 
 void adafactor_unfactored_stats(int64_t nb, int64_t n, const AdafactorScalars& s, const float* param,
                                 const float* grad, float* v, double* psum, double* ysum) {
   if (nb <= 0 || n <= 0) return;
-  T5X_DISPATCH(t5x::cpu::AdafactorUnfactoredStats)(nb, n, s, param, grad, v, psum, ysum);
+  T5X_DISPATCH(AdafactorUnfactoredStats)(nb, n, s, param, grad, v, psum, ysum);
 }
 
 void adafactor_unfactored_apply(int64_t nb, int64_t n, const AdafactorScalars& s, float* param, const float* grad,
                                 const float* v, const float* scale, const float* denom, float* m) {
   if (nb <= 0 || n <= 0) return;
-  T5X_DISPATCH(t5x::cpu::AdafactorUnfactoredApply)(nb, n, s, param, grad, v, scale, denom, m);
+  T5X_DISPATCH(AdafactorUnfactoredApply)(nb, n, s, param, grad, v, scale, denom, m);
 }
 
 }  // namespace t5x::kernels::cpu

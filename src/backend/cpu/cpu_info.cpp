@@ -9,6 +9,9 @@ namespace t5x::cpu {
 namespace {
 
 const char* isa_name(dnnl::cpu_isa isa) {
+#if defined(__aarch64__)
+  return "aarch64";  // oneDNN 2.6 names only x86 ISAs
+#endif
   switch (isa) {
     case dnnl::cpu_isa::sse41: return "sse41";
     case dnnl::cpu_isa::avx: return "avx";
@@ -23,6 +26,9 @@ const char* isa_name(dnnl::cpu_isa isa) {
 }
 
 const char* gemm_vector(dnnl::cpu_isa isa) {
+#if defined(__aarch64__)
+  return "neon";
+#endif
   switch (isa) {
     case dnnl::cpu_isa::avx512_core:
     case dnnl::cpu_isa::avx512_core_vnni:

@@ -19,7 +19,7 @@ struct CpuInfo {
   std::string kernels_cap;     // T5X_CPU_ISA as given (lower case), "" when unset
   std::string onednn_isa;      // oneDNN's effective ISA after any cap, e.g. "avx2", "avx512_core_amx"
   std::string onednn_version;  // "2.6.3"
-  std::string gemm_vector;     // "avx512" | "avx2" | "sse": the fp32 FMA width of oneDNN's products
+  std::string gemm_vector;     // "avx512" | "avx2" | "sse" | "neon": the fp32 FMA width of the products
   bool bf16_native = false;    // gemm_bf16_native()
   std::string f32_kernel;      // gemm_kernel(false): "packed" | "oneDNN"
   std::string bf16_kernel;     // gemm_kernel(true): "packed" | "oneDNN" | "oneDNN via f32"

@@ -35,16 +35,27 @@ namespace {
 struct Cap {
   const char* name;
   int64_t target;
-  dnnl::cpu_isa onednn;
+  dnnl::cpu_isa onednn;  // x86 only: oneDNN's own cap to match
 };
 
-// Best first. avx512 needs F+BW+DQ+VL (Skylake-SP, Zen 4 and later).
+// Best first.
+#if HWY_ARCH_X86
+// avx512 needs F+BW+DQ+VL (Skylake-SP, Zen 4 and later).
 const Cap kCaps[] = {
     {"avx512", HWY_AVX3, dnnl::cpu_isa::avx512_core}, {"avx3", HWY_AVX3, dnnl::cpu_isa::avx512_core},
     {"avx2", HWY_AVX2, dnnl::cpu_isa::avx2},          {"sse4", HWY_SSE4, dnnl::cpu_isa::sse41},
     {"ssse3", HWY_SSSE3, dnnl::cpu_isa::sse41},       {"emu128", HWY_EMU128, dnnl::cpu_isa::sse41},
     {"scalar", HWY_EMU128, dnnl::cpu_isa::sse41},
 };
+const char kCapNames[] = "avx512, avx2, sse4, ssse3, emu128";
+#else
+// aarch64 (and other builds): the kernels' targets; oneDNN keeps its own.
+const Cap kCaps[] = {
+    {"neon", HWY_NEON, dnnl::cpu_isa::all}, {"emu128", HWY_EMU128, dnnl::cpu_isa::all},
+    {"scalar", HWY_EMU128, dnnl::cpu_isa::all},
+};
+const char kCapNames[] = "neon, emu128";
+#endif
 
 std::string g_cap;
 // The targets dispatch may choose (after the cap), read once. Highway 1.0.3's
@@ -74,12 +85,12 @@ void apply_cap() {
     // Disable every target better than the cap (lower bits are better).
     hwy::DisableTargets(c.target - 1);
     g_supported = update_dispatch();
-    if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) dnnl::set_max_cpu_isa(c.onednn);
+    if (HWY_ARCH_X86 && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr) dnnl::set_max_cpu_isa(c.onednn);
     return;
   }
   throw std::invalid_argument("T5X_CPU_ISA='" + std::string(v) +
-                              "' is not a CPU target; use one of avx512, avx2, sse4, ssse3, emu128 "
-                              "(or unset it for the best this CPU has)");
+                              "' is not a CPU target; use one of " + kCapNames +
+                              " (or unset it for the best this CPU has)");
 }
 
 }  // namespace
