@@ -13,6 +13,8 @@
 #   SHARE_CACHES=0  do not share this machine's ccache and pip download cache
 #                   (default 1: a cold build takes ~20 min on 2 cores)
 #   KEEP=1          leave ROOT in place afterwards (default: removed on success)
+#   ARM64=1         then also scripts/arm64.sh (CI's ARM leg: the CPU backend's
+#                   tests cross-compiled for aarch64, run under qemu-user)
 # What the chroot gets from this machine besides the clone: its network
 # settings (resolver, apt sources and options, trusted CA certificates, pip
 # configuration), which belong to the machine, not to the project; and, with
@@ -137,11 +139,20 @@ stage_begin "README command 2: scripts/test.sh"
 in_chroot "scripts/test.sh < /dev/null" 2>&1 | tee /tmp/t5x-fresh-test.log
 stage_end "scripts/test.sh (venv, build of the tests, ctest)"
 
+if [[ "${ARM64:-0}" == 1 ]]; then
+  stage_begin "scripts/arm64.sh (CI's ARM leg)"
+  in_chroot "scripts/arm64.sh < /dev/null" 2>&1 | tee /tmp/t5x-fresh-arm64.log
+  stage_end "scripts/arm64.sh (cross build, qemu-user ctest)"
+fi
+
 echo
 echo "Fresh Debian 12 chroot ($ROOT, $checked, $(nproc) cores):"
 printf '  %s\n' "${times[@]}"
 echo "  demo stages (their start, seconds from the demo's start):"
 sed 's/^/    /' /tmp/t5x-fresh-demo-stages.txt
 grep -E 'tests passed|tests failed' /tmp/t5x-fresh-test.log | sed 's/^/  ctest: /' || true
+if [[ "${ARM64:-0}" == 1 ]]; then
+  grep -E 'tests passed|tests failed' /tmp/t5x-fresh-arm64.log | sed 's/^/  ctest (aarch64): /' || true
+fi
 if [[ "${KEEP:-0}" != 1 ]]; then cleanup; mounts=(); remove_root; fi
 echo "check_fresh_machine.sh: both README commands passed"
