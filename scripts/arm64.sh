@@ -50,11 +50,12 @@ for so in /usr/lib/aarch64-linux-gnu/libdnnl.so.*; do ln -sf "$so" "$lib/"; done
 # (the cross toolchain's own libc in /usr/aarch64-linux-gnu is another
 # version, and mixing the two hangs the first thread that starts).
 export QEMU_LD_PREFIX=/
-if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
-  [[ -e /proc/sys/fs/binfmt_misc/register ]] ||
-    $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+# (In a chroot binfmt_misc may be unmounted while the kernel already holds the
+# entry: mount first, then register only what is missing.)
+[[ -e /proc/sys/fs/binfmt_misc/register ]] ||
+  $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+[[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]] ||
   $SUDO sh -c 'cat /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register'
-fi
 [[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]] || {
   echo "[arm64] could not register qemu-aarch64 with binfmt_misc (/proc/sys/fs/binfmt_misc)" >&2
   exit 1
