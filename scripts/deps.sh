@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages t5x.cpp builds and runs with, when missing.
-# Usage: scripts/deps.sh [--data] [--fuzz]
+# Usage: scripts/deps.sh [--data] [--fuzz] [--arm64]
 #   --data adds the corpora and tools of the main job;
-#   --fuzz adds clang and its libFuzzer / sanitizer runtimes (scripts/fuzz.sh).
+#   --fuzz adds clang and its libFuzzer / sanitizer runtimes (scripts/fuzz.sh);
+#   --arm64 adds the aarch64 cross build of scripts/arm64.sh: dpkg's arm64
+#     architecture, the cross compiler, qemu-user and the :arm64 libraries,
+#     and oneDNN's arm64 -dev package unpacked into the user's cache.
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
@@ -20,21 +23,48 @@ pkgs=(cmake g++ make ccache pkg-config
       libopenmpi-dev openmpi-bin iproute2 libjemalloc-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-venv python3-dev pybind11-dev)
+arm64=0
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq) ;;
     --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
-    *) echo "usage: scripts/deps.sh [--data] [--fuzz]" >&2; exit 64 ;;
+    # Two -dev packages cannot sit beside their amd64 versions, which the
+    # native build needs: of jemalloc only the library is taken, and
+    # libdnnl-dev (the two dnnl_config.h differ) is unpacked below.
+    --arm64) arm64=1
+             pkgs+=(g++-aarch64-linux-gnu qemu-user qemu-user-binfmt
+                    libhwy-dev:arm64 libgtest-dev:arm64 libdnnl2:arm64 libfftw3-dev:arm64
+                    libjemalloc2:arm64 libgomp1:arm64 libstdc++6:arm64) ;;
+    *) echo "usage: scripts/deps.sh [--data] [--fuzz] [--arm64]" >&2; exit 64 ;;
   esac
 done
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+if ((arm64)) && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  echo "[deps] dpkg --add-architecture arm64"
+  $SUDO dpkg --add-architecture arm64
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "[deps] installing: ${missing[*]}"
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # --no-remove: never trade an amd64 package the native build needs for its
+  # arm64 twin.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends --no-remove "${missing[@]}"
+fi
+if ((arm64)); then
+  dnnl=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp/arm64-dnnl
+  lib=$dnnl/usr/lib/aarch64-linux-gnu
+  if [[ ! -f $lib/cmake/dnnl/dnnl-config.cmake ]]; then
+    tmp=$(mktemp -d)
+    chmod 777 "$tmp"  # apt-get download runs as _apt where it can
+    (cd "$tmp" && apt-get download -qq libdnnl-dev:arm64)
+    mkdir -p "$dnnl"
+    dpkg -x "$tmp"/libdnnl-dev_*_arm64.deb "$dnnl"
+    rm -rf "$tmp"
+  fi
+  for so in /usr/lib/aarch64-linux-gnu/libdnnl.so.*; do ln -sf "$so" "$lib/"; done
 fi
