@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The CPU backend and the layers on it on 64-bit ARM. Cross-compiles src/core,
-# backend, ops, mesh, spmd and nn with their tests for aarch64 (Debian's
-# g++-aarch64-linux-gnu and :arm64 libraries) and runs the tests under
-# qemu-user: every SIMD kernel on NEON and on the portable EMU128 target, the
-# targets agreeing bitwise, as on x86; the op layer with its autodiff and
-# fused ops; the mesh and its simulated communicator; the layers and MoE.
+# The CPU backend, the layers on it and the data pipeline on 64-bit ARM.
+# Cross-compiles src/core, backend, ops, mesh, spmd, nn and seqio with their
+# tests for aarch64 (Debian's g++-aarch64-linux-gnu and :arm64 libraries) and
+# runs the tests under qemu-user: every SIMD kernel on NEON and on the portable
+# EMU128 target, the targets agreeing bitwise, as on x86; the op layer with
+# its autodiff and fused ops; the mesh and its simulated communicator; the
+# layers and MoE; seqio's Tasks, Mixtures, vocabularies, preprocessors,
+# feature converters, metrics and cache.
 # Usage: scripts/arm64.sh [build-dir]    (default build-arm64)
 # Needs Debian 12 (multiarch) and root or sudo: for apt, and to register
 # qemu-aarch64 with binfmt_misc (gtest's death tests re-execute the binary).
-# Not built here: MPI (the distributed tests), models, data and the programs,
-# whose :arm64 -dev packages (SentencePiece, OpenMPI, ...) are not all
-# co-installable with the amd64 ones the native build needs.
+# Not built here: MPI (the distributed tests), src/t5x (models, checkpoints,
+# trainer) and the programs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-arm64}
@@ -18,7 +19,10 @@ SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO="sudo"
 
 scripts/deps.sh --arm64
-lib=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp/arm64-dnnl/usr/lib/aarch64-linux-gnu  # (deps.sh --arm64)
+# oneDNN's and SentencePiece's -dev packages, unpacked by deps.sh --arm64.
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp
+lib=$cache/arm64-dnnl/usr/lib/aarch64-linux-gnu
+export PKG_CONFIG_PATH=$cache/arm64-sentencepiece/usr/lib/aarch64-linux-gnu/pkgconfig
 
 # qemu-user runs the binaries; the libraries are the multiarch ones under /
 # (the cross toolchain's own libc in /usr/aarch64-linux-gnu is another
@@ -36,7 +40,7 @@ export QEMU_LD_PREFIX=/
 }
 
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
-  -DT5X_COMPONENTS="core;backend;ops;mesh;spmd;nn" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
+  -DT5X_COMPONENTS="core;backend;ops;mesh;spmd;nn;seqio" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
   -DT5X_BUILD_BENCH=OFF -Ddnnl_DIR="$lib/cmake/dnnl" \
   -DT5X_JEMALLOC_LIBRARY=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2 > /dev/null
 cmake --build "$B" -j "${JOBS:-$(nproc)}"

@@ -4,8 +4,9 @@
 #   --data adds the corpora and tools of the main job;
 #   --fuzz adds clang and its libFuzzer / sanitizer runtimes (scripts/fuzz.sh);
 #   --arm64 adds the aarch64 cross build of scripts/arm64.sh: dpkg's arm64
-#     architecture, the cross compiler, qemu-user and the :arm64 libraries,
-#     and oneDNN's arm64 -dev package unpacked into the user's cache.
+#     architecture, the cross compiler, qemu-user and the :arm64 libraries;
+#     oneDNN's and SentencePiece's arm64 packages are unpacked into the
+#     user's cache instead (see the end).
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
@@ -28,9 +29,8 @@ for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(diatheke sword-text-web sword-text-kjv sword-text-sparv wordnet-base gnuplot-nox jq) ;;
     --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
-    # Two -dev packages cannot sit beside their amd64 versions, which the
-    # native build needs: of jemalloc only the library is taken, and
-    # libdnnl-dev (the two dnnl_config.h differ) is unpacked below.
+    # Of jemalloc only the library: its -dev package would replace the
+    # amd64 one, which the native build needs.
     --arm64) arm64=1
              pkgs+=(g++-aarch64-linux-gnu qemu-user qemu-user-binfmt
                     libhwy-dev:arm64 libgtest-dev:arm64 libdnnl2:arm64 libfftw3-dev:arm64
@@ -56,15 +56,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends --no-remove "${missing[@]}"
 fi
 if ((arm64)); then
-  dnnl=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp/arm64-dnnl
-  lib=$dnnl/usr/lib/aarch64-linux-gnu
-  if [[ ! -f $lib/cmake/dnnl/dnnl-config.cmake ]]; then
+  # -dev packages that cannot be installed beside their amd64 versions are
+  # unpacked into the user's cache: oneDNN's (the two dnnl_config.h differ,
+  # and its :arm64 library is installed above) and SentencePiece's (neither
+  # its library nor its -dev package is multi-arch).
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp
+  unpack() {  # unpack DIR MARKER PACKAGE...: PACKAGEs (:arm64) into $cache/DIR
+    local dir=$cache/$1 marker=$2 tmp
+    shift 2
+    [[ -f $dir/$marker ]] && return
     tmp=$(mktemp -d)
     chmod 777 "$tmp"  # apt-get download runs as _apt where it can
-    (cd "$tmp" && apt-get download -qq libdnnl-dev:arm64)
-    mkdir -p "$dnnl"
-    dpkg -x "$tmp"/libdnnl-dev_*_arm64.deb "$dnnl"
+    (cd "$tmp" && apt-get download -qq "$@")
+    mkdir -p "$dir"
+    for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$dir"; done
     rm -rf "$tmp"
-  fi
-  for so in /usr/lib/aarch64-linux-gnu/libdnnl.so.*; do ln -sf "$so" "$lib/"; done
+  }
+  lib=usr/lib/aarch64-linux-gnu
+  unpack arm64-dnnl $lib/cmake/dnnl/dnnl-config.cmake libdnnl-dev:arm64
+  for so in /$lib/libdnnl.so.*; do ln -sf "$so" "$cache/arm64-dnnl/$lib/"; done
+  unpack arm64-sentencepiece $lib/libsentencepiece.so.0 libsentencepiece0:arm64 libsentencepiece-dev:arm64
+  sed -i "s|^prefix=.*|prefix=$cache/arm64-sentencepiece/usr|" "$cache/arm64-sentencepiece/$lib/pkgconfig/sentencepiece.pc"
 fi
