@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# The CPU backend, the layers on it and the data pipeline on 64-bit ARM.
-# Cross-compiles src/core, backend, ops, mesh, spmd, nn and seqio with their
-# tests for aarch64 (Debian's g++-aarch64-linux-gnu and :arm64 libraries) and
-# runs the tests under qemu-user: every SIMD kernel on NEON and on the portable
-# EMU128 target, the targets agreeing bitwise, as on x86; the op layer with
-# its autodiff and fused ops; the mesh and its simulated communicator; the
-# layers and MoE; seqio's Tasks, Mixtures, vocabularies, preprocessors,
-# feature converters, metrics and cache.
+# The whole program on 64-bit ARM, MPI aside. Cross-compiles every component
+# (src/*, the examples and the `t5x` and `seqio` programs) with its tests for
+# aarch64 (Debian's g++-aarch64-linux-gnu and :arm64 libraries) and runs the
+# tests under qemu-user: every SIMD kernel on NEON and on the portable EMU128
+# target, the targets agreeing bitwise, as on x86; the op layer with its
+# autodiff and fused ops; the mesh and its simulated communicator; the layers
+# and MoE; seqio; the models, checkpoints, optimizers and trainer (kill and
+# resume bitwise, the CLI); and the interop checks, where the Python packages
+# on the host (x86-64) read back what the aarch64 programs wrote.
 # Usage: scripts/arm64.sh [build-dir]    (default build-arm64)
 # Needs Debian 12 (multiarch) and root or sudo: for apt, and to register
 # qemu-aarch64 with binfmt_misc (gtest's death tests re-execute the binary).
-# Not built here: MPI (the distributed tests), src/t5x (models, checkpoints,
-# trainer) and the programs.
+# Not built here: MPI (the distributed tests) and the benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-arm64}
@@ -19,10 +19,12 @@ SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO="sudo"
 
 scripts/deps.sh --arm64
-# oneDNN's and SentencePiece's -dev packages, unpacked by deps.sh --arm64.
+# oneDNN's, SentencePiece's and the checkpoint formats' -dev packages,
+# unpacked by deps.sh --arm64.
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp
 lib=$cache/arm64-dnnl/usr/lib/aarch64-linux-gnu
-export PKG_CONFIG_PATH=$cache/arm64-sentencepiece/usr/lib/aarch64-linux-gnu/pkgconfig
+storage=$cache/arm64-storage/usr
+export PKG_CONFIG_PATH=$cache/arm64-sentencepiece/usr/lib/aarch64-linux-gnu/pkgconfig:$storage/lib/aarch64-linux-gnu/pkgconfig
 
 # qemu-user runs the binaries; the libraries are the multiarch ones under /
 # (the cross toolchain's own libc in /usr/aarch64-linux-gnu is another
@@ -39,9 +41,19 @@ export QEMU_LD_PREFIX=/
   exit 1
 }
 
+# The interop checks: what the aarch64 programs write, read back by the
+# Python packages (x86-64, scripts/python_env.sh), as in scripts/test.sh.
+T5X_PYTHON=${T5X_PYTHON:-$(scripts/python_env.sh)}
+# ccache hits across clones (as scripts/build.sh).
+# -L: leveldb's CMake package names snappy bare (-lsnappy). The install RPATH
+# keeps the unpacked libraries' folders, for the installed programs that
+# tests/examples/plugin_out_of_tree_test.sh runs.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
-  -DT5X_COMPONENTS="core;backend;ops;mesh;spmd;nn;seqio" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
-  -DT5X_BUILD_BENCH=OFF -Ddnnl_DIR="$lib/cmake/dnnl" \
+  -DT5X_COMPONENTS="core;backend;ops;mesh;spmd;nn;t5x;seqio;examples;apps" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DT5X_BUILD_BENCH=OFF -Ddnnl_DIR="$lib/cmake/dnnl" \
+  -DCMAKE_PREFIX_PATH="$storage" -DCMAKE_EXE_LINKER_FLAGS="-L$storage/lib/aarch64-linux-gnu" \
+  -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON -DT5X_PYTHON="$T5X_PYTHON" \
   -DT5X_JEMALLOC_LIBRARY=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2 > /dev/null
 cmake --build "$B" -j "${JOBS:-$(nproc)}"
 cd "$B"

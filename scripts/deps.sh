@@ -5,8 +5,8 @@
 #   --fuzz adds clang and its libFuzzer / sanitizer runtimes (scripts/fuzz.sh);
 #   --arm64 adds the aarch64 cross build of scripts/arm64.sh: dpkg's arm64
 #     architecture, the cross compiler, qemu-user and the :arm64 libraries;
-#     oneDNN's and SentencePiece's arm64 packages are unpacked into the
-#     user's cache instead (see the end).
+#     the arm64 -dev packages of oneDNN, SentencePiece, zlib, zstd, leveldb
+#     and snappy are unpacked into the user's cache instead (see the end).
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package (dnnl-config.cmake) looks
 # for OpenCL, which libdnnl-dev only recommends. python3-venv: the interop
@@ -34,7 +34,8 @@ for arg in "$@"; do
     --arm64) arm64=1
              pkgs+=(g++-aarch64-linux-gnu qemu-user qemu-user-binfmt
                     libhwy-dev:arm64 libgtest-dev:arm64 libdnnl2:arm64 libfftw3-dev:arm64
-                    libjemalloc2:arm64 libgomp1:arm64 libstdc++6:arm64) ;;
+                    libjemalloc2:arm64 libgomp1:arm64 libstdc++6:arm64
+                    zlib1g:arm64 libzstd1:arm64 libleveldb1d:arm64 libsnappy1v5:arm64) ;;
     *) echo "usage: scripts/deps.sh [--data] [--fuzz] [--arm64]" >&2; exit 64 ;;
   esac
 done
@@ -59,7 +60,10 @@ if ((arm64)); then
   # -dev packages that cannot be installed beside their amd64 versions are
   # unpacked into the user's cache: oneDNN's (the two dnnl_config.h differ,
   # and its :arm64 library is installed above) and SentencePiece's (neither
-  # its library nor its -dev package is multi-arch).
+  # its library nor its -dev package is multi-arch). So are the checkpoint
+  # formats' (zlib, zstd, leveldb, snappy): they are multi-arch, but through
+  # libc6-dev:arm64 they pull arm64 packages whose versions must equal the
+  # amd64 ones, and apt would upgrade the host's packages to match.
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/t5x.cpp
   unpack() {  # unpack DIR MARKER PACKAGE...: PACKAGEs (:arm64) into $cache/DIR
     local dir=$cache/$1 marker=$2 tmp
@@ -77,4 +81,12 @@ if ((arm64)); then
   for so in /$lib/libdnnl.so.*; do ln -sf "$so" "$cache/arm64-dnnl/$lib/"; done
   unpack arm64-sentencepiece $lib/libsentencepiece.so.0 libsentencepiece0:arm64 libsentencepiece-dev:arm64
   sed -i "s|^prefix=.*|prefix=$cache/arm64-sentencepiece/usr|" "$cache/arm64-sentencepiece/$lib/pkgconfig/sentencepiece.pc"
+  unpack arm64-storage $lib/cmake/leveldb/leveldbConfig.cmake \
+    zlib1g-dev:arm64 libzstd-dev:arm64 libleveldb-dev:arm64 libsnappy-dev:arm64
+  # Their libraries are the ones installed above (the links in the -dev
+  # packages are relative).
+  for so in /$lib/lib{z,zstd,leveldb,snappy}.so.*; do ln -sf "$so" "$cache/arm64-storage/$lib/"; done
+  sed -i -e "s|^prefix=.*|prefix=$cache/arm64-storage/usr|" \
+    -e 's|^libdir=${exec_prefix}/lib$|libdir=${exec_prefix}/lib/aarch64-linux-gnu|' \
+    "$cache/arm64-storage/$lib"/pkgconfig/*.pc
 fi

@@ -32,8 +32,15 @@ done
 grep -rqF "$SRC" "$P/lib/cmake/t5xcpp" && fail "the installed CMake package names the source tree"
 
 cp -r "$SRC/examples/plugin" "$WORK/plugin_src"
+# A cross build (scripts/arm64.sh) builds the plugin with its toolchain too.
+toolchain=()
+tc=$(sed -n 's/^CMAKE_TOOLCHAIN_FILE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+if [[ -n $tc ]]; then
+  [[ $tc == /* ]] || { [[ -f $BUILD/$tc ]] && tc=$BUILD/$tc || tc=$SRC/$tc; }
+  toolchain=(-DCMAKE_TOOLCHAIN_FILE="$tc")
+fi
 "$CMAKE" -S "$WORK/plugin_src" -B "$WORK/plugin_build" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >"$WORK/configure.log" 2>&1 ||
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "${toolchain[@]}" >"$WORK/configure.log" 2>&1 ||
   { cat "$WORK/configure.log"; die "examples/plugin does not configure against the installed package"; }
 "$CMAKE" --build "$WORK/plugin_build" >"$WORK/build.log" 2>&1 ||
   { cat "$WORK/build.log"; die "examples/plugin does not build against the installed package"; }
