@@ -11,7 +11,8 @@
 # Usage: scripts/arm64.sh [build-dir]    (default build-arm64)
 # Needs Debian 12 (multiarch) and root or sudo: for apt, and to register
 # qemu-aarch64 with binfmt_misc (gtest's death tests re-execute the binary).
-# Not built here: MPI (the distributed tests) and the benchmarks.
+# Not built here: MPI (the distributed tests), the Python module and the
+# benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-arm64}
