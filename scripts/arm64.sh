@@ -46,10 +46,10 @@ export QEMU_LD_PREFIX=/
 # Python packages (x86-64, scripts/python_env.sh), as in scripts/test.sh.
 T5X_PYTHON=${T5X_PYTHON:-$(scripts/python_env.sh)}
 # ccache hits across clones (as scripts/build.sh).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # -L: leveldb's CMake package names snappy bare (-lsnappy). The install RPATH
 # keeps the unpacked libraries' folders, for the installed programs that
 # tests/examples/plugin_out_of_tree_test.sh runs.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
   -DT5X_COMPONENTS="core;backend;ops;mesh;spmd;nn;t5x;seqio;examples;apps" \
   -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DT5X_BUILD_BENCH=OFF -Ddnnl_DIR="$lib/cmake/dnnl" \

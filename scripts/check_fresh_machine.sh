@@ -14,8 +14,8 @@
 #                   (default 1: a cold build takes ~20 min on 2 cores)
 #   KEEP=1          leave ROOT in place afterwards (default: removed on success)
 #   ARM64=1         then also scripts/arm64.sh (CI's ARM leg: every
-#                   component's tests but MPI's, cross-compiled for
-#                   aarch64, run under qemu-user)
+#                   component's tests but MPI's and the Python module's,
+#                   cross-compiled for aarch64, run under qemu-user)
 # What the chroot gets from this machine besides the clone: its network
 # settings (resolver, apt sources and options, trusted CA certificates, pip
 # configuration), which belong to the machine, not to the project; and, with
