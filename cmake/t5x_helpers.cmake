@@ -2,7 +2,9 @@
 # One gtest binary per test file family; cases are registered with ctest
 # through gtest_discover_tests so that each TEST shows up by name, labelled
 # with the binary's name too (ctest -L selects a binary's tests:
-# scripts/sanitize.sh).
+# scripts/sanitize.sh). NO_PRETTY_VALUES: a parameterised case is named by
+# its suite's name generator alone, not by gtest's print of the parameter
+# (raw bytes for a struct: padding and pointers, different in every build).
 function(t5x_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -16,7 +18,7 @@ function(t5x_add_test)
   gtest_discover_tests(${T_NAME}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
     PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_NAME};${T_LABELS}"
-    DISCOVERY_TIMEOUT 60)
+    DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES)
 endfunction()
 
 # The interpreter of the interop checks: scripts/test.sh passes the venv that

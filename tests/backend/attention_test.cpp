@@ -22,6 +22,12 @@ struct Config {
        kv_mask = false;
   float scale = 1.f;
 };
+// gtest prints a parameter this way in a failure (otherwise: the raw bytes).
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.name << " batch=" << c.s.batch << " q_length=" << c.s.q_length
+      << " kv_length=" << c.s.kv_length << " heads=" << c.s.heads << " kv_heads=" << c.s.kv_heads
+      << " head_dim=" << c.s.head_dim;
+}
 
 struct Inputs {
   std::vector<float> q, k, v, bias, dout;

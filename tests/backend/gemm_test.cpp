@@ -49,6 +49,11 @@ struct Case {
   int64_t pad;  // extra leading-dim padding on every operand
   float alpha, beta;
 };
+// gtest prints a parameter this way in a failure (otherwise: the raw bytes).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "m=" << c.m << " n=" << c.n << " k=" << c.k << " ta=" << c.ta << " tb=" << c.tb
+      << " pad=" << c.pad << " alpha=" << c.alpha << " beta=" << c.beta;
+}
 
 class GemmF32 : public ::testing::TestWithParam<Case> {};
 
@@ -284,6 +289,11 @@ struct BlockCase {
   int64_t m, n, k;
   bool ta, tb;
 };
+std::string name_of(const BlockCase& c) {
+  return "m" + std::to_string(c.m) + "n" + std::to_string(c.n) + "k" + std::to_string(c.k) +
+         (c.ta ? "Ta" : "") + (c.tb ? "Tb" : "");
+}
+void PrintTo(const BlockCase& c, std::ostream* os) { *os << name_of(c); }
 class GemmBlocks : public ::testing::TestWithParam<BlockCase> {};
 
 TEST_P(GemmBlocks, RowAndColumnBlocksMatchTheWholeProductBitwise) {
@@ -355,7 +365,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBlocks,
                                            BlockCase{512, 8192, 256, false, false},
                                            BlockCase{512, 256, 8192, false, true},
                                            BlockCase{64, 64, 64, false, true},
-                                           BlockCase{48, 40, 200, true, true}));
+                                           BlockCase{48, 40, 200, true, true}),
+                         [](const ::testing::TestParamInfo<BlockCase>& i) { return name_of(i.param); });
 
 // ctest runs this with T5X_GEMM_KERNEL=bogus (backend_gemm_kernel_bogus): the
 // first product says what is wrong and what would be right; with a valid

@@ -159,7 +159,8 @@ INSTANTIATE_TEST_SUITE_P(
     Dtypes, ZarrRoundTrip,
     ::testing::Combine(::testing::Values("float32", "bfloat16", "float16", "int32", "int64",
                                          "uint8", "bool", "float64"),
-                       ::testing::Values("gzip", "zstd", "raw", "zlib")));
+                       ::testing::Values("gzip", "zstd", "raw", "zlib")),
+    [](const auto& i) { return std::get<0>(i.param) + "_" + std::get<1>(i.param); });
 
 TEST(Zarr, ScalarArrayUsesChunkKeyZero) {
   const std::string dir = tmpdir("scalar") + "/s";
