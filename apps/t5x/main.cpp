@@ -290,8 +290,10 @@ int main(int argc, char** argv) {
     trainer::InferRunConfig rc = trainer::read_infer_config(cfg);
     warn_datasets(log, rc.model, {&rc.dataset});
     if (mode == "score") rc.mode = "score";
-    if (chief) cfg.write_operative_config(rc.output_dir);
-    auto st = trainer::run_infer(rc, trainer::Distributed::create(rc.partitioner, world), log);
+    // config.gin once the run is accepted: a refused one (INFER_OUTPUT_DIR
+    // holds another run's output) leaves the config that describes it.
+    auto st = trainer::run_infer(rc, trainer::Distributed::create(rc.partitioner, world), log,
+                                 [&] { cfg.write_operative_config(rc.output_dir); });
     if (chief) std::cout << "wrote " << st.examples << " examples (" << st.chunks_skipped << " chunks reused)\n";
     return 0;
   } catch (const std::bad_alloc&) {

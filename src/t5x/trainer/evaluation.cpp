@@ -191,6 +191,11 @@ std::map<std::string, seqio::TaskEvalResult> InferenceEvaluator::run(
     report(int64_t(batch.size()));
     return out;
   };
+  if (progress)
+    for (const auto& t : evaluator_->task_names())
+      if (evaluator_->examples(t).empty())
+        progress("warning: task '" + t + "' gave no examples to evaluate, so its metrics score nothing (NaN or 0) "
+                 "(hint: check its split's files and filters)");
   auto results = evaluator_->evaluate(predict);
   if (out_dir.empty()) return results;
   for (const auto& [task, res] : results) {

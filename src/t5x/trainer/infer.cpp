@@ -30,6 +30,7 @@ struct LoadedModel {
   std::unique_ptr<BaseTransformerModel> model;
   TrainState state;
   std::string dir;
+  std::string warning;  // the checkpoint's parameters dropped (strict = False), or empty
 };
 
 // On several processes the parameters take training's layout on the mesh
@@ -54,6 +55,9 @@ LoadedModel load_model(const ModelConfig& mcfg, const RestoreCheckpointConfig& r
   auto r = restore_train_state(*path, m.state, false, rc.dtype, dist.rank(), dist.size(),
                                checkpoint_layout(*m.model, nullptr));
   m.dir = r.dir;
+  m.warning = check_unused_params(r, rc.strict, "checkpoint",
+                                  "give the model gin the checkpoint was trained with (its config.gin); to "
+                                  "read part of it on purpose, set utils.RestoreCheckpointConfig.strict = False");
   return m;
 }
 
@@ -114,7 +118,8 @@ nlohmann::json decode_settings(const ModelConfig& m) {
 
 }  // namespace
 
-InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log) {
+InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log,
+                     const std::function<void()>& on_checked) {
   InferStats stats;
   // Every task must have the split (t5x infer.py reads each task's split);
   // checked before the restore, naming the setting to change.
@@ -132,6 +137,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
   }
   const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
+  if (log && dist.is_chief() && !lm.warning.empty()) *log << lm.warning << "\n";
   for (const auto& [k, p] : lm.state.params) {
     stats.param_bytes += double(p.nbytes());
     stats.model_param_bytes += double(p.size()) * double(dtype_size(p.dtype()));
@@ -149,44 +155,67 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
   const bool writer = dist.is_chief();
   const int64_t num_shards = cfg.num_shards, shard = cfg.shard_id;
   const int64_t chunk_examples = std::max<int64_t>(1, cfg.checkpoint_period) * cfg.dataset.batch_size;
-  if (writer) fs::create_directories(cfg.output_dir);
-  for (const auto& task : seqio::get_subtasks(cfg.dataset.mixture_or_task_name)) {
-    const std::string base = task->name() + "-" + cfg.mode + ".jsonl" + fmt("-%05lld", shard) + fmt("-of-%05lld", num_shards);
+  // The settings the output depends on: chunks of a run with others are not
+  // mixed into this one's output (a resume with another BATCH_SIZE,
+  // checkpoint_period or CHECKPOINT_PATH lost or mixed examples), and a
+  // finished file of another run is not taken for this one's.
+  nlohmann::json run = {{"mode", cfg.mode},           {"checkpoint", lm.dir},   {"chunk_examples", chunk_examples},
+                        {"batch_size", cfg.dataset.batch_size}, {"shard", shard}, {"num_shards", num_shards}};
+  if (cfg.dataset.task_feature_lengths)
+    for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
+  // The split is not in the file's name, and the decoding changes the
+  // predictions: a resume with another temperature reused the old chunks.
+  run["split"] = cfg.dataset.split;
+  run["activation_dtype"] = dtype_name(cfg.model.network.dtype);
+  if (cfg.mode == "predict") run["decode"] = decode_settings(cfg.model);
+  const std::string want = dump(run) + "\n";
+  const auto tasks = seqio::get_subtasks(cfg.dataset.mixture_or_task_name);
+  auto base_of = [&](const seqio::Task& task) {
+    return task.name() + "-" + cfg.mode + ".jsonl" + fmt("-%05lld", shard) + fmt("-of-%05lld", num_shards);
+  };
+  // The settings of a finished file, beside it as a hidden file: not in
+  // <file>.COMPLETED, which a `cat TASK-predict.jsonl-*` takes in (t5x
+  // writes it empty), nor matched by that glob.
+  auto settings_path_of = [&](const std::string& base) { return cfg.output_dir + "/." + base + ".settings.json"; };
+  // Process 0 checks every task's output before anything is written
+  // (on_checked's config.gin included), so that a refused run leaves
+  // INFER_OUTPUT_DIR as it was; the others follow its answer.
+  std::string refusal;
+  if (writer)
+    for (const auto& task : tasks) {
+      const std::string base = base_of(*task), final_path = cfg.output_dir + "/" + base;
+      const std::string settings_path = settings_path_of(base), tmp = cfg.output_dir + "/tmp-" + base;
+      if (fs::exists(final_path + ".COMPLETED") && fs::exists(settings_path)) {
+        if (const std::string done_by = fileio::read_text(settings_path); done_by != want) {
+          refusal = "[infer] " + final_path + " was written by a run with other settings\n  it:   " + done_by +
+                    "  this: " + want + "  hint: write into another INFER_OUTPUT_DIR, or delete " + final_path +
+                    " and its .COMPLETED to run again";
+          break;
+        }
+      } else if (!fs::exists(final_path + ".COMPLETED") && fs::exists(tmp + "/run.json")) {
+        if (const std::string it = fileio::read_text(tmp + "/run.json"); it != want) {
+          refusal = "[infer] the partial output in " + tmp + " was written by a run with other settings\n  it:   " +
+                    it + "  this: " + want + "  hint: resume with the same settings, or delete " + tmp +
+                    " to start over";
+          break;
+        }
+      }
+    }
+  if (dist.broadcast(uint64_t(!refusal.empty())))
+    throw std::runtime_error(writer ? refusal : "[infer] process 0 refused the run (see its message)");
+  if (writer) {
+    fs::create_directories(cfg.output_dir);
+    if (on_checked) on_checked();
+  }
+  for (const auto& task : tasks) {
+    const std::string base = base_of(*task);
     const std::string final_path = cfg.output_dir + "/" + base;
     stats.outputs[task->name()] = final_path;
-    // The settings the output depends on: chunks of a run with others are not
-    // mixed into this one's output (a resume with another BATCH_SIZE,
-    // checkpoint_period or CHECKPOINT_PATH lost or mixed examples), and a
-    // finished file of another run is not taken for this one's.
-    nlohmann::json run = {{"mode", cfg.mode},           {"checkpoint", lm.dir},   {"chunk_examples", chunk_examples},
-                          {"batch_size", cfg.dataset.batch_size}, {"shard", shard}, {"num_shards", num_shards}};
-    if (cfg.dataset.task_feature_lengths)
-      for (const auto& [k, v] : *cfg.dataset.task_feature_lengths) run["task_feature_lengths"][k] = v;
-    // The split is not in the file's name, and the decoding changes the
-    // predictions: a resume with another temperature reused the old chunks.
-    run["split"] = cfg.dataset.split;
-    run["activation_dtype"] = dtype_name(cfg.model.network.dtype);
-    if (cfg.mode == "predict") run["decode"] = decode_settings(cfg.model);
-    const std::string want = dump(run) + "\n";
-    // The settings of the finished file, beside it as a hidden file: not in
-    // <file>.COMPLETED, which a `cat TASK-predict.jsonl-*` takes in (t5x
-    // writes it empty), nor matched by that glob.
-    const std::string settings_path = cfg.output_dir + "/." + base + ".settings.json";
-    // Process 0 looks at the files; the others follow its answer: 1 done by
-    // a run with these settings (or an older output without them), 2 by
-    // another run.
-    std::string done_by;
-    uint64_t done = 0;
-    if (writer && fs::exists(final_path + ".COMPLETED")) {
-      done_by = fs::exists(settings_path) ? fileio::read_text(settings_path) : want;
-      done = done_by == want ? 1 : 2;
-    }
-    done = dist.broadcast(done);
-    if (done == 2)
-      throw std::runtime_error("[infer] " + final_path + " was written by a run with other settings\n  it:   " +
-                               done_by + "  this: " + want + "  hint: write into another INFER_OUTPUT_DIR, or delete " +
-                               final_path + " and its .COMPLETED to run again");
-    if (done == 1) {
+    const std::string settings_path = settings_path_of(base);
+    // A finished file of this run's settings (or an older output without
+    // them) is kept.
+    const uint64_t done = dist.broadcast(uint64_t(writer && fs::exists(final_path + ".COMPLETED")));
+    if (done) {
       if (log && writer) *log << final_path << " is complete; skipping\n";
       continue;
     }
@@ -194,11 +223,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
     auto chunk_path = [&](int64_t c) { return tmp + "/" + base + fmt("-chunk%05lld", c); };
     int64_t chunk = 0;
     if (writer) {
-      const std::string run_file = tmp + "/run.json";
-      if (fs::exists(run_file) && fileio::read_text(run_file) != want)
-        throw std::runtime_error("[infer] the partial output in " + tmp + " was written by a run with other settings\n"
-                                 "  it:   " + fileio::read_text(run_file) + "  this: " + want +
-                                 "  hint: resume with the same settings, or delete " + tmp + " to start over");
+      const std::string run_file = tmp + "/run.json";  // checked above
       fs::create_directories(tmp);
       if (!fs::exists(run_file)) std::ofstream(run_file, std::ios::trunc) << want;
       // Reuse the chunks that are as they were written; recompute from the
@@ -219,6 +244,7 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
     FiniteData data(task->name(), cfg.dataset, cfg.model, cfg.dataset.batch_size, shard, num_shards,
                     chunk * chunk_examples, false);
     auto vocab = task->output_features().at("targets").vocabulary;
+    const int64_t reused_chunks = chunk, examples_before = stats.examples;
     bool more = true;
     while (more) {
       std::ofstream out;
@@ -265,6 +291,10 @@ InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::os
       dist.barrier();
       continue;
     }
+    if (log && reused_chunks == 0 && stats.examples == examples_before)
+      *log << "warning: task '" << task->name() << "' split '" << cfg.dataset.split << "' gave no examples"
+           << (num_shards > 1 ? " in shard " + std::to_string(shard) + " of " + std::to_string(num_shards) : "")
+           << ", so " << final_path << " is empty (hint: check its files and filters)\n";
     // Merge the chunks in order, then mark the file complete.
     {
       std::ofstream merged(final_path + ".tmp", std::ios::trunc);
@@ -309,6 +339,7 @@ std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfi
   }
   const LogicalAxisRules rules = logical_axis_rules(cfg.partitioner);
   LoadedModel lm = load_model(cfg.model, cfg.restore, dist, rules);
+  if (log && dist.is_chief() && !lm.warning.empty()) *log << lm.warning << "\n";
   int64_t step = 0;
   if (auto s = CheckpointReader::open(lm.dir).step()) step = *s;
   {

@@ -18,6 +18,7 @@
 // mesh likewise, written by process 0 to OUTPUT_DIR/inference_eval (see
 // evaluation.h).
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <string>
@@ -36,8 +37,13 @@ struct InferStats {
   double param_bytes = 0, model_param_bytes = 0;
 };
 
-// Throws CheckpointError / seqio::DataError / std::invalid_argument.
-InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log = nullptr);
+// `on_checked` runs on process 0 once the restore and every task's output
+// settings have been accepted, before anything is written (the program
+// writes config.gin there, so that a refused run leaves the directory as it
+// was). Throws CheckpointError / seqio::DataError / std::invalid_argument, and
+// std::runtime_error when INFER_OUTPUT_DIR holds another run's output.
+InferStats run_infer(const InferRunConfig& cfg, const Distributed& dist, std::ostream* log = nullptr,
+                     const std::function<void()>& on_checked = {});
 
 // Returns task -> metrics.
 std::map<std::string, std::map<std::string, double>> run_eval(const EvalRunConfig& cfg, const Distributed& dist,

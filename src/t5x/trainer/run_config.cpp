@@ -12,6 +12,7 @@
 #include "seqio/mixture.h"
 #include "seqio/vocabularies.h"
 #include "seqio/preprocessors/noise.h"
+#include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/checkpoints/param_layout.h"
 #include "t5x/gin/registry.h"
 #include "t5x/optim/adafactor.h"
@@ -608,6 +609,18 @@ TrainRunConfig read_train_config(const Config& cfg, bool check_tasks) {
     throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) '" + t.model_dir +
                                 "' is a file, not a directory\n  hint: name a directory (new or a run's) for the "
                                 "checkpoints");
+  // A checkpoint given as MODEL_DIR (meant: resume from it) would start a new
+  // run inside it; MODEL_DIR is the directory that holds checkpoint_<step>/.
+  if (std::error_code ec; std::filesystem::is_regular_file(t.model_dir + "/checkpoint", ec) ||
+                          is_orbax_checkpoint(t.model_dir)) {
+    std::filesystem::path p = std::filesystem::path(t.model_dir).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();  // "run/checkpoint_20/"
+    const std::string parent = p.has_parent_path() ? p.parent_path().string() : ".";
+    throw std::invalid_argument("[trainer] " + f + ".model_dir (MODEL_DIR) '" + t.model_dir +
+                                "' is a checkpoint, not a run's directory\n  hint: to resume its run, give the "
+                                "directory that holds it (" + parent + "); to fine-tune from it, set "
+                                "INITIAL_CHECKPOINT_PATH to it and MODEL_DIR to a new directory");
+  }
   const Reference train_ref = cfg.get_reference("", f, "train_dataset_cfg");
   t.train_ds = read_dataset_config(cfg, train_ref);
   check_mixing_encoder(t.model, t.train_ds, train_ref, cfg);

@@ -317,6 +317,17 @@ ParamTree init_params_on_mesh(const BaseTransformerModel& model, const PRNGKey& 
   return params;
 }
 
+std::string check_unused_params(const RestoreResult& r, bool strict, const std::string& who,
+                                const std::string& hint) {
+  if (r.unused_params.empty()) return "";
+  const std::string n = std::to_string(r.unused_params.size());
+  if (strict)
+    throw CheckpointError("[" + who + "] " + r.dir + " holds " + n + " parameter(s) this model does not have (e.g. '" +
+                          r.unused_params.front() + "'): it was saved by a larger model\n  hint: " + hint);
+  return "warning: " + r.dir + ": " + n + " parameter(s) of the checkpoint are not in this model (e.g. '" +
+         r.unused_params.front() + "'); dropped (utils.RestoreCheckpointConfig.strict = False)";
+}
+
 RestoreResult restore_initial_state(const std::string& ckpt_dir, TrainState& state,
                                     const RestoreCheckpointConfig& cfg, int process_index, int process_count,
                                     const ParamLayout& layout) {

@@ -101,6 +101,16 @@ RestoreResult restore_train_state(const std::string& ckpt_dir, TrainState& state
                                   const std::string& dtype, int process_index, int process_count,
                                   const ParamLayout& layout = {});
 
+// The checkpoint's parameters that the model lacks (r.unused_params: it was
+// saved by a larger model, e.g. a gin with a layer fewer). Under
+// RestoreCheckpointConfig.strict (the default) that is a CheckpointError
+// naming one of them, with `hint`: reading part of a checkpoint by mistake
+// would run another model than the one trained. With strict = False they are
+// dropped and the returned line says so ("warning: ..."). Empty when the
+// checkpoint holds no such parameter.
+std::string check_unused_params(const RestoreResult& r, bool strict, const std::string& who,
+                                const std::string& hint);
+
 // Restores a run's initial checkpoint (t5x's RestoreCheckpointConfig for
 // fine-tuning). Without assignment_map, strict and fallback_to_scratch at
 // their defaults this is restore_train_state(..., with_optimizer=true).

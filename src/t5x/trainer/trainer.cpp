@@ -242,17 +242,12 @@ void Trainer::initialize() {
                             "start a new optimizer state");
     // t5x restores strictly unless RestoreCheckpointConfig.strict = False: a
     // resume into a smaller model must not drop the checkpoint's extra layers.
-    if (!r.unused_params.empty()) {
-      const std::string n = std::to_string(r.unused_params.size());
-      if (cfg_.restore.strict)
-        throw CheckpointError("[trainer] " + dir + " holds " + n + " parameter(s) this model does not have (e.g. '" +
-                              r.unused_params.front() + "'): it was saved by a larger model\n  hint: resume with "
-                              "the model gin the run was trained with; to train a smaller model from part of it, "
-                              "fine-tune from the checkpoint in a fresh MODEL_DIR (INITIAL_CHECKPOINT_PATH) with "
-                              "utils.RestoreCheckpointConfig.strict = False");
-      message("warning: " + dir + ": " + n + " parameter(s) of the checkpoint are not in this model (e.g. '" +
-              r.unused_params.front() + "'); dropped (utils.RestoreCheckpointConfig.strict = False)");
-    }
+    if (auto w = check_unused_params(r, cfg_.restore.strict, "trainer",
+                                     "resume with the model gin the run was trained with; to train a smaller "
+                                     "model from part of it, fine-tune from the checkpoint in a fresh MODEL_DIR "
+                                     "(INITIAL_CHECKPOINT_PATH) with utils.RestoreCheckpointConfig.strict = False");
+        !w.empty())
+      message(w);
     // The same when this OPTIMIZER's slots are a subset of the checkpoint's
     // (Lion's mu and count among AdamW's): the rest would be dropped.
     // Slots of parameters dropped above (strict = False) go with them:
@@ -292,6 +287,12 @@ void Trainer::initialize() {
             (r.optimizer_restored ? "" : " (parameters only: it holds no optimizer state, which starts fresh)"));
   } else if (auto path = resolve_restore_path(cfg_.restore)) {
     auto r = restore_initial_state(*path, state_, cfg_.restore, dist_.rank(), dist_.size(), ckpt_layout_);
+    if (auto w = check_unused_params(r, cfg_.restore.strict, "trainer",
+                                     "check that the model gin matches the checkpoint's (its config.gin); to "
+                                     "fine-tune a smaller model from part of it, set "
+                                     "utils.RestoreCheckpointConfig.strict = False (or an assignment_map)");
+        !w.empty())
+      message(w);
     message("restored " + std::string(r.optimizer_restored ? "parameters and optimizer state" : "parameters") +
             " from " + r.dir + " (step " + std::to_string(state_.step()) + ")");
   }
@@ -517,10 +518,13 @@ std::string Trainer::save() {
   } catch (const CheckpointError& e) {
     // Name what is still there: the save never touches complete checkpoints.
     auto latest = latest_step(cfg_.model_dir);
+    const std::string_view why = e.what();
+    const bool disk_full = why.find("(ENOSPC)") != why.npos || why.find("(EDQUOT)") != why.npos;
     throw CheckpointError("saving the checkpoint of step " + std::to_string(state_.step()) + " failed: " + e.what() +
                           "\n  the newest complete checkpoint is " +
                           (latest ? checkpoint_dir_for_step(cfg_.model_dir, *latest) : std::string("(none)")) +
-                          " (intact); training stopped");
+                          " (intact); training stopped" +
+                          (disk_full ? "\n  hint: or keep fewer checkpoints (utils.SaveCheckpointConfig.keep)" : ""));
   }
   train_log_.write(state_.step(), {{"timing/checkpoint_seconds", seconds_since(t0)}});
   return dir;

@@ -118,8 +118,11 @@ TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
   InferRunConfig other = c;
   other.restore.paths = {trained_dir() + "/checkpoint_4"};
   ASSERT_TRUE(fs::exists(other.restore.paths[0]));
+  // on_checked (where the program writes config.gin) runs only for an
+  // accepted run: a refused one leaves the config that describes the output.
+  bool checked = false;
   try {
-    run_infer(other, single());
+    run_infer(other, single(), nullptr, [&] { checked = true; });
     ADD_FAILURE() << "another checkpoint's run reused the output";
   } catch (const std::runtime_error& e) {
     const std::string m = e.what();
@@ -127,6 +130,9 @@ TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
     EXPECT_NE(m.find("checkpoint_4"), std::string::npos) << m;
     EXPECT_NE(m.find("hint: write into another INFER_OUTPUT_DIR"), std::string::npos) << m;
   }
+  EXPECT_FALSE(checked);
+  run_infer(c, single(), nullptr, [&] { checked = true; });
+  EXPECT_TRUE(checked);
   // The decoding and the split are settings too (a resume with another
   // temperature reused the old chunks).
   for (int k = 0; k < 2; ++k) {
@@ -159,6 +165,30 @@ TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
     EXPECT_NE(m.find("[infer] task 'gpl3_lines_copy' has no split 'test' (its splits: "), std::string::npos) << m;
     EXPECT_NE(m.find("hint: set MIXTURE_OR_TASK_SPLIT"), std::string::npos) << m;
   }
+}
+
+// A checkpoint of a larger model than the gin's (a layer more) is refused
+// under RestoreCheckpointConfig.strict, the default, as a resume is: infer
+// would otherwise run the smaller model on part of the weights. strict =
+// False drops the extra layer with a warning.
+TEST(Infer, CheckpointOfALargerModelIsRefusedUnderStrict) {
+  InferRunConfig c = infer_config(temp_dir("infer_smaller"), "score");
+  c.model.network.num_encoder_layers -= 1;
+  ASSERT_GE(c.model.network.num_encoder_layers, 1);
+  ASSERT_TRUE(c.restore.strict);
+  try {
+    run_infer(c, single());
+    ADD_FAILURE() << "a smaller model read part of the checkpoint";
+  } catch (const CheckpointError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("parameter(s) this model does not have (e.g. 'encoder/layers_"), std::string::npos) << m;
+    EXPECT_NE(m.find("it was saved by a larger model"), std::string::npos) << m;
+    EXPECT_NE(m.find("utils.RestoreCheckpointConfig.strict = False"), std::string::npos) << m;
+  }
+  c.restore.strict = false;
+  std::ostringstream log;
+  EXPECT_EQ(run_infer(c, single(), &log).examples, 20);
+  EXPECT_NE(log.str().find("of the checkpoint are not in this model"), std::string::npos) << log.str();
 }
 
 // A resume reuses a chunk only when it is as its marker records (size and

@@ -120,8 +120,16 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
        "utils.SaveCheckpointConfig.keep must be >= 1, got -1\n  hint: None keeps every checkpoint"},
       {"train_script.train.eval_period = -3", "train_script.train.eval_period must be >= 0, got -3"},
       {"MODEL_DIR = '" + dir + "/a_file'", "(MODEL_DIR) '" + dir + "/a_file' is a file, not a directory"},
+      // A checkpoint given as MODEL_DIR (meant: resume from it) would have
+      // started a new run inside it (bad-input sweep, session 78).
+      {"MODEL_DIR = '" + dir + "/run/checkpoint_20/'",
+       "(MODEL_DIR) '" + dir + "/run/checkpoint_20/' is a checkpoint, not a run's directory\n  hint: to resume "
+       "its run, give the directory that holds it (" + dir + "/run); to fine-tune from it, set "
+       "INITIAL_CHECKPOINT_PATH to it"},
   };
   std::ofstream(dir + "/a_file") << "x";
+  fs::create_directories(dir + "/run/checkpoint_20");
+  std::ofstream(dir + "/run/checkpoint_20/checkpoint") << "x";  // the msgpack
   for (const auto& [binding, message] : cases) {
     auto b = tiny_bindings(dir, 4);
     b.push_back(binding);
