@@ -20,7 +20,7 @@ namespace {
 std::string errno_text(int e) {
   std::string s = std::strerror(e);
   if (const char* name = ::strerrorname_np(e)) s += " (" + std::string(name) + ")";
-  if (e == ENOSPC || e == EDQUOT) s += "\n  hint: free space on that filesystem (or keep fewer checkpoints: SaveCheckpointConfig.keep)";
+  if (e == ENOSPC || e == EDQUOT) s += "\n  hint: free space on that filesystem";
   return s;
 }
 
@@ -84,8 +84,15 @@ void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes, 
   // pid + per-process counter: unique across processes and threads.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  write_file(tmp, bytes, durable);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename into", path);
+  // A failed write (a full disk) leaves neither `path` changed nor a part of
+  // the temporary file behind.
+  try {
+    write_file(tmp, bytes, durable);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename into", path);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
 }
 
 void fsync_dir(const std::string& dir) {

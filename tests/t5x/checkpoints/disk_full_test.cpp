@@ -59,6 +59,7 @@ TEST(DiskFull, SaveFailsWithENOSPCAndKeepsThePreviousCheckpoint) {
   EXPECT_NE(log.find("No space left on device (ENOSPC)"), std::string::npos) << log;
   EXPECT_NE(log.find("'" + run + "/checkpoint_4.tmp-"), std::string::npos) << log;
   EXPECT_NE(log.find("the newest complete checkpoint is " + run + "/checkpoint_2 (intact)"), std::string::npos) << log;
+  EXPECT_NE(log.find("hint: or keep fewer checkpoints (utils.SaveCheckpointConfig.keep)"), std::string::npos) << log;
   // Nothing half-written is left; checkpoint_2 is bitwise what it was.
   const std::string ls = slurp(root + "/ls.txt");
   EXPECT_NE(ls.find("checkpoint_2\n"), std::string::npos) << ls;
@@ -66,6 +67,47 @@ TEST(DiskFull, SaveFailsWithENOSPCAndKeepsThePreviousCheckpoint) {
   const std::string before = slurp(root + "/before.txt"), after = slurp(root + "/after.txt");
   EXPECT_GT(before.size(), 1000u) << before;
   EXPECT_EQ(before, after);
+  fs::remove_all(root);
+}
+
+// `t5x ckpt export-hf` into a directory whose filesystem fills up during the
+// write: the error names ENOSPC, the safetensors file already there is left
+// as it was, and no part of the new one stays behind.
+TEST(DiskFull, ExportHfFailsWithENOSPCAndLeavesNoPartialFile) {
+  const std::string root = temp_dir("disk_full_export");
+  const std::string mnt = root + "/mnt", run = root + "/run", hf = mnt + "/hf";
+  fs::create_directories(mnt);
+  const std::string t5x = quote(t5x_bin());
+  RunResult tr = sh(join_cmd(train_argv(run, 2, 2)));
+  ASSERT_EQ(tr.rc, 0) << tr.out;
+  const std::string ckpt = quote(run + "/checkpoint_2");
+  const std::string script =
+      "set -u\n"
+      "mount -t tmpfs -o size=64m tmpfs " + quote(mnt) + " || { echo 'cannot mount tmpfs'; exit 90; }\n" +
+      t5x + " ckpt export-hf " + ckpt + " " + quote(hf) + " > " + quote(root + "/first.log") + " 2>&1 || exit 91\n"
+      "cp " + quote(hf + "/model.safetensors") + " " + quote(root + "/first.safetensors") + " || exit 92\n"
+      "free=$(df --output=avail -k " + quote(mnt) + " | tail -1)\n"
+      "size=$(du -k " + quote(hf + "/model.safetensors") + " | cut -f1)\n"
+      "fallocate -l $(( (free - size / 2) * 1024 )) " + quote(mnt + "/filler") + " || exit 93\n" +
+      t5x + " ckpt export-hf " + ckpt + " " + quote(hf) + " > " + quote(root + "/second.log") + " 2>&1\n"
+      "echo $? > " + quote(root + "/second.rc") + "\n"
+      "cmp " + quote(hf + "/model.safetensors") + " " + quote(root + "/first.safetensors") + " > " +
+      quote(root + "/cmp.txt") + " 2>&1; echo $? >> " + quote(root + "/cmp.txt") + "\n"
+      "ls -a " + quote(hf) + " > " + quote(root + "/ls.txt") + "\n";
+  std::ofstream(root + "/scenario.sh") << script;
+  RunResult r = sh("unshare -m --propagation private sh " + quote(root + "/scenario.sh"));
+  ASSERT_EQ(r.rc, 0) << "the scenario needs a private tmpfs: run as root (CAP_SYS_ADMIN) with unshare and mount "
+                        "(util-linux); exit 90 = mount failed, 91 = first export, 92 = copy, 93 = fallocate\n"
+                     << r.out << slurp(root + "/first.log");
+  const std::string log = slurp(root + "/second.log");
+  EXPECT_NE(std::stoi(slurp(root + "/second.rc")), 0) << log;
+  EXPECT_NE(log.find("No space left on device (ENOSPC)"), std::string::npos) << log;
+  EXPECT_NE(log.find("hint: free space on that filesystem"), std::string::npos) << log;
+  EXPECT_EQ(log.find("SaveCheckpointConfig"), std::string::npos) << log;  // not a training run's save
+  EXPECT_EQ(slurp(root + "/cmp.txt"), "0\n");  // the earlier export's file, unchanged
+  const std::string ls = slurp(root + "/ls.txt");
+  EXPECT_NE(ls.find("model.safetensors\n"), std::string::npos) << ls;
+  EXPECT_EQ(ls.find(".tmp-"), std::string::npos) << ls;
   fs::remove_all(root);
 }
 
