@@ -181,6 +181,17 @@ int cmd_convert(const ConvertArgs& a, std::istream& in, std::ostream& out) {
     } catch (const std::exception& e) {
       throw line_error("stdin", line_no, e.what());
     }
+    // Token ids are vocabulary indices: a negative one would pass through
+    // into the model features (and index out of the embedding).
+    for (const std::string& f : conv->task_features()) {
+      auto it = batch.back().find(f);
+      if (it == batch.back().end()) continue;
+      if (const auto* t = std::get_if<Tokens>(&it->second))
+        for (int32_t id : *t)
+          if (id < 0)
+            throw line_error("stdin", line_no, "field '" + f + "' holds id " + std::to_string(id) +
+                                                   ", a negative token id (hint: ids index the vocabulary, from 0)");
+    }
     if (static_cast<int64_t>(batch.size()) >= chunk) flush();
   }
   flush();
@@ -261,6 +272,9 @@ int cmd_cache(const CacheArgs& a, std::ostream& out) {
 }
 
 namespace {
+// A file's lines without their ends: "\n" or "\r\n" (Python's text mode
+// reads both alike, and the TSV source drops the "\r" too), so that a
+// Windows file of targets scores as its text.
 std::vector<std::string> read_lines(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -272,6 +286,7 @@ std::vector<std::string> read_lines(const std::string& path) {
   int64_t n = 0;
   while (std::getline(f, line)) {
     ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (auto bad = first_invalid_utf8(line))
       throw line_error(path, n, "invalid UTF-8 at column " + std::to_string(*bad + 1));
     out.push_back(line);

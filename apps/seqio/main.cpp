@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   cv->add_option("--converter", conv.converter, "enc_dec|lm|prefix_lm|encoder")->required();
   cv->add_flag("--pack", conv.pack, "Pack examples (seqio next-fit)");
   cv->add_option("--lengths", conv.lengths, "Task feature lengths inputs=N,targets=M")->required();
-  cv->add_option("--bos", conv.bos_id, "BOS id of decoder inputs")->capture_default_str();
+  cv->add_option("--bos", conv.bos_id, "BOS id of decoder inputs")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cv->add_option("--mask-id", conv.mask_id, "Mask id (encoder converter)");
 
   std::string vocab_op, vocab_spec;

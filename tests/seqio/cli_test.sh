@@ -148,6 +148,10 @@ fi
     || fail "metric on lines: $lines"
   [ "$("$SEQIO" metric sequence_accuracy --predictions "$T/infer.jsonl")" = "$lines" ] || fail "metric on infer JSONL"
   [ "$("$SEQIO" metric sequence_accuracy --predictions "$T/eval.jsonl")" = "$lines" ] || fail "metric on eval JSONL"
+  # A file with Windows line ends ("\r\n") scores as its text.
+  sed 's/$/\r/' "$T/pred" > "$T/pred_crlf"
+  [ "$("$SEQIO" metric sequence_accuracy --targets "$T/tgt" --predictions "$T/pred_crlf")" = "$lines" ] \
+    || fail "metric on CRLF lines: $("$SEQIO" metric sequence_accuracy --targets "$T/tgt" --predictions "$T/pred_crlf")"
   b1=$("$SEQIO" metric bleu --targets "$T/tgt" --predictions "$T/pred")
   [ "$("$SEQIO" metric bleu --predictions "$T/infer.jsonl")" = "$b1" ] || fail "bleu on infer JSONL"
   # Copying the inputs (prefix stripped) reproduces the targets exactly.
@@ -178,6 +182,13 @@ fi
   if printf '{"inputs":[99999999999],"targets":[2]}\n' | "$SEQIO" convert --converter enc_dec \
        --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "id 99999999999 accepted"; fi
   grep -q "holds id 99999999999, outside the int32 range" "$T/err" || fail "big id: $(cat "$T/err")"
+  # A negative token id or BOS id is refused (it was passed through into the model features).
+  if printf '{"inputs":[1],"targets":[2]}\n{"inputs":[-1,-5],"targets":[2]}\n' | "$SEQIO" convert \
+       --converter enc_dec --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "id -1 accepted"; fi
+  grep -q "stdin:2: field 'inputs' holds id -1, a negative token id" "$T/err" || fail "negative id: $(cat "$T/err")"
+  if printf '{"inputs":[1],"targets":[2]}\n' | "$SEQIO" convert --converter enc_dec --bos -7 \
+       --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "--bos -7 accepted"; fi
+  grep -q -- "--bos" "$T/err" || fail "negative bos: $(cat "$T/err")"
   # A directory for a file, and a negative count, are named.
   if "$SEQIO" metric bleu --predictions "$T" > /dev/null 2> "$T/err"; then fail "a directory scored"; fi
   grep -q "is a directory" "$T/err" || fail "directory predictions: $(cat "$T/err")"
