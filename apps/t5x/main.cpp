@@ -244,6 +244,7 @@ int main(int argc, char** argv) {
     gin::Config cfg = gin::load_gin_config(flags);
     task_file::load_declared_tasks(cfg, flags.search_paths);
     if (mode == "config") {
+      cfg.check_macro_cycles();  // missing macros are notes below; a cycle is an error
       std::cout << cfg.operative_config_str() << std::flush;
       for (const gin::MissingMacro& m : cfg.missing_macros())
         std::cerr << "t5x config: note: macro " << m.name << " is not set (needed by " << m.needed_by << " at "
@@ -256,6 +257,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     check_fault_injection();  // a malformed T5X_FAULT_INJECT fails before anything runs
+    cpu::check_thread_count();  // an OMP_NUM_THREADS past `ulimit -u` crashed libgomp
     std::ostream* log = chief ? &std::cout : nullptr;
     // What the kernels run on: speed and the bf16 path differ between CPUs.
     if (log) *log << cpu::describe_cpu() << "\n";

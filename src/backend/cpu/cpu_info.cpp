@@ -1,6 +1,10 @@
 #include "backend/cpu/cpu_info.h"
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <sys/resource.h>
+
+#include <stdexcept>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
@@ -72,6 +76,16 @@ std::string describe_cpu() {
          (i.block_invariant ? ""
                             : "; products not block-invariant (mesh-invariant runs match one process to "
                               "rounding, not bitwise)");
+}
+
+void check_thread_count() {
+  const int threads = omp_get_max_threads();
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NPROC, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || rlim_t(threads) <= lim.rlim_cur) return;
+  throw std::invalid_argument("OMP_NUM_THREADS asks for " + std::to_string(threads) +
+                              " threads, more than this user may start (ulimit -u: " + std::to_string(lim.rlim_cur) +
+                              ")\n  hint: set OMP_NUM_THREADS to the cores the run should use, or leave it unset "
+                              "for all of them");
 }
 
 }  // namespace t5x::cpu

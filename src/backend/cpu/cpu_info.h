@@ -35,4 +35,9 @@ const CpuInfo& cpu_info();
 // its engine and runs the probes of gemm.h, a few milliseconds).
 std::string describe_cpu();
 
+// Throws std::invalid_argument when the OpenMP team (OMP_NUM_THREADS) is
+// larger than the threads this user may start (RLIMIT_NPROC, `ulimit -u`):
+// libgomp then crashed in the first parallel region, with no message.
+void check_thread_count();
+
 }  // namespace t5x::cpu

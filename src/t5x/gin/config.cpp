@@ -519,9 +519,8 @@ bool Config::is_none(std::string_view s, std::string_view c, std::string_view p)
   return get(s, c, p).is_none();
 }
 
-void Config::collect_missing(const Value& v, const std::string& needed_by,
-                             std::vector<std::string>& stack,
-                             std::vector<MissingMacro>& out) const {
+void Config::collect_missing(const Value& v, const std::string& needed_by, std::vector<std::string>& stack,
+                             std::vector<MissingMacro>& out, bool cycles_throw) const {
   if (v.kind() == ValueKind::kMacro) {
     const std::string& name = v.macro_name();
     const Macro* m = find_macro(name);
@@ -534,17 +533,27 @@ void Config::collect_missing(const Value& v, const std::string& needed_by,
                                    needed_by});
       return;
     }
-    if (std::find(stack.begin(), stack.end(), name) != stack.end()) return;  // cycle: resolve() reports
+    if (std::find(stack.begin(), stack.end(), name) != stack.end()) {
+      if (cycles_throw) resolve(v);  // throws "macro cycle: ..." at this use
+      return;                        // else resolve() reports it when read
+    }
     stack.push_back(name);
-    collect_missing(m->value, needed_by, stack, out);
+    collect_missing(m->value, needed_by, stack, out, cycles_throw);
     stack.pop_back();
     return;
   }
-  for (const Value& i : v.items()) collect_missing(i, needed_by, stack, out);
+  for (const Value& i : v.items()) collect_missing(i, needed_by, stack, out, cycles_throw);
   for (const auto& [k, x] : v.entries()) {
-    collect_missing(k, needed_by, stack, out);
-    collect_missing(x, needed_by, stack, out);
+    collect_missing(k, needed_by, stack, out, cycles_throw);
+    collect_missing(x, needed_by, stack, out, cycles_throw);
   }
+}
+
+void Config::check_macro_cycles() const {
+  std::vector<MissingMacro> missing;
+  std::vector<std::string> stack;
+  for (const Binding& b : bindings_)
+    collect_missing(b.value, selector_str(b.scope, b.configurable, b.param), stack, missing, true);
 }
 
 std::vector<MissingMacro> Config::missing_macros() const {

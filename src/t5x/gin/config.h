@@ -143,6 +143,10 @@ class Config {
   // GinError listing them all, with the --gin.NAME=... hint.
   std::vector<MissingMacro> missing_macros() const;
   void check_complete() const;
+  // Throws the GinError resolve() throws for the first macro cycle reachable
+  // from the bindings (`A = %B` with `B = %A`), missing macros aside: what
+  // `t5x config` checks, as it resolves nothing else.
+  void check_macro_cycles() const;
 
   // ---- contents ----------------------------------------------------------
   const std::vector<Binding>& bindings() const { return bindings_; }  // first-bound order
@@ -203,8 +207,9 @@ class Config {
   template <class T, class F>
   T typed(std::string_view scope, std::string_view configurable, std::string_view param,
           const char* what, F&& convert) const;
-  void collect_missing(const Value& v, const std::string& needed_by,
-                       std::vector<std::string>& stack, std::vector<MissingMacro>& out) const;
+  // With `cycles_throw`, a cycle throws as resolve() does; else it is skipped.
+  void collect_missing(const Value& v, const std::string& needed_by, std::vector<std::string>& stack,
+                       std::vector<MissingMacro>& out, bool cycles_throw = false) const;
 };
 
 // The scope a referenced configurable runs in, as gin-config evaluates a

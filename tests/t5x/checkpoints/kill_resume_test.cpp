@@ -279,5 +279,19 @@ TEST(KillResume, UnknownFaultPointIsNamed) {
   fs::remove_all(root);
 }
 
+// An OMP_NUM_THREADS past the threads the user may start (`ulimit -u`) is
+// named at start-up; libgomp crashed in the first parallel region (SIGSEGV,
+// no message; bad-input sweep, session 78).
+TEST(KillResume, ThreadCountPastTheUserLimitIsNamed) {
+  const std::string root = temp_dir("threads_past_limit");
+  RunResult r = sh("OMP_NUM_THREADS=5000 prlimit --nproc=4096 -- " + join_cmd(train_argv(root + "/run", 2, 2)));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("OMP_NUM_THREADS asks for 5000 threads, more than this user may start (ulimit -u: 4096)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(root + "/run")) << r.out;
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace t5x::ckpt_testing

@@ -138,6 +138,14 @@ TEST(GinConfig, RequiredParameterAndMacroCycle) {
   expect_gin_error([&] { c.get("", "f", "x"); },
                    {"r.gin:1:1", "f.x is required", "hint: pass --gin.f.x="});
   expect_gin_error([&] { c.get("", "f", "y"); }, {"macro cycle: P -> Q -> P", "hint:"});
+  // What `t5x config` checks before printing: the cycle is an error, the
+  // missing and REQUIRED macros are not (it lists them as notes).
+  expect_gin_error([&] { c.check_macro_cycles(); }, {"macro cycle: P -> Q -> P", "hint:"});
+  Config d(nullptr);
+  d.parse_string("M = %gin.REQUIRED\nf.x = %M\nf.y = [%N, %O]\nO = %M\nf.z = %O\n", "r.gin");
+  EXPECT_NO_THROW(d.check_macro_cycles());
+  d.parse_string("FOO = %FOO\ng.a = {'k': %FOO}\n", "s.gin");
+  expect_gin_error([&] { d.check_macro_cycles(); }, {"s.gin:1:", "macro cycle: FOO -> FOO"});
 }
 
 TEST(GinConfig, CheckCompleteListsAllMissingMacros) {
