@@ -243,6 +243,8 @@ int main(int argc, char** argv) {
     for (const auto& m : modules) task_file::load_module(m, flags.search_paths);
     gin::Config cfg = gin::load_gin_config(flags);
     task_file::load_declared_tasks(cfg, flags.search_paths);
+    if (chief)
+      for (const std::string& w : cfg.warnings()) std::cerr << "t5x " << mode << ": warning: " << w << "\n";
     if (mode == "config") {
       cfg.check_macro_cycles();  // missing macros are notes below; a cycle is an error
       std::cout << cfg.operative_config_str() << std::flush;

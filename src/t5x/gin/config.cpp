@@ -153,6 +153,10 @@ void Config::parse_text(std::string_view text, const std::string& origin,
     switch (s.kind) {
       case Statement::Kind::kImport:
         imports.add(s.module, s.is_from, s.alias, s.where);
+        if (registry_)
+          if (auto near = registry_->misspelled_module(s.module))
+            warnings_.push_back(s.where.str() + ": import of '" + s.module + "': no module of that name is known; " +
+                                "did you mean '" + *near + "'? (Python gin fails on a module it cannot import)");
         if (std::find(imports_.begin(), imports_.end(), s.text) == imports_.end())
           imports_.push_back(s.text);
         if (std::find(loaded_modules_.begin(), loaded_modules_.end(), s.module) == loaded_modules_.end())

@@ -152,6 +152,9 @@ class Config {
   const std::vector<Binding>& bindings() const { return bindings_; }  // first-bound order
   const std::map<std::string, Macro, std::less<>>& macros() const { return macros_; }
   const std::vector<std::string>& imports() const { return imports_; }  // deduplicated
+  // What loading noticed but accepted, one line each with its place: an
+  // import one or two letters from a known module (Registry::misspelled_module).
+  const std::vector<std::string>& warnings() const { return warnings_; }
   const std::vector<std::string>& files() const { return files_; }      // in parse order
   const Registry* registry() const { return registry_; }
 
@@ -174,6 +177,7 @@ class Config {
   std::map<std::string, size_t, std::less<>> index_;  // key -> bindings_ slot
   std::map<std::string, Macro, std::less<>> macros_;
   std::vector<std::string> imports_;
+  std::vector<std::string> warnings_;
   std::vector<std::string> files_;
   // The module paths imported so far, by any text: what gin's dynamic
   // registration would have registered (Registry::find's `loaded`).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 #include <stdexcept>
 
 #include "t5x/gin/parser.h"
@@ -233,6 +234,19 @@ void Registry::check_param(const ConfigurableSpec& spec, std::string_view param,
     }
   throw GinError(where, "configurable '" + spec.name + "' has no parameter '" +
                             std::string(param) + "'", hint);
+}
+
+std::optional<std::string> Registry::misspelled_module(std::string_view module) const {
+  std::set<std::string, std::less<>> modules;  // every dotted prefix of a full name
+  for (const auto& [full, canonical] : by_full_name_)
+    for (size_t dot = full.find('.'); dot != std::string::npos; dot = full.find('.', dot + 1))
+      modules.insert(full.substr(0, dot));
+  if (modules.count(module)) return std::nullopt;
+  std::optional<std::string> best;
+  size_t best_d = 3;
+  for (const std::string& m : modules)
+    if (const size_t d = edit_distance(module, m); d < best_d) best_d = d, best = m;
+  return best;
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {

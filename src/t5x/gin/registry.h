@@ -173,6 +173,14 @@ class Registry {
   // on the last component, the configurable's own name).
   std::vector<std::string> nearest(std::string_view name, size_t k = 3) const;
 
+  // For an import of `module` that names no module of a registered
+  // configurable (nor a package above one), the known module it is one or two
+  // letters away from (`t5x.modelz` -> `t5x.models`): most likely a typo, on
+  // which Python gin fails with ModuleNotFoundError. nullopt for a known
+  // module and for one far from every known module (a user's own task module,
+  // which t5x.cpp cannot know and does not need).
+  std::optional<std::string> misspelled_module(std::string_view module) const;
+
  private:
   // GinError "configurable name 'X' is ambiguous: ..." with the minimal names.
   [[noreturn]] void throw_ambiguous(std::string_view name, const std::vector<const ConfigurableSpec*>& m,

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "t5x/gin/config.h"
 #include "t5x/gin/parser.h"
 #include "t5x/gin/registry.h"
 #include "test_util.h"
@@ -259,6 +260,26 @@ TEST(GinRegistry, MatchesPythonGinSelectors) {
 TEST(GinRegistry, GlobalStartsWithT5xNames) {
   EXPECT_TRUE(Registry::global().contains("network.T5Config"));
   EXPECT_TRUE(Registry::global().contains("train_script.train"));
+}
+
+// An import one or two letters from a module of t5x's configurables is most
+// likely a typo (Python gin fails on it); a module far from all of them (a
+// user's task module) is accepted quietly, as t5x.cpp needs nothing from it.
+TEST(GinRegistry, MisspelledImportIsWarnedAbout) {
+  const Registry& r = Registry::global();
+  EXPECT_EQ(r.misspelled_module("t5x.modelz"), "t5x.models");
+  EXPECT_EQ(r.misspelled_module("T5x.utils"), "t5x.utils");  // module names are case-sensitive
+  EXPECT_EQ(r.misspelled_module("t5x.models"), std::nullopt);
+  EXPECT_EQ(r.misspelled_module("t5x"), std::nullopt);  // a package above the modules
+  EXPECT_EQ(r.misspelled_module("t5.data.mixtures"), std::nullopt);
+  EXPECT_EQ(r.misspelled_module("my_project.tasks"), std::nullopt);
+  Config c;
+  c.parse_string("from t5x import modelz\nimport t5x.utils\nimport my_project.tasks\n", "run.gin");
+  ASSERT_EQ(c.warnings().size(), 1u);
+  EXPECT_NE(c.warnings()[0].find("run.gin:1:1: import of 't5x.modelz': no module of that name is known; did you "
+                                 "mean 't5x.models'?"),
+            std::string::npos)
+      << c.warnings()[0];
 }
 
 TEST(GinRegistry, DefaultsAndMisuse) {
