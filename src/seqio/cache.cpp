@@ -65,6 +65,22 @@ CacheWriteResult write_cache(const Task& task, const std::string& output_dir, co
   res.dir = dir.string();
   if (fs::exists(dir / "COMPLETED") && !opt.overwrite)
     throw DataError(dir.string() + ": a completed cache exists (hint: pass --overwrite to replace it)");
+  // What the write replaces must be a cache (complete, or one whose split
+  // rewrite stopped midway): a directory of other files, or a file, is not
+  // taken for one and removed.
+  if (std::error_code ec; fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec))
+      throw DataError(dir.string() + ": exists and is not a directory, so it is no seqio cache to replace "
+                      "(hint: choose another output directory, or move it away)");
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string f = e.path().filename().string();
+      const bool cache_file = f == "COMPLETED" || f.find(".tfrecord-") != std::string::npos ||
+                              ((f.rfind("info.", 0) == 0 || f.rfind("stats.", 0) == 0) && f.ends_with(".json"));
+      if (!cache_file || e.is_directory())
+        throw DataError(dir.string() + ": holds '" + f + "', which is not a seqio cache's file, so the directory " +
+                        "is not replaced (hint: choose another output directory, or move its files away)");
+    }
+  }
   std::vector<std::string> splits = opt.splits.empty() ? task.splits() : opt.splits;
   // The new files are written to a staging directory beside the cache and
   // swapped in only once every split is done, so that a failure (bad data,

@@ -68,6 +68,38 @@ TEST(Cache, WritesShardsInfoStatsAndCompleted) {
   EXPECT_NO_THROW(write_cache(*t, d.file("out"), ow));
 }
 
+// An output that is not a cache (a directory of other files, a file) is
+// neither taken for one nor removed, with or without overwrite (bad-input
+// sweep, session 78: its files were deleted, exit 0). A cache whose split
+// rewrite stopped midway (no COMPLETED, only cache files) is replaced.
+TEST(Cache, OutputThatIsNoCacheIsLeftAlone) {
+  TempDir d("cache_not_a_cache");
+  auto t = cached_task(d);
+  const fs::path dir = fs::path(d.file("out")) / "cache" / "demo";
+  fs::create_directories(dir / "notes");
+  std::ofstream(dir / "precious.txt") << "mine\n";
+  for (bool overwrite : {false, true}) {
+    CacheWriteOptions o;
+    o.overwrite = overwrite;
+    try {
+      write_cache(*t, d.file("out"), o);
+      ADD_FAILURE() << "a directory of other files was replaced";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("which is not a seqio cache's file"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(dir / "precious.txt"));
+  }
+  fs::remove_all(dir);
+  std::ofstream(dir) << "a file\n";
+  EXPECT_THROW(write_cache(*t, d.file("out"), {}), DataError);
+  EXPECT_TRUE(fs::is_regular_file(dir));
+  fs::remove(dir);
+  write_cache(*t, d.file("out"), {});
+  fs::remove(dir / "COMPLETED");  // a rewrite of some splits that stopped midway
+  EXPECT_EQ(write_cache(*t, d.file("out"), {}).examples.at("train"), 5);
+  EXPECT_TRUE(fs::exists(dir / "COMPLETED"));
+}
+
 TEST(Cache, ReadingYieldsTheSameExamples) {
   TempDir d("cache_read");
   auto t = cached_task(d);
