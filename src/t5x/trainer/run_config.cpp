@@ -94,6 +94,36 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
   return r;
 }
 
+// A literal list of logical-axis rules, as t5x takes it: (name, mesh axis),
+// the axis None (replicated) or a tuple of axes (split over their product).
+LogicalAxisRules read_axis_rules(const Value& v, const std::string& what, bool moe) {
+  const std::string axes = moe ? "'data', 'expert' or 'model'" : "'data' or 'model'";
+  auto bad = [&](const Value& at, const std::string& why) {
+    return gin::GinError(at.where(), what + ": " + why,
+                         "write [('name', 'mesh axis'), ...] with a mesh axis " + axes +
+                             ", None (replicated) or a tuple of them, as t5x's logical_axis_rules");
+  };
+  if (!v.is_sequence()) throw bad(v, "not a list of rules");
+  LogicalAxisRules out;
+  for (const Value& r : v.items()) {
+    if (!r.is_sequence() || r.items().size() != 2 || r.items()[0].kind() != ValueKind::kString)
+      throw bad(r, "each rule is a pair (logical name, mesh axes)");
+    AxisRule rule{r.items()[0].as_string(), {}};
+    const Value& m = r.items()[1];
+    std::vector<Value> names = m.is_sequence() ? m.items() : std::vector<Value>{m};
+    if (m.is_none()) names.clear();
+    for (const Value& a : names) {
+      if (a.kind() != ValueKind::kString) throw bad(a, "a mesh axis is a string or None");
+      const std::string& axis = a.as_string();
+      if (axis != "data" && axis != "model" && !(moe && axis == "expert"))
+        throw bad(a, "rule '" + rule.logical + "' names mesh axis '" + axis + "', which the mesh does not have");
+      rule.mesh_axes.push_back(axis);
+    }
+    out.push_back(std::move(rule));
+  }
+  return out;
+}
+
 PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
   PartitionerConfig p;
   const std::string c = canonical_name(cfg, ref);
@@ -141,6 +171,10 @@ PartitionerConfig read_partitioner(const Config& cfg, const Reference& ref) {
     const std::string scope = gin::reference_scope(ref.scope, rr.scope);
     if (auto a = opt_value(cfg, scope, rc, "activation_partitioning_dims")) p.activation_partitioning_dims = int(a->as_int());
     if (auto b = opt_value(cfg, scope, rc, "parameter_partitioning_dims")) p.parameter_partitioning_dims = int(b->as_int());
+    if (auto x = opt_value(cfg, scope, rc, "additional_rules"); x && !x->is_none())
+      p.additional_rules = read_axis_rules(*x, rc + ".additional_rules", p.moe());
+  } else if (rules && !rules->is_none()) {
+    p.explicit_rules = read_axis_rules(*rules, c + ".logical_axis_rules", p.moe());
   }
   return p;
 }
@@ -795,8 +829,11 @@ std::optional<std::string> check_model_vocabulary(const ModelConfig& m, const Da
 }
 
 LogicalAxisRules logical_axis_rules(const PartitionerConfig& p) {
-  return p.moe() ? moe_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims)
-                 : standard_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims);
+  if (p.explicit_rules) return *p.explicit_rules;
+  return p.moe() ? moe_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims,
+                                          p.additional_rules)
+                 : standard_logical_axis_rules(p.activation_partitioning_dims, p.parameter_partitioning_dims,
+                                               p.additional_rules);
 }
 
 std::unique_ptr<seqio::FeatureConverter> make_feature_converter(const ModelConfig& m, bool pack,

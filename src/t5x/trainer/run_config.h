@@ -95,6 +95,12 @@ struct PartitionerConfig {
   // t5x's activation_partitioning_dims / parameter_partitioning_dims.
   int activation_partitioning_dims = 1;
   int parameter_partitioning_dims = 1;
+  // standard_logical_axis_rules(additional_rules = [...]): appended to the
+  // preset, so they apply to names the preset does not map.
+  LogicalAxisRules additional_rules;
+  // logical_axis_rules = [(logical name, mesh axis or None or a tuple of
+  // axes), ...] written out: these rules instead of any preset.
+  std::optional<LogicalAxisRules> explicit_rules;
   // Not in t5x: results bitwise independent of the `model` axis (no sum
   // split across devices; spmd::Context::mesh_invariant). Over `data` they
   // are when num_microbatches is a multiple of the data-axis size.
@@ -110,8 +116,10 @@ struct PartitionerConfig {
   bool moe() const { return num_expert_partitions > 0; }
 };
 
-// The partitioner's rules: standard_logical_axis_rules(activation dims,
-// parameter dims), or moe_logical_axis_rules of the same for MoePjitPartitioner.
+// The partitioner's rules: the explicit list when one is bound, else
+// standard_logical_axis_rules(activation dims, parameter dims,
+// additional_rules), or moe_logical_axis_rules of the same for
+// MoePjitPartitioner.
 LogicalAxisRules logical_axis_rules(const PartitionerConfig& p);
 
 // The model as gin describes it, read by the one model reader of every

@@ -351,8 +351,11 @@ StepOutput Trainer::train_step(const Batch& host_batch) {
   // More than one gradient block in the global batch (microbatches, or data
   // shards: None on D processes is D blocks, as num_microbatches = D on one).
   const bool split = cfg_.num_microbatches > 1 || dist_.num_data_shards > 1;
+  // The step's key: t5x's train step always passes one (enable_dropout),
+  // which also puts the MoE layers in training mode (train capacity
+  // factor, jitter) at dropout rate 0, as pretraining runs.
   std::optional<PRNGKey> step_rng;
-  if (cfg_.model.network.dropout_rate > 0)
+  if (cfg_.model.network.dropout_rate > 0 || cfg_.model.network.is_moe())
     step_rng = fold_in(prng_key(int64_t(data_state_.rng_seed & 0x7fffffff)), uint32_t(step));
   // A normalized loss (t5x's loss_normalizing_factor, e.g. the number of
   // target tokens) divides by the whole step's factor: each gradient block

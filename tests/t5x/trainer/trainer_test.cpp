@@ -145,6 +145,37 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
   EXPECT_NO_THROW(read_train_config(tiny_config(ok)));
 }
 
+// A literal logical_axis_rules list is the rules (t5x takes one as well),
+// and standard_logical_axis_rules' additional_rules follow its preset (both
+// were read as the default preset, session 78); a mesh axis the mesh lacks is
+// named.
+TEST(TrainerConfig, LiteralLogicalAxisRulesAndAdditionalRules) {
+  const std::string dir = temp_dir("cfg_rules");
+  auto with = [&](const std::string& binding) {
+    auto b = tiny_bindings(dir, 4);
+    b.push_back(binding);
+    return read_train_config(tiny_config(b)).partitioner;
+  };
+  const PartitionerConfig lit =
+      with("partitioning.PjitPartitioner.logical_axis_rules = [('batch', 'data'), ('vocab', None), "
+           "('mlp', ('data', 'model')), ('heads', 'model')]");
+  EXPECT_EQ(logical_axis_rules(lit), (LogicalAxisRules{{"batch", {"data"}}, {"vocab", {}},
+                                                        {"mlp", {"data", "model"}}, {"heads", {"model"}}}));
+  EXPECT_TRUE(logical_axis_rules(with("partitioning.PjitPartitioner.logical_axis_rules = []")).empty());
+  const PartitionerConfig add =
+      with("partitioning.standard_logical_axis_rules.additional_rules = [('my_axis', 'model')]");
+  EXPECT_EQ(logical_axis_rules(add), standard_logical_axis_rules(1, 1, {{"my_axis", {"model"}}}));
+  EXPECT_EQ(logical_axis_rules(add).back(), (AxisRule{"my_axis", {"model"}}));
+  try {
+    with("partitioning.PjitPartitioner.logical_axis_rules = [('batch', 'bogus')]");
+    ADD_FAILURE() << "a mesh axis 'bogus' was accepted";
+  } catch (const gin::GinError& e) {
+    EXPECT_NE(std::string(e.what()).find("rule 'batch' names mesh axis 'bogus', which the mesh does not have"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TrainerConfig, PretrainScheduleAndAdamW) {
   std::string dir = temp_dir("cfg2");
   auto b = tiny_bindings(dir, 4);
@@ -1175,6 +1206,29 @@ TEST(MetricAccumulator, KindsAreExplicitNotInferredFromCounts) {
 // With microbatches the per-token loss still divides by the step's
 // non-padding tokens (the microbatches' counts summed; a fresh metric used to
 // start from a count of 1, one token too many).
+// An MoE model trains in t5x's training mode at dropout rate 0 (the MoE
+// pretrain runs' rate): the train capacity factor sets the experts'
+// capacity, not the eval one (bad-input sweep, session 78: the step ran
+// without a key at rate 0, so the MoE layers ran in eval mode).
+TEST(Trainer, MoeTrainsWithTheTrainCapacityFactorAtDropoutRateZero) {
+  auto first_loss = [](const std::string& name, const std::vector<std::string>& extra) {
+    auto b = tiny_bindings(temp_dir(name), 1);
+    b.push_back("GROUP_SIZE = 8");
+    b.push_back("MIN_EXPERT_CAPACITY = 1");
+    b.insert(b.end(), extra.begin(), extra.end());
+    TrainRunConfig c =
+        read_train_config(tiny_config(b, "configs/runs/moe/pretrain.gin", "configs/models/moe/tiny.gin"));
+    EXPECT_EQ(c.model.network.dropout_rate, 0.0);
+    Trainer t(c, Distributed::create(c.partitioner, make_single_communicator()), fast());
+    const TrainResult r = t.train();
+    EXPECT_EQ(r.losses.size(), 1u);
+    return r.losses.empty() ? 0.0 : r.losses.front();
+  };
+  const double base = first_loss("moe_cf_base", {});
+  EXPECT_NE(first_loss("moe_cf_train", {"TRAIN_EXPERT_CAPACITY_FACTOR = 0.01"}), base);  // fewer slots: more dropped
+  EXPECT_EQ(first_loss("moe_cf_eval", {"EVAL_EXPERT_CAPACITY_FACTOR = 0.01"}), base);    // eval's, not training's
+}
+
 TEST(Trainer, PerTokenLossOverMicrobatchesCountsTheStepsTokens) {
   const std::string dir = temp_dir("console_mb");
   const int steps = 2;
