@@ -154,6 +154,14 @@ class MixtureDataset : public Dataset {
     if (members_.empty()) throw DataError("mixture '" + mix.name() + "': no task has split '" + opt.split + "'");
     double total = 0;
     for (const Member& m : members_) total += m.rate;
+    if (std::isinf(total)) {
+      // Finite rates whose sum overflows (1e308 twice) drew every example
+      // from one task: rates are relative, so they are scaled to the largest.
+      double largest = 0;
+      for (const Member& m : members_) largest = std::max(largest, m.rate);
+      total = 0;
+      for (Member& m : members_) total += (m.rate /= largest);
+    }
     if (!(total > 0))
       throw DataError("mixture '" + mix.name() + "': every task's rate is 0 for split '" + opt.split +
                       "', so it yields nothing (give one task a rate > 0)");

@@ -101,6 +101,24 @@ TEST_F(MixtureTest, SamplingFollowsRelativeRates) {
   EXPECT_NEAR(static_cast<double>(out.size()), 400.0, 60.0);
 }
 
+// Rates are relative, also where each is finite but their sum is not
+// (session 78: 1e308 and 1e308 drew every example from one task).
+TEST_F(MixtureTest, HugeFiniteRatesAreRelativeToo) {
+  const double big = std::numeric_limits<double>::max() / 2;
+  Mixture huge("huge", {{"t_a", big}, {"t_b", big}});
+  Mixture even("even", {{"t_a", 1.0}, {"t_b", 1.0}});
+  DatasetOptions o;
+  o.seed = 3;
+  o.shuffle = false;
+  const auto a = take_all(*huge.get_dataset(o), 200), b = take_all(*even.get_dataset(o), 200);
+  ASSERT_EQ(a.size(), 200u);
+  int from_a = 0;
+  for (const auto& e : a) from_a += get_text(e, "task") == "t_a";
+  EXPECT_GT(from_a, 70);
+  EXPECT_LT(from_a, 130);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(get_text(a[i], "task"), get_text(b[i], "task")) << i;
+}
+
 TEST_F(MixtureTest, StopOnEmptyOrContinue) {
   Mixture m("m", {{"t_small", 1.0}, {"t_a", 1.0}});
   DatasetOptions o;

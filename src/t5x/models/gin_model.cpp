@@ -1,6 +1,7 @@
 #include "t5x/models/gin_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "t5x/gin/registry.h"
@@ -98,6 +99,15 @@ void read_moe(const gin::Config& cfg, const std::string& ns, const std::string& 
   m.ignore_padding_tokens = cfg.get_bool(ns, nc, "ignore_padding_tokens");
   m.train_capacity_factor = cfg.get_double(ns, nc, "train_capacity_factor");
   m.eval_capacity_factor = cfg.get_double(ns, nc, "eval_capacity_factor");
+  // nan, 0 and negative factors all gave min_expert_capacity silently.
+  for (const auto& [param, f] : {std::pair{"train_capacity_factor", m.train_capacity_factor},
+                                 std::pair{"eval_capacity_factor", m.eval_capacity_factor}})
+    if (!(f > 0) || !std::isfinite(f))
+      bad(param, "= " + gin::Value::real(f).to_gin() + " must be a finite number > 0",
+          "t5x's MoE gins use 1.25 for training and 2.0 for evaluation");
+  if (!(m.jitter_noise >= 0) || !std::isfinite(m.jitter_noise))
+    bad("jitter_noise", "= " + gin::Value::real(m.jitter_noise).to_gin() + " must be finite and >= 0",
+        "0 (t5x's MoE gins) or a small multiplicative noise such as 0.01");
   m.min_expert_capacity = cfg.get_int(ns, nc, "min_expert_capacity");
   m.max_group_size = cfg.get_int(ns, nc, "group_size");
   if (m.max_group_size <= 0) bad("group_size", "= " + std::to_string(m.max_group_size) + " must be positive", "flaxformer uses 4096");
@@ -107,6 +117,10 @@ void read_moe(const gin::Config& cfg, const std::string& ns, const std::string& 
     bad("num_expert_partitions", "= " + std::to_string(m.num_expert_partitions) + " must be positive",
         "t5x's pretrain.gin uses NUM_EXPERT_PARTITIONS = NUM_EXPERTS");
   m.expert_init_scale = cfg.get_double(ns, nc, "expert_init_scale");
+  // A negative or nan scale drew nan kernels, saved as checkpoint_0.
+  if (!(m.expert_init_scale > 0) || !std::isfinite(m.expert_init_scale))
+    bad("expert_init_scale", "= " + gin::Value::real(m.expert_init_scale).to_gin() + " must be a finite number > 0",
+        "flaxformer's default is 1.0 (EXPERT_INIT_SCALE)");
   m.dtype = dtype_from(cfg.get_string(ns, nc, "expert_dtype"), nc + ".expert_dtype");
 }
 
@@ -230,9 +244,20 @@ void read_decoding(const gin::Config& cfg, const std::string& model, const std::
                           "write @decoding.beam_search or @decoding.temperature_sample");
     fn_scope = f.as_reference().scope;
   }
+  // A value out of range is named at its binding (nan passed every
+  // comparison: a nan temperature decoded empty predictions).
+  auto require = [&](const char* fn, const char* param, bool ok, const std::string& got, const std::string& range) {
+    if (ok) return;
+    auto v = cfg.get_optional(fn_scope, fn, param);
+    throw gin::GinError(v ? v->where() : gin::SourceLocation{},
+                        std::string(fn) + "." + param + " = " + got + " is out of range", "write " + range);
+  };
+  auto num = [](double x) { return gin::Value::real(x).to_gin(); };
   if (registered(cfg, "decoding.beam_search")) {
     d.beam.alpha = cfg.get_double(fn_scope, "decoding.beam_search", "alpha");
     d.beam.eos_id = cfg.get_int(fn_scope, "decoding.beam_search", "eos_id");
+    require("decoding.beam_search", "alpha", std::isfinite(d.beam.alpha), num(d.beam.alpha),
+            "a finite brevity penalty exponent (t5x: 0.6)");
   }
   const char* ts = "decoding.temperature_sample";
   if (registered(cfg, ts)) {
@@ -242,6 +267,16 @@ void read_decoding(const gin::Config& cfg, const std::string& model, const std::
     d.sampling.eos_id = cfg.get_int(fn_scope, ts, "eos_id");
     if (!cfg.is_none(fn_scope, ts, "max_decode_steps"))
       d.sampling.max_decode_steps = cfg.get_int(fn_scope, ts, "max_decode_steps");
+    const SamplingOptions& o = d.sampling;
+    require(ts, "temperature", std::isfinite(o.temperature) && o.temperature >= 0, num(o.temperature),
+            "a finite temperature >= 0 (0: greedy)");
+    require(ts, "topk", o.topk >= 0, std::to_string(o.topk), "topk >= 0 (0: no top-k cut)");
+    require(ts, "topp", o.topp >= 0 && o.topp <= 1, num(o.topp), "topp in [0, 1] (0: no nucleus cut)");
+    if (o.topk > 0 && o.topp > 0)
+      throw gin::GinError(cfg.get_optional(fn_scope, ts, "topp")->where(),
+                          std::string(ts) + ": topk = " + std::to_string(o.topk) + " and topp = " + num(o.topp) +
+                              " are mutually exclusive (as in t5x)",
+                          "set topk = 0 to sample by topp, or topp = 0.0 to sample by topk");
   }
 }
 
@@ -296,9 +331,30 @@ ModelConfig read_model_config(const gin::Config& cfg, const gin::Reference& mode
   }
   m.loss.z_loss = cfg.get_double(s, c, "z_loss");
   m.loss.label_smoothing = cfg.get_double(s, c, "label_smoothing");
+  auto nonnegative = [&](const char* param, double x, const char* hint) {
+    if (x >= 0 && std::isfinite(x)) return;
+    auto v = cfg.get_optional(s, c, param);
+    throw gin::GinError(v ? v->where() : gin::SourceLocation{},
+                        c + "." + param + " = " + gin::Value::real(x).to_gin() + " must be finite and >= 0", hint);
+  };
+  // A negative factor trained toward a negative loss, exit 0.
+  nonnegative("z_loss", m.loss.z_loss, "t5x's default is 1e-4 (Z_LOSS); 0 turns it off");
+  if (moe) {
+    nonnegative("aux_loss_factor", m.loss.aux_loss_factor, "t5x's MoE gins use 0.01 (AUX_LOSS_FACTOR)");
+    nonnegative("router_z_loss_factor", m.loss.router_z_loss_factor, "t5x's MoE gins use 0.0001");
+  }
   if (auto v = cfg.get_optional(s, c, "loss_normalizing_factor"); v && !v->is_none()) {
-    if (v->kind() == gin::ValueKind::kString) m.loss.loss_normalizing_factor = LossNormalizingFactor::parse(v->as_string());
-    else m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(v->as_double());
+    if (v->kind() == gin::ValueKind::kString) {
+      m.loss.loss_normalizing_factor = LossNormalizingFactor::parse(v->as_string());
+    } else {
+      const double f = v->as_double();
+      if (!(f > 0) || !std::isfinite(f))
+        throw gin::GinError(v->where(), c + ".loss_normalizing_factor = " + gin::Value::real(f).to_gin() +
+                                            " must be a finite number > 0",
+                            "None (the sum), a positive constant, or a strategy such as "
+                            "'NUM_REAL_TARGET_TOKENS'");
+      m.loss.loss_normalizing_factor = LossNormalizingFactor::constant(f);
+    }
   }
   // network.Transformer(config=T5Config) / network.DecoderWrapper(config=TransformerConfig),
   // or scalable_t5's Transformer and T5Config.

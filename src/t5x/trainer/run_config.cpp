@@ -53,7 +53,19 @@ RestoreCheckpointConfig read_restore(const Config& cfg, const Reference& ref) {
       r.paths.push_back(p->as_string());
   }
   r.mode = cfg.get_string(ref.scope, c, "mode");
-  if (auto d = opt_value(cfg, ref.scope, c, "dtype")) r.dtype = d->as_string();
+  if (r.mode == "all")  // t5x's eval.py walks every checkpoint; here each run reads one
+    throw gin::GinError(opt_value(cfg, ref.scope, c, "mode")->where(),
+                        c + ".mode = 'all' (every checkpoint in turn) is not supported",
+                        "run once per checkpoint with mode = 'specific' and CHECKPOINT_PATH set to it");
+  if (r.mode != "specific" && r.mode != "latest")
+    throw gin::GinError(opt_value(cfg, ref.scope, c, "mode")->where(), c + ".mode = '" + r.mode + "' is not a mode",
+                        "'specific' (the checkpoint at path) or 'latest' (the newest under path)");
+  if (auto d = opt_value(cfg, ref.scope, c, "dtype"); d && !d->is_none()) {
+    r.dtype = d->as_string();
+    if (r.dtype != "float32" && r.dtype != "bfloat16" && r.dtype != "float16")
+      throw gin::GinError(d->where(), c + ".dtype = '" + r.dtype + "' is not a parameter dtype",
+                          "'float32', 'bfloat16', 'float16', or None (as saved)");
+  }
   r.strict = cfg.get_bool(ref.scope, c, "strict");
   r.fallback_to_scratch = cfg.get_bool(ref.scope, c, "fallback_to_scratch");
   if (auto m = opt_value(cfg, ref.scope, c, "assignment_map"); m && !m->is_none()) {
@@ -673,6 +685,11 @@ TrainRunConfig read_train_config(const Config& cfg, bool check_tasks) {
     const std::string svc = canonical_name(cfg, sv);
     if (auto p = opt_value(cfg, sv.scope, svc, "period")) t.save.period = p->as_int();
     t.save.dtype = cfg.get_string(sv.scope, svc, "dtype");
+    // Found only at the first save before, after the steps up to it.
+    if (t.save.dtype != "float32" && t.save.dtype != "bfloat16" && t.save.dtype != "float16")
+      throw gin::GinError(opt_value(cfg, sv.scope, svc, "dtype")->where(),
+                          svc + ".dtype = '" + t.save.dtype + "' is not a parameter dtype",
+                          "'float32' (exact resumes), 'bfloat16' or 'float16'");
     if (auto k = opt_value(cfg, sv.scope, svc, "keep")) {
       // t5x keeps every checkpoint with keep = None; 0 or a negative count did so silently.
       if (k->as_int() < 1)
@@ -748,9 +765,13 @@ InferRunConfig read_infer_config(const Config& cfg) {
   const std::string f = "infer_script.infer";
   InferRunConfig r;
   r.mode = cfg.get_string("", f, "mode");
-  if (r.mode != "predict" && r.mode != "score" && r.mode != "predict_with_aux")
-    throw std::invalid_argument("[infer] mode must be 'predict' or 'score', got '" + r.mode + "'");
-  if (r.mode == "predict_with_aux") r.mode = "predict";
+  // predict_with_aux ran as predict, without the aux outputs t5x writes.
+  if (r.mode != "predict" && r.mode != "score")
+    throw std::invalid_argument("[infer] " + f + ".mode must be 'predict' or 'score', got '" + r.mode + "'" +
+                                (r.mode == "predict_with_aux"
+                                     ? "\n  hint: 'predict_with_aux' (predictions with their aux outputs) is not "
+                                       "supported; 'predict' writes the predictions"
+                                     : ""));
   Reference model = cfg.get_reference("", f, "model");
   r.model = read_model_config(cfg, model);
   const Reference ds = cfg.get_reference("", f, "dataset_cfg");
@@ -763,6 +784,10 @@ InferRunConfig read_infer_config(const Config& cfg) {
   r.checkpoint_period = cfg.get_int("", f, "checkpoint_period");
   r.shard_id = cfg.get_int("", f, "shard_id");
   r.num_shards = cfg.get_int("", f, "num_shards");
+  if (r.num_shards < 1 || r.shard_id < 0 || r.shard_id >= r.num_shards)
+    throw std::invalid_argument("[infer] " + f + ".shard_id = " + std::to_string(r.shard_id) + " with num_shards = " +
+                                std::to_string(r.num_shards) + ": shard_id must be in [0, num_shards)" +
+                                "\n  hint: shard_id picks which of num_shards parts of the split this run infers");
   check_model_vocabulary(r.model, r.dataset);
   return r;
 }

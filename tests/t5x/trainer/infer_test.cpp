@@ -167,6 +167,29 @@ TEST(Infer, FinishedOutputOfAnotherRunIsRefused) {
   }
 }
 
+// A shard outside [0, num_shards) and t5x's predict_with_aux (which ran as
+// predict, without its aux outputs) are refused when the config is read,
+// before the restore and before config.gin (session 78).
+TEST(Infer, BadShardAndModeAreRefusedByName) {
+  const std::string out = temp_dir("infer_bad_shard");
+  for (const auto& [binding, message] : std::vector<std::pair<std::string, std::string>>{
+           {"infer_script.infer.shard_id = 2", "infer_script.infer.shard_id = 2 with num_shards = 1: shard_id must be"},
+           {"infer_script.infer.shard_id = -1", "shard_id = -1 with num_shards = 1"},
+           {"infer_script.infer.mode = 'predict_with_aux'", "'predict_with_aux' (predictions with their aux"}}) {
+    std::vector<std::string> b = {"MIXTURE_OR_TASK_NAME = 'gpl3_lines_copy'",
+                                  "TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 24}",
+                                  "CHECKPOINT_PATH = '" + out + "/none'",
+                                  "INFER_OUTPUT_DIR = '" + out + "'",
+                                  binding};
+    try {
+      read_infer_config(tiny_config(b, "configs/runs/infer.gin"));
+      ADD_FAILURE() << binding << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << binding << ": " << e.what();
+    }
+  }
+}
+
 // A checkpoint of a larger model than the gin's (a layer more) is refused
 // under RestoreCheckpointConfig.strict, the default, as a resume is: infer
 // would otherwise run the smaller model on part of the weights. strict =

@@ -145,6 +145,58 @@ TEST(TrainerConfig, OutOfRangeValuesAreRefusedByName) {
   EXPECT_NO_THROW(read_train_config(tiny_config(ok)));
 }
 
+// Settings out of range are named at their binding before the run writes
+// anything (bad-input sweep, session 78: a nan temperature decoded empty
+// predictions, a negative z_loss trained to a negative loss, an int8 save
+// dtype failed at the first save, after the steps before it).
+TEST(TrainerConfig, SettingsOutOfRangeAreNamedAtTheirBinding) {
+  const std::string dir = temp_dir("cfg_ranges");
+  const std::pair<std::string, std::string> cases[] = {
+      {"decoding.temperature_sample.temperature = nan", "decoding.temperature_sample.temperature = nan is out of range"},
+      {"decoding.temperature_sample.temperature = -1.0", "temperature = -1.0 is out of range"},
+      {"decoding.temperature_sample.topk = -1", "decoding.temperature_sample.topk = -1 is out of range"},
+      {"decoding.temperature_sample.topp = 1.5", "decoding.temperature_sample.topp = 1.5 is out of range"},
+      {"decoding.temperature_sample.topp = nan", "topp = nan is out of range"},
+      {"decoding.temperature_sample.topp = 0.9", "topk = 1 and topp = 0.9 are mutually exclusive"},
+      {"decoding.beam_search.alpha = nan", "decoding.beam_search.alpha = nan is out of range"},
+      {"models.EncoderDecoderModel.z_loss = -1.0", "models.EncoderDecoderModel.z_loss = -1.0 must be finite and >= 0"},
+      {"models.EncoderDecoderModel.loss_normalizing_factor = 0.0",
+       "models.EncoderDecoderModel.loss_normalizing_factor = 0.0 must be a finite number > 0"},
+      {"models.EncoderDecoderModel.loss_normalizing_factor = -5.0", "loss_normalizing_factor = -5.0 must be"},
+      {"utils.SaveCheckpointConfig.dtype = 'int8'", "utils.SaveCheckpointConfig.dtype = 'int8' is not a parameter dtype"},
+      {"utils.RestoreCheckpointConfig.mode = 'bogus'", "utils.RestoreCheckpointConfig.mode = 'bogus' is not a mode"},
+      {"utils.RestoreCheckpointConfig.mode = 'all'", "mode = 'all' (every checkpoint in turn) is not supported"},
+      {"utils.RestoreCheckpointConfig.dtype = 'int8'", "utils.RestoreCheckpointConfig.dtype = 'int8' is not a"},
+  };
+  for (const auto& [binding, message] : cases) {
+    auto b = tiny_bindings(dir, 4);
+    b.push_back("INITIAL_CHECKPOINT_PATH = '" + dir + "/none'");
+    b.push_back(binding);
+    try {
+      read_train_config(tiny_config(b, "configs/runs/finetune.gin"));
+      ADD_FAILURE() << binding << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << binding << ": " << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_0"));
+  // The MoE layer's factors and init scale.
+  for (const auto& [binding, message] : std::vector<std::pair<std::string, std::string>>{
+           {"TRAIN_EXPERT_CAPACITY_FACTOR = nan", "train_capacity_factor = nan must be a finite number > 0"},
+           {"EVAL_EXPERT_CAPACITY_FACTOR = 0.0", "eval_capacity_factor = 0.0 must be a finite number > 0"},
+           {"EXPERT_INIT_SCALE = -1.0", "expert_init_scale = -1.0 must be a finite number > 0"},
+           {"JITTER_NOISE = nan", "jitter_noise = nan must be finite and >= 0"}}) {
+    auto b = tiny_bindings(dir, 4);
+    b.push_back(binding);
+    try {
+      read_train_config(tiny_config(b, "configs/runs/moe/pretrain.gin", "configs/models/moe/tiny.gin"));
+      ADD_FAILURE() << binding << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << binding << ": " << e.what();
+    }
+  }
+}
+
 // A literal logical_axis_rules list is the rules (t5x takes one as well),
 // and standard_logical_axis_rules' additional_rules follow its preset (both
 // were read as the default preset, session 78); a mesh axis the mesh lacks is
