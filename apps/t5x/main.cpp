@@ -160,6 +160,27 @@ void warn_datasets(std::ostream* log, const t5x::trainer::ModelConfig& model,
   }
 }
 
+// Every process of an mpirun must run one config: a process with another
+// TRAIN_STEPS waited forever in a collective, another BATCH_SIZE trained on
+// a wrong batch, another mlp_dim died in MPI_ERR_TRUNCATE. Each process
+// compares its operative config's FNV-1a hash with process 0's; all learn
+// whether any differs, so that all stop.
+void check_same_config(t5x::Communicator& world, const std::string& text) {
+  int64_t h = int64_t(0xcbf29ce484222325ull);
+  for (unsigned char ch : text) h = int64_t((uint64_t(h) ^ ch) * 0x100000001b3ull);
+  int64_t h0 = h;
+  world.broadcast(&h0, 1, t5x::CommDtype::kI64, 0);
+  const int64_t differs = h != h0;
+  int64_t count = 0;
+  world.all_reduce(&differs, &count, 1, t5x::CommDtype::kI64);
+  if (count == 0) return;
+  throw std::invalid_argument(
+      "the processes run different gin configs: " + std::to_string(count) + " of " + std::to_string(world.size()) +
+      " differ from process 0's" + (differs ? " (this one among them)" : "") +
+      "\n  hint: give every process the same --gin_file and --gin flags (an MPMD launch `mpiexec -n 1 A : -n 1 B` "
+      "runs different ones)");
+}
+
 // --name=N as an integer; "t5x: --name=x: not an integer" otherwise.
 int64_t int_flag(const std::string& arg) {
   const std::string v = arg.substr(arg.find('=') + 1);
@@ -245,6 +266,7 @@ int main(int argc, char** argv) {
     task_file::load_declared_tasks(cfg, flags.search_paths);
     if (chief)
       for (const std::string& w : cfg.warnings()) std::cerr << "t5x " << mode << ": warning: " << w << "\n";
+    if (world && world->size() > 1) check_same_config(*world, mode + "\n" + cfg.operative_config_str());
     if (mode == "config") {
       cfg.check_macro_cycles();  // missing macros are notes below; a cycle is an error
       std::cout << cfg.operative_config_str() << std::flush;

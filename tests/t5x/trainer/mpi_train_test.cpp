@@ -320,6 +320,36 @@ TEST(TrainerMpi, TeacherForcedEvalIsTheSameOnAnyProcessCount) {
 // 60 s (an uninterrupted run of these 100000 steps would take hours) and a
 // message names the rank that died. Run as its own ctest
 // (t5x_trainer_mpi_rank_killed).
+// Processes launched with different configs (an MPMD `mpiexec A : B`) stop
+// at start-up, every one of them, before anything is written: another
+// TRAIN_STEPS left process 1 waiting forever, another BATCH_SIZE trained on
+// a wrong batch, exit 0 (bad-input sweep, session 78).
+TEST(TrainerMpiFaults, ProcessesWithDifferentConfigsStopAtStartUp) {
+  const std::string dir = testing::temp_dir("mpi_mpmd");
+  auto argv = [&](int steps) {
+    std::string a = std::string(T5X_BINARY_DIR) +
+                    "/bin/t5x train --gin_file=configs/models/t5_1_1/tiny.gin --gin_file=configs/runs/pretrain.gin";
+    for (const auto& x : testing::tiny_bindings(dir + "/run", steps)) a += " \"--gin_bindings=" + x + "\"";
+    return a;
+  };
+  const std::string cmd = "timeout 120 " + std::string(T5X_MPIEXEC) + " " + T5X_MPIEXEC_FLAGS + " -np 1 " +
+                          argv(2) + " : -np 1 " + argv(6) + " > " + dir + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::stringstream log;
+  log << std::ifstream(dir + ".log").rdbuf();
+  EXPECT_NE(rc, 0) << log.str();
+  EXPECT_NE(WEXITSTATUS(rc), 124) << "timed out: " << log.str();
+  EXPECT_NE(log.str().find("[process 0 of 2]: the processes run different gin configs: 1 of 2 differ from process "
+                           "0's"),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("[process 1 of 2]: the processes run different gin configs: 1 of 2 differ from process "
+                           "0's (this one among them)"),
+            std::string::npos)
+      << log.str();
+  EXPECT_FALSE(fs::exists(dir + "/run")) << log.str();
+}
+
 TEST(TrainerMpiFaults, AKilledRankEndsTheOthersWithinAMinute) {
   for (int victim : {1, 0}) {
     const std::string dir = testing::temp_dir("mpi_rank_killed_" + std::to_string(victim));
