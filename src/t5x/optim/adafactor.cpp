@@ -274,10 +274,25 @@ FactorDim factor_dim_from_name(const std::string& name) {
 Adafactor::Adafactor(AdafactorConfig config) : config_(std::move(config)) {
   if (!config_.factored && config_.factor_map)
     throw_invalid(kOp, "factored is false but factorization rules (factor_map) were given");
-  if (config_.beta1 && (*config_.beta1 < 0 || *config_.beta1 >= 1))
+  // Written so that nan fails each check (it passed `x < 0 || x >= 1`).
+  if (config_.beta1 && !(*config_.beta1 >= 0 && *config_.beta1 < 1))
     throw_invalid(kOp, "beta1 must be in [0, 1), got " + std::to_string(*config_.beta1));
-  if (config_.clipping_threshold && *config_.clipping_threshold <= 0)
-    throw_invalid(kOp, "clipping_threshold must be > 0");
+  auto positive = [](const std::optional<double>& x) { return !x || (*x > 0 && std::isfinite(*x)); };
+  if (!positive(config_.clipping_threshold))
+    throw_invalid(kOp, "clipping_threshold must be finite and > 0, got " + std::to_string(*config_.clipping_threshold));
+  if (!positive(config_.global_norm_clip_threshold))
+    throw_invalid(kOp, "global_norm_clip_threshold must be finite and > 0, got " +
+                           std::to_string(*config_.global_norm_clip_threshold));
+  if (!positive(config_.max_parameter_scale))
+    throw_invalid(kOp, "max_parameter_scale must be finite and > 0, got " + std::to_string(*config_.max_parameter_scale));
+  if (!std::isfinite(config_.decay_rate))
+    throw_invalid(kOp, "decay_rate must be finite, got " + std::to_string(config_.decay_rate));
+  if (!(config_.epsilon1 > 0 && std::isfinite(config_.epsilon1)))
+    throw_invalid(kOp, "epsilon1 must be finite and > 0, got " + std::to_string(config_.epsilon1));
+  if (!(config_.epsilon2 >= 0 && std::isfinite(config_.epsilon2)))
+    throw_invalid(kOp, "epsilon2 must be finite and >= 0, got " + std::to_string(config_.epsilon2));
+  if (config_.weight_decay_rate && !std::isfinite(*config_.weight_decay_rate))
+    throw_invalid(kOp, "weight_decay_rate must be finite, got " + std::to_string(*config_.weight_decay_rate));
   if (!is_floating(config_.dtype_momentum)) throw_invalid(kOp, "dtype_momentum must be a floating dtype");
 }
 

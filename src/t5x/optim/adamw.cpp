@@ -17,8 +17,15 @@ const char* kOp = "AdamW";
 }  // namespace
 
 AdamW::AdamW(AdamWConfig config) : config_(std::move(config)) {
-  if (config_.b1 < 0 || config_.b1 >= 1 || config_.b2 < 0 || config_.b2 >= 1)
-    throw_invalid(kOp, "b1 and b2 must be in [0, 1)");
+  // Written so that nan fails each check.
+  if (!(config_.b1 >= 0 && config_.b1 < 1 && config_.b2 >= 0 && config_.b2 < 1))
+    throw_invalid(kOp, "b1 and b2 must be in [0, 1), got b1 = " + std::to_string(config_.b1) +
+                           ", b2 = " + std::to_string(config_.b2));
+  if (!(config_.eps >= 0 && std::isfinite(config_.eps) && config_.eps_root >= 0 && std::isfinite(config_.eps_root)))
+    throw_invalid(kOp, "eps and eps_root must be finite and >= 0, got eps = " + std::to_string(config_.eps) +
+                           ", eps_root = " + std::to_string(config_.eps_root));
+  if (!std::isfinite(config_.weight_decay))
+    throw_invalid(kOp, "weight_decay must be finite, got " + std::to_string(config_.weight_decay));
   if (!is_floating(config_.mu_dtype)) throw_invalid(kOp, "mu_dtype must be a floating dtype");
   check_chained_clips(config_.chain, kOp);
 }

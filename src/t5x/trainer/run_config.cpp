@@ -265,6 +265,9 @@ LearningRateSchedule read_lr_value(const Config& cfg, const std::string& scope, 
     return read_schedule(cfg, r);
   }
   double lr = v->as_double();
+  if (!std::isfinite(lr))  // a nan rate stopped the run at its first step, blaming the rate's size
+    throw gin::GinError(v->where(), conf + "." + param + " = " + v->to_gin() + " is not a finite number",
+                        "write a learning rate such as 1e-3, or a schedule");
   return [lr](int64_t) { return lr; };
 }
 

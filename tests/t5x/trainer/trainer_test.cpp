@@ -167,6 +167,13 @@ TEST(TrainerConfig, SettingsOutOfRangeAreNamedAtTheirBinding) {
       {"utils.RestoreCheckpointConfig.mode = 'bogus'", "utils.RestoreCheckpointConfig.mode = 'bogus' is not a mode"},
       {"utils.RestoreCheckpointConfig.mode = 'all'", "mode = 'all' (every checkpoint in turn) is not supported"},
       {"utils.RestoreCheckpointConfig.dtype = 'int8'", "utils.RestoreCheckpointConfig.dtype = 'int8' is not a"},
+      // The optimizer's: nan passed `x < 0 || x >= 1`, and the run stopped
+      // at step 1 blaming the learning rate.
+      {"adafactor.Adafactor.beta1 = nan", "beta1 must be in [0, 1), got nan"},
+      {"adafactor.Adafactor.clipping_threshold = nan", "clipping_threshold must be finite and > 0, got nan"},
+      {"adafactor.Adafactor.decay_rate = nan", "decay_rate must be finite, got nan"},
+      {"adafactor.Adafactor.epsilon1 = -1.0", "epsilon1 must be finite and > 0, got -1"},
+      {"adafactor.Adafactor.weight_decay_rate = nan", "weight_decay_rate must be finite, got nan"},
   };
   for (const auto& [binding, message] : cases) {
     auto b = tiny_bindings(dir, 4);
@@ -225,6 +232,27 @@ TEST(TrainerConfig, LiteralLogicalAxisRulesAndAdditionalRules) {
     EXPECT_NE(std::string(e.what()).find("rule 'batch' names mesh axis 'bogus', which the mesh does not have"),
               std::string::npos)
         << e.what();
+  }
+}
+
+TEST(TrainerConfig, AdamWSettingsThatAreNotNumbersAreNamed) {
+  const std::string dir = temp_dir("cfg_adamw_nan");
+  for (const auto& [binding, message] : std::vector<std::pair<std::string, std::string>>{
+           {"optax.adamw.b2 = nan", "b1 and b2 must be in [0, 1), got b1 = 0.900000, b2 = nan"},
+           {"optax.adamw.weight_decay = nan", "weight_decay must be finite, got nan"},
+           {"optax.adamw.eps = -1.0", "eps and eps_root must be finite and >= 0"},
+           {"optax.adamw.learning_rate = nan", "optax.adamw.learning_rate = nan is not a finite number"}}) {
+    auto b = tiny_bindings(dir, 4);
+    b.push_back("OPTIMIZER = @optimizers.chain()");
+    b.push_back("optimizers.chain.transformations = [@optax.adamw()]");
+    b.push_back("optax.adamw.learning_rate = 1e-3");
+    b.push_back(binding);
+    try {
+      read_train_config(tiny_config(b));
+      ADD_FAILURE() << binding << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << binding << ": " << e.what();
+    }
   }
 }
 
