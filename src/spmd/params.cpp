@@ -28,10 +28,15 @@ void throw_param_sharding_error(const std::string& name, const std::invalid_argu
   const std::string tag = "[sharding] ";
   if (m.rfind(tag, 0) == 0) m.erase(0, tag.size());
   std::string out = tag + "parameter '" + name + "': " + m;
-  if (m.find(" is not divisible by ") != std::string::npos && m.find("hint:") == std::string::npos)
-    out += "\n  hint: a dim that logical_axis_rules split over a mesh axis must be a multiple of the axis' size: "
-           "choose a 'model' size (partitioning.PjitPartitioner.num_partitions or model_parallel_submesh, and "
-           "the process count) that divides it, or change the model's sizes in its gin";
+  if (m.find(" is not divisible by ") != std::string::npos && m.find("hint:") == std::string::npos) {
+    out += "\n  hint: a dim that logical_axis_rules split over a mesh axis must be a multiple of the axis' size: ";
+    if (m.find("mesh axis 'expert'") != std::string::npos)  // the MoE mesh's expert axis
+      out += "choose NUM_EXPERT_PARTITIONS (the 'expert' axis, partitioning.MoePjitPartitioner."
+             "num_expert_partitions) to divide NUM_EXPERTS, or NUM_EXPERTS to be a multiple of it";
+    else
+      out += "choose a 'model' size (partitioning.PjitPartitioner.num_partitions or model_parallel_submesh, and "
+             "the process count) that divides it, or change the model's sizes in its gin";
+  }
   throw std::invalid_argument(out);
 }
 

@@ -196,7 +196,15 @@ void read_network(const gin::Config& cfg, const gin::Reference& net, bool decode
   t.head_dim = cfg.get_int(ns, nc, "head_dim");
   t.mlp_dim = cfg.get_int(ns, nc, "mlp_dim");
   t.mlp_activations.clear();
-  for (const auto& a : cfg.get_list(ns, nc, "mlp_activations")) t.mlp_activations.push_back(a.as_string());
+  for (const auto& a : cfg.get_list(ns, nc, "mlp_activations")) {
+    // Found only in the first forward before, after checkpoint_0 was written.
+    const std::string& name = a.as_string();
+    if (name != "gelu" && name != "relu" && name != "silu" && name != "swish" && name != "linear")
+      throw gin::GinError(a.where(), nc + ".mlp_activations: '" + name + "' is not an activation",
+                          "use 'gelu', 'relu', 'silu' (or 'swish') or 'linear', e.g. ('gelu', 'linear') for "
+                          "T5.1.1's gated GELU");
+    t.mlp_activations.push_back(name);
+  }
   t.dropout_rate = cfg.get_double(ns, nc, "dropout_rate");
   t.logits_via_embedding = cfg.get_bool(ns, nc, "logits_via_embedding");
   t.dtype = dtype_from(cfg.get_string(ns, nc, "dtype"), nc + ".dtype");

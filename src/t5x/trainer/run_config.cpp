@@ -634,6 +634,26 @@ void check_mixing_encoder(const ModelConfig& m, const DatasetConfig& d, const Re
 }
 }  // namespace
 
+namespace {
+// The lengths name exactly the features the model's feature converter takes
+// (seqio's check, which ran at the first batch: after checkpoint_0 was
+// written). Checked by converting no examples.
+void check_feature_lengths(const ModelConfig& m, const DatasetConfig& d) {
+  if (!d.task_feature_lengths) return;
+  bool has_inputs = false;
+  for (const auto& t : seqio::get_subtasks(d.mixture_or_task_name)) has_inputs |= t->output_features().count("inputs") > 0;
+  try {
+    (void)(*make_feature_converter(m, d.pack, has_inputs))({}, *d.task_feature_lengths);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("[trainer] utils.DatasetConfig.task_feature_lengths (TASK_FEATURE_LENGTHS) of '" +
+                                d.mixture_or_task_name + "': " + e.what() +
+                                "\n  hint: give a length for each feature the model takes: " +
+                                (m.decoder_only ? (has_inputs ? "'inputs' and 'targets' (a prefix LM)" : "'targets'")
+                                                : "'inputs' and 'targets'"));
+  }
+}
+}  // namespace
+
 TrainRunConfig read_train_config(const Config& cfg, bool check_tasks) {
   const std::string f = "train_script.train";
   TrainRunConfig t;
@@ -743,7 +763,10 @@ TrainRunConfig read_train_config(const Config& cfg, bool check_tasks) {
   }
   for (const auto* d : {&t.train_ds, t.train_eval_ds ? &*t.train_eval_ds : nullptr,
                         t.infer_eval_ds ? &*t.infer_eval_ds : nullptr})
-    if (d && check_tasks) check_model_vocabulary(t.model, *d);
+    if (d && check_tasks) {
+      check_model_vocabulary(t.model, *d);
+      check_feature_lengths(t.model, *d);
+    }
   return t;
 }
 
@@ -761,6 +784,7 @@ EvalRunConfig read_eval_config(const Config& cfg) {
   check_expert_partitions(e.model, e.partitioner);
   e.output_dir = cfg.get_string("", f, "output_dir");
   check_model_vocabulary(e.model, e.dataset);
+  check_feature_lengths(e.model, e.dataset);
   return e;
 }
 
@@ -792,6 +816,7 @@ InferRunConfig read_infer_config(const Config& cfg) {
                                 std::to_string(r.num_shards) + ": shard_id must be in [0, num_shards)" +
                                 "\n  hint: shard_id picks which of num_shards parts of the split this run infers");
   check_model_vocabulary(r.model, r.dataset);
+  check_feature_lengths(r.model, r.dataset);
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include "backend/kernels.h"
 #include "mesh/logical_axis_rules.h"
 #include "nn/params.h"
+#include "seqio/mixture.h"
 #include "ops/elementwise.h"
 #include "spmd/shard_comm.h"
 #include "spmd/spmd.h"
@@ -302,6 +303,15 @@ void Trainer::initialize() {
   data_ = std::make_unique<TrainData>(cfg_.train_ds, cfg_.model, data_state_.seed, dist_.data_shard,
                                       dist_.num_data_shards, resume);
   if (cfg_.infer_eval_ds) infer_eval_ = std::make_unique<InferenceEvaluator>(*cfg_.infer_eval_ds, cfg_.model, cfg_.evaluator);
+  // A task without the evaluation's split is skipped, as t5x does; said
+  // once (the evaluation did nothing, silently, where no task had it).
+  for (const DatasetConfig* d : {cfg_.train_eval_ds ? &*cfg_.train_eval_ds : nullptr,
+                                 cfg_.infer_eval_ds ? &*cfg_.infer_eval_ds : nullptr})
+    if (d && chief)
+      for (const auto& task : seqio::get_subtasks(d->mixture_or_task_name))
+        if (const auto sp = task->splits(); std::find(sp.begin(), sp.end(), d->split) == sp.end())
+          message("warning: task '" + task->name() + "' has no split '" + d->split + "', so the " +
+                  (cfg_.train_eval_ds && d == &*cfg_.train_eval_ds ? "training" : "inference") + " evaluation skips it");
   train_log_ = SummaryLogger(summary_dir(cfg_.model_dir, SummaryKind::kTrain), chief);
   if (chief && opt_.gin) train_log_.text(state_.step(), "config/gin", opt_.gin->operative_config_str());
   train_log_.write(state_.step(), {{"timing/init_or_restore_seconds", seconds_since(t0)}});

@@ -16,6 +16,7 @@
 #include "seqio/preprocessors/noise.h"
 #include "t5x/checkpoints/checkpoint_dir.h"
 #include "t5x/optim/adafactor.h"
+#include "t5x/trainer/partition_report.h"
 #include "t5x/optim/adamw.h"
 #include "t5x/optim/lion.h"
 #include "t5x/optim/sgd.h"
@@ -174,6 +175,14 @@ TEST(TrainerConfig, SettingsOutOfRangeAreNamedAtTheirBinding) {
       {"adafactor.Adafactor.decay_rate = nan", "decay_rate must be finite, got nan"},
       {"adafactor.Adafactor.epsilon1 = -1.0", "epsilon1 must be finite and > 0, got -1"},
       {"adafactor.Adafactor.weight_decay_rate = nan", "weight_decay_rate must be finite, got nan"},
+      // Found in the first batch or forward before, after checkpoint_0.
+      {"network.T5Config.mlp_activations = ('bogus', 'linear')",
+       "network.T5Config.mlp_activations: 'bogus' is not an activation"},
+      {"TASK_FEATURE_LENGTHS = {'inputs': 24}",
+       "TASK_FEATURE_LENGTHS) of 'gpl3_lines_copy': [EncDecFeatureConverter] task_feature_lengths is missing "
+       "features of TASK_FEATURES: ['targets']"},
+      {"TASK_FEATURE_LENGTHS = {'inputs': 24, 'targets': 24, 'bogus': 5}",
+       "task_feature_lengths has features not in TASK_FEATURES: ['bogus']"},
   };
   for (const auto& [binding, message] : cases) {
     auto b = tiny_bindings(dir, 4);
@@ -201,6 +210,44 @@ TEST(TrainerConfig, SettingsOutOfRangeAreNamedAtTheirBinding) {
     } catch (const std::exception& e) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << binding << ": " << e.what();
     }
+  }
+}
+
+// A task without the evaluation's split is said to be skipped (the
+// training evaluation did nothing, silently; session 78).
+TEST(Trainer, EvaluationSplitATaskLacksIsSaid) {
+  auto b = tiny_bindings(temp_dir("eval_no_split"), 2);
+  b.push_back("train_script.train.eval_period = 2");
+  b.push_back("train_eval/utils.DatasetConfig.split = 'nope'");
+  std::ostringstream log;
+  TrainerOptions o = fast();
+  o.log = &log;
+  Trainer t(read_train_config(tiny_config(b)), single(), o);
+  EXPECT_EQ(t.train().status, TrainResult::Status::kDone);
+  EXPECT_NE(log.str().find("warning: task 'gpl3_lines_copy' has no split 'nope', so the training evaluation skips it"),
+            std::string::npos)
+      << log.str();
+}
+
+// The MoE mesh's 'expert' axis not dividing the experts names the setting
+// to change, not the 'model' size (session 78).
+TEST(TrainerConfig, ExpertAxisNotDividingTheExpertsNamesNumExpertPartitions) {
+  auto b = tiny_bindings(temp_dir("expert_axis"), 1);
+  b.push_back("NUM_EXPERT_PARTITIONS = 8");
+  const TrainRunConfig c =
+      read_train_config(tiny_config(b, "configs/runs/moe/pretrain.gin", "configs/models/moe/tiny.gin"), false);
+  PartitionOptions po;
+  po.processes = 8;
+  try {
+    partition_report(c, po);
+    ADD_FAILURE() << "4 experts split 8 ways";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("dim 0 'expert' of size 4 is not divisible by 8"), std::string::npos) << m;
+    EXPECT_NE(m.find("hint: a dim that logical_axis_rules split over a mesh axis must be a multiple of the axis' "
+                     "size: choose NUM_EXPERT_PARTITIONS"),
+              std::string::npos)
+        << m;
   }
 }
 
