@@ -632,9 +632,7 @@ void check_mixing_encoder(const ModelConfig& m, const DatasetConfig& d, const Re
                                 "\n  hint: make TASK_FEATURE_LENGTHS['inputs'] and "
                                 "network.T5Config.encoder_mixing_length equal");
 }
-}  // namespace
 
-namespace {
 // The lengths name exactly the features the model's feature converter takes
 // (seqio's check, which ran at the first batch: after checkpoint_0 was
 // written). Checked by converting no examples.
