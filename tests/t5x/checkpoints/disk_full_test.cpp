@@ -22,6 +22,19 @@ std::string slurp(const std::string& p) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+// Runs `script` (which mounts its tmpfs first) in a private mount namespace;
+// asserts that it got through its own steps, `codes` saying what each exit
+// code names, `log` the file to show when it did not.
+void run_scenario(const std::string& root, const std::string& script, const std::string& codes,
+                  const std::string& log) {
+  std::ofstream(root + "/scenario.sh") << script;
+  RunResult r = sh("unshare -m --propagation private sh " + quote(root + "/scenario.sh"));
+  ASSERT_EQ(r.rc, 0) << "the scenario needs a private tmpfs: run as root (CAP_SYS_ADMIN) with unshare and mount "
+                        "(util-linux); exit 90 = mount failed, " << codes << "\n"
+                     << r.out << slurp(log);
+  std::cout << r.out;
+}
+
 TEST(DiskFull, SaveFailsWithENOSPCAndKeepsThePreviousCheckpoint) {
   const std::string root = temp_dir("disk_full");
   const std::string mnt = root + "/mnt", run = mnt + "/run";
@@ -43,12 +56,8 @@ TEST(DiskFull, SaveFailsWithENOSPCAndKeepsThePreviousCheckpoint) {
       t5x + " ckpt info --digest_only " + quote(run + "/checkpoint_2") + " > " + quote(root + "/after.txt") +
       " 2>&1\n"
       "ls -a " + quote(run) + " > " + quote(root + "/ls.txt") + "\n";
-  std::ofstream(root + "/scenario.sh") << script;
-  RunResult r = sh("unshare -m --propagation private sh " + quote(root + "/scenario.sh"));
-  ASSERT_EQ(r.rc, 0) << "the scenario needs a private tmpfs: run as root (CAP_SYS_ADMIN) with unshare and mount "
-                        "(util-linux); exit 90 = mount failed, 91 = first run, 92 = ckpt info, 93 = fallocate\n"
-                     << r.out << slurp(root + "/phase1.log");
-  std::cout << r.out;
+  run_scenario(root, script, "91 = first run, 92 = ckpt info, 93 = fallocate", root + "/phase1.log");
+  if (HasFatalFailure()) return;
 
   const std::string log = slurp(root + "/phase2.log");
   std::cout << log;
@@ -94,11 +103,8 @@ TEST(DiskFull, ExportHfFailsWithENOSPCAndLeavesNoPartialFile) {
       "cmp " + quote(hf + "/model.safetensors") + " " + quote(root + "/first.safetensors") + " > " +
       quote(root + "/cmp.txt") + " 2>&1; echo $? >> " + quote(root + "/cmp.txt") + "\n"
       "ls -a " + quote(hf) + " > " + quote(root + "/ls.txt") + "\n";
-  std::ofstream(root + "/scenario.sh") << script;
-  RunResult r = sh("unshare -m --propagation private sh " + quote(root + "/scenario.sh"));
-  ASSERT_EQ(r.rc, 0) << "the scenario needs a private tmpfs: run as root (CAP_SYS_ADMIN) with unshare and mount "
-                        "(util-linux); exit 90 = mount failed, 91 = first export, 92 = copy, 93 = fallocate\n"
-                     << r.out << slurp(root + "/first.log");
+  run_scenario(root, script, "91 = first export, 92 = copy, 93 = fallocate", root + "/first.log");
+  if (HasFatalFailure()) return;
   const std::string log = slurp(root + "/second.log");
   EXPECT_NE(std::stoi(slurp(root + "/second.rc")), 0) << log;
   EXPECT_NE(log.find("No space left on device (ENOSPC)"), std::string::npos) << log;
