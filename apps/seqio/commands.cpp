@@ -5,6 +5,7 @@
 #include <limits>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "seqio/cache.h"
@@ -39,7 +40,8 @@ SequenceLengths parse_lengths(const std::string& s) {
     if (v > kMaxSequenceLength)
       throw std::invalid_argument("--lengths: '" + item + "' is longer than " + std::to_string(kMaxSequenceLength) +
                                   " tokens (the buffers would not fit in memory)");
-    out[item.substr(0, eq)] = v;
+    if (!out.emplace(item.substr(0, eq), v).second)
+      throw std::invalid_argument("--lengths: '" + item.substr(0, eq) + "' is given twice");
   }
   return out;
 }
@@ -116,6 +118,18 @@ int cmd_show(const ShowArgs& a, std::ostream& out) {
     for (const auto& t : tasks_without_cache_step(a.name))
       std::cerr << "seqio: warning: task '" << t << "' has no cache step; --use-cached reads it from its source, "
                 << "as seqio does\n";
+  // A length for a feature no task outputs trims nothing: a typo
+  // (input=5 for inputs=5) left every example whole, silently.
+  std::set<std::string> features;
+  for (const auto& t : get_subtasks(a.name))
+    for (const auto& [f, spec] : t->output_features()) features.insert(f);
+  for (const auto& [name, len] : o.sequence_lengths)
+    if (!features.count(name)) {
+      std::string names;
+      for (const auto& f : features) names += (names.empty() ? "'" : ", '") + f + "'";
+      throw std::invalid_argument("--lengths: '" + name + "' is no output feature of '" + a.name +
+                                  "' (its features: " + names + ")");
+    }
   auto ds = get_dataset(a.name, o);
   Example ex;
   int64_t k = 0;

@@ -182,6 +182,12 @@ fi
   if printf '{"inputs":[99999999999],"targets":[2]}\n' | "$SEQIO" convert --converter enc_dec \
        --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "id 99999999999 accepted"; fi
   grep -q "holds id 99999999999, outside the int32 range" "$T/err" || fail "big id: $(cat "$T/err")"
+  # A --lengths name no task outputs (a typo), or one given twice, is refused (it trimmed nothing).
+  if "$SEQIO" show gpl3_lines_copy -n 1 --lengths input=5 > /dev/null 2> "$T/err"; then fail "--lengths input=5 accepted"; fi
+  grep -q "'input' is no output feature of 'gpl3_lines_copy'" "$T/err" || fail "unknown length name: $(cat "$T/err")"
+  if "$SEQIO" show gpl3_lines_copy -n 1 --lengths targets=5,targets=7 > /dev/null 2> "$T/err"; then
+    fail "--lengths targets twice accepted"; fi
+  grep -q "'targets' is given twice" "$T/err" || fail "length twice: $(cat "$T/err")"
   # A negative token id or BOS id is refused (it was passed through into the model features).
   if printf '{"inputs":[1],"targets":[2]}\n{"inputs":[-1,-5],"targets":[2]}\n' | "$SEQIO" convert \
        --converter enc_dec --lengths inputs=4,targets=4 > /dev/null 2> "$T/err"; then fail "id -1 accepted"; fi

@@ -307,6 +307,22 @@ TEST(TaskFile, WrongArgumentTypesAreNamed) {
   EXPECT_NE(e.find("copy_pretokenized"), std::string::npos) << e;  // the nearest parameter
 }
 
+// Bad-input sweep, session 78: ['inputs', 'inputs'] read the second column
+// under both names' one; a nan or infinite span corruption setting passed
+// the reader and failed (or ran) at the first example, unnamed.
+TEST(TaskFile, DuplicateColumnsAndNoiseSettingsAreNamed) {
+  auto e = load_error(with("field_names = ['inputs', 'targets']", "field_names = ['inputs', 'inputs']"));
+  expect_has(e, {"task.gin:8:", "field_names names column 'inputs' twice"});
+  const std::string span = kGood + "t/seqio.Task.preprocessors = [@seqio.preprocessors.tokenize, "
+                                   "@t5.data.preprocessors.span_corruption]\n";
+  e = load_error(span + "t/t5.data.preprocessors.span_corruption.noise_density = nan\n");
+  expect_has(e, {"task.gin:10:", "span_corruption.noise_density = nan is not in [0, 1]"});
+  e = load_error(span + "t/t5.data.preprocessors.span_corruption.mean_noise_span_length = 1e999\n");
+  expect_has(e, {"task.gin:10:", "mean_noise_span_length = inf must be a finite number > 0"});
+  e = load_error(span + "t/t5.data.preprocessors.span_corruption.mean_noise_span_length = 0.0\n");
+  expect_has(e, {"mean_noise_span_length = 0.0 must be a finite number > 0"});
+}
+
 TEST(TaskFile, MissingVocabularyFileIsNamed) {
   const auto e = load_error(with("vocab/spm1000.model", "vocab/nope.model"));
   expect_has(e, {"task.gin:1:", "SentencePiece model 'tests/golden/seqio/vocab/nope.model' cannot be opened", "relative paths start at the working directory"});

@@ -190,6 +190,11 @@ std::map<std::string, double> spearman_corrcoef(const std::vector<std::string>& 
   check_sizes("spearman_corrcoef", targets.size(), predictions.size());
   const auto x = values("spearman_corrcoef", "target", targets);
   const auto y = values("spearman_corrcoef", "prediction", predictions);
+  // scipy.stats.spearmanr propagates a nan (nan_policy='propagate'); ranking
+  // one among numbers gave a value that depended on where it stood.
+  for (const auto* v : {&x, &y})
+    if (std::any_of(v->begin(), v->end(), [](double a) { return std::isnan(a); }))
+      return {{"spearman_corrcoef", std::numeric_limits<double>::quiet_NaN()}};
   return {{"spearman_corrcoef", 100.0 * pearson(average_ranks(x), average_ranks(y))}};
 }
 

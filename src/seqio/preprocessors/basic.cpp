@@ -56,12 +56,23 @@ Example tokenize(const Example& x, const OutputFeatures& output_features,
   return out;
 }
 
+// A text feature where EOS goes: the step runs before tokenize (seqio's
+// append on a string tensor fails in TF; here it skipped the feature, and
+// the examples had no EOS).
+static void refuse_text(const FeatureValue& v, const std::string& key, const char* step) {
+  if (std::holds_alternative<std::string>(v))
+    throw std::invalid_argument(std::string("[") + step + "] feature '" + key +
+                                "' is still text, so there is no token sequence to end with EOS (hint: put " + step +
+                                " after seqio.preprocessors.tokenize)");
+}
+
 Example append_eos(const Example& x, const OutputFeatures& output_features) {
   Example out = x;
   for (const auto& [key, feature] : output_features) {
     if (!feature.add_eos) continue;
     auto it = out.find(key);
     if (it == out.end()) continue;
+    refuse_text(it->second, key, "append_eos");
     if (auto* t = std::get_if<Tokens>(&it->second))
       t->push_back(eos_id_of(feature, key, "append_eos"));
   }
@@ -75,6 +86,7 @@ Example append_eos_after_trim(const Example& x, const OutputFeatures& output_fea
     if (!feature.add_eos) continue;
     auto it = out.find(key);
     if (it == out.end()) continue;
+    refuse_text(it->second, key, "append_eos_after_trim");
     auto* t = std::get_if<Tokens>(&it->second);
     if (t == nullptr) continue;
     auto len = sequence_lengths.find(key);

@@ -50,10 +50,13 @@ std::pair<int64_t, int64_t> random_spans_helper(int64_t inputs_length, double no
                                                 double mean_noise_span_length,
                                                 int64_t extra_tokens_per_span_inputs,
                                                 int64_t extra_tokens_per_span_targets) {
-  if (inputs_length < 1 || noise_density < 0 || noise_density > 1 || mean_noise_span_length <= 0)
+  // Written so that nan and infinity fail too.
+  if (!(inputs_length >= 1 && noise_density >= 0 && noise_density <= 1 && mean_noise_span_length > 0 &&
+        std::isfinite(mean_noise_span_length)))
     throw std::invalid_argument(
         "[random_spans_helper] need inputs_length >= 1, 0 <= noise_density <= 1, "
-        "mean_noise_span_length > 0");
+        "mean_noise_span_length finite and > 0; got " + std::to_string(inputs_length) + ", " +
+        std::to_string(noise_density) + ", " + std::to_string(mean_noise_span_length));
   auto lengths = [&](int64_t tokens_length) {
     const int64_t noise = round_half_even(static_cast<double>(tokens_length) * noise_density);
     const int64_t nonnoise = tokens_length - noise;

@@ -1,6 +1,7 @@
 #include "t5x/task_file/task_file.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -165,6 +166,11 @@ const std::map<std::string, SourceFn>& sources() {
        [](const Node& n) {
          auto fields = n.strings("field_names");
          if (fields.empty()) n.fail(n.where("field_names"), "field_names is empty", "name each column, e.g. ['en', 'es']");
+         // A name twice: the later column took it (['en', 'en'] read Spanish as English).
+         for (size_t i = 0; i < fields.size(); ++i)
+           if (std::find(fields.begin(), fields.begin() + long(i), fields[i]) != fields.begin() + long(i))
+             n.fail(n.where("field_names"), "field_names names column '" + fields[i] + "' twice",
+                    "give each column its own name, e.g. ['en', 'es']");
          return std::make_shared<seqio::TsvDataSource>(read_splits(n), fields, header_lines(n));
        }},
       {"seqio.JsonlDataSource",
@@ -181,10 +187,27 @@ const std::map<std::string, SourceFn>& sources() {
 
 using StepFn = std::function<seqio::Preprocessor(const Node&)>;
 
+// A noise density in [0, 1] and a mean span length > 0, named at their
+// binding when the file is read (a nan density passed the pipeline's check
+// and failed at the first example without naming it).
+double noise_density(const Node& n) {
+  const double d = n.real("noise_density");
+  if (!(d >= 0 && d <= 1))
+    throw GinError(n.where("noise_density"), n.field + ": " + n.configurable + ".noise_density = " +
+                                                 Value::real(d).to_gin() + " is not in [0, 1]",
+                   "the fraction of tokens to mask; T5's span corruption uses 0.15");
+  return d;
+}
+
 seqio::preprocessors::SpanCorruptionOptions span_options(const Node& n) {
   seqio::preprocessors::SpanCorruptionOptions o;
   o.mean_noise_span_length = n.real("mean_noise_span_length");
-  o.noise_density = n.real("noise_density");
+  if (!(o.mean_noise_span_length > 0 && std::isfinite(o.mean_noise_span_length)))
+    throw GinError(n.where("mean_noise_span_length"),
+                   n.field + ": " + n.configurable + ".mean_noise_span_length = " +
+                       Value::real(o.mean_noise_span_length).to_gin() + " must be a finite number > 0",
+                   "T5's span corruption uses 3.0");
+  o.noise_density = noise_density(n);
   o.input_feature_key = n.str("input_feature_key");
   o.merge_examples_to_reduce_padding = n.boolean("merge_examples_to_reduce_padding");
   o.reserved_for_packing = n.integer("reserved_for_packing");
@@ -234,7 +257,7 @@ const std::map<std::string, StepFn>& steps() {
        [](const Node&) { return pt::split_tokens_to_targets_length(); }},
       {"t5.data.preprocessors.span_corruption", [](const Node& n) { return pt::span_corruption(span_options(n)); }},
       {"t5.data.preprocessors.iid_denoising", [](const Node&) { return pt::iid_denoising(); }},
-      {"t5.data.preprocessors.prefix_lm", [](const Node& n) { return pt::prefix_lm(n.real("noise_density")); }},
+      {"t5.data.preprocessors.prefix_lm", [](const Node& n) { return pt::prefix_lm(noise_density(n)); }},
   };
   return m;
 }

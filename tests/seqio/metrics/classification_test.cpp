@@ -43,6 +43,10 @@ TEST(MetricsClassification, Correlations) {
   EXPECT_NEAR(spearman_corrcoef({"1", "2", "2", "3"}, {"1", "2", "3", "4"}).at("spearman_corrcoef"),
               100.0 * 4.5 / std::sqrt(4.5 * 5.0), 1e-9);
   EXPECT_TRUE(std::isnan(pearson_corrcoef({"1", "1"}, {"1", "2"}).at("pearson_corrcoef")));
+  // A nan among the values propagates, as scipy.stats.spearmanr's default
+  // (scipy 1.17: nan for both orders); it ranked as a number before.
+  EXPECT_TRUE(std::isnan(spearman_corrcoef({"1", "2", "3", "4"}, {"nan", "2", "3", "4"}).at("spearman_corrcoef")));
+  EXPECT_TRUE(std::isnan(spearman_corrcoef({"1", "2", "3", "4"}, {"4", "3", "2", "nan"}).at("spearman_corrcoef")));
   EXPECT_THROW(pearson_corrcoef({"1", "one"}, {"1", "2"}), std::invalid_argument);
 }
 

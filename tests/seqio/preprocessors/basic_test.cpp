@@ -64,14 +64,29 @@ OutputFeatures t18_features() {
 
 TEST(AppendEos, OnlyAddEosFeatures) {  // T18
   Example x{{"inputs", Tokens{1, 2, 3}}, {"targets", Tokens{4, 5, 6, 7}},
-            {"arrows", Tokens{8, 9, 10, 11}}, {"bows", Tokens{12, 13}},
-            {"strings", std::string("text stays")}};
+            {"arrows", Tokens{8, 9, 10, 11}}, {"bows", Tokens{12, 13}}};
   Example y = append_eos(x, t18_features());
   EXPECT_EQ(get_tokens(y, "inputs"), (Tokens{1, 2, 3}));
   EXPECT_EQ(get_tokens(y, "targets"), (Tokens{4, 5, 6, 7, 1}));
   EXPECT_EQ(get_tokens(y, "arrows"), (Tokens{8, 9, 10, 11, 1}));
   EXPECT_EQ(get_tokens(y, "bows"), (Tokens{12, 13}));
-  EXPECT_EQ(get_text(y, "strings"), "text stays");
+}
+
+// An add_eos feature that is still text (the step placed before tokenize)
+// is an error, as seqio's append on a string tensor is; it was passed over,
+// and the examples had no EOS (bad-input sweep, session 78).
+TEST(AppendEos, TextFeatureIsRefused) {
+  const Example x{{"targets", std::string("not tokenized")}};
+  for (int after_trim : {0, 1}) {
+    try {
+      if (after_trim) append_eos_after_trim(x, t18_features(), {{"targets", 3}});
+      else append_eos(x, t18_features());
+      ADD_FAILURE() << "text took an EOS";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("feature 'targets' is still text"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("after seqio.preprocessors.tokenize"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(AppendEosAfterTrim, TrimsToLengthMinusOne) {  // T18
